@@ -1,0 +1,101 @@
+//! ncclenv's own configuration: command-line flags and `NCCLENV_*` variables (the flag wins).
+//! `cli` fills it; everything else only reads it.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Log verbosity (`NCCLENV_LOG`, `--log`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Print nothing (refusals and exec errors still print: they are the job's exit reason).
+    Off,
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// Also the one summary line (default).
+    #[default]
+    Info,
+    /// Also every probed fact and rule.
+    Debug,
+}
+
+/// Which proof to run before the command (`NCCLENV_CHECK`, `--check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckMode {
+    /// No check (default).
+    #[default]
+    Off,
+    /// `ncclGetUniqueId` with the real libnccl in a child: NCCL accepts the environment (no GPU needed).
+    Bootstrap,
+    /// One process per GPU, a real allreduce, verified element by element.
+    Allreduce,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Host or address of the job's master (`NCCLENV_PEER`, `--peer`); overrides what launchers say.
+    pub peer: Option<String>,
+    /// Number of nodes (`NCCLENV_NNODES`, `--nnodes`); overrides what launchers say.
+    pub nnodes: Option<u32>,
+    /// Refuse (exit 78) on every repair, risk warning and unsupported choice (`NCCLENV_STRICT=1`).
+    pub strict: bool,
+    /// Log verbosity (`NCCLENV_LOG`).
+    pub log: LogLevel,
+    /// Interface names never to choose, exact names (`NCCLENV_EXCLUDE`, comma-separated).
+    pub exclude: Vec<String>,
+    /// Do nothing, just exec (`NCCLENV_DISABLE=1`).
+    pub disable: bool,
+    /// Root of sysfs (`NCCLENV_SYSFS`, default `/sys`).
+    pub sysfs: PathBuf,
+    /// Root of devfs (`NCCLENV_DEVFS`, default `/dev`).
+    pub devfs: PathBuf,
+    /// Path probed as `/dev/shm` (`NCCLENV_SHM_PATH`, default `/dev/shm`).
+    pub shm_path: PathBuf,
+    /// Minimum free `/dev/shm` in MiB (`NCCLENV_SHM_MIN`); default derived from the GPU count.
+    pub shm_min_mib: Option<u64>,
+    /// Proof to run before the command (`NCCLENV_CHECK`).
+    pub check: CheckMode,
+    /// Deadline for the whole check in seconds (`NCCLENV_CHECK_TIMEOUT`, default 60).
+    pub check_timeout_s: u64,
+    /// Ranks for the allreduce check (`NCCLENV_CHECK_GPUS`, default 2; capped by visible GPUs).
+    pub check_gpus: u32,
+    /// Allreduce buffer size in MiB (`NCCLENV_CHECK_MIB`, default 64).
+    pub check_mib: u64,
+    /// Retry a failed allreduce with safer settings (`NCCLENV_CHECK_REPAIR=1`).
+    pub check_repair: bool,
+    /// Path of the `ncclenv-check` helper (`NCCLENV_CHECK_HELPER`); default: beside the executable.
+    pub check_helper: Option<PathBuf>,
+    /// Path of libnccl to load (`NCCLENV_NCCL_LIB`).
+    pub nccl_lib: Option<PathBuf>,
+    /// Bound on host-name resolution of the peer in milliseconds (`NCCLENV_RESOLVE_TIMEOUT_MS`, default 2000).
+    pub resolve_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            peer: None,
+            nnodes: None,
+            strict: false,
+            log: LogLevel::Info,
+            exclude: Vec::new(),
+            disable: false,
+            sysfs: PathBuf::from("/sys"),
+            devfs: PathBuf::from("/dev"),
+            shm_path: PathBuf::from("/dev/shm"),
+            shm_min_mib: None,
+            check: CheckMode::Off,
+            check_timeout_s: 60,
+            check_gpus: 2,
+            check_mib: 64,
+            check_repair: false,
+            check_helper: None,
+            nccl_lib: None,
+            resolve_timeout_ms: 2000,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Decision rules: interface (stub).

@@ -1,0 +1,18 @@
+//! ncclenv: give a multi-GPU job an NCCL environment that works, or stop with the exact reason.
+//!
+//! The flow is one direction: probes (`probe`) read the kernel, sysfs, `/dev`, rlimits and the environment into
+//! a plain [`snapshot::Snapshot`]; the pure [`decide::decide`] turns it and the [`config::Config`] into a
+//! [`plan::Plan`]; the shell (`main.rs`) reports, applies and execs. NCCL's own rules (list syntax, interface
+//! order) live in [`nccl_rules`] alone.
+
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod decide;
+pub mod doctor;
+pub mod exec;
+pub mod nccl_rules;
+pub mod plan;
+pub mod probe;
+pub mod report;
+pub mod snapshot;

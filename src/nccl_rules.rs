@@ -1,0 +1,1 @@
+//! nccl_rules (stub).

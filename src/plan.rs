@@ -1,0 +1,264 @@
+//! The result of the decision: variables to set or unset, each with its reason; warnings with remedies; and a
+//! verdict. `report` prints it, `env` turns it into shell lines, `exec` applies it.
+
+use serde::{Deserialize, Serialize};
+
+/// What to do with one environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum Action {
+    /// Set the variable to this value (replacing any inherited value).
+    Set {
+        /// The value exported.
+        value: String,
+    },
+    /// Remove the variable from the command's environment.
+    Unset,
+}
+
+/// One variable change, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Variable name, e.g. `NCCL_SOCKET_IFNAME`.
+    pub name: String,
+    /// Set or unset.
+    #[serde(flatten)]
+    pub action: Action,
+    /// Why, in one sentence a user can act on.
+    pub reason: String,
+    /// The value inherited before the change, when it replaces one (a repair).
+    pub replaced: Option<String>,
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing; nothing is wrong.
+    Info,
+    /// NCCL may fail or run slowly; the job still runs.
+    Warn,
+}
+
+/// One finding: what is wrong or risky, and what the user can do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Stable identifier, e.g. `inherited-ifname-repaired` (documented in the README).
+    pub code: String,
+    /// Info or warn.
+    pub severity: Severity,
+    /// What was found.
+    pub message: String,
+    /// What the user can do about it.
+    pub remedy: String,
+    /// True when `NCCLENV_STRICT=1` turns this finding into a refusal (exit 78).
+    pub strict_refuses: bool,
+}
+
+/// Run the command, or refuse.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "lowercase")]
+pub enum Verdict {
+    /// Apply the changes and run the command.
+    Proceed,
+    /// Do not run the command; exit 78 (`EX_CONFIG`).
+    Refuse {
+        /// Why NCCL would certainly fail (or which strict finding refused).
+        reason: String,
+        /// What the container or job lacks, and how to provide it.
+        remedy: String,
+    },
+}
+
+/// The interface ncclenv settled on, for the summary line and the check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    /// Interface name.
+    pub ifname: String,
+    /// Its address NCCL will bootstrap on, when it has one.
+    pub addr: Option<std::net::IpAddr>,
+    /// How it was chosen, e.g. `route to peer 10.0.0.1 (MASTER_ADDR)`, `default route (metric 100)`,
+    /// `inherited NCCL_SOCKET_IFNAME=eth1`.
+    pub how: String,
+}
+
+/// Everything the decision produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// Variable changes, in the order they are reported.
+    pub changes: Vec<Change>,
+    /// Findings, in the order they were made.
+    pub warnings: Vec<Warning>,
+    /// Run or refuse.
+    pub verdict: Verdict,
+    /// The interface NCCL will bootstrap on, when known.
+    pub choice: Option<Choice>,
+    /// True when ncclenv deliberately changes nothing (`NCCLENV_DISABLE=1`, `NCCL_COMM_ID`, a vendor profile,
+    /// or a probe failure under fail-open).
+    pub hands_off: bool,
+    /// Raise the soft RLIMIT_MEMLOCK to the hard limit before exec (the command inherits it; no privilege
+    /// needed). Set by the RDMA rules.
+    pub raise_memlock: bool,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            changes: Vec::new(),
+            warnings: Vec::new(),
+            verdict: Verdict::Proceed,
+            choice: None,
+            hands_off: false,
+            raise_memlock: false,
+        }
+    }
+}
+
+impl Plan {
+    /// Add a `Set` change.
+    pub fn set(&mut self, name: &str, value: impl Into<String>, reason: impl Into<String>) {
+        self.changes.retain(|c| c.name != name);
+        self.changes.push(Change {
+            name: name.to_string(),
+            action: Action::Set {
+                value: value.into(),
+            },
+            reason: reason.into(),
+            replaced: None,
+        });
+    }
+    /// Add a `Set` change that replaces an inherited value (a repair).
+    pub fn repair(
+        &mut self,
+        name: &str,
+        old: &str,
+        value: impl Into<String>,
+        reason: impl Into<String>,
+    ) {
+        self.set(name, value, reason);
+        if let Some(c) = self.changes.last_mut() {
+            c.replaced = Some(old.to_string());
+        }
+    }
+    /// Add an `Unset` change.
+    pub fn unset(&mut self, name: &str, reason: impl Into<String>) {
+        self.changes.retain(|c| c.name != name);
+        self.changes.push(Change {
+            name: name.to_string(),
+            action: Action::Unset,
+            reason: reason.into(),
+            replaced: None,
+        });
+    }
+    /// Add a warning (severity warn).
+    pub fn warn(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
+        self.push(code, Severity::Warn, message, remedy, false);
+    }
+    /// Add a warning that `NCCLENV_STRICT=1` turns into exit 78.
+    pub fn warn_strict(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
+        self.push(code, Severity::Warn, message, remedy, true);
+    }
+    /// Add an informational finding.
+    pub fn info(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
+        self.push(code, Severity::Info, message, remedy, false);
+    }
+    fn push(
+        &mut self,
+        code: &str,
+        severity: Severity,
+        message: impl Into<String>,
+        remedy: impl Into<String>,
+        strict_refuses: bool,
+    ) {
+        self.warnings.push(Warning {
+            code: code.to_string(),
+            severity,
+            message: message.into(),
+            remedy: remedy.into(),
+            strict_refuses,
+        });
+    }
+    /// Refuse to run the command (exit 78). The first refusal wins.
+    pub fn refuse(&mut self, reason: impl Into<String>, remedy: impl Into<String>) {
+        if self.verdict == Verdict::Proceed {
+            self.verdict = Verdict::Refuse {
+                reason: reason.into(),
+                remedy: remedy.into(),
+            };
+        }
+    }
+    /// The value this plan sets for `name`, if any.
+    pub fn value_of(&self, name: &str) -> Option<&str> {
+        self.changes.iter().find_map(|c| match &c.action {
+            Action::Set { value } if c.name == name => Some(value.as_str()),
+            _ => None,
+        })
+    }
+    /// True when any warning (not info) was made.
+    pub fn has_warnings(&self) -> bool {
+        self.warnings.iter().any(|w| w.severity == Severity::Warn)
+    }
+}
+
+/// Quote a value for POSIX `sh` in single quotes: `it's` → `'it'\''s'`.
+pub fn shell_quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('\'');
+    for ch in value.chars() {
+        if ch == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(ch);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The plan as POSIX shell lines for `eval "$(ncclenv env)"`: `export NAME='value'` and `unset NAME`, one per
+/// change, in order. Variable names are ncclenv's own and always valid shell identifiers.
+pub fn shell_lines(plan: &Plan) -> String {
+    let mut out = String::new();
+    for c in &plan.changes {
+        match &c.action {
+            Action::Set { value } => {
+                out.push_str(&format!("export {}={}\n", c.name, shell_quote(value)))
+            }
+            Action::Unset => out.push_str(&format!("unset {}\n", c.name)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quote_handles_single_quotes_and_specials() {
+        assert_eq!(shell_quote("eth0"), "'eth0'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn set_replaces_earlier_change_of_same_name() {
+        let mut p = Plan::default();
+        p.set("A", "1", "first");
+        p.set("A", "2", "second");
+        assert_eq!(p.changes.len(), 1);
+        assert_eq!(p.value_of("A"), Some("2"));
+        p.unset("A", "gone");
+        assert_eq!(p.value_of("A"), None);
+        assert_eq!(shell_lines(&p), "unset A\n");
+    }
+
+    #[test]
+    fn first_refusal_wins() {
+        let mut p = Plan::default();
+        p.refuse("one", "r1");
+        p.refuse("two", "r2");
+        assert!(matches!(p.verdict, Verdict::Refuse { ref reason, .. } if reason == "one"));
+    }
+}

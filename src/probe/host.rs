@@ -1,0 +1,1 @@
+//! Probe: host (stub).

@@ -1,0 +1,1 @@
+//! Probe: job (stub).

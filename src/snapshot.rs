@@ -1,0 +1,410 @@
+//! The probed world as plain, serialisable data.
+//!
+//! Probes (`crate::probe`) fill a [`Snapshot`]; the pure decision (`crate::decide`) reads it. A probe that
+//! fails records its error here (as `Err(String)` or an `error` field) instead of aborting, so that the rule
+//! "never lose the job" lives in one place: the decision turns a missing part into a warning.
+//!
+//! A snapshot serialises to JSON (`ncclenv doctor --json` embeds it), and a captured snapshot can be replayed
+//! in a unit test.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// Everything ncclenv knows about the machine, the job and the inherited environment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The network as the kernel reports it over netlink, or the probe's error text.
+    pub net: Result<NetSnapshot, String>,
+    /// The job's master (peer), where one was named; see [`Peer`].
+    pub peer: Option<Peer>,
+    /// The number of nodes the job spans, where the launcher's arguments or the environment say so.
+    pub job: JobShape,
+    /// Inherited values of the variables ncclenv reads or may set (only those: the rest of the environment
+    /// is never recorded, it holds secrets). Keys are variable names; non-UTF-8 values are recorded lossily.
+    pub env: BTreeMap<String, String>,
+    /// NCCL configuration files that exist, in the order NCCL applies them.
+    pub conf_files: Vec<ConfFile>,
+    /// RDMA devices, verbs nodes and memlock (filled by `probe::rdma`; empty when not probed).
+    pub rdma: Option<RdmaSnapshot>,
+    /// `/dev/shm` capacity (filled by `probe::host`).
+    pub shm: Option<ShmInfo>,
+    /// Local GPUs (filled by `probe::host`).
+    pub gpus: Option<GpuInfo>,
+    /// libnccl files the command could load (filled by `probe::nccl`).
+    pub nccl_installs: Vec<NcclInstall>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            net: Err("not probed".into()),
+            peer: None,
+            job: JobShape::default(),
+            env: BTreeMap::new(),
+            conf_files: Vec::new(),
+            rdma: None,
+            shm: None,
+            gpus: None,
+            nccl_installs: Vec::new(),
+        }
+    }
+}
+
+/// Address family, as NCCL names it in `NCCL_SOCKET_FAMILY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Family {
+    /// IPv4 (`AF_INET`).
+    Inet,
+    /// IPv6 (`AF_INET6`).
+    Inet6,
+}
+
+impl Family {
+    /// The family of an address.
+    pub fn of(addr: &IpAddr) -> Family {
+        match addr {
+            IpAddr::V4(_) => Family::Inet,
+            IpAddr::V6(_) => Family::Inet6,
+        }
+    }
+    /// The spelling `NCCL_SOCKET_FAMILY` accepts (`AF_INET` / `AF_INET6`; src/misc/socket.cc, `envSocketFamily`).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Family::Inet => "AF_INET",
+            Family::Inet6 => "AF_INET6",
+        }
+    }
+}
+
+/// Links, addresses and routes of the current network namespace.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NetSnapshot {
+    /// Every link (`RTM_GETLINK` dump), in kernel order (ascending index).
+    pub links: Vec<Link>,
+    /// Every address (`RTM_GETADDR` dump), in kernel order: IPv4 entries before IPv6, each by link index.
+    /// This is the order `getifaddrs()` returns them in, which is the order NCCL walks.
+    pub addrs: Vec<Addr>,
+    /// Routes of the main table (254), IPv4 and IPv6 (`RTM_GETROUTE` dump, filtered in code).
+    pub routes: Vec<Route>,
+    /// The kernel's answer to `ip route get PEER` for each resolved peer address (empty without a peer).
+    pub peer_routes: Vec<RouteLookup>,
+}
+
+/// One network interface (link).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    /// Interface index (`ifi_index`).
+    pub index: u32,
+    /// Interface name (`IFLA_IFNAME`), e.g. `eth0`.
+    pub name: String,
+    /// `IFF_UP`: administratively up.
+    pub up: bool,
+    /// `IFF_RUNNING`: up and with carrier. NCCL 2.28+ skips interfaces without it.
+    pub running: bool,
+    /// `IFF_LOWER_UP`: the driver reports carrier.
+    pub lower_up: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    /// Operational state (`IFLA_OPERSTATE`), lower case as `ip` prints it: `up`, `down`, `unknown`, `dormant`,
+    /// `lowerlayerdown`, `notpresent`, `testing`.
+    pub oper_state: String,
+    /// MTU in bytes (`IFLA_MTU`).
+    pub mtu: Option<u32>,
+    /// Link kind from `IFLA_INFO_KIND` (`veth`, `bridge`, `macvlan`, `vxlan`, …); `None` for physical NICs,
+    /// VFs and loopback.
+    pub kind: Option<String>,
+    /// Index of the master device (`IFLA_MASTER`), e.g. the bridge a port belongs to.
+    pub master: Option<u32>,
+    /// ARPHRD link-layer type (`ifi_type`): 1 Ethernet, 772 loopback, 32 InfiniBand (IPoIB), …
+    pub link_type: u16,
+    /// Link-layer address as `ip` prints it (`aa:bb:…`), when present.
+    pub mac: Option<String>,
+}
+
+/// One interface address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Addr {
+    /// Index of the link that holds the address.
+    pub index: u32,
+    /// The address (`IFA_ADDRESS`, or `IFA_LOCAL` for IPv4 point-to-point where they differ).
+    pub addr: IpAddr,
+    /// Prefix length in bits.
+    pub prefix_len: u8,
+    /// Scope: 0 universe (global), 200 site, 253 link, 254 host.
+    pub scope: u8,
+    /// `IFA_F_TENTATIVE`: IPv6 duplicate-address detection still running; a bind fails.
+    pub tentative: bool,
+    /// `IFA_F_DEPRECATED`: preferred lifetime expired.
+    pub deprecated: bool,
+    /// `IFA_F_DADFAILED`: duplicate-address detection failed.
+    pub dad_failed: bool,
+}
+
+impl Addr {
+    /// The family of this address.
+    pub fn family(&self) -> Family {
+        Family::of(&self.addr)
+    }
+    /// True for IPv4 169.254/16 and IPv6 fe80::/10 (link-local: unusable to reach another node by routing).
+    pub fn is_link_local(&self) -> bool {
+        match self.addr {
+            IpAddr::V4(a) => a.is_link_local(),
+            IpAddr::V6(a) => (a.segments()[0] & 0xffc0) == 0xfe80,
+        }
+    }
+    /// True for 127/8 and ::1.
+    pub fn is_loopback(&self) -> bool {
+        self.addr.is_loopback()
+    }
+    /// True when the prefix `addr/prefix_len` contains `other` (same family only).
+    pub fn covers(&self, other: &IpAddr) -> bool {
+        prefix_contains(&self.addr, self.prefix_len, other)
+    }
+}
+
+/// True when the prefix `net/len` contains `ip`; false across families.
+pub fn prefix_contains(net: &IpAddr, len: u8, ip: &IpAddr) -> bool {
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(i)) => {
+            let len = u32::from(len.min(32));
+            if len == 0 {
+                return true;
+            }
+            let mask = u32::MAX << (32 - len);
+            (u32::from(*n) & mask) == (u32::from(*i) & mask)
+        }
+        (IpAddr::V6(n), IpAddr::V6(i)) => {
+            let len = u32::from(len.min(128));
+            if len == 0 {
+                return true;
+            }
+            let mask = u128::MAX << (128 - len);
+            (u128::from(*n) & mask) == (u128::from(*i) & mask)
+        }
+        _ => false,
+    }
+}
+
+/// One route of the main table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    /// Address family of the route.
+    pub family: Family,
+    /// Destination prefix; `None` for a default route (prefix length 0).
+    pub dst: Option<(IpAddr, u8)>,
+    /// Metric (`RTA_PRIORITY`); 0 when the kernel omits it (IPv4 metric 0).
+    pub metric: u32,
+    /// Output interface index (`RTA_OIF`) for a single-path route.
+    pub oif: Option<u32>,
+    /// Gateway (`RTA_GATEWAY`) for a single-path route.
+    pub gateway: Option<IpAddr>,
+    /// `RTNH_F_LINKDOWN` on a single-path route: its interface has no carrier.
+    pub linkdown: bool,
+    /// ECMP next hops (`RTA_MULTIPATH`); empty for single-path routes.
+    pub nexthops: Vec<NextHop>,
+    /// Route type (`rtm_type`): 1 unicast, 2 local, 3 broadcast, 6 blackhole, 7 unreachable, 8 prohibit.
+    pub kind: u8,
+    /// Route scope: 0 universe, 253 link, 254 host.
+    pub scope: u8,
+    /// Preferred source (`RTA_PREFSRC`).
+    pub prefsrc: Option<IpAddr>,
+}
+
+impl Route {
+    /// True for a default route (`0.0.0.0/0`, `::/0`).
+    pub fn is_default(&self) -> bool {
+        self.dst.is_none()
+    }
+    /// Every output interface of this route with its gateway and link-down flag: the single path, or each
+    /// ECMP next hop.
+    pub fn paths(&self) -> Vec<NextHop> {
+        if self.nexthops.is_empty() {
+            match self.oif {
+                Some(oif) => vec![NextHop {
+                    oif,
+                    gateway: self.gateway,
+                    linkdown: self.linkdown,
+                }],
+                None => vec![],
+            }
+        } else {
+            self.nexthops.clone()
+        }
+    }
+}
+
+/// One next hop of a multipath route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextHop {
+    /// Output interface index.
+    pub oif: u32,
+    /// Gateway, when there is one.
+    pub gateway: Option<IpAddr>,
+    /// `RTNH_F_LINKDOWN` / `RTNH_F_DEAD`: the interface has no carrier.
+    pub linkdown: bool,
+}
+
+/// The kernel's route lookup for one destination: what `ip route get DEST` answers (`RTM_GETROUTE` with
+/// `RTA_DST`, a real FIB lookup that follows policy rules).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteLookup {
+    /// The destination asked about.
+    pub dest: IpAddr,
+    /// Output interface index (`RTA_OIF`); for a local address, the loopback's index.
+    pub oif: Option<u32>,
+    /// Preferred source address (`RTA_PREFSRC`).
+    pub prefsrc: Option<IpAddr>,
+    /// Gateway (`RTA_GATEWAY`), when the destination is not on a connected prefix.
+    pub gateway: Option<IpAddr>,
+    /// True when the kernel answers with a `local` route: the destination is this host.
+    pub local: bool,
+    /// The kernel's error (e.g. `ENETUNREACH`), when the lookup failed.
+    pub error: Option<String>,
+}
+
+/// The job's master (peer) as named by the configuration, a launcher argument or the environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// Where the peer was found: `NCCLENV_PEER`, `--master`, `--ips`, `--master-addr`, `--rdzv-endpoint`,
+    /// `PADDLE_MASTER`, `MASTER_ADDR`, `PADDLE_TRAINER_ENDPOINTS`.
+    pub source: String,
+    /// The host as written (name or address, without port or brackets).
+    pub host: String,
+    /// Addresses it resolved to (empty when resolution failed or timed out).
+    pub addrs: Vec<IpAddr>,
+    /// The resolver's error, when resolution failed or timed out.
+    pub error: Option<String>,
+}
+
+/// How many nodes the job spans.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobShape {
+    /// Number of nodes (the largest, for `--nnodes N:M`); `None` when nothing says.
+    pub nnodes: Option<u32>,
+    /// Where the number came from (`--nnodes`, `--ips`, `PADDLE_NNODES`, `NCCLENV_NNODES`, …).
+    pub source: Option<String>,
+}
+
+impl JobShape {
+    /// True when the job is known to span two or more nodes.
+    pub fn is_multi_node(&self) -> bool {
+        matches!(self.nnodes, Some(n) if n > 1)
+    }
+    /// True when the job is known to run on one node.
+    pub fn is_single_node(&self) -> bool {
+        self.nnodes == Some(1)
+    }
+}
+
+/// An NCCL configuration file (`NCCL_CONF_FILE` or `~/.nccl.conf`, then `/etc/nccl.conf`;
+/// src/misc/param.cc, `initEnv`/`setEnvFile`, applied with `setenv(name, value, 0)`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfFile {
+    /// Path of the file.
+    pub path: String,
+    /// `NAME=value` pairs it sets, in file order (comments and blank lines dropped).
+    pub values: Vec<(String, String)>,
+    /// Read or parse error, when the file exists but could not be used.
+    pub error: Option<String>,
+}
+
+/// RDMA devices, verbs device nodes and the memlock limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaSnapshot {
+    /// Devices under `<sysfs>/class/infiniband`, sorted by name.
+    pub devices: Vec<RdmaDevice>,
+    /// Names of `uverbsN` character devices present under `<devfs>/infiniband`.
+    pub uverbs: Vec<String>,
+    /// Whether `<devfs>/infiniband/rdma_cm` exists.
+    pub rdma_cm: bool,
+    /// RLIMIT_MEMLOCK soft limit in bytes; `None` = unlimited.
+    pub memlock_soft: Option<u64>,
+    /// RLIMIT_MEMLOCK hard limit in bytes; `None` = unlimited.
+    pub memlock_hard: Option<u64>,
+    /// Probe error (unreadable sysfs, …), if any.
+    pub error: Option<String>,
+}
+
+/// One RDMA device (HCA), e.g. `mlx5_0`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaDevice {
+    /// Device name under `class/infiniband`.
+    pub name: String,
+    /// Its ports.
+    pub ports: Vec<RdmaPort>,
+}
+
+/// One port of an RDMA device (`class/infiniband/<dev>/ports/<n>/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaPort {
+    /// Port number (1-based).
+    pub port: u32,
+    /// `state` number: 4 = ACTIVE.
+    pub state: u32,
+    /// `phys_state` number: 5 = LinkUp.
+    pub phys_state: u32,
+    /// `link_layer`: `InfiniBand` or `Ethernet` (RoCE).
+    pub link_layer: String,
+    /// `rate` as written, e.g. `200 Gb/sec (4X HDR)`.
+    pub rate: String,
+    /// Non-zero GIDs (RoCE: with their type and netdev).
+    pub gids: Vec<RdmaGid>,
+}
+
+/// One GID table entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaGid {
+    /// GID index.
+    pub index: u32,
+    /// The GID as written in `gids/<i>`.
+    pub gid: String,
+    /// `gid_attrs/types/<i>`, e.g. `RoCE v2`.
+    pub kind: Option<String>,
+    /// `gid_attrs/ndevs/<i>`: the netdev the GID belongs to.
+    pub ndev: Option<String>,
+}
+
+/// `/dev/shm` capacity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShmInfo {
+    /// Path probed (normally `/dev/shm`).
+    pub path: String,
+    /// Total size in bytes (statvfs).
+    pub total_bytes: Option<u64>,
+    /// Free bytes available to an unprivileged writer (statvfs `f_bavail × f_frsize`).
+    pub free_bytes: Option<u64>,
+    /// Mounted read-only.
+    pub read_only: bool,
+    /// Missing or unreadable: the error text.
+    pub error: Option<String>,
+}
+
+/// Local GPUs as visible to the command.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    /// Number of GPUs the command will see; `None` when unknown.
+    pub count: Option<u32>,
+    /// Where the count came from (`CUDA_VISIBLE_DEVICES`, `NVIDIA_VISIBLE_DEVICES`, `/dev/nvidiaN`, …).
+    pub source: String,
+    /// A parse problem worth reporting (a malformed list), if any.
+    pub warning: Option<String>,
+}
+
+/// One libnccl the command could load.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NcclInstall {
+    /// Path of the library file.
+    pub path: String,
+    /// Version as `X.Y.Z`, from the file name or package metadata, when known.
+    pub version: Option<String>,
+    /// Where it was found (`LD_LIBRARY_PATH`, `ld.so.cache`, `site-packages`, …).
+    pub source: String,
+}
+
+impl Snapshot {
+    /// An inherited variable's value, if set in the environment (not config files).
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env.get(name).map(|s| s.as_str())
+    }
+}
