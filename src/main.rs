@@ -1,1 +1,154 @@
-fn main() {}
+//! `ncclenv`: parse → probe → decide → report → exec. See README.md.
+//!
+//! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode); 126 the
+//! command cannot be executed; 127 the command was not found; otherwise the command's own (ncclenv is
+//! replaced by it).
+
+use ncclenv::cli::{self, Mode};
+use ncclenv::config::CheckMode;
+use ncclenv::plan::Verdict;
+use ncclenv::probe::{self, Depth};
+use ncclenv::{decide, exec, plan, report};
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// Exit code of a refusal (`EX_CONFIG` from sysexits.h).
+const EXIT_REFUSED: u8 = 78;
+/// Exit code of a usage error.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let cli = match cli::parse(&args, vars.iter().cloned()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ncclenv: {} (see ncclenv --help)", e.0);
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let cfg = cli.config;
+    match &cli.mode {
+        Mode::Help => {
+            print!("{}", cli::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Mode::Version => {
+            println!("ncclenv {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    report::init(cfg.log, no_color);
+
+    if let Mode::Exec(cmd) = &cli.mode {
+        if cfg.disable {
+            tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
+            return exec_or_exit(cmd, &vars);
+        }
+    }
+
+    let cmd: &[OsString] = match &cli.mode {
+        Mode::Exec(c) => c,
+        _ => &[],
+    };
+    let depth = match cli.mode {
+        Mode::Doctor { .. } => Depth::Doctor,
+        _ => Depth::Start,
+    };
+    let snap = probe::collect(&cfg, cmd, &vars, depth);
+    let mut plan = decide::decide(&snap, &cfg);
+
+    match &cli.mode {
+        Mode::Env => {
+            report::emit(&plan);
+            if let Some(r) = report::refusal(&plan) {
+                eprintln!("{r}");
+                println!("echo {} >&2; exit 78", plan::shell_quote(&r));
+                return ExitCode::from(EXIT_REFUSED);
+            }
+            print!("{}", plan::shell_lines(&plan));
+            ExitCode::SUCCESS
+        }
+        Mode::Doctor { json } => {
+            let alone = decide::interface::nccl_alone(&snap);
+            if *json {
+                let v = ncclenv::doctor::render_json_value(&snap, &plan, alone.as_deref(), &cfg);
+                println!("{v}");
+            } else {
+                print!(
+                    "{}",
+                    ncclenv::doctor::render_text_value(&snap, &plan, alone.as_deref(), &cfg)
+                );
+            }
+            ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)
+        }
+        Mode::Check { mode, json } => {
+            let mode = mode.unwrap_or(CheckMode::Bootstrap);
+            let env = exec::final_env(&vars, &plan);
+            let r = ncclenv::check::run_for(&cfg, mode, &env, &plan);
+            if *json {
+                println!("{}", r.detail);
+            } else {
+                print!("{}", ncclenv::check::render_check(&r));
+            }
+            if r.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Mode::Exec(cmd) => {
+            report::emit(&plan);
+            if let Some(r) = report::refusal(&plan) {
+                eprintln!("{r}");
+                return ExitCode::from(EXIT_REFUSED);
+            }
+            if cfg.check != CheckMode::Off && !plan.hands_off {
+                let env = exec::final_env(&vars, &plan);
+                let r = ncclenv::check::run_for(&cfg, cfg.check, &env, &plan);
+                if r.passed {
+                    tracing::info!("check passed: {}", r.summary);
+                    for (name, value, reason) in &r.extra_env {
+                        plan.set(name, value.clone(), reason.clone());
+                        tracing::warn!("check repair: {name}={value} ({reason})");
+                    }
+                } else if cfg.strict {
+                    eprintln!(
+                        "ncclenv: refused (exit 78): NCCLENV_STRICT=1 and the check failed: {}",
+                        r.summary
+                    );
+                    return ExitCode::from(EXIT_REFUSED);
+                } else {
+                    tracing::warn!("check failed, running the command anyway: {}", r.summary);
+                }
+            }
+            if plan.verdict == Verdict::Proceed && plan.raise_memlock {
+                raise_memlock();
+            }
+            let env = exec::final_env(&vars, &plan);
+            exec_or_exit(cmd, &env)
+        }
+        Mode::Help | Mode::Version => ExitCode::SUCCESS,
+    }
+}
+
+/// Raise the soft RLIMIT_MEMLOCK to the hard limit (no privilege needed; the command inherits it).
+fn raise_memlock() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_MEMLOCK) {
+        Ok((_, hard)) => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_MEMLOCK, hard, hard) {
+                tracing::warn!("cannot raise RLIMIT_MEMLOCK to the hard limit: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("cannot read RLIMIT_MEMLOCK: {e}"),
+    }
+}
+
+fn exec_or_exit(cmd: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
+    let e = exec::exec(cmd, env);
+    eprintln!("{}", e.message);
+    ExitCode::from(e.code as u8)
+}

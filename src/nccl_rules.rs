@@ -1,1 +1,491 @@
-//! nccl_rules (stub).
+//! NCCL's own rules for socket interfaces, mirrored from its source. This module is the only place that knows
+//! them; the decision asks it "what would NCCL do with this value here?".
+//!
+//! Sources (NVIDIA/nccl, tags 2.18.3 … 2.30.7):
+//! - `parseStringList`, `matchIf`, `matchIfList` in `src/misc/utils.cc` (list syntax);
+//! - `findInterfaces`, `ncclFindInterfaces` in `src/misc/socket.cc` (interface order; `src/os/linux.cc` in 2.28+);
+//! - `envSocketFamily` in `src/misc/socket.cc` (`NCCL_SOCKET_FAMILY`).
+
+use crate::snapshot::{Addr, Family, Link, NetSnapshot};
+use std::net::IpAddr;
+
+/// `MAX_IFS` in NCCL (src/include/socket.h): at most 16 list entries are parsed and at most 16 interfaces kept.
+pub const MAX_IFS: usize = 16;
+
+/// One entry of an NCCL interface list: `name[:port[:rail[:plane]]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IfEntry {
+    /// The name or prefix.
+    pub prefix: String,
+    /// The port after `:` (`atoi`), when written; ignored for sockets, honoured in `NCCL_IB_HCA`.
+    pub port: Option<i32>,
+}
+
+/// A parsed NCCL interface list (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IfList {
+    /// Leading `^`: the list excludes.
+    pub exclude: bool,
+    /// `=` (after an optional `^`): entries are exact names, not prefixes.
+    pub exact: bool,
+    /// Entries, at most [`MAX_IFS`]; empty entries are skipped, nothing is trimmed.
+    pub entries: Vec<IfEntry>,
+}
+
+/// True when NCCL takes `NCCL_SOCKET_IFNAME` into account at all: `strlen(env) > 1` in `ncclFindInterfaces`
+/// (src/misc/socket.cc). `""` and one-character values (`^`, `=`, `e`) mean "unset".
+pub fn ifname_counts(value: &str) -> bool {
+    value.len() > 1
+}
+
+/// Parse a list as NCCL does (`findInterfaces` strips `^` then `=`; `parseStringList` splits on `,`, stops a
+/// name at `:` and takes the port with `atoi`, skips empty entries, keeps at most [`MAX_IFS`] entries, trims
+/// nothing). `=^x` therefore makes `^x` a name.
+pub fn parse_if_list(value: &str) -> IfList {
+    let mut rest = value;
+    let exclude = rest.starts_with('^');
+    if exclude {
+        rest = &rest[1..];
+    }
+    let exact = rest.starts_with('=');
+    if exact {
+        rest = &rest[1..];
+    }
+    let mut entries = Vec::new();
+    for item in rest.split(',') {
+        if entries.len() >= MAX_IFS {
+            break;
+        }
+        let (name, port) = match item.find(':') {
+            Some(i) => (&item[..i], Some(atoi(&item[i + 1..]))),
+            None => (item, None),
+        };
+        if name.is_empty() {
+            continue;
+        }
+        entries.push(IfEntry {
+            prefix: name.to_string(),
+            port,
+        });
+    }
+    IfList {
+        exclude,
+        exact,
+        entries,
+    }
+}
+
+/// C `atoi`: optional sign and leading digits, 0 when none; saturates instead of overflowing.
+fn atoi(s: &str) -> i32 {
+    let s = s.trim_start();
+    let (neg, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut v: i64 = 0;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        v = (v * 10 + i64::from(b - b'0')).min(i64::from(i32::MAX) + 1);
+    }
+    let v = if neg { -v } else { v };
+    v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+impl IfList {
+    /// Does interface `name` pass this list? `matchIfList(name, -1, …) ^ searchNot` (src/misc/utils.cc): an
+    /// empty list matches everything (so `^` with no entries matches nothing); a prefix entry matches every
+    /// name that starts with it; an exact entry only the same name.
+    pub fn accepts(&self, name: &str) -> bool {
+        let matched =
+            self.entries.is_empty() || self.entries.iter().any(|e| self.entry_matches(e, name));
+        matched != self.exclude
+    }
+    /// Does one entry match `name` (ignoring `^`)? `matchIf`: `strncmp(name, prefix, strlen(prefix))`, or with
+    /// `=` the whole name including its terminator.
+    pub fn entry_matches(&self, entry: &IfEntry, name: &str) -> bool {
+        if self.exact {
+            name == entry.prefix
+        } else {
+            name.starts_with(entry.prefix.as_str())
+        }
+    }
+}
+
+/// Parse `NCCL_SOCKET_FAMILY` as `envSocketFamily` does: exactly `AF_INET` or `AF_INET6`; anything else is
+/// ignored (returns `None`, meaning both families).
+pub fn socket_family(value: Option<&str>) -> Option<Family> {
+    match value {
+        Some("AF_INET") => Some(Family::Inet),
+        Some("AF_INET6") => Some(Family::Inet6),
+        _ => None,
+    }
+}
+
+/// One `getifaddrs()` entry as NCCL sees it: an interface name, its flags and one address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IfAddr {
+    /// Interface name.
+    pub name: String,
+    /// Interface index.
+    pub index: u32,
+    /// `IFF_RUNNING`.
+    pub running: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    /// The address.
+    pub addr: IpAddr,
+    /// Its prefix length.
+    pub prefix_len: u8,
+}
+
+/// The `getifaddrs()` walk NCCL makes: every address in kernel order, IPv4 entries before IPv6 ones (glibc
+/// asks `RTM_GETADDR` for all families; the kernel dumps AF_INET before AF_INET6).
+pub fn ifaddrs(net: &NetSnapshot) -> Vec<IfAddr> {
+    let link = |index: u32| net.links.iter().find(|l| l.index == index);
+    let mut out: Vec<IfAddr> = net
+        .addrs
+        .iter()
+        .filter_map(|a: &Addr| {
+            let l: &Link = link(a.index)?;
+            Some(IfAddr {
+                name: l.name.clone(),
+                index: l.index,
+                running: l.running,
+                loopback: l.loopback,
+                addr: a.addr,
+                prefix_len: a.prefix_len,
+            })
+        })
+        .collect();
+    out.sort_by_key(|e| Family::of(&e.addr));
+    out
+}
+
+/// Which NCCL generation to mirror where they differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// NCCL 2.28 and later: interfaces without `IFF_RUNNING` are skipped; `virbr*` is a last resort.
+    Current,
+    /// NCCL before 2.28: an interface that is down but has an address is taken.
+    Before2_28,
+}
+
+/// An interface NCCL found, with the first address it kept for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Interface name.
+    pub name: String,
+    /// The address NCCL uses on it (the first acceptable one in `getifaddrs` order).
+    pub addr: IpAddr,
+    /// `IFF_RUNNING` at probe time.
+    pub running: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+}
+
+/// `findInterfaces(prefixList, …)`: walk the addresses, keep the first acceptable address of each interface
+/// that passes the list, at most `max`. Skips non-IP entries, the other family when `family` is set, IPv6
+/// `::1`, and (in [`Era::Current`]) interfaces without `IFF_RUNNING`. IPv6 link-local addresses are NOT
+/// skipped (NCCL does not skip them).
+pub fn find_interfaces(
+    entries: &[IfAddr],
+    list: &IfList,
+    family: Option<Family>,
+    era: Era,
+    max: usize,
+) -> Vec<Found> {
+    let mut found: Vec<Found> = Vec::new();
+    for e in entries {
+        if found.len() >= max {
+            break;
+        }
+        if let Some(f) = family {
+            if Family::of(&e.addr) != f {
+                continue;
+            }
+        }
+        if let IpAddr::V6(v6) = e.addr {
+            if v6.is_loopback() {
+                continue;
+            }
+        }
+        if era == Era::Current && !e.running {
+            continue;
+        }
+        if !list.accepts(&e.name) {
+            continue;
+        }
+        if found.iter().any(|f| f.name == e.name) {
+            continue;
+        }
+        found.push(Found {
+            name: e.name.clone(),
+            addr: e.addr,
+            running: e.running,
+            loopback: e.loopback,
+        });
+    }
+    found
+}
+
+/// How NCCL arrived at its interfaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PickSource {
+    /// `NCCL_SOCKET_IFNAME` counted: "find or fail", no fallback.
+    User(String),
+    /// The automatic chain; the step that found something (`ib`, `^docker,lo,virbr`, `docker`, `lo`, `virbr`),
+    /// or `none`.
+    Auto(&'static str),
+}
+
+/// What NCCL would do with a given environment on this network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclPick {
+    /// Where the list came from.
+    pub source: PickSource,
+    /// Interfaces found, in order; the first one is bootstrap's. Empty = "no socket interface found".
+    pub found: Vec<Found>,
+}
+
+/// `ncclFindInterfaces` (src/misc/socket.cc; src/os/linux.cc in 2.28+): with `NCCL_SOCKET_IFNAME` counting
+/// (see [`ifname_counts`]) only that list; else the automatic chain `ib` → (`NCCL_COMM_ID` subnet, not
+/// modelled: ncclenv changes nothing when it is set) → `^docker,lo,virbr` (2.28+; `^docker,lo` before) →
+/// `docker` → `lo` → `virbr`.
+pub fn nccl_pick(
+    net: &NetSnapshot,
+    ifname: Option<&str>,
+    family: Option<Family>,
+    era: Era,
+) -> NcclPick {
+    let entries = ifaddrs(net);
+    if let Some(v) = ifname.filter(|v| ifname_counts(v)) {
+        return NcclPick {
+            source: PickSource::User(v.to_string()),
+            found: find_interfaces(&entries, &parse_if_list(v), family, era, MAX_IFS),
+        };
+    }
+    let chain: &[&'static str] = match era {
+        Era::Current => &["ib", "^docker,lo,virbr", "docker", "lo", "virbr"],
+        Era::Before2_28 => &["ib", "^docker,lo", "docker", "lo"],
+    };
+    for step in chain {
+        let found = find_interfaces(&entries, &parse_if_list(step), family, era, MAX_IFS);
+        if !found.is_empty() {
+            return NcclPick {
+                source: PickSource::Auto(step),
+                found,
+            };
+        }
+    }
+    NcclPick {
+        source: PickSource::Auto("none"),
+        found: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(l: &IfList, all: &[&str]) -> Vec<String> {
+        all.iter()
+            .filter(|n| l.accepts(n))
+            .map(|n| n.to_string())
+            .collect()
+    }
+    const ALL: &[&str] = &[
+        "eth0",
+        "eth1",
+        "eth10",
+        "lo",
+        "docker0",
+        "^x",
+        "bond0",
+        "bond0.2973",
+    ];
+
+    #[test]
+    fn prefix_matches_longer_names() {
+        let l = parse_if_list("eth1");
+        assert_eq!(names(&l, ALL), ["eth1", "eth10"]);
+        let l = parse_if_list("bond0");
+        assert_eq!(names(&l, ALL), ["bond0", "bond0.2973"]);
+    }
+
+    #[test]
+    fn exact_matches_only_the_name() {
+        let l = parse_if_list("=eth1");
+        assert!(l.exact && !l.exclude);
+        assert_eq!(names(&l, ALL), ["eth1"]);
+    }
+
+    #[test]
+    fn caret_excludes_prefixes() {
+        let l = parse_if_list("^eth,lo");
+        assert_eq!(names(&l, ALL), ["docker0", "^x", "bond0", "bond0.2973"]);
+    }
+
+    #[test]
+    fn caret_equals_excludes_exact_names() {
+        let l = parse_if_list("^=eth1,lo");
+        assert!(l.exclude && l.exact);
+        assert_eq!(
+            names(&l, ALL),
+            ["eth0", "eth10", "docker0", "^x", "bond0", "bond0.2973"]
+        );
+    }
+
+    #[test]
+    fn equals_caret_makes_caret_part_of_the_name() {
+        let l = parse_if_list("=^x");
+        assert!(l.exact && !l.exclude);
+        assert_eq!(l.entries[0].prefix, "^x");
+        assert_eq!(names(&l, ALL), ["^x"]);
+    }
+
+    #[test]
+    fn empty_entries_are_skipped_and_empty_list_matches_all() {
+        let l = parse_if_list("eth0,,lo,");
+        assert_eq!(l.entries.len(), 2);
+        let l = parse_if_list(",,");
+        assert!(l.entries.is_empty());
+        assert_eq!(names(&l, ALL).len(), ALL.len());
+        // `^` with nothing after it: empty list matches all, negated: nothing.
+        let l = parse_if_list("^,");
+        assert!(names(&l, ALL).is_empty());
+    }
+
+    #[test]
+    fn spaces_are_not_trimmed() {
+        let l = parse_if_list("eth0, eth1");
+        assert_eq!(l.entries[1].prefix, " eth1");
+        assert_eq!(names(&l, ALL), ["eth0"]);
+    }
+
+    #[test]
+    fn one_character_values_do_not_count() {
+        assert!(!ifname_counts(""));
+        assert!(!ifname_counts("^"));
+        assert!(!ifname_counts("="));
+        assert!(!ifname_counts("e"));
+        assert!(ifname_counts("e0"));
+        assert!(ifname_counts("^e"));
+    }
+
+    #[test]
+    fn at_most_sixteen_entries() {
+        let v: Vec<String> = (0..17).map(|i| format!("if{i}x")).collect();
+        let l = parse_if_list(&v.join(","));
+        assert_eq!(l.entries.len(), 16);
+        assert!(l.accepts("if15x"));
+        assert!(!l.accepts("if16x"));
+    }
+
+    #[test]
+    fn ports_are_parsed_and_stop_the_name() {
+        let l = parse_if_list("mlx5_0:1,mlx5_1:x,eth0:1:2:3");
+        assert_eq!(l.entries[0].prefix, "mlx5_0");
+        assert_eq!(l.entries[0].port, Some(1));
+        assert_eq!(l.entries[1].port, Some(0));
+        assert_eq!(l.entries[2].prefix, "eth0");
+        assert_eq!(l.entries[2].port, Some(1));
+        assert_eq!(atoi("99999999999"), i32::MAX);
+        assert_eq!(atoi("-5x"), -5);
+    }
+
+    #[test]
+    fn family_spelling_is_exact() {
+        assert_eq!(socket_family(Some("AF_INET")), Some(Family::Inet));
+        assert_eq!(socket_family(Some("AF_INET6")), Some(Family::Inet6));
+        assert_eq!(socket_family(Some("inet")), None);
+        assert_eq!(socket_family(Some("AF_INET ")), None);
+        assert_eq!(socket_family(None), None);
+    }
+
+    fn link(index: u32, name: &str, running: bool) -> Link {
+        Link {
+            index,
+            name: name.into(),
+            up: true,
+            running,
+            lower_up: running,
+            loopback: name == "lo",
+            oper_state: if running { "up".into() } else { "down".into() },
+            ..Default::default()
+        }
+    }
+    fn addr(index: u32, a: &str, p: u8) -> Addr {
+        Addr {
+            index,
+            addr: a.parse().expect("test address"),
+            prefix_len: p,
+            scope: 0,
+            tentative: false,
+            deprecated: false,
+            dad_failed: false,
+        }
+    }
+
+    fn net() -> NetSnapshot {
+        NetSnapshot {
+            links: vec![
+                link(1, "lo", true),
+                link(2, "docker0", true),
+                link(3, "veth1", true),
+                link(4, "eth0", true),
+                link(5, "enp3s0", false),
+            ],
+            addrs: vec![
+                addr(1, "127.0.0.1", 8),
+                addr(2, "172.17.0.1", 16),
+                addr(4, "10.0.0.2", 24),
+                addr(5, "10.0.9.2", 24),
+                addr(1, "::1", 128),
+                addr(3, "fe80::1", 64),
+                addr(4, "fe80::2", 64),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn auto_chain_skips_docker_and_lo_and_keeps_fe80_veths() {
+        let p = nccl_pick(&net(), None, None, Era::Current);
+        assert_eq!(p.source, PickSource::Auto("^docker,lo,virbr"));
+        let n: Vec<_> = p.found.iter().map(|f| f.name.as_str()).collect();
+        // IPv4 first: eth0 10.0.0.2; then veth1's fe80 (IPv6 link-local is not skipped).
+        assert_eq!(n, ["eth0", "veth1"]);
+        assert_eq!(p.found[0].addr, "10.0.0.2".parse::<IpAddr>().expect("ip"));
+    }
+
+    #[test]
+    fn before_2_28_takes_interfaces_without_carrier() {
+        let p = nccl_pick(&net(), Some("en"), None, Era::Before2_28);
+        assert_eq!(p.found.len(), 1);
+        assert_eq!(p.found[0].name, "enp3s0");
+        let p = nccl_pick(&net(), Some("en"), None, Era::Current);
+        assert!(p.found.is_empty());
+    }
+
+    #[test]
+    fn user_list_is_find_or_fail_and_family_filters() {
+        let p = nccl_pick(&net(), Some("eth2"), None, Era::Current);
+        assert!(p.found.is_empty());
+        assert_eq!(p.source, PickSource::User("eth2".into()));
+        let p = nccl_pick(&net(), Some("eth0"), Some(Family::Inet6), Era::Current);
+        assert_eq!(p.found[0].addr, "fe80::2".parse::<IpAddr>().expect("ip"));
+        // A one-character value does not count: the auto chain runs.
+        let p = nccl_pick(&net(), Some("^"), None, Era::Current);
+        assert!(matches!(p.source, PickSource::Auto(_)));
+    }
+
+    #[test]
+    fn loopback_is_the_last_resort() {
+        let mut n = net();
+        n.links.retain(|l| l.name == "lo");
+        let p = nccl_pick(&n, None, None, Era::Current);
+        assert_eq!(p.source, PickSource::Auto("lo"));
+        assert_eq!(p.found.len(), 1);
+        assert_eq!(p.found[0].addr, "127.0.0.1".parse::<IpAddr>().expect("ip"));
+    }
+}

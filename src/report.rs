@@ -1,1 +1,122 @@
-//! report (stub).
+//! Reporting to stderr through `tracing`: one info line summarising every variable set and why, one line per
+//! warning with its remedy, debug lines with the probed facts. `NCCLENV_LOG` sets the level; `NO_COLOR` (or a
+//! stderr that is not a terminal) turns colour off. Only ncclenv's own variables are ever printed: the rest of
+//! the environment holds secrets.
+
+use crate::config::LogLevel;
+use crate::plan::{Action, Plan, Severity, Verdict};
+use std::fmt;
+use std::io::IsTerminal;
+use tracing::Level;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Lines look like `ncclenv: …`, `ncclenv: warning: …`, `ncclenv: error: …`.
+struct Format {
+    color: bool,
+}
+
+impl<S, N> FormatEvent<S, N> for Format
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
+        let level = *event.metadata().level();
+        let (tag, color) = match level {
+            Level::ERROR => ("error: ", "\x1b[31m"),
+            Level::WARN => ("warning: ", "\x1b[33m"),
+            Level::DEBUG | Level::TRACE => ("debug: ", "\x1b[2m"),
+            Level::INFO => ("", ""),
+        };
+        if self.color && !color.is_empty() {
+            write!(writer, "ncclenv: {color}{tag}\x1b[0m")?;
+        } else {
+            write!(writer, "ncclenv: {tag}")?;
+        }
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
+
+/// Install the stderr logger at `level`. Colour when stderr is a terminal and `NO_COLOR` is unset or empty
+/// (no-color.org).
+pub fn init(level: LogLevel, no_color: bool) {
+    let max = match level {
+        LogLevel::Off => return,
+        LogLevel::Error => Level::ERROR,
+        LogLevel::Warn => Level::WARN,
+        LogLevel::Info => Level::INFO,
+        LogLevel::Debug => Level::DEBUG,
+    };
+    let color = !no_color && std::io::stderr().is_terminal();
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(max)
+        .with_writer(std::io::stderr)
+        .event_format(Format { color })
+        .try_init();
+}
+
+/// The one summary line: the interface and how it was chosen, then every variable set or unset with its
+/// reason.
+pub fn summary(plan: &Plan) -> String {
+    let mut s = String::new();
+    if plan.hands_off {
+        s.push_str("environment left untouched");
+        return s;
+    }
+    if let Some(c) = &plan.choice {
+        s.push_str(&format!("interface {}", c.ifname));
+        if let Some(a) = c.addr {
+            s.push_str(&format!(" {a}"));
+        }
+        s.push_str(&format!(" ({})", c.how));
+    }
+    let changes: Vec<String> = plan
+        .changes
+        .iter()
+        .map(|c| match &c.action {
+            Action::Set { value } => format!("{}={} ({})", c.name, value, c.reason),
+            Action::Unset => format!("unset {} ({})", c.name, c.reason),
+        })
+        .collect();
+    if changes.is_empty() {
+        s.push_str("; nothing to set");
+    } else {
+        if !s.is_empty() {
+            s.push_str("; ");
+        }
+        s.push_str("set ");
+        s.push_str(&changes.join("; "));
+    }
+    s
+}
+
+/// Emit the plan: warnings (with remedies) first, then the summary line; a refusal as an error.
+pub fn emit(plan: &Plan) {
+    for w in &plan.warnings {
+        match w.severity {
+            Severity::Warn => {
+                tracing::warn!("{} [{}] (what to do: {})", w.message, w.code, w.remedy)
+            }
+            Severity::Info => tracing::info!("{} [{}]", w.message, w.code),
+        }
+    }
+    tracing::info!("{}", summary(plan));
+}
+
+/// The refusal message (printed even with `NCCLENV_LOG=off`: it is the job's exit reason).
+pub fn refusal(plan: &Plan) -> Option<String> {
+    match &plan.verdict {
+        Verdict::Refuse { reason, remedy } => Some(format!(
+            "ncclenv: refused (exit 78): {reason}. What to do: {remedy}"
+        )),
+        Verdict::Proceed => None,
+    }
+}

@@ -284,6 +284,10 @@ pub struct JobShape {
     pub nnodes: Option<u32>,
     /// Where the number came from (`--nnodes`, `--ips`, `PADDLE_NNODES`, `NCCLENV_NNODES`, …).
     pub source: Option<String>,
+    /// Hosts the launcher will advertise as the nodes' addresses (Paddle's `--ips`), as written.
+    pub ips: Vec<String>,
+    /// Launcher arguments that could not be parsed (e.g. `--nnodes=abc`), each one clear sentence.
+    pub problems: Vec<String>,
 }
 
 impl JobShape {

@@ -1,5 +1,158 @@
-//! The pure decision: `decide(&Snapshot, &Config) -> Plan`. No I/O here.
+//! The pure decision: [`decide`] turns a [`Snapshot`] and a [`Config`] into a [`Plan`]. No I/O here: every
+//! rule reads plain data, so each is tested with plain values.
 
 pub mod interface;
 pub mod rdma;
 pub mod shm;
+
+use crate::config::Config;
+use crate::plan::Plan;
+use crate::probe::job::effective;
+use crate::snapshot::Snapshot;
+
+/// Variables (or prefixes) that mean a vendor network plugin manages NCCL's transport: AWS EFA
+/// (`FI_PROVIDER`, aws-ofi-nccl), GKE GPUDirect-TCPX/TCPXO (`NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*`, enforced
+/// by a config checker), or any explicit `NCCL_NET`. NCCL-FACTS §6.
+const VENDOR_KEYS: &[&str] = &[
+    "NCCL_NET",
+    "FI_PROVIDER",
+    "NCCL_GPUDIRECTTCPX_",
+    "NCCL_FASTRAK_",
+];
+
+/// The vendor profile keys present in the inherited environment or NCCL's config files.
+pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
+    let mut keys: Vec<String> = snap
+        .env
+        .keys()
+        .chain(
+            snap.conf_files
+                .iter()
+                .flat_map(|f| f.values.iter().map(|(k, _)| k)),
+        )
+        .filter(|k| {
+            VENDOR_KEYS.iter().any(|v| {
+                if v.ends_with('_') {
+                    k.starts_with(v)
+                } else {
+                    k == v
+                }
+            })
+        })
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Decide everything. Order: hands-off cases (`NCCLENV_DISABLE`, a failed probe, `NCCL_COMM_ID`, a vendor
+/// profile) → interface → RDMA → `/dev/shm` → launcher-argument problems → strict mode (every finding
+/// marked `strict_refuses` becomes exit 78).
+///
+/// Fail open: when the network probe, a config file or the peer's resolution failed, the plan changes
+/// nothing and carries a warning (a refusal under `NCCLENV_STRICT=1`).
+pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
+    let mut plan = Plan::default();
+    if cfg.disable {
+        plan.hands_off = true;
+        plan.info(
+            "disabled",
+            "NCCLENV_DISABLE=1: ncclenv changes nothing",
+            "unset NCCLENV_DISABLE to let ncclenv decide",
+        );
+        return plan;
+    }
+    for p in &snap.job.problems {
+        plan.warn(
+            "launcher-argument",
+            p.clone(),
+            "fix the launcher argument; ncclenv ignored it",
+        );
+    }
+    // Fail open on probe errors.
+    let mut failures: Vec<String> = Vec::new();
+    if let Err(e) = &snap.net {
+        failures.push(format!("cannot read the network over netlink: {e}"));
+    }
+    for f in &snap.conf_files {
+        if let Some(e) = &f.error {
+            failures.push(format!("cannot read NCCL config file {}: {e}", f.path));
+        }
+    }
+    if let Some(p) = &snap.peer {
+        if let Some(e) = &p.error {
+            failures.push(format!(
+                "cannot resolve the peer {} (from {}): {e}",
+                p.host, p.source
+            ));
+        }
+    }
+    if !failures.is_empty() {
+        plan.hands_off = true;
+        let msg = format!(
+            "{}; ncclenv leaves the environment untouched",
+            failures.join("; ")
+        );
+        plan.warn_strict(
+            "probe-failed",
+            msg,
+            "fix the cause above, or set NCCLENV_PEER/NCCL_SOCKET_IFNAME yourself",
+        );
+        return finish(plan, cfg);
+    }
+    if let Some((v, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
+        plan.hands_off = true;
+        plan.info(
+            "comm-id",
+            format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            "unset NCCL_COMM_ID to let ncclenv choose",
+        );
+        comm_id_subnet_check(snap, v, &mut plan);
+        return finish(plan, cfg);
+    }
+    let vendor = vendor_profile(snap);
+    if !vendor.is_empty() {
+        plan.hands_off = true;
+        plan.info(
+            "vendor-profile",
+            format!("a vendor network profile manages NCCL's transport ({}); ncclenv reports only and changes nothing", vendor.join(", ")),
+            "nothing to do; unset those variables to let ncclenv decide",
+        );
+        return finish(plan, cfg);
+    }
+    interface::decide_interface(snap, cfg, &mut plan);
+    rdma::decide_rdma(snap, cfg, &mut plan);
+    shm::decide_shm(snap, cfg, &mut plan);
+    finish(plan, cfg)
+}
+
+/// With `NCCL_COMM_ID=ip:port`, bootstrap needs a local interface whose netmask covers that address
+/// (`ncclFindInterfaceMatchSubnet`, src/misc/socket.cc), else "NET/Socket : No usable listening interface
+/// found" (`ncclSystemError`).
+fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
+    let Ok(net) = &snap.net else { return };
+    let Some(host) = crate::probe::job::parse_host(comm_id) else {
+        return;
+    };
+    let Ok(ip) = host.parse::<std::net::IpAddr>() else {
+        return;
+    };
+    if !net.addrs.iter().any(|a| a.covers(&ip)) {
+        plan.warn(
+            "comm-id-no-subnet",
+            format!("no local interface has a prefix covering NCCL_COMM_ID's address {ip}: NCCL fails with \"NET/Socket : No usable listening interface found\""),
+            "set NCCL_COMM_ID to an address in one of this node's subnets",
+        );
+    }
+}
+
+/// Strict mode: the first finding marked `strict_refuses` becomes the refusal.
+fn finish(mut plan: Plan, cfg: &Config) -> Plan {
+    if cfg.strict {
+        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+            plan.refuse(format!("NCCLENV_STRICT=1: {}", w.message), w.remedy);
+        }
+    }
+    plan
+}

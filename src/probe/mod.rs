@@ -5,3 +5,45 @@ pub mod job;
 pub mod nccl;
 pub mod net;
 pub mod rdma;
+
+use crate::config::Config;
+use crate::snapshot::Snapshot;
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+/// How much to probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// What the decision needs before every job start.
+    Start,
+    /// Also what only `doctor` reports (NCCL installations on disk).
+    Doctor,
+}
+
+/// Run every probe and assemble the snapshot. `cmd` is the job's command (launcher arguments are read from
+/// it), `vars` the inherited environment. Never fails: each probe records its own error.
+pub fn collect(
+    cfg: &Config,
+    cmd: &[OsString],
+    vars: &[(OsString, OsString)],
+    depth: Depth,
+) -> Snapshot {
+    let env = job::record_env(vars.iter().cloned());
+    let conf_files = job::read_conf_files(&env, Path::new("/etc"));
+    let peer = job::find_peer(cfg.peer.as_deref(), cmd, &env).map(|(source, host)| {
+        job::resolve_peer(source, host, Duration::from_millis(cfg.resolve_timeout_ms))
+    });
+    let shape = job::job_shape(cfg.nnodes, cmd, &env);
+    let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
+    let net = net::probe(&peer_addrs);
+    let _ = depth;
+    Snapshot {
+        net,
+        peer,
+        job: shape,
+        env,
+        conf_files,
+        ..Snapshot::default()
+    }
+}
