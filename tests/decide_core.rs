@@ -1,0 +1,484 @@
+//! The decision core with plain data: every field case F1–F12 (shared/FIELD-CASES.md) as a hand-written
+//! snapshot, no kernel involved. The same cases run against real namespaces in `tests/field_cases.rs`.
+
+use ncclenv::config::Config;
+use ncclenv::decide::decide;
+use ncclenv::plan::{Plan, Verdict};
+use ncclenv::snapshot::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("test address")
+}
+
+/// A hand-built network: links get indices in creation order, like the kernel.
+struct Lay {
+    net: NetSnapshot,
+    env: BTreeMap<String, String>,
+    peer: Option<Peer>,
+    job: JobShape,
+}
+
+impl Lay {
+    fn new() -> Lay {
+        let mut l = Lay {
+            net: NetSnapshot::default(),
+            env: BTreeMap::new(),
+            peer: None,
+            job: JobShape::default(),
+        };
+        let i = l.link("lo", true, None);
+        l.net.links[0].loopback = true;
+        l.addr(i, "127.0.0.1/8");
+        l.addr(i, "::1/128");
+        l
+    }
+    fn link(&mut self, name: &str, running: bool, kind: Option<&str>) -> u32 {
+        let index = self.net.links.len() as u32 + 1;
+        self.net.links.push(Link {
+            index,
+            name: name.into(),
+            up: true,
+            running,
+            lower_up: running,
+            oper_state: if running { "up" } else { "down" }.into(),
+            kind: kind.map(String::from),
+            mtu: Some(1500),
+            link_type: 1,
+            ..Default::default()
+        });
+        index
+    }
+    fn addr(&mut self, index: u32, cidr: &str) {
+        let (a, p) = cidr.split_once('/').expect("cidr");
+        let addr = ip(a);
+        let scope = if addr.is_loopback() { 254 } else { 0 };
+        self.net.addrs.push(Addr {
+            index,
+            addr,
+            prefix_len: p.parse().expect("prefix"),
+            scope,
+            tentative: false,
+            deprecated: false,
+            dad_failed: false,
+        });
+        self.net.addrs.sort_by_key(|a| (a.family(), a.index));
+    }
+    fn plug(&mut self, name: &str, cidrs: &[&str]) -> u32 {
+        let i = self.link(name, true, Some("veth"));
+        for c in cidrs {
+            self.addr(i, c);
+        }
+        i
+    }
+    fn stub(&mut self, name: &str, cidrs: &[&str]) -> u32 {
+        let i = self.link(name, false, Some("veth"));
+        for c in cidrs {
+            self.addr(i, c);
+        }
+        i
+    }
+    fn default_via(&mut self, gw: &str, oif: u32, metric: u32, linkdown: bool) {
+        self.net.routes.push(Route {
+            family: Family::of(&ip(gw)),
+            dst: None,
+            metric,
+            oif: Some(oif),
+            gateway: Some(ip(gw)),
+            linkdown,
+            nexthops: vec![],
+            kind: 1,
+            scope: 0,
+            prefsrc: None,
+        });
+    }
+    fn peer(&mut self, source: &str, dest: &str, oif: Option<u32>, local: bool) {
+        self.peer = Some(Peer {
+            source: source.into(),
+            host: dest.into(),
+            addrs: vec![ip(dest)],
+            error: None,
+        });
+        self.net.peer_routes.push(RouteLookup {
+            dest: ip(dest),
+            oif,
+            prefsrc: None,
+            gateway: None,
+            local,
+            error: None,
+        });
+    }
+    fn env(&mut self, k: &str, v: &str) {
+        self.env.insert(k.into(), v.into());
+    }
+    fn nnodes(&mut self, n: u32) {
+        self.job.nnodes = Some(n);
+        self.job.source = Some("--nnodes".into());
+    }
+    fn decide_with(&self, cfg: &Config) -> Plan {
+        let snap = Snapshot {
+            net: Ok(self.net.clone()),
+            peer: self.peer.clone(),
+            job: self.job.clone(),
+            env: self.env.clone(),
+            ..Snapshot::default()
+        };
+        decide(&snap, cfg)
+    }
+    fn decide(&self) -> Plan {
+        self.decide_with(&Config::default())
+    }
+    fn strict(&self) -> Plan {
+        self.decide_with(&Config {
+            strict: true,
+            ..Config::default()
+        })
+    }
+}
+
+fn val<'a>(p: &'a Plan, k: &str) -> Option<&'a str> {
+    p.value_of(k)
+}
+fn has_warning(p: &Plan, code: &str) -> bool {
+    p.warnings.iter().any(|w| w.code == code)
+}
+fn refused(p: &Plan) -> bool {
+    matches!(p.verdict, Verdict::Refuse { .. })
+}
+
+#[test]
+fn f1_docker_bridge() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["172.17.0.2/16"]);
+    l.default_via("172.17.0.1", e, 0, false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+    assert_eq!(val(&p, "POD_IP"), Some("172.17.0.2"));
+    assert!(!p.has_warnings(), "{:?}", p.warnings);
+    assert!(!refused(&l.strict()));
+}
+
+#[test]
+fn f2_baked_name_missing_on_host() {
+    let mut l = Lay::new();
+    let e = l.plug("ens6", &["10.1.0.10/16"]);
+    l.default_via("10.1.0.1", e, 0, false);
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens6"));
+    l.env("NCCL_SOCKET_IFNAME", "eth0");
+    l.nnodes(2);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ens6"));
+    let c = p
+        .changes
+        .iter()
+        .find(|c| c.name == "NCCL_SOCKET_IFNAME")
+        .expect("change");
+    assert_eq!(c.replaced.as_deref(), Some("eth0"));
+    assert!(has_warning(&p, "inherited-ifname-repaired"));
+    assert!(refused(&l.strict()));
+}
+
+#[test]
+fn f3_compose_bridges_and_veths() {
+    let mut l = Lay::new();
+    let b = l.plug("bond0", &["10.10.1.11/24"]);
+    l.default_via("10.10.1.1", b, 0, false);
+    for (n, a) in [
+        ("br-1a2b3c", "172.19.0.1/16"),
+        ("br-4d5e6f", "172.21.0.1/16"),
+        ("br-7a8b9c", "172.30.0.1/16"),
+    ] {
+        let i = l.link(n, true, Some("bridge"));
+        l.addr(i, a);
+    }
+    for n in ["veth1a", "veth2b", "veth3c", "veth4d"] {
+        l.plug(n, &["fe80::1/64"]);
+    }
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("bond0"));
+    for c in &p.changes {
+        if let ncclenv::plan::Action::Set { value } = &c.action {
+            assert!(!value.contains("br-") && !value.contains("veth"), "{c:?}");
+        }
+    }
+}
+
+#[test]
+fn f4_fe80_veth_beside_uplink() {
+    let mut l = Lay::new();
+    let e = l.plug("ens5", &["10.31.0.11/20"]);
+    l.default_via("10.31.0.1", e, 0, false);
+    l.plug("veth3f2a", &["fe80::2/64"]);
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens5"));
+}
+
+fn f5() -> Lay {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.0.0.5/24"]);
+    l.default_via("10.0.0.1", e, 0, false);
+    l.plug("eth1", &["10.0.1.5/24"]);
+    l.plug("eth10", &["10.0.10.5/24"]);
+    l
+}
+
+#[test]
+fn f5_missing_name_is_repaired_listing_usable() {
+    let mut l = f5();
+    l.env("NCCL_SOCKET_IFNAME", "eth2");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "inherited-ifname-repaired")
+        .expect("warning");
+    for n in ["eth0", "eth1", "eth10"] {
+        assert!(w.message.contains(n), "{}", w.message);
+    }
+}
+
+#[test]
+fn f5_prefix_matching_two_is_kept_with_warning() {
+    let mut l = f5();
+    l.env("NCCL_SOCKET_IFNAME", "eth1");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: no change");
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth1"));
+    assert_eq!(val(&p, "POD_IP"), Some("10.0.1.5"));
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "inherited-ifname-prefix")
+        .expect("warning");
+    assert!(
+        w.message.contains("eth10") && w.remedy.contains("=eth1"),
+        "{w:?}"
+    );
+    // Nothing inherited: eth0, and the plain name since nothing else starts with eth0.
+    let p = f5().decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+}
+
+#[test]
+fn f6_gloo_given_nccl_syntax() {
+    let mut l = Lay::new();
+    let e = l.plug("ens5", &["10.0.1.10/24"]);
+    l.default_via("10.0.1.1", e, 0, false);
+    l.plug("eni4c1d", &["fe80::3/64"]);
+    l.env("NCCL_SOCKET_IFNAME", "^lo,docker,veth,eni");
+    l.env("GLOO_SOCKET_IFNAME", "^lo,docker,veth,eni");
+    l.env("MASTER_ADDR", "10.0.1.20");
+    l.peer("MASTER_ADDR", "10.0.1.20", Some(e), false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "NCCL value kept");
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("ens5"));
+    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("ens5"));
+    assert!(has_warning(&p, "gloo-ifname-repaired"));
+    assert!(!has_warning(&p, "inherited-ifname-prefix"));
+}
+
+fn f7() -> Lay {
+    let mut l = Lay::new();
+    let b = l.plug("bond0", &["10.42.0.11/27"]);
+    l.default_via("10.42.0.1", b, 0, false);
+    let c = l.link("bond0.2973", true, Some("macvlan"));
+    l.addr(c, "10.0.106.11/16");
+    let d = l.link("bond0.2973.1", true, Some("macvlan"));
+    l.addr(d, "fe80::5/64");
+    l
+}
+
+#[test]
+fn f7_prefix_catches_vlan_children() {
+    let p = f7().decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("=bond0"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("bond0"));
+    let mut l = f7();
+    l.env("NCCL_SOCKET_IFNAME", "bond0");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "inherited-ifname-prefix")
+        .expect("warning");
+    assert!(
+        w.message.contains("bond0.2973.1") && w.message.contains("link-local"),
+        "{}",
+        w.message
+    );
+    assert!(refused(&l.strict()));
+}
+
+#[test]
+fn f8_wifi_uplink_and_whitelist_missing_it() {
+    let mut l = Lay::new();
+    let w = l.plug("wlp2s0", &["10.0.8.19/24"]);
+    l.default_via("10.0.8.1", w, 600, false);
+    l.stub("enp3s0", &["10.0.9.19/24"]);
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("wlp2s0"));
+    l.env("NCCL_SOCKET_IFNAME", "en,eth,bond");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("wlp2s0"));
+    assert!(has_warning(&p, "inherited-ifname-repaired"));
+}
+
+#[test]
+fn f9_ipv6_only_with_link_local_tunnel_first() {
+    let mut l = Lay::new();
+    l.net.addrs.retain(|a| !a.addr.is_ipv4());
+    let t = l.link("ip6tnl0", true, Some("vxlan"));
+    l.addr(t, "fe80::9/64");
+    let v = l.plug("veth0", &["fd00:10::5/64", "fe80::5/64"]);
+    l.default_via("fe80::1", v, 1024, false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("veth0"));
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET6"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("veth0"));
+    assert_eq!(val(&p, "POD_IP"), None);
+}
+
+#[test]
+fn f10_no_network() {
+    let l = Lay::new();
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("lo"));
+    assert!(has_warning(&p, "loopback-only"));
+    assert!(!refused(&p));
+    let mut l = Lay::new();
+    l.nnodes(2);
+    let p = l.decide();
+    assert!(refused(&p));
+    if let Verdict::Refuse { reason, remedy } = &p.verdict {
+        assert!(
+            reason.contains("lo") && remedy.contains("network"),
+            "{reason} / {remedy}"
+        );
+    }
+}
+
+#[test]
+fn f11_default_route_over_dead_link() {
+    let mut l = Lay::new();
+    let e0 = l.stub("eth0", &["10.0.0.2/24"]);
+    let e1 = l.plug("eth1", &["10.0.1.2/24"]);
+    l.default_via("10.0.0.1", e0, 100, true);
+    l.default_via("10.0.1.1", e1, 200, false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "default-route-down")
+        .expect("warning");
+    assert!(
+        w.message.contains("eth0") && w.message.contains("eth1"),
+        "{}",
+        w.message
+    );
+}
+
+#[test]
+fn f12_peer_on_secondary_network() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.244.1.11/24"]);
+    l.default_via("10.244.1.1", e, 0, false);
+    let n = l.link("net1", true, Some("macvlan"));
+    l.addr(n, "10.100.0.11/24");
+    let mut remote = Lay {
+        net: l.net.clone(),
+        env: l.env.clone(),
+        peer: None,
+        job: l.job.clone(),
+    };
+    remote.peer("MASTER_ADDR", "10.100.0.12", Some(n), false);
+    let p = remote.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
+    assert_eq!(val(&p, "POD_IP"), Some("10.100.0.11"));
+    // This pod is the master: the route is local, the owner of the address wins.
+    l.peer("MASTER_ADDR", "10.100.0.11", Some(1), true);
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("net1"));
+}
+
+#[test]
+fn no_route_and_several_candidates_warns_and_ranks() {
+    let mut l = Lay::new();
+    let b = l.link("docker0", true, Some("bridge"));
+    l.addr(b, "172.17.0.1/16");
+    l.plug("vethx", &["10.5.0.2/24"]);
+    let n = l.link("ens3", true, None);
+    l.addr(n, "10.6.0.2/24");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ens3"));
+    assert!(has_warning(&p, "no-route-decided"));
+    assert!(refused(&l.strict()));
+}
+
+#[test]
+fn comm_id_and_vendor_profiles_change_nothing() {
+    let mut l = f5();
+    l.env("NCCL_COMM_ID", "10.0.0.1:1234");
+    let p = l.decide();
+    assert!(p.hands_off && p.changes.is_empty());
+    let mut l = f5();
+    l.env("FI_PROVIDER", "efa");
+    let p = l.decide();
+    assert!(p.hands_off && p.changes.is_empty());
+}
+
+#[test]
+fn failed_probe_fails_open_or_refuses_strictly() {
+    let snap = Snapshot {
+        net: Err("netlink refused".into()),
+        ..Snapshot::default()
+    };
+    let p = decide(&snap, &Config::default());
+    assert!(p.hands_off && p.changes.is_empty() && !refused(&p));
+    assert!(has_warning(&p, "probe-failed"));
+    let p = decide(
+        &snap,
+        &Config {
+            strict: true,
+            ..Config::default()
+        },
+    );
+    assert!(refused(&p));
+}
+
+#[test]
+fn proxy_without_no_proxy_warns() {
+    let mut l = f5();
+    l.peer("MASTER_ADDR", "10.0.0.9", Some(2), false);
+    l.env("HTTP_PROXY", "http://proxy:3128");
+    assert!(has_warning(&l.decide(), "proxy-catches-peer"));
+    l.env("NO_PROXY", "10.0.0.0/8");
+    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
+}
+
+#[test]
+fn overlapping_prefixes_warn() {
+    let mut l = Lay::new();
+    let a = l.plug("eth0", &["10.0.0.2/16"]);
+    l.plug("eth1", &["10.0.5.2/24"]);
+    l.default_via("10.0.0.1", a, 0, false);
+    assert!(has_warning(&l.decide(), "overlapping-prefixes"));
+}
+
+#[test]
+fn loopback_inherited_in_multi_node_job_is_repaired() {
+    let mut l = f5();
+    l.nnodes(2);
+    l.env("NCCL_SOCKET_IFNAME", "lo");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    // Unknown shape: kept with a risk warning.
+    let mut l = f5();
+    l.env("NCCL_SOCKET_IFNAME", "lo");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
+    assert!(has_warning(&p, "inherited-ifname-risky"));
+}
