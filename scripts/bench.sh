@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Start-up benchmark: the time ncclenv adds to starting /bin/true, measured side by side in one run with
+#   - a bare static exec shim (scripts/bench/shim.c: the floor for any entrypoint),
+#   - the shell recipe blog guides publish (scripts/bench/recipe.sh),
+# on a plain layout (one uplink with a default route) and with extra veth interfaces (default 500 and 2000).
+# Also: peak RSS of ncclenv, binary sizes. Needs root (network namespaces), gcc, hyperfine (apt-get install hyperfine).
+#
+# usage: sudo scripts/bench.sh [EXTRA_IFACE_COUNTS...]      (default: 500 2000)
+# env:   NCCLENV_BIN=path (default: builds target/x86_64-unknown-linux-musl/release/ncclenv)
+#        RUNS=N (hyperfine runs per command, default 300)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+COUNTS=("$@"); [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(500 2000)
+RUNS=${RUNS:-300}
+command -v hyperfine >/dev/null || { echo "bench: hyperfine missing (apt-get install hyperfine)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "bench: needs root for network namespaces" >&2; exit 1; }
+
+BIN=${NCCLENV_BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build -q --release --target x86_64-unknown-linux-musl --bin ncclenv
+  BIN=$PWD/target/x86_64-unknown-linux-musl/release/ncclenv
+fi
+WORK=$(mktemp -d /tmp/ncclenv-bench.XXXXXX)
+NS=ncbench$$
+PEER=ncbenchp$$
+cleanup() { ip netns del "$NS" 2>/dev/null || true; ip netns del "$PEER" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+gcc -static -O2 -o "$WORK/shim" scripts/bench/shim.c
+cp scripts/bench/recipe.sh "$WORK/recipe.sh"
+
+ip netns add "$NS"; ip netns add "$PEER"
+ip -n "$NS" link set lo up
+ip link add eth0 netns "$NS" type veth peer name up0 netns "$PEER"
+ip -n "$PEER" link set up0 up
+ip -n "$NS" link set eth0 up
+ip -n "$NS" addr add 10.77.0.2/24 dev eth0
+ip -n "$NS" route add default via 10.77.0.1 dev eth0
+
+add_ifaces() { # add veth pairs up to a total of $1 extra interfaces in $NS (peers in $PEER)
+  local have=$1 want=$2 f="$WORK/batch"
+  : > "$f"
+  for ((i = have; i < want; i++)); do
+    echo "link add x$i netns $NS type veth peer name y$i netns $PEER" >> "$f"
+  done
+  [ -s "$f" ] && ip -batch "$f"
+  : > "$f"
+  for ((i = have; i < want; i++)); do echo "link set x$i up" >> "$f"; done
+  [ -s "$f" ] && ip -n "$NS" -batch "$f"
+  : > "$f"
+  for ((i = have; i < want; i++)); do echo "link set y$i up" >> "$f"; done
+  [ -s "$f" ] && ip -n "$PEER" -batch "$f"
+  return 0
+}
+
+run_layout() { # $1 label
+  local label=$1
+  ip netns exec "$NS" env NCCLENV_LOG=off hyperfine -N -w 30 -r "$RUNS" --export-json "$WORK/$label.json" \
+    -n true "/bin/true" \
+    -n shim "$WORK/shim /bin/true" \
+    -n ncclenv "$BIN -- /bin/true" \
+    -n recipe "/bin/sh $WORK/recipe.sh /bin/true" >/dev/null 2>&1
+  # Peak RSS of one ncclenv start (KiB), from the kernel's rusage of the child.
+  ip netns exec "$NS" python3 - "$BIN" > "$WORK/$label.rss" <<'EOF'
+import resource, subprocess, sys, os
+subprocess.run([sys.argv[1], "--", "/bin/true"], env={**os.environ, "NCCLENV_LOG": "off"}, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+EOF
+}
+
+have=0
+run_layout plain
+LAYOUTS=(plain)
+for c in "${COUNTS[@]}"; do
+  add_ifaces "$have" "$c"; have=$c
+  run_layout "veth$c"; LAYOUTS+=("veth$c")
+done
+
+python3 - "$WORK" "$BIN" "${LAYOUTS[@]}" <<'EOF'
+import json, os, sys
+work, binary, layouts = sys.argv[1], sys.argv[2], sys.argv[3:]
+print(f"ncclenv start-up cost (hyperfine, side by side; times are means, 'adds' = minus /bin/true alone)")
+print(f"{'layout':<10} {'true ms':>8} {'shim adds':>10} {'ncclenv adds':>13} {'recipe adds':>12} {'ncclenv/shim':>13} {'ncclenv/recipe':>15} {'peak RSS':>9}")
+for l in layouts:
+    r = {x["command"]: x for x in json.load(open(f"{work}/{l}.json"))["results"]}
+    base = r["true"]["mean"]
+    add = {k: (r[k]["mean"] - base) * 1e3 for k in ("shim", "ncclenv", "recipe")}
+    rss = open(f"{work}/{l}.rss").read().strip()
+    print(f"{l:<10} {base*1e3:>8.3f} {add['shim']:>10.3f} {add['ncclenv']:>13.3f} {add['recipe']:>12.3f} "
+          f"{add['ncclenv']/add['shim']:>12.2f}x {add['ncclenv']/add['recipe']:>14.3f}x {rss:>6} KiB")
+print(f"binary: {binary} {os.path.getsize(binary)} bytes ({os.path.getsize(binary)/1048576:.2f} MiB)")
+EOF
