@@ -53,6 +53,8 @@ pub fn probe(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
         .enable_io()
         .build()
         .map_err(|e| format!("cannot start the runtime for the netlink probe: {e}"))?;
+    // The socket registers with the runtime's reactor, so it is created inside the runtime's context.
+    let _context = runtime.enter();
     let (connection, handle, _) = rtnetlink::new_connection()
         .map_err(|e| format!("cannot open a netlink route socket: {e}"))?;
     let connection = runtime.spawn(connection);
