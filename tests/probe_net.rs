@@ -558,3 +558,30 @@ fn host_namespace_matches_ip() {
     }
     check(None, &peers);
 }
+
+/// Timing of `probe()` in the current namespace (run with `--ignored --nocapture`, ideally `--release`):
+/// prints the fastest and median of 50 runs.
+#[test]
+#[ignore]
+fn probe_timing() {
+    let peers = ips(&["192.0.2.1"]);
+    let mut times: Vec<std::time::Duration> = (0..50)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let s = probe(&peers).expect("probe");
+            let d = t.elapsed();
+            assert!(!s.links.is_empty());
+            d
+        })
+        .collect();
+    times.sort();
+    let s = probe(&peers).unwrap();
+    println!(
+        "probe(): {} links, {} addresses, {} routes; fastest {:?}, median {:?}",
+        s.links.len(),
+        s.addrs.len(),
+        s.routes.len(),
+        times[0],
+        times[times.len() / 2]
+    );
+}
