@@ -4,7 +4,7 @@
 //! runtime built for the call. Requests go one after the other, never two dumps at once on one socket (the
 //! kernel answers a second concurrent dump with `EBUSY`):
 //!
-//! 1. `RTM_GETLINK` dump → [`Link`]s;
+//! 1. `RTM_GETLINK` dump with `IFLA_EXT_MASK` = `RTEXT_FILTER_SKIP_STATS` → [`Link`]s;
 //! 2. `RTM_GETADDR` dump, family `AF_UNSPEC` → [`Addr`]s (the kernel walks `AF_INET` before `AF_INET6`,
 //!    `rtnl_dump_all`, net/core/rtnetlink.c);
 //! 3. `RTM_GETROUTE` dumps for `AF_INET`, then `AF_INET6` → [`Route`]s of table main (254), filtered here
@@ -80,7 +80,8 @@ async fn probe_with(
         &closed,
         &mut snap.links,
         || {
-            // RTEXT_FILTER_SKIP_STATS: no IFLA_STATS/IFLA_STATS64/IPv6 statistics, a third of each message.
+            // IFLA_EXT_MASK = RTEXT_FILTER_SKIP_STATS: the kernel leaves out IFLA_STATS, IFLA_STATS64 and the
+            // IPv6 statistics, which the probe does not read (net/core/rtnetlink.c, `rtnl_fill_ifinfo`).
             let mut m = LinkMessage::default();
             m.attributes
                 .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
