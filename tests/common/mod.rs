@@ -1,0 +1,305 @@
+//! Test harness: throw-away network namespaces built with the `ip` command, for the field-case layouts.
+//!
+//! ```ignore
+//! mod common;
+//! if !common::require_root() { return; }
+//! let ns = common::Netns::new("f1");
+//! ns.plug("eth0");
+//! ns.addr("eth0", "172.17.0.2/16");
+//! ns.route("default via 172.17.0.1 dev eth0");
+//! let snap = ns.in_netns(|| ncclenv::probe::net::probe(&[]));
+//! ```
+//!
+//! Conventions (docs FIELD-CASES.md): a *plug* is a veth whose peer sits, up, in a second private namespace,
+//! so the interface is RUNNING; a *stub* is the same with the peer left down (NO-CARRIER). IPv6 duplicate
+//! address detection is switched off in the namespace (`accept_dad=0` for `all` and `default`) so that
+//! automatic fe80 addresses are never tentative; turn it back on for one interface with
+//! `ns.sysctl("net/ipv6/conf/IF/accept_dad", "1")`.
+//!
+//! Every helper panics with the command line and its stderr when a command fails. Namespaces are deleted on
+//! drop, which also deletes every interface in them.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// True when the tests can build namespaces: running as root and `ip netns list` works. Otherwise prints
+/// why and returns false, so the caller returns early; with `CI=true` it panics instead (tests never skip
+/// in CI).
+pub fn require_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the effective user.
+    let euid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    let why = if euid != 0 {
+        Some("not running as root".to_string())
+    } else {
+        match Command::new("ip").args(["netns", "list"]).output() {
+            Ok(o) if o.status.success() => None,
+            Ok(o) => Some(format!(
+                "`ip netns list` failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Some(format!("cannot run `ip`: {e}")),
+        }
+    };
+    match why {
+        None => true,
+        Some(why) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("network-namespace tests cannot run in CI: {why}")
+        }
+        Some(why) => {
+            eprintln!("skipping a network-namespace test: {why}");
+            false
+        }
+    }
+}
+
+/// Runs `cmd`, panicking with the command line and stderr when it cannot start or exits non-zero.
+/// Returns stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A network namespace `/run/netns/<name>` with `lo` up, plus a private peer namespace `<name>-p` that holds
+/// the far ends of plugs and stubs. Both are deleted on drop.
+pub struct Netns {
+    /// The namespace name (`ip -n NAME`), unique per process and call: `<prefix>-<pid>-<n>`.
+    pub name: String,
+    /// The peer namespace's name.
+    pub peer: String,
+    /// Counter for generated names (peer ends, bridge ports).
+    next: AtomicU32,
+}
+
+impl Netns {
+    /// Creates the namespace and its peer namespace, brings `lo` up and switches IPv6 DAD off.
+    pub fn new(prefix: &str) -> Netns {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let peer = format!("{name}-p");
+        run(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Netns {
+            name,
+            peer,
+            next: AtomicU32::new(0),
+        };
+        // Dropping `ns` from here on deletes what was created, also when a step below panics.
+        run(Command::new("ip").args(["netns", "add", &ns.peer]));
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns.sysctl("net/ipv6/conf/all/accept_dad", "0");
+        ns.sysctl("net/ipv6/conf/default/accept_dad", "0");
+        ns
+    }
+
+    fn next_id(&self) -> u32 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// `ip -n NAME ARGS…`; returns stdout.
+    pub fn ip(&self, args: &[&str]) -> String {
+        run(Command::new("ip").arg("-n").arg(&self.name).args(args))
+    }
+
+    /// `ip -n PEER ARGS…` in the peer namespace; returns stdout.
+    pub fn peer_ip(&self, args: &[&str]) -> String {
+        run(Command::new("ip").arg("-n").arg(&self.peer).args(args))
+    }
+
+    /// `ip netns exec NAME sh -c CMD`; returns stdout.
+    pub fn sh(&self, cmd: &str) -> String {
+        run(Command::new("ip").args(["netns", "exec", &self.name, "sh", "-c", cmd]))
+    }
+
+    /// `ip -n NAME -j ARGS…`, parsed.
+    pub fn ip_json(&self, args: &[&str]) -> serde_json::Value {
+        let out = run(Command::new("ip")
+            .arg("-n")
+            .arg(&self.name)
+            .arg("-j")
+            .args(args));
+        if out.trim().is_empty() {
+            return serde_json::Value::Array(vec![]);
+        }
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("ip -j {args:?}: bad JSON ({e}): {out}"))
+    }
+
+    /// Writes `value` to `/proc/sys/<key>` inside the namespace (`key` with slashes, e.g.
+    /// `net/ipv6/conf/eth0/accept_dad`).
+    pub fn sysctl(&self, key: &str, value: &str) {
+        let path = format!("/proc/sys/{key}");
+        self.in_netns(|| std::fs::write(&path, value))
+            .unwrap_or_else(|e| panic!("{}: cannot write {value} to {path}: {e}", self.name));
+    }
+
+    /// A plug: veth `name` (up) whose peer sits, up, in the peer namespace, so `name` is RUNNING. Waits
+    /// until the kernel reports it RUNNING.
+    pub fn plug(&self, name: &str) {
+        let peer = self.veth(name);
+        self.peer_ip(&["link", "set", &peer, "up"]);
+        self.up(name);
+        self.wait_running(name);
+    }
+
+    /// A stub: veth `name` (up) whose peer is left down in the peer namespace: NO-CARRIER, not RUNNING.
+    pub fn stub(&self, name: &str) {
+        self.veth(name);
+        self.up(name);
+    }
+
+    /// Creates veth `name` with its far end `pN` in the peer namespace (both down); returns the far end's name.
+    fn veth(&self, name: &str) -> String {
+        let peer = format!("p{}", self.next_id());
+        self.ip(&[
+            "link", "add", name, "type", "veth", "peer", "name", &peer, "netns", &self.peer,
+        ]);
+        peer
+    }
+
+    /// A bridge `name` (STP off, forward delay 0), up, with one plug as port; waits until the bridge is
+    /// RUNNING. Returns the port's name (`vethbN`).
+    pub fn bridge(&self, name: &str) -> String {
+        self.ip(&["link", "add", name, "type", "bridge", "forward_delay", "0"]);
+        let port = format!("vethb{}", self.next_id());
+        self.plug(&port);
+        self.ip(&["link", "set", &port, "master", name]);
+        self.up(name);
+        self.wait_running(name);
+        port
+    }
+
+    /// A macvlan `name` (mode bridge) on `parent`, up. RUNNING when the parent has carrier.
+    pub fn macvlan(&self, name: &str, parent: &str) {
+        self.ip(&[
+            "link", "add", name, "link", parent, "type", "macvlan", "mode", "bridge",
+        ]);
+        self.up(name);
+    }
+
+    /// A vxlan `name` (VNI from the counter, UDP port 4789, no underlay), up: RUNNING, operstate unknown.
+    pub fn vxlan(&self, name: &str) {
+        let id = (100 + self.next_id()).to_string();
+        self.ip(&[
+            "link", "add", name, "type", "vxlan", "id", &id, "dstport", "4789",
+        ]);
+        self.up(name);
+    }
+
+    /// `ip link set IFNAME up`.
+    pub fn up(&self, ifname: &str) {
+        self.ip(&["link", "set", ifname, "up"]);
+    }
+
+    /// `ip addr add CIDR dev IFNAME`, with `nodad` for IPv6.
+    pub fn addr(&self, ifname: &str, cidr: &str) {
+        let mut args = vec!["addr", "add", cidr, "dev", ifname];
+        if cidr.contains(':') {
+            args.push("nodad");
+        }
+        self.ip(&args);
+    }
+
+    /// `ip [-4|-6] route add ARGS` (whitespace-separated; a leading `-6` or `-4` selects the family), e.g.
+    /// `route("default via 10.0.0.1 dev eth0 metric 100")`, `route("-6 default via fe80::1 dev veth0")`.
+    pub fn route(&self, args: &str) {
+        let mut words: Vec<&str> = args.split_whitespace().collect();
+        let family = match words.first() {
+            Some(&f) if f == "-6" || f == "-4" => Some(words.remove(0)),
+            _ => None,
+        };
+        let mut full: Vec<&str> = family.into_iter().collect();
+        full.extend(["route", "add"]);
+        full.extend(words);
+        self.ip(&full);
+    }
+
+    /// Waits (up to 5 s) until `ifname` is RUNNING (up and not NO-CARRIER); panics otherwise.
+    pub fn wait_running(&self, ifname: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let v = self.ip_json(&["link", "show", "dev", ifname]);
+            let flags: Vec<&str> = v[0]["flags"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|f| f.as_str()).collect())
+                .unwrap_or_default();
+            if flags.contains(&"UP") && !flags.contains(&"NO-CARRIER") {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("{}: {ifname} is not RUNNING after 5 s: {v}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A `Command` for `program` that runs inside the namespace (`ip netns exec NAME program`, which also
+    /// mounts the namespace's `/sys`). Add arguments and environment to it as usual.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Runs `cmd` inside the namespace through `ip netns exec NAME`, keeping its program, arguments,
+    /// environment changes (`env`, `env_remove`) and working directory. (`env_clear` cannot be read back
+    /// from a `Command`: build with [`Netns::command`] for that.) Returns the output, whatever the exit status.
+    pub fn run_in(&self, cmd: &mut Command) -> Output {
+        let mut c = self.command(&cmd.get_program().to_string_lossy());
+        c.args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        if let Some(dir) = cmd.get_current_dir() {
+            c.current_dir(dir);
+        }
+        c.output()
+            .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
+    }
+
+    /// Runs `f` on a fresh thread that has entered the namespace (`setns(CLONE_NEWNET)` on
+    /// `/run/netns/NAME`; a network namespace belongs to a thread), and returns its result. A panic in `f`
+    /// propagates.
+    pub fn in_netns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/run/netns/{}", self.name);
+        std::thread::scope(|s| {
+            let worker = s.spawn(move || {
+                let fd = File::open(&path).unwrap_or_else(|e| panic!("cannot open {path}: {e}"));
+                nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .unwrap_or_else(|e| panic!("setns({path}): {e}"));
+                f()
+            });
+            match worker.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in [&self.name, &self.peer] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}

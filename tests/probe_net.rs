@@ -1,0 +1,587 @@
+//! Oracle tests for `probe::net`: each layout is built in a network namespace, then the probe's snapshot is
+//! compared, as whole lists, with what `ip -j` reports there (`ip -j -d link show`, `ip -j addr show`,
+//! `ip -j [-6] route show table main`, `ip -j route get ADDR`), translated into the same types.
+
+mod common;
+
+use common::Netns;
+use ncclenv::probe::net::probe;
+use ncclenv::snapshot::{Addr, Family, Link, NetSnapshot, NextHop, Route, RouteLookup};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::process::Command;
+
+/// What `ip -j` says, in the snapshot's types.
+#[derive(Debug, PartialEq)]
+struct IpView {
+    links: Vec<Link>,
+    /// Sorted by (family, link index), the order `ip addr show` groups them in.
+    addrs: Vec<Addr>,
+    routes: Vec<Route>,
+    peer_routes: Vec<RouteLookup>,
+}
+
+/// Runs `ip -j ARGS` in `ns` (or the host's namespace); `Err(stderr)` when ip fails.
+fn ip_j(ns: Option<&Netns>, args: &[&str]) -> Result<Value, String> {
+    let mut c = Command::new("ip");
+    if let Some(ns) = ns {
+        c.arg("-n").arg(&ns.name);
+    }
+    let out = c.arg("-j").args(args).output().expect("run ip");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.trim().is_empty() {
+        return Ok(Value::Array(vec![]));
+    }
+    Ok(serde_json::from_str(&text).unwrap_or_else(|e| panic!("ip -j {args:?}: {e}: {text}")))
+}
+
+fn arr(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+fn strs(v: &Value) -> Vec<&str> {
+    arr(v).iter().filter_map(Value::as_str).collect()
+}
+
+fn ip_addr(v: &Value) -> Option<IpAddr> {
+    v.as_str()
+        .map(|s| s.parse().unwrap_or_else(|e| panic!("address {s}: {e}")))
+}
+
+/// iproute2's link-type names (lib/ll_types.c) → ARPHRD numbers, for the types these layouts use.
+fn arphrd(name: &str) -> u16 {
+    match name {
+        "ether" => 1,
+        "infiniband" => 32,
+        "ipip" => 768,
+        "tunnel6" => 769,
+        "loopback" => 772,
+        "sit" => 776,
+        "gre" => 778,
+        "ip6gre" => 823,
+        "none" => 65534,
+        "void" => 65535,
+        other => panic!("link_type {other} not mapped in the oracle"),
+    }
+}
+
+fn scope_num(v: &Value) -> u8 {
+    match v.as_str() {
+        None | Some("global") | Some("universe") => 0,
+        Some("site") => 200,
+        Some("link") => 253,
+        Some("host") => 254,
+        Some("nowhere") => 255,
+        Some(n) => n.parse().unwrap_or_else(|_| panic!("scope {n}")),
+    }
+}
+
+fn route_type(v: &Value) -> u8 {
+    match v.as_str() {
+        None | Some("unicast") => 1,
+        Some("local") => 2,
+        Some("broadcast") => 3,
+        Some("anycast") => 4,
+        Some("multicast") => 5,
+        Some("blackhole") => 6,
+        Some("unreachable") => 7,
+        Some("prohibit") => 8,
+        Some("throw") => 9,
+        Some("nat") => 10,
+        Some(n) => panic!("route type {n}"),
+    }
+}
+
+/// The description part of an error: ip's "RTNETLINK answers: Network is unreachable" and the probe's
+/// "ENETUNREACH: Network is unreachable" both become "Network is unreachable".
+fn error_text(s: &str) -> String {
+    s.lines()
+        .last()
+        .unwrap_or("")
+        .rsplit_once(": ")
+        .map_or(s, |(_, d)| d)
+        .trim()
+        .to_string()
+}
+
+fn ip_view(ns: Option<&Netns>, peers: &[IpAddr]) -> IpView {
+    let links_j = ip_j(ns, &["-d", "link", "show"]).expect("ip link");
+    let index: HashMap<&str, u32> = arr(&links_j)
+        .iter()
+        .map(|l| {
+            (
+                l["ifname"].as_str().unwrap(),
+                l["ifindex"].as_u64().unwrap() as u32,
+            )
+        })
+        .collect();
+    let dev = |v: &Value| {
+        v.as_str()
+            .map(|n| *index.get(n).unwrap_or_else(|| panic!("dev {n}")))
+    };
+
+    let links = arr(&links_j)
+        .iter()
+        .map(|l| {
+            let flags = strs(&l["flags"]);
+            Link {
+                index: l["ifindex"].as_u64().unwrap() as u32,
+                name: l["ifname"].as_str().unwrap().to_string(),
+                up: flags.contains(&"UP"),
+                // ip prints NO-CARRIER for an UP interface without IFF_RUNNING, and never prints RUNNING.
+                running: flags.contains(&"UP") && !flags.contains(&"NO-CARRIER"),
+                lower_up: flags.contains(&"LOWER_UP"),
+                loopback: flags.contains(&"LOOPBACK"),
+                oper_state: l["operstate"].as_str().unwrap().to_lowercase(),
+                mtu: l["mtu"].as_u64().map(|m| m as u32),
+                kind: l["linkinfo"]["info_kind"].as_str().map(str::to_string),
+                master: dev(&l["master"]),
+                link_type: arphrd(l["link_type"].as_str().unwrap()),
+                mac: l["address"].as_str().map(str::to_string),
+            }
+        })
+        .collect();
+
+    let addrs_j = ip_j(ns, &["addr", "show"]).expect("ip addr");
+    let mut addrs: Vec<Addr> = arr(&addrs_j)
+        .iter()
+        .flat_map(|l| {
+            let idx = l["ifindex"].as_u64().unwrap() as u32;
+            arr(&l["addr_info"]).iter().map(move |a| Addr {
+                index: idx,
+                addr: ip_addr(&a["local"]).unwrap(),
+                prefix_len: a["prefixlen"].as_u64().unwrap() as u8,
+                scope: scope_num(&a["scope"]),
+                tentative: a["tentative"].as_bool().unwrap_or(false),
+                deprecated: a["deprecated"].as_bool().unwrap_or(false),
+                dad_failed: a["dadfailed"].as_bool().unwrap_or(false),
+            })
+        })
+        .collect();
+    addrs.sort_by_key(|a| (a.family(), a.index));
+
+    let mut routes = Vec::new();
+    for (fam, args) in [
+        (Family::Inet, &["route", "show", "table", "main"][..]),
+        (Family::Inet6, &["-6", "route", "show", "table", "main"][..]),
+    ] {
+        let host_len = if fam == Family::Inet { 32 } else { 128 };
+        for r in arr(&ip_j(ns, args).expect("ip route")) {
+            let dst = match r["dst"].as_str().unwrap() {
+                "default" => None,
+                d => Some(match d.split_once('/') {
+                    Some((a, l)) => (a.parse().unwrap(), l.parse().unwrap()),
+                    None => (d.parse().unwrap(), host_len),
+                }),
+            };
+            let gw = |h: &Value| ip_addr(&h["gateway"]).or_else(|| ip_addr(&h["via"]["host"]));
+            let down = |h: &Value| {
+                strs(&h["flags"])
+                    .iter()
+                    .any(|f| *f == "linkdown" || *f == "dead")
+            };
+            let nexthops: Vec<NextHop> = arr(&r["nexthops"])
+                .iter()
+                .map(|h| NextHop {
+                    oif: dev(&h["dev"]).unwrap(),
+                    gateway: gw(h),
+                    linkdown: down(h),
+                })
+                .collect();
+            let multi = !nexthops.is_empty();
+            routes.push(Route {
+                family: fam,
+                dst,
+                metric: r["metric"].as_u64().unwrap_or(0) as u32,
+                oif: if multi { None } else { dev(&r["dev"]) },
+                gateway: if multi { None } else { gw(r) },
+                linkdown: down(r),
+                nexthops,
+                kind: route_type(&r["type"]),
+                scope: scope_num(&r["scope"]),
+                prefsrc: ip_addr(&r["prefsrc"]),
+            });
+        }
+    }
+
+    let peer_routes = peers
+        .iter()
+        .map(|p| match ip_j(ns, &["route", "get", &p.to_string()]) {
+            Ok(v) => {
+                let r = &arr(&v)[0];
+                RouteLookup {
+                    dest: *p,
+                    oif: dev(&r["dev"]),
+                    prefsrc: ip_addr(&r["prefsrc"]),
+                    gateway: ip_addr(&r["gateway"]).or_else(|| ip_addr(&r["via"]["host"])),
+                    local: r["type"].as_str() == Some("local"),
+                    error: None,
+                }
+            }
+            Err(e) => RouteLookup {
+                dest: *p,
+                oif: None,
+                prefsrc: None,
+                gateway: None,
+                local: false,
+                error: Some(error_text(&e)),
+            },
+        })
+        .collect();
+
+    IpView {
+        links,
+        addrs,
+        routes,
+        peer_routes,
+    }
+}
+
+/// The probe's snapshot in the oracle's shape (addresses grouped like `ip`, error texts reduced to their
+/// description), after checking the orders the snapshot promises.
+fn probe_view(snap: &NetSnapshot) -> IpView {
+    let idx: Vec<u32> = snap.links.iter().map(|l| l.index).collect();
+    assert!(
+        idx.windows(2).all(|w| w[0] < w[1]),
+        "links not in ascending index order: {idx:?}"
+    );
+    let fams: Vec<Family> = snap.addrs.iter().map(Addr::family).collect();
+    assert!(
+        fams.windows(2).all(|w| w[0] <= w[1]),
+        "an IPv6 address before an IPv4 one: {:?}",
+        snap.addrs
+    );
+    let rfams: Vec<Family> = snap.routes.iter().map(|r| r.family).collect();
+    assert!(
+        rfams.windows(2).all(|w| w[0] <= w[1]),
+        "IPv6 route before an IPv4 one"
+    );
+    let mut addrs = snap.addrs.clone();
+    addrs.sort_by_key(|a| (a.family(), a.index));
+    IpView {
+        links: snap.links.clone(),
+        addrs,
+        routes: snap.routes.clone(),
+        peer_routes: snap
+            .peer_routes
+            .iter()
+            .map(|r| RouteLookup {
+                error: r.error.as_deref().map(error_text),
+                ..r.clone()
+            })
+            .collect(),
+    }
+}
+
+/// Probes inside `ns` (or the host) and asserts that the result equals `ip -j`'s view, taken just before and
+/// just after (retried while those two differ: a link state or address lifetime changed meanwhile).
+fn check(ns: Option<&Netns>, peers: &[IpAddr]) -> NetSnapshot {
+    for _ in 0..5 {
+        let before = ip_view(ns, peers);
+        let snap = match ns {
+            Some(ns) => ns.in_netns(|| probe(peers)),
+            None => probe(peers),
+        }
+        .expect("probe");
+        let after = ip_view(ns, peers);
+        if before != after {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        let got = probe_view(&snap);
+        assert_eq!(
+            got.links, before.links,
+            "links differ from `ip -j -d link show`"
+        );
+        assert_eq!(
+            got.addrs, before.addrs,
+            "addresses differ from `ip -j addr show`"
+        );
+        assert_eq!(
+            got.routes, before.routes,
+            "routes differ from `ip -j route show table main`"
+        );
+        assert_eq!(
+            got.peer_routes, before.peer_routes,
+            "lookups differ from `ip -j route get`"
+        );
+        return snap;
+    }
+    panic!("`ip -j` kept changing between two reads");
+}
+
+fn ips(list: &[&str]) -> Vec<IpAddr> {
+    list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn link<'a>(s: &'a NetSnapshot, name: &str) -> &'a Link {
+    s.links
+        .iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no link {name}"))
+}
+
+/// F3, F7, F8, F11 in one namespace: plugs, stubs, a bridge with a port, macvlan children named like VLANs,
+/// two default routes (metric 100 over a stub: linkdown), an ECMP route, IPv6 with a default via fe80::1,
+/// a tentative and a deprecated address, a blackhole route.
+#[test]
+fn mixed_layout_matches_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-mixed");
+    ns.stub("eth0");
+    ns.addr("eth0", "10.0.0.2/24");
+    ns.plug("eth1");
+    ns.addr("eth1", "10.0.1.2/24");
+    ns.addr("eth1", "fd00:1::2/64");
+    ns.ip(&[
+        "addr",
+        "add",
+        "fd00:1::3/64",
+        "dev",
+        "eth1",
+        "nodad",
+        "preferred_lft",
+        "0",
+    ]);
+    ns.route("default via 10.0.0.1 dev eth0 metric 100");
+    ns.route("default via 10.0.1.1 dev eth1 metric 200");
+    ns.route("-6 default via fe80::1 dev eth1");
+    ns.route("10.9.0.0/16 nexthop via 10.0.0.1 dev eth0 nexthop via 10.0.1.1 dev eth1");
+    ns.ip(&["route", "add", "blackhole", "10.66.0.0/16"]);
+    ns.plug("bond0");
+    ns.addr("bond0", "10.42.0.11/27");
+    ns.macvlan("bond0.2973", "bond0");
+    ns.addr("bond0.2973", "10.0.106.11/16");
+    ns.macvlan("bond0.2973.1", "bond0");
+    let port = ns.bridge("br-1a2b3c4d5e6f");
+    ns.addr("br-1a2b3c4d5e6f", "172.19.0.1/16");
+    ns.stub("enp3s0");
+    ns.addr("enp3s0", "10.0.9.19/24");
+    ns.sysctl("net/ipv6/conf/enp3s0/accept_dad", "1");
+    ns.ip(&["addr", "add", "fd00:9::5/64", "dev", "enp3s0"]); // DAD pending until carrier: tentative
+    ns.wait_running("bond0.2973");
+    ns.wait_running("bond0.2973.1");
+
+    let peers = ips(&[
+        "10.0.1.20",
+        "10.200.0.1",
+        "10.0.106.50",
+        "10.42.0.11",
+        "10.9.1.1",
+        "10.66.1.1",
+        "fd00:1::99",
+        "2001:db8::1",
+    ]);
+    let s = check(Some(&ns), &peers);
+
+    // A few facts spelled out, so a wrong oracle cannot hide a wrong probe.
+    let (eth0, eth1) = (link(&s, "eth0"), link(&s, "eth1"));
+    assert!(eth0.up && !eth0.running && !eth0.lower_up, "{eth0:?}");
+    assert!(eth1.up && eth1.running && eth1.lower_up, "{eth1:?}");
+    assert_eq!(eth1.kind.as_deref(), Some("veth"));
+    assert_eq!(link(&s, "bond0.2973").kind.as_deref(), Some("macvlan"));
+    let br = link(&s, "br-1a2b3c4d5e6f");
+    assert_eq!(br.kind.as_deref(), Some("bridge"));
+    assert!(br.running);
+    assert_eq!(link(&s, &port).master, Some(br.index));
+    assert!(link(&s, "lo").loopback);
+    assert_eq!(link(&s, "lo").link_type, 772);
+    let tentative: Vec<_> = s
+        .addrs
+        .iter()
+        .filter(|a| a.tentative)
+        .map(|a| a.addr.to_string())
+        .collect();
+    assert_eq!(tentative, ["fd00:9::5"]);
+    let deprecated: Vec<_> = s
+        .addrs
+        .iter()
+        .filter(|a| a.deprecated)
+        .map(|a| a.addr.to_string())
+        .collect();
+    assert_eq!(deprecated, ["fd00:1::3"]);
+    let defaults: Vec<_> = s
+        .routes
+        .iter()
+        .filter(|r| r.is_default() && r.family == Family::Inet)
+        .map(|r| (r.metric, r.oif, r.linkdown))
+        .collect();
+    assert_eq!(
+        defaults,
+        [
+            (100, Some(eth0.index), true),
+            (200, Some(eth1.index), false)
+        ]
+    );
+    let ecmp = s
+        .routes
+        .iter()
+        .find(|r| r.dst == Some(("10.9.0.0".parse().unwrap(), 16)))
+        .unwrap();
+    assert_eq!(
+        ecmp.nexthops,
+        [
+            NextHop {
+                oif: eth0.index,
+                gateway: Some("10.0.0.1".parse().unwrap()),
+                linkdown: true
+            },
+            NextHop {
+                oif: eth1.index,
+                gateway: Some("10.0.1.1".parse().unwrap()),
+                linkdown: false
+            },
+        ]
+    );
+    assert!(
+        s.routes.iter().any(|r| r.kind == 6),
+        "blackhole route kept with its kind"
+    );
+    let v6_default = s
+        .routes
+        .iter()
+        .find(|r| r.is_default() && r.family == Family::Inet6)
+        .unwrap();
+    assert_eq!(v6_default.gateway, Some("fe80::1".parse().unwrap()));
+    assert!(s.peer_routes[3].local, "own address is local");
+    assert_eq!(s.peer_routes[2].oif, Some(link(&s, "bond0.2973").index));
+    assert!(
+        s.peer_routes[5].error.is_some(),
+        "blackhole lookup fails: {:?}",
+        s.peer_routes[5]
+    );
+}
+
+/// F9: IPv6 only, a vxlan named ip6tnl0 with the lowest index, default via fe80::1; an IPv4 peer is
+/// unreachable (the error is recorded, the probe succeeds).
+#[test]
+fn ipv6_only_layout_matches_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-v6");
+    ns.vxlan("ip6tnl0");
+    ns.plug("veth0");
+    ns.addr("veth0", "fd00:10::5/64");
+    ns.route("-6 default via fe80::1 dev veth0");
+    let s = check(
+        Some(&ns),
+        &ips(&["fd00:10::9", "fd00:10::5", "2001:db8::7", "10.1.1.1"]),
+    );
+    let tnl = link(&s, "ip6tnl0");
+    assert_eq!(tnl.kind.as_deref(), Some("vxlan"));
+    assert!(tnl.index < link(&s, "veth0").index);
+    assert!(s
+        .addrs
+        .iter()
+        .all(|a| a.family() == Family::Inet6 || a.is_loopback()));
+    assert_eq!(s.peer_routes[0].oif, Some(link(&s, "veth0").index));
+    assert!(s.peer_routes[1].local);
+    assert_eq!(s.peer_routes[2].gateway, Some("fe80::1".parse().unwrap()));
+    let err = s.peer_routes[3].error.as_deref().unwrap_or_default();
+    assert!(err.starts_with("ENETUNREACH"), "{err}");
+}
+
+/// A Calico-like pod (a /32 address, default via 169.254.1.1 onlink) with a Multus secondary network (F12).
+#[test]
+fn calico_and_multus_layout_matches_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-cali");
+    ns.plug("eth0");
+    ns.addr("eth0", "192.168.77.5/32");
+    ns.route("default via 169.254.1.1 dev eth0 onlink");
+    ns.plug("ext0");
+    ns.macvlan("net1", "ext0");
+    ns.addr("net1", "10.100.0.11/24");
+    ns.wait_running("net1");
+    let s = check(Some(&ns), &ips(&["10.100.0.12", "10.100.0.11", "8.8.8.8"]));
+    let eth0 = link(&s, "eth0").index;
+    let def = s.routes.iter().find(|r| r.is_default()).unwrap();
+    assert_eq!(
+        (def.oif, def.gateway),
+        (Some(eth0), Some("169.254.1.1".parse().unwrap()))
+    );
+    assert_eq!(s.peer_routes[0].oif, Some(link(&s, "net1").index));
+    assert_eq!(
+        s.peer_routes[0].prefsrc,
+        Some("10.100.0.11".parse().unwrap())
+    );
+    assert!(s.peer_routes[1].local);
+    assert_eq!(
+        s.peer_routes[2].prefsrc,
+        Some("192.168.77.5".parse().unwrap())
+    );
+}
+
+/// F10: only lo. The probe succeeds; a lookup of a remote peer records ENETUNREACH.
+#[test]
+fn loopback_only_layout_matches_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-lo");
+    let s = check(Some(&ns), &ips(&["10.0.0.1", "127.0.0.1", "::1"]));
+    assert_eq!(s.links.len(), 1);
+    assert!(
+        s.routes.iter().all(|r| r.family == Family::Inet6),
+        "no IPv4 route in main: {:?}",
+        s.routes
+    );
+    assert!(s.peer_routes[0]
+        .error
+        .as_deref()
+        .unwrap_or_default()
+        .starts_with("ENETUNREACH"));
+    assert!(s.peer_routes[1].local);
+}
+
+/// The host's own namespace: the probe succeeds and agrees with `ip -j`.
+#[test]
+fn host_namespace_matches_ip() {
+    let peers = ips(&["127.0.0.1", "192.0.2.1"]);
+    if Command::new("ip").arg("-V").output().is_err() {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "`ip` is missing in CI"
+        );
+        eprintln!("skipping: no `ip` command");
+        return;
+    }
+    check(None, &peers);
+}
+
+/// Timing of `probe()` in the current namespace (run with `--ignored --nocapture`, ideally `--release`):
+/// prints the fastest and median of 50 runs.
+#[test]
+#[ignore]
+fn probe_timing() {
+    let peers = ips(&["192.0.2.1"]);
+    let mut times: Vec<std::time::Duration> = (0..50)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let s = probe(&peers).expect("probe");
+            let d = t.elapsed();
+            assert!(!s.links.is_empty());
+            d
+        })
+        .collect();
+    times.sort();
+    let s = probe(&peers).unwrap();
+    println!(
+        "probe(): {} links, {} addresses, {} routes; fastest {:?}, median {:?}",
+        s.links.len(),
+        s.addrs.len(),
+        s.routes.len(),
+        times[0],
+        times[times.len() / 2]
+    );
+}
