@@ -21,10 +21,12 @@ pub fn probe_shm(path: &Path) -> ShmInfo {
         ..ShmInfo::default()
     };
     match statvfs(path) {
+        // fsblkcnt_t / c_ulong are u64 on 64-bit Linux but not everywhere.
+        #[allow(clippy::useless_conversion)]
         Ok(st) => {
-            let frsize = st.fragment_size() as u64;
-            info.total_bytes = Some((st.blocks() as u64).saturating_mul(frsize));
-            info.free_bytes = Some((st.blocks_available() as u64).saturating_mul(frsize));
+            let frsize = u64::from(st.fragment_size());
+            info.total_bytes = Some(u64::from(st.blocks()).saturating_mul(frsize));
+            info.free_bytes = Some(u64::from(st.blocks_available()).saturating_mul(frsize));
             info.read_only = st.flags().contains(FsFlags::ST_RDONLY);
         }
         Err(e) => info.error = Some(format!("statvfs({}): {e}", path.display())),
