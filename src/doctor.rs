@@ -842,6 +842,22 @@ mod tests {
         assert_eq!(required.len(), keys.len());
     }
 
+    /// `NCCLENV_DOCTOR_SAMPLE=dir` writes the sample's text and JSON there (to eyeball or validate).
+    #[test]
+    fn sample_output() {
+        let (snap, plan) = sample();
+        let mut speeds = BTreeMap::new();
+        speeds.insert("eth0".to_string(), 25000u64);
+        let t = render_text(&snap, &plan, Some("eth0 10.0.0.2"), &speeds);
+        let v = render_json(&snap, &plan, Some("eth0 10.0.0.2"), &speeds);
+        if let Ok(dir) = std::env::var("NCCLENV_DOCTOR_SAMPLE") {
+            let dir = std::path::Path::new(&dir);
+            let _ = std::fs::write(dir.join("doctor.txt"), &t);
+            let _ = std::fs::write(dir.join("doctor.json"), v.to_string());
+        }
+        assert!(!t.is_empty());
+    }
+
     #[test]
     fn exit_codes() {
         let mut p = Plan::default();
