@@ -1,1 +1,231 @@
-//! Probe: rdma (stub).
+//! Probe: RDMA devices (sysfs), verbs device nodes (devfs) and RLIMIT_MEMLOCK.
+//!
+//! What NCCL's IB transport sees comes from libibverbs (src/transport/net_ib.cc, `ncclIbInitDevices`:
+//! `ibv_get_device_list`, `ibv_query_port`, ports with `state != IBV_PORT_ACTIVE` skipped). The kernel mirrors
+//! the same facts in sysfs under `class/infiniband/<dev>/ports/<n>/` (`state` = `4: ACTIVE`, `phys_state` =
+//! `5: LinkUp`, `link_layer`, `rate`, `gids/<i>`, `gid_attrs/types/<i>`, `gid_attrs/ndevs/<i>`), which can
+//! be read without loading libibverbs. rdma-core drops every device whose `/dev/infiniband/uverbsN` node is
+//! missing, so the nodes are probed too.
+//!
+//! Both roots are parameters (`Config.sysfs`, `Config.devfs`) so that tests and `doctor` can point the probe
+//! at a fake tree. The probe never panics: every failure is recorded in [`RdmaSnapshot::error`].
+
+use crate::snapshot::{RdmaDevice, RdmaGid, RdmaPort, RdmaSnapshot};
+use std::fs;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+/// The all-zero GID as sysfs prints an unused GID table entry.
+const ZERO_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
+
+/// Probe every RDMA device under `<sysfs>/class/infiniband` with all its ports, the `uverbsN` and `rdma_cm`
+/// character devices under `<devfs>/infiniband`, and the process's RLIMIT_MEMLOCK (soft and hard, in bytes;
+/// `None` = unlimited).
+///
+/// A missing `class/infiniband` or `infiniband` device directory is not an error (no RDMA hardware, or a
+/// container without `--device=/dev/infiniband`); unreadable directories and files are recorded in
+/// `error` (several errors are joined with `; `). Files missing inside a port (`gid_attrs` on older kernels,
+/// `rate` on some drivers) are fine: the field stays empty.
+pub fn probe(sysfs: &Path, devfs: &Path) -> RdmaSnapshot {
+    let mut errors: Vec<String> = Vec::new();
+    let devices = probe_devices(&sysfs.join("class/infiniband"), &mut errors);
+    let (uverbs, rdma_cm) = probe_nodes(&devfs.join("infiniband"), &mut errors);
+    let (memlock_soft, memlock_hard) = match memlock() {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(e);
+            (None, None)
+        }
+    };
+    RdmaSnapshot {
+        devices,
+        uverbs,
+        rdma_cm,
+        memlock_soft,
+        memlock_hard,
+        error: if errors.is_empty() {
+            None
+        } else {
+            Some(errors.join("; "))
+        },
+    }
+}
+
+/// RLIMIT_MEMLOCK of this process as `(soft, hard)` in bytes, `None` meaning `RLIM_INFINITY` (unlimited).
+pub fn memlock() -> Result<(Option<u64>, Option<u64>), String> {
+    use nix::sys::resource::{getrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_MEMLOCK)
+        .map_err(|e| format!("getrlimit(RLIMIT_MEMLOCK): {e}"))?;
+    let conv = |v: nix::libc::rlim_t| -> Option<u64> {
+        if v == nix::libc::RLIM_INFINITY {
+            None
+        } else {
+            Some(v)
+        }
+    };
+    Ok((conv(soft), conv(hard)))
+}
+
+fn probe_devices(class: &Path, errors: &mut Vec<String>) -> Vec<RdmaDevice> {
+    let entries = match fs::read_dir(class) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            errors.push(format!("{}: {e}", class.display()));
+            return Vec::new();
+        }
+    };
+    let mut devices = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ports = probe_ports(&entry.path().join("ports"), &name, errors);
+        devices.push(RdmaDevice { name, ports });
+    }
+    devices.sort_by(|a, b| a.name.cmp(&b.name));
+    devices
+}
+
+fn probe_ports(dir: &Path, dev: &str, errors: &mut Vec<String>) -> Vec<RdmaPort> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            errors.push(format!("{dev}: {}: {e}", dir.display()));
+            return Vec::new();
+        }
+    };
+    let mut ports = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(port) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let p = entry.path();
+        ports.push(RdmaPort {
+            port,
+            state: read_trim(&p.join("state"))
+                .as_deref()
+                .and_then(leading_number)
+                .unwrap_or(0),
+            phys_state: read_trim(&p.join("phys_state"))
+                .as_deref()
+                .and_then(leading_number)
+                .unwrap_or(0),
+            link_layer: read_trim(&p.join("link_layer")).unwrap_or_default(),
+            rate: read_trim(&p.join("rate")).unwrap_or_default(),
+            gids: probe_gids(&p),
+        });
+    }
+    ports.sort_by_key(|p| p.port);
+    ports
+}
+
+fn probe_gids(port: &Path) -> Vec<RdmaGid> {
+    let Ok(entries) = fs::read_dir(port.join("gids")) else {
+        return Vec::new();
+    };
+    let mut gids = Vec::new();
+    for entry in entries.flatten() {
+        let fname = entry.file_name().to_string_lossy().into_owned();
+        let Ok(index) = fname.parse::<u32>() else {
+            continue;
+        };
+        // Reading an unused entry fails (EINVAL) on some kernels and reads as all zeros on others.
+        let Some(gid) = read_trim(&entry.path()) else {
+            continue;
+        };
+        if gid.is_empty() || gid == ZERO_GID {
+            continue;
+        }
+        let kind = read_trim(&port.join("gid_attrs/types").join(&fname)).filter(|s| !s.is_empty());
+        let ndev = read_trim(&port.join("gid_attrs/ndevs").join(&fname)).filter(|s| !s.is_empty());
+        gids.push(RdmaGid {
+            index,
+            gid,
+            kind,
+            ndev,
+        });
+    }
+    gids.sort_by_key(|g| g.index);
+    gids
+}
+
+fn probe_nodes(dir: &Path, errors: &mut Vec<String>) -> (Vec<String>, bool) {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), false),
+        Err(e) => {
+            errors.push(format!("{}: {e}", dir.display()));
+            return (Vec::new(), false);
+        }
+    };
+    let mut uverbs = Vec::new();
+    let mut rdma_cm = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Follow symlinks: a node may be bind-mounted or linked.
+        let is_char = fs::metadata(entry.path())
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false);
+        if !is_char {
+            continue;
+        }
+        if name == "rdma_cm" {
+            rdma_cm = true;
+        } else if is_uverbs_name(&name) {
+            uverbs.push(name);
+        }
+    }
+    uverbs.sort_by_key(|n| (n.len(), n.clone()));
+    (uverbs, rdma_cm)
+}
+
+/// `uverbs` followed by one or more digits.
+fn is_uverbs_name(name: &str) -> bool {
+    name.strip_prefix("uverbs")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The number before the colon of a sysfs state line (`4: ACTIVE` → 4).
+fn leading_number(s: &str) -> Option<u32> {
+    s.split(':').next()?.trim().parse().ok()
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    fs::read(p)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_lines_parse() {
+        assert_eq!(leading_number("4: ACTIVE"), Some(4));
+        assert_eq!(leading_number("5: LinkUp"), Some(5));
+        assert_eq!(leading_number("1: DOWN"), Some(1));
+        assert_eq!(leading_number("garbage"), None);
+        assert_eq!(leading_number(""), None);
+    }
+
+    #[test]
+    fn uverbs_names() {
+        assert!(is_uverbs_name("uverbs0"));
+        assert!(is_uverbs_name("uverbs12"));
+        assert!(!is_uverbs_name("uverbs"));
+        assert!(!is_uverbs_name("uverbsX"));
+        assert!(!is_uverbs_name("rdma_cm"));
+    }
+
+    #[test]
+    fn missing_roots_are_not_errors() {
+        let s = probe(
+            Path::new("/nonexistent-ncclenv/sys"),
+            Path::new("/nonexistent-ncclenv/dev"),
+        );
+        assert!(s.devices.is_empty());
+        assert!(s.uverbs.is_empty());
+        assert!(!s.rdma_cm);
+        assert_eq!(s.error, None);
+    }
+}
