@@ -73,13 +73,18 @@ fn main() -> ExitCode {
         }
         Mode::Doctor { json } => {
             let alone = decide::interface::nccl_alone(&snap);
+            let names: Vec<String> = match &snap.net {
+                Ok(n) => n.links.iter().map(|l| l.name.clone()).collect(),
+                Err(_) => Vec::new(),
+            };
+            let speeds = ncclenv::probe::host::link_speeds(&cfg.sysfs, &names);
             if *json {
-                let v = ncclenv::doctor::render_json_value(&snap, &plan, alone.as_deref(), &cfg);
+                let v = ncclenv::doctor::render_json(&snap, &plan, alone.as_deref(), &speeds);
                 println!("{v}");
             } else {
                 print!(
                     "{}",
-                    ncclenv::doctor::render_text_value(&snap, &plan, alone.as_deref(), &cfg)
+                    ncclenv::doctor::render_text(&snap, &plan, alone.as_deref(), &speeds)
                 );
             }
             ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)

@@ -37,13 +37,22 @@ pub fn collect(
     let shape = job::job_shape(cfg.nnodes, cmd, &env);
     let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
     let net = net::probe(&peer_addrs);
-    let _ = depth;
+    let rdma = Some(rdma::probe(&cfg.sysfs, &cfg.devfs));
+    let shm = Some(host::probe_shm(&cfg.shm_path));
+    let gpus = Some(host::gpu_count(&env, &cfg.devfs));
+    let nccl_installs = match depth {
+        Depth::Doctor => nccl::find_installs(&env),
+        Depth::Start => Vec::new(),
+    };
     Snapshot {
         net,
         peer,
         job: shape,
         env,
         conf_files,
-        ..Snapshot::default()
+        rdma,
+        shm,
+        gpus,
+        nccl_installs,
     }
 }
