@@ -247,7 +247,10 @@ pub fn explain_nccl_error(code: i32, version: Option<i32>, last_error: &str) -> 
     if le.contains("no socket interface found") {
         let expected_code = if v >= 22400 { 5 } else { 3 };
         let note = if v > 0 && code != expected_code {
-            format!(" (NCCL {} usually returns {expected_code} here)", version_string(v))
+            format!(
+                " (NCCL {} usually returns {expected_code} here)",
+                version_string(v)
+            )
         } else {
             String::new()
         };
@@ -265,8 +268,10 @@ pub fn explain_nccl_error(code: i32, version: Option<i32>, last_error: &str) -> 
     }
     if le.contains("no usable listening interface") {
         return (
-            "NCCL_COMM_ID is set but no local interface is in the subnet of its address".to_string(),
-            "Fix NCCL_COMM_ID (ip:port of rank 0, reachable on a local subnet) or unset it".to_string(),
+            "NCCL_COMM_ID is set but no local interface is in the subnet of its address"
+                .to_string(),
+            "Fix NCCL_COMM_ID (ip:port of rank 0, reachable on a local subnet) or unset it"
+                .to_string(),
         );
     }
     if le.contains("error while creating shared memory segment") || le.contains("/dev/shm") {
@@ -796,7 +801,12 @@ struct Verdict {
     repairable: bool,
 }
 
-fn judge(att: &Attempt, mode: CheckMode, expected: Option<(&str, IpAddr)>, timeout: Duration) -> Verdict {
+fn judge(
+    att: &Attempt,
+    mode: CheckMode,
+    expected: Option<(&str, IpAddr)>,
+    timeout: Duration,
+) -> Verdict {
     use serde_json::{json, Value};
     let mut d = serde_json::Map::new();
     d.insert("requested".into(), json!(mode_name(mode)));
@@ -966,8 +976,16 @@ fn judge(att: &Attempt, mode: CheckMode, expected: Option<(&str, IpAddr)>, timeo
         let code_txt = match e.code {
             Some(c) => format!(
                 "{} {} ({c}){}",
-                if e.stage == "cuda" { "CUDA error" } else { "code" },
-                if e.stage == "cuda" { "" } else { nccl_result_name(c) },
+                if e.stage == "cuda" {
+                    "CUDA error"
+                } else {
+                    "code"
+                },
+                if e.stage == "cuda" {
+                    ""
+                } else {
+                    nccl_result_name(c)
+                },
                 e.error_string
                     .as_deref()
                     .map(|s| format!(" \"{s}\""))
@@ -999,7 +1017,8 @@ fn judge(att: &Attempt, mode: CheckMode, expected: Option<(&str, IpAddr)>, timeo
                 "looked": e.looked, "rank": e.rank, "explanation": expl, "remedy": remedy,
             }),
         );
-        v.repairable = ran == CheckMode::Allreduce && !matches!(e.stage.as_str(), "load" | "symbol");
+        v.repairable =
+            ran == CheckMode::Allreduce && !matches!(e.stage.as_str(), "load" | "symbol");
         return v;
     }
     if let Some(p) = addr_problem {
@@ -1139,17 +1158,23 @@ pub fn run_check(
         }
         let mut attempts = Vec::new();
         for (name, value, reason) in tries {
-            let already = env
-                .iter()
-                .any(|(k, v)| k.to_str() == Some(name.as_str()) && v.to_str() == Some(value.as_str()));
+            let already = env.iter().any(|(k, v)| {
+                k.to_str() == Some(name.as_str()) && v.to_str() == Some(value.as_str())
+            });
             if already {
                 continue;
             }
             let e = check_env(cfg, env, &[(name.clone(), value.clone())]);
-            let exp = if name == "NCCL_SOCKET_IFNAME" { None } else { expected };
+            let exp = if name == "NCCL_SOCKET_IFNAME" {
+                None
+            } else {
+                expected
+            };
             let a = run_helper(&helper, &args, &e, timeout);
             let v = judge(&a, mode, exp, timeout);
-            attempts.push(json!({"set": format!("{name}={value}"), "passed": v.passed, "summary": v.summary}));
+            attempts.push(
+                json!({"set": format!("{name}={value}"), "passed": v.passed, "summary": v.summary}),
+            );
             if let Some(sig) = a.interrupted_by {
                 detail.insert("interrupted_by".into(), json!(sig));
                 report.summary = v.summary;
@@ -1157,9 +1182,15 @@ pub fn run_check(
             }
             if v.passed {
                 report.passed = true;
-                report.summary = format!("{} (repaired: {name}={value}; first try: {})", v.summary, first.summary);
+                report.summary = format!(
+                    "{} (repaired: {name}={value}; first try: {})",
+                    v.summary, first.summary
+                );
                 report.extra_env.push((name, value, reason));
-                detail.insert("repaired_result".into(), serde_json::Value::Object(v.detail));
+                detail.insert(
+                    "repaired_result".into(),
+                    serde_json::Value::Object(v.detail),
+                );
                 detail.insert("passed".into(), json!(true));
                 break;
             }
@@ -1291,7 +1322,12 @@ mod tests {
         id[12..16].copy_from_slice(&[10, 0, 0, 2]);
         assert_eq!(
             decode_unique_id(&id),
-            Ok(("10.0.0.2".parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 40000))
+            Ok((
+                "10.0.0.2"
+                    .parse()
+                    .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                40000
+            ))
         );
         let mut id6 = [0u8; 128];
         id6[8..10].copy_from_slice(&10u16.to_le_bytes());
@@ -1311,7 +1347,11 @@ mod tests {
         assert!(e5.contains("no socket interface"));
         assert!(!e3.contains("usually returns"));
         assert!(!e5.contains("usually returns"));
-        let (c2, _) = explain_nccl_error(2, Some(22707), "NET/Socket : No usable listening interface found");
+        let (c2, _) = explain_nccl_error(
+            2,
+            Some(22707),
+            "NET/Socket : No usable listening interface found",
+        );
         assert!(c2.contains("NCCL_COMM_ID"));
     }
 

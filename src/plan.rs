@@ -155,7 +155,12 @@ impl Plan {
         self.push(code, Severity::Warn, message, remedy, false);
     }
     /// Add a warning that `NCCLENV_STRICT=1` turns into exit 78.
-    pub fn warn_strict(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
+    pub fn warn_strict(
+        &mut self,
+        code: &str,
+        message: impl Into<String>,
+        remedy: impl Into<String>,
+    ) {
         self.push(code, Severity::Warn, message, remedy, true);
     }
     /// Add an informational finding.

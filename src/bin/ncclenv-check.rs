@@ -4,6 +4,9 @@
 //! line and the JSON-lines protocol on stdout). This process loads libnccl and CUDA with `libloading`; it is
 //! always a throwaway process (NCCL caches its interface search, keeps a listening socket and a detached thread).
 
+// Errors carry the full report (codes, texts, places looked); they are made once per process.
+#![allow(clippy::result_large_err, clippy::large_enum_variant)]
+
 use libloading::Library;
 use ncclenv::check::{decode_unique_id, HelperError, HelperMsg, UNIQUE_ID_BYTES};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -20,7 +23,10 @@ static PROTO: OnceLock<Mutex<File>> = OnceLock::new();
 static START: OnceLock<Instant> = OnceLock::new();
 
 fn t_ms() -> u64 {
-    START.get().map(|s| s.elapsed().as_millis() as u64).unwrap_or(0)
+    START
+        .get()
+        .map(|s| s.elapsed().as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn setup_stdout() {
@@ -197,7 +203,9 @@ fn nccl_candidates() -> Vec<Cand> {
     }
     c.push(Cand::Loader("libnccl.so.2".into()));
     c.push(Cand::Pattern("/usr/local/cuda*/lib64/libnccl.so.2".into()));
-    c.push(Cand::Pattern("/usr/lib/x86_64-linux-gnu/libnccl.so.2".into()));
+    c.push(Cand::Pattern(
+        "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
+    ));
     c.push(Cand::Pattern("/usr/lib64/libnccl.so.2".into()));
     for d in python_dirs() {
         c.push(Cand::Any(
@@ -220,13 +228,17 @@ fn cuda_candidates() -> Vec<Cand> {
         }
     }
     c.push(Cand::Loader("libcuda.so.1".into()));
-    c.push(Cand::Pattern("/usr/lib/x86_64-linux-gnu/libcuda.so.1".into()));
+    c.push(Cand::Pattern(
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1".into(),
+    ));
     c.push(Cand::Pattern("/usr/lib64/libcuda.so.1".into()));
     c.push(Cand::Pattern("/usr/local/cuda*/compat/libcuda.so.1".into()));
     let dirs = python_dirs();
     for v in ["13", "12", "11.0"] {
         c.push(Cand::Loader(format!("libcudart.so.{v}")));
-        c.push(Cand::Pattern(format!("/usr/local/cuda*/lib64/libcudart.so.{v}")));
+        c.push(Cand::Pattern(format!(
+            "/usr/local/cuda*/lib64/libcudart.so.{v}"
+        )));
         for d in &dirs {
             c.push(Cand::Any(
                 format!("{d}/{{nvidia/cuda_runtime/lib,torch/lib,paddle/libs}}/libcudart.so.{v}"),
@@ -391,7 +403,9 @@ impl Nccl {
             ) else {
                 return Err(HelperError {
                     stage: "symbol".into(),
-                    message: format!("{path}: missing ncclGetVersion/ncclGetUniqueId/ncclGetErrorString"),
+                    message: format!(
+                        "{path}: missing ncclGetVersion/ncclGetUniqueId/ncclGetErrorString"
+                    ),
                     looked: vec![path],
                     ..Default::default()
                 });
@@ -984,9 +998,7 @@ fn run_rank(a: RankArgs) -> ! {
         id.internal.copy_from_slice(&bytes);
         id
     };
-    let stream = cuda
-        .select(r as c_int)
-        .unwrap_or_else(|e| rank_fail(r, e));
+    let stream = cuda.select(r as c_int).unwrap_or_else(|e| rank_fail(r, e));
     let count = usize::try_from(a.mib.max(1) * 1024 * 1024 / 4).unwrap_or(1 << 24);
     let bytes = count * 4;
     let host: Vec<f32> = (0..count).map(|i| pattern(i, r)).collect();
@@ -1254,7 +1266,8 @@ fn allreduce(gpus: u32, mib: u64) -> HelperMsg {
                     .and_then(|mut c| c.wait().ok());
                 let reported = results.iter().any(|m| m.rank == Some(rank));
                 let was_killed = killed.contains(&rank);
-                if !reported && !was_killed && !(rank == 0 && nogpu.is_some()) {
+                let nogpu_exit = rank == 0 && nogpu.is_some();
+                if !(reported || was_killed || nogpu_exit) {
                     let how = status
                         .map(|s| {
                             use std::os::unix::process::ExitStatusExt;
