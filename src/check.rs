@@ -973,42 +973,33 @@ fn judge(
                 None => (e.message.clone(), "See the helper's stderr below".to_string()),
             },
         };
-        let code_txt = match e.code {
-            Some(c) => format!(
-                "{} {} ({c}){}",
-                if e.stage == "cuda" {
-                    "CUDA error"
-                } else {
-                    "code"
-                },
-                if e.stage == "cuda" {
-                    ""
-                } else {
-                    nccl_result_name(c)
-                },
-                e.error_string
-                    .as_deref()
-                    .map(|s| format!(" \"{s}\""))
-                    .unwrap_or_default()
-            ),
-            None => String::new(),
-        };
-        let last = e
-            .last_error
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .map(|s| format!(", last error \"{s}\""))
-            .unwrap_or_default();
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(c) = e.code {
+            let quoted = e
+                .error_string
+                .as_deref()
+                .map(|s| format!(" \"{s}\""))
+                .unwrap_or_default();
+            if e.stage == "cuda" {
+                parts.push(format!("CUDA error {c}{quoted}"));
+            } else {
+                parts.push(format!("code {} ({c}){quoted}", nccl_result_name(c)));
+            }
+        }
+        if let Some(l) = e.last_error.as_deref().filter(|s| !s.is_empty()) {
+            parts.push(format!("last error \"{l}\""));
+        }
         let rank = e.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+        let facts = if parts.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", parts.join(", "))
+        };
         v.summary = format!(
-            "{} check FAILED at {}{rank}: {}{}{last}: {expl}",
+            "{} check FAILED at {}{rank}: {facts}{expl}",
             mode_name(ran),
-            e.stage,
-            code_txt,
-            if code_txt.is_empty() { "" } else { "," },
-        )
-        .replace(",,", ",")
-        .replace(": ,", ":");
+            e.stage
+        );
         v.detail.insert(
             "error".into(),
             json!({

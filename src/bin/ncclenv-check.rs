@@ -908,10 +908,14 @@ fn run_rank(a: RankArgs) -> ! {
             if r == 0 {
                 let mut m = HelperMsg::new("nogpu");
                 m.rank = Some(0);
-                m.note = Some(format!(
-                    "no CUDA library (libcuda.so.1, libcudart.so.13/.12/.11.0) found; looked: {}",
-                    looked.join("; ")
-                ));
+                m.note =
+                    Some("no CUDA library found (libcuda.so.1, libcudart.so.13/.12/.11.0)".into());
+                m.error = Some(HelperError {
+                    stage: "load".into(),
+                    message: "no CUDA library found".into(),
+                    looked,
+                    ..Default::default()
+                });
                 emit(&m);
                 finish(0)
             }
