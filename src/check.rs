@@ -1008,8 +1008,13 @@ fn judge(
                 "looked": e.looked, "rank": e.rank, "explanation": expl, "remedy": remedy,
             }),
         );
-        v.repairable =
-            ran == CheckMode::Allreduce && !matches!(e.stage.as_str(), "load" | "symbol");
+        // A missing library or an unusable CUDA (NCCL code 1) is not something NCCL variables can fix.
+        v.repairable = ran == CheckMode::Allreduce
+            && !matches!(
+                e.stage.as_str(),
+                "load" | "symbol" | "cuda" | "usage" | "spawn"
+            )
+            && e.code != Some(1);
         return v;
     }
     if let Some(p) = addr_problem {
@@ -1257,7 +1262,10 @@ pub fn render_check(report: &CheckReport) -> String {
             let port = r.get("port").and_then(|p| p.as_u64()).unwrap_or(0);
             out.push_str(&format!("  bootstrap:   {a} port {port}\n"));
         }
-        if let Some(n) = r.get("nranks").and_then(|n| n.as_u64()) {
+        if let (Some(n), Some(_)) = (
+            r.get("nranks").and_then(|n| n.as_u64()),
+            r.get("bytes").and_then(|b| b.as_u64()),
+        ) {
             out.push_str(&format!(
                 "  allreduce:   {n} rank(s), {} bytes, {:.3} ms, algbw {:.2} GB/s, busbw {:.2} GB/s\n",
                 r.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0),

@@ -350,7 +350,9 @@ type FnAllReduce = unsafe extern "C" fn(
 ) -> c_int;
 
 struct Nccl {
-    _lib: Library,
+    /// Never unloaded: NCCL's detached bootstrap thread runs its code until the process exits
+    /// (dlclose while it runs crashes the helper).
+    _lib: std::mem::ManuallyDrop<Library>,
     path: String,
     version: i32,
     get_unique_id: FnGetUniqueId,
@@ -420,7 +422,7 @@ impl Nccl {
                 get_last_error: sym::<FnGetLastError>(&lib, "ncclGetLastError"),
                 comm_init_rank: sym::<FnCommInitRank>(&lib, "ncclCommInitRank"),
                 all_reduce: sym::<FnAllReduce>(&lib, "ncclAllReduce"),
-                _lib: lib,
+                _lib: std::mem::ManuallyDrop::new(lib),
                 path,
                 version: v,
                 get_unique_id,
@@ -548,7 +550,8 @@ enum CudaApi {
 }
 
 struct Cuda {
-    _lib: Library,
+    /// Never unloaded (CUDA keeps threads too).
+    _lib: std::mem::ManuallyDrop<Library>,
     path: String,
     api: CudaApi,
 }
@@ -639,7 +642,7 @@ impl Cuda {
             }
         };
         Ok(Cuda {
-            _lib: lib,
+            _lib: std::mem::ManuallyDrop::new(lib),
             path,
             api,
         })
