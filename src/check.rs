@@ -1,37 +1,1376 @@
-//! The check (placeholder until the check branch lands).
-use crate::config::{CheckMode, Config};
-use crate::plan::Plan;
-use std::ffi::OsString;
+//! The check: prove the environment with the real NCCL library before the command runs.
+//!
+//! # Why a helper process
+//! The entrypoint is fully static (musl) and cannot `dlopen`. The check therefore runs in a second, dynamically
+//! linked binary of this crate, `ncclenv-check` (`src/bin/ncclenv-check.rs`), which loads libnccl and CUDA with
+//! `libloading`. This module is the entrypoint side: std + nix only, no CUDA or NCCL is ever loaded into the
+//! entrypoint's own process. It finds the helper (`cfg.check_helper`, else `NCCLENV_CHECK_HELPER`, else
+//! `ncclenv-check` beside the running executable), runs it as a child in its own process group with the
+//! command's final environment (`NCCL_COMM_ID` removed), reads its progress, and enforces the deadline.
+//!
+//! # Deadline and cleanup
+//! `cfg.check_timeout_s` (default 60 s) bounds one attempt of the check (with `NCCLENV_CHECK_REPAIR=1`, each
+//! retry gets the same bound). On expiry, or when SIGINT/SIGTERM reaches the entrypoint meanwhile, the whole
+//! process group (helper and rank processes) is killed with SIGKILL and reaped. While the check runs, the
+//! entrypoint is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so rank processes orphaned by the kill are
+//! re-parented to it and reaped too; the previous setting is restored afterwards. A hang is reported as a hang,
+//! with the step each rank was in and its likely causes.
+//!
+//! # Helper command line
+//! ```text
+//! ncclenv-check bootstrap                       ncclGetVersion + ncclGetUniqueId in this (throwaway) process
+//! ncclenv-check allreduce [--gpus N] [--mib M]  one rank process per GPU, verified allreduce (default 2, 64)
+//! ncclenv-check rank --rank R --gpus N --mib M [--nranks N]   internal: one rank (R>0 reads the id on stdin)
+//! ncclenv-check --version | --help
+//! ```
+//! Variables read by the helper: `NCCLENV_NCCL_LIB` (path of libnccl to load first), `NCCLENV_CUDA_LIB`
+//! (path of libcuda.so.1 or libcudart to load first), plus everything NCCL reads itself.
+//!
+//! # Helper ↔ entrypoint protocol
+//! The helper writes one JSON object per line on its standard output ([`HelperMsg`], `ev` says which kind).
+//! Anything NCCL prints itself (`NCCL_DEBUG=INFO` writes to stdout) is redirected to the helper's standard error,
+//! so stdout carries only protocol lines; the entrypoint keeps the last 8 KiB of stderr for the report.
+//! - `{"ev":"step","rank":R,"step":S,"t_ms":T}`: rank R (absent for the orchestrator) entered step S, T ms after
+//!   the process started. Steps in order: `load` (dlopen libnccl/CUDA), `cuda` (device selection and buffers),
+//!   `id` (`ncclGetUniqueId`), `init` (`ncclCommInitRank`), `collective` (`ncclAllReduce` and stream sync),
+//!   `verify` (copy back and compare every element).
+//! - `{"ev":"lib","what":"nccl"|"cuda","path":P,"nccl_version":V}`: which library was loaded.
+//! - `{"ev":"id","nranks":N,"addr":A,"port":P,"family":F,"id":HEX}`: rank 0 made the unique id (rank 0 → orchestrator).
+//! - `{"ev":"nogpu","note":TEXT}`: rank 0 found no usable GPU; the orchestrator falls back to the bootstrap check.
+//! - `{"ev":"rank_result","rank":R,"ok":B,...}`: one rank's verdict (orchestrator forwards it).
+//! - `{"ev":"result","mode":"bootstrap"|"allreduce","ok":B,...}`: the final verdict, last line. Failures carry
+//!   `error` ([`HelperError`]: stage, NCCL code, `ncclGetErrorString`, `ncclGetLastError(NULL)`, places looked).
+//!
+//! Exit status of the helper: 0 when a result line was written (whatever its verdict), 2 on bad usage.
 
-/// Outcome of a check.
+use crate::config::{CheckMode, Config};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What the check found, for `main.rs` to print and act on.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
-    /// Which check ran.
+    /// The check that actually ran (an allreduce on a machine without GPU falls back to `Bootstrap`).
     pub mode: CheckMode,
-    /// Passed or not.
+    /// True when NCCL accepted the environment (and, for allreduce, every element of the result was right).
     pub passed: bool,
-    /// One line.
+    /// One line: the verdict and its main number or reason.
     pub summary: String,
-    /// Details as JSON.
+    /// Everything known, for `--json` (serialize this value as is).
     pub detail: serde_json::Value,
-    /// (name, value, reason) added by repair.
+    /// `(name, value, reason)` to add to the command's environment: set when `NCCLENV_CHECK_REPAIR=1` found a
+    /// setting with which a failed allreduce passes.
     pub extra_env: Vec<(String, String, String)>,
 }
-/// Run a check for a plan.
-pub fn run_for(
-    _cfg: &Config,
-    mode: CheckMode,
-    _env: &[(OsString, OsString)],
-    _plan: &Plan,
-) -> CheckReport {
-    CheckReport {
-        mode,
-        passed: false,
-        summary: "the check is not built yet".into(),
-        detail: serde_json::Value::Null,
-        extra_env: vec![],
+
+impl CheckReport {
+    /// The signal number (SIGINT 2, SIGTERM 15) that interrupted the check, if one did. The caller should then
+    /// stop instead of running the command (conventionally exit 128 + signal).
+    pub fn interrupted_by(&self) -> Option<i32> {
+        self.detail
+            .get("interrupted_by")
+            .and_then(|v| v.as_i64())
+            .and_then(|v| i32::try_from(v).ok())
     }
 }
-/// Render.
-pub fn render_check(r: &CheckReport) -> String {
-    format!("{}\n", r.summary)
+
+/// An error reported by the helper (protocol field `error`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HelperError {
+    /// Where it failed: `load`, `symbol`, `cuda`, `id`, `init`, `collective`, `verify`, `usage`, `spawn`, `crash`.
+    pub stage: String,
+    /// NCCL result code (`ncclResult_t`), or the CUDA error number for stage `cuda`.
+    pub code: Option<i32>,
+    /// `ncclGetErrorString(code)` (or `cuGetErrorString`/`cudaGetErrorString`).
+    pub error_string: Option<String>,
+    /// `ncclGetLastError(NULL)`: NCCL's last warning text, also without `NCCL_DEBUG`.
+    pub last_error: Option<String>,
+    /// Human message from the helper.
+    pub message: String,
+    /// Places looked for a library (stage `load`), each `path: why not`.
+    pub looked: Vec<String>,
+    /// The rank it happened on, when it is a rank's error.
+    pub rank: Option<u32>,
+}
+
+/// One protocol line from the helper (see the module documentation). Every field but `ev` is optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HelperMsg {
+    /// `step`, `lib`, `id`, `nogpu`, `rank_result`, `result`.
+    pub ev: String,
+    /// `bootstrap` or `allreduce` (on `result`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Rank number (absent: the orchestrator or the bootstrap check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// Step name (on `step`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Milliseconds since the reporting process started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t_ms: Option<u64>,
+    /// Verdict (on `rank_result`, `result`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// `nccl` or `cuda` (on `lib`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// Path of the loaded library.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `ncclGetVersion`: X·10000+Y·100+Z (X·1000+Y·100+Z before 2.9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_version: Option<i32>,
+    /// CUDA flavour used by the ranks: `driver` (libcuda.so.1) or `runtime` (libcudart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    /// Bootstrap address decoded from the unique id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    /// Bootstrap port decoded from the unique id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// `AF_INET`, `AF_INET6` or `family N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// The 128-byte unique id in hex (on `id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Ranks in the communicator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nranks: Option<u32>,
+    /// GPUs visible to CUDA (`cuDeviceGetCount` / `cudaGetDeviceCount`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_visible: Option<u32>,
+    /// Bytes per rank reduced (float32 count × 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Seconds the timed allreduce took (slowest rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// Algorithm bandwidth in GB/s (10^9 bytes/s): bytes / seconds, as nccl-tests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algbw_gbps: Option<f64>,
+    /// Bus bandwidth in GB/s: algbw · 2(n−1)/n, as nccl-tests for allreduce.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busbw_gbps: Option<f64>,
+    /// Elements whose value was wrong after the allreduce.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mismatches: Option<u64>,
+    /// First wrong element: index, expected, got.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_mismatch: Option<(u64, f64, f64)>,
+    /// A remark (one-rank communicator, fallback, device name…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The failure, when `ok` is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<HelperError>,
+    /// Per-rank results (on the allreduce `result`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<HelperMsg>,
+}
+
+impl HelperMsg {
+    /// A message of kind `ev` with nothing else set.
+    pub fn new(ev: &str) -> Self {
+        HelperMsg {
+            ev: ev.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Size of `ncclUniqueId` in bytes (`NCCL_UNIQUE_ID_BYTES`, src/nccl.h.in).
+pub const UNIQUE_ID_BYTES: usize = 128;
+
+/// Decode the bootstrap address from a unique id: bytes 0–7 are the magic, bytes 8… a `sockaddr_in` or
+/// `sockaddr_in6` (`struct ncclBootstrapHandle { uint64_t magic; union ncclSocketAddress addr; }`,
+/// src/include/bootstrap.h, unchanged 2.18–2.32). Family is a little-endian u16 (x86-64/aarch64 hosts), the
+/// port is big-endian. Returns `(address, port)`, or the family number when it is neither AF_INET (2) nor
+/// AF_INET6 (10).
+pub fn decode_unique_id(id: &[u8]) -> Result<(IpAddr, u16), u16> {
+    if id.len() < 8 + 28 {
+        return Err(0);
+    }
+    let family = u16::from_le_bytes([id[8], id[9]]);
+    let port = u16::from_be_bytes([id[10], id[11]]);
+    match family {
+        2 => {
+            let a = Ipv4Addr::new(id[12], id[13], id[14], id[15]);
+            Ok((IpAddr::V4(a), port))
+        }
+        10 => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&id[16..32]);
+            Ok((IpAddr::V6(Ipv6Addr::from(b)), port))
+        }
+        other => Err(other),
+    }
+}
+
+/// Name of an NCCL result code (`ncclResult_t`, src/nccl.h.in; 8 `ncclTimeout` since 2.30).
+pub fn nccl_result_name(code: i32) -> &'static str {
+    match code {
+        0 => "ncclSuccess",
+        1 => "ncclUnhandledCudaError",
+        2 => "ncclSystemError",
+        3 => "ncclInternalError",
+        4 => "ncclInvalidArgument",
+        5 => "ncclInvalidUsage",
+        6 => "ncclRemoteError",
+        7 => "ncclInProgress",
+        8 => "ncclTimeout",
+        _ => "unknown",
+    }
+}
+
+/// ncclenv's explanation and remedy for an NCCL failure, from the result code, the library version and
+/// `ncclGetLastError` text (the message table of NCCL-FACTS §3). Returns `(explanation, remedy)`.
+///
+/// "Bootstrap : no socket interface found" comes from `bootstrapNetInit` (src/bootstrap.cc): code 3
+/// (`ncclInternalError`) up to 2.23 and 5 (`ncclInvalidUsage`) from 2.24 on; both are matched by the text.
+pub fn explain_nccl_error(code: i32, version: Option<i32>, last_error: &str) -> (String, String) {
+    let le = last_error.to_ascii_lowercase();
+    let v = version.unwrap_or(0);
+    if le.contains("no socket interface found") {
+        let expected_code = if v >= 22400 { 5 } else { 3 };
+        let note = if v > 0 && code != expected_code {
+            format!(
+                " (NCCL {} usually returns {expected_code} here)",
+                version_string(v)
+            )
+        } else {
+            String::new()
+        };
+        return (
+            format!(
+                "NCCL found no socket interface: NCCL_SOCKET_IFNAME (or NCCL_SOCKET_FAMILY) matches no interface \
+                 that has an address{}{note}",
+                if v >= 22800 { " and is RUNNING" } else { "" }
+            ),
+            "Set NCCL_SOCKET_IFNAME to an interface that exists in this container (list syntax: prefixes, \
+             `^` excludes, `=` exact; no spaces), or unset it and let ncclenv choose; check NCCL_CONF_FILE, \
+             ~/.nccl.conf and /etc/nccl.conf, which set it silently"
+                .to_string(),
+        );
+    }
+    if le.contains("no usable listening interface") {
+        return (
+            "NCCL_COMM_ID is set but no local interface is in the subnet of its address"
+                .to_string(),
+            "Fix NCCL_COMM_ID (ip:port of rank 0, reachable on a local subnet) or unset it"
+                .to_string(),
+        );
+    }
+    if le.contains("error while creating shared memory segment") || le.contains("/dev/shm") {
+        return (
+            "/dev/shm is too small for NCCL's SHM transport (about 9.2 MiB per channel and peer)".to_string(),
+            "Run the container with --shm-size=1g (Kubernetes: an emptyDir with medium Memory on /dev/shm), or set \
+             NCCL_SHM_DISABLE=1"
+                .to_string(),
+        );
+    }
+    if le.contains("ibv_reg_mr") {
+        return (
+            "RDMA memory registration failed, usually a low RLIMIT_MEMLOCK".to_string(),
+            "Run with --ulimit memlock=-1 (Docker) or raise the memlock limit".to_string(),
+        );
+    }
+    if le.contains("ibv_modify_qp") {
+        return (
+            "RDMA queue pair setup failed: usually a wrong NCCL_IB_GID_INDEX".to_string(),
+            "Unset NCCL_IB_GID_INDEX (automatic since NCCL 2.21) or pick the RoCE v2 GID of the right netdev"
+                .to_string(),
+        );
+    }
+    if le.contains("exceeded error retry count") || le.contains("connect to") {
+        return (
+            "a peer's bootstrap or data socket is unreachable".to_string(),
+            "Check the firewall between the nodes on the chosen interface and that NCCL_SOCKET_IFNAME names an \
+             interface that routes to the peers"
+                .to_string(),
+        );
+    }
+    if le.contains("duplicate gpu") || le.contains("same gpu") {
+        return (
+            "two ranks use the same GPU".to_string(),
+            "Give each rank its own GPU (CUDA_VISIBLE_DEVICES / LOCAL_RANK)".to_string(),
+        );
+    }
+    match code {
+        1 => (
+            "a CUDA call inside NCCL failed (no GPU, no driver, or a driver older than the CUDA NCCL was built for)"
+                .to_string(),
+            "Check nvidia-smi inside the container and that the NVIDIA container toolkit injected libcuda.so.1"
+                .to_string(),
+        ),
+        2 => (
+            "a system call inside NCCL failed (socket, bind, shared memory, or RDMA)".to_string(),
+            "Read NCCL's last error above; rerun with NCCL_DEBUG=INFO for the failing call".to_string(),
+        ),
+        3 => (
+            "NCCL reported an internal error, usually environmental".to_string(),
+            "Rerun with NCCL_DEBUG=INFO and read the WARN lines".to_string(),
+        ),
+        4 | 5 => (
+            "NCCL rejected a setting or a call".to_string(),
+            "Check the NCCL_* variables in the environment (and NCCL config files)".to_string(),
+        ),
+        6 => (
+            "a remote peer failed or is unreachable".to_string(),
+            "Check the firewall and the chosen interface between the ranks".to_string(),
+        ),
+        8 => (
+            "an NCCL operation timed out".to_string(),
+            "Check connectivity between the ranks".to_string(),
+        ),
+        _ => (
+            "NCCL failed".to_string(),
+            "Rerun with NCCL_DEBUG=INFO and read the WARN lines".to_string(),
+        ),
+    }
+}
+
+/// `22105` → `2.21.5` (`ncclGetVersion` encoding: X·10000+Y·100+Z since 2.9, X·1000+Y·100+Z before).
+pub fn version_string(v: i32) -> String {
+    if v >= 10000 {
+        format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
+    } else {
+        format!("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100)
+    }
+}
+
+/// Likely causes of a hang in a given step (protocol step names).
+pub fn hang_causes(step: &str) -> &'static str {
+    match step {
+        "load" => "loading libnccl or CUDA blocked: a hung network filesystem, or a stuck CUDA driver (check nvidia-smi)",
+        "cuda" => "CUDA initialisation or allocation blocked: a GPU in a bad state (Xid errors in dmesg), or a busy/locked device (check nvidia-smi)",
+        "id" => "ncclGetUniqueId blocked in NCCL's interface search or bind",
+        "init" => "ncclCommInitRank waits for the other ranks: a firewall on the chosen interface, a wrong \
+                   NCCL_SOCKET_IFNAME (exists but does not route between the ranks), or a blocked bootstrap port",
+        "collective" => "the allreduce does not complete: PCIe P2P through a switch with ACS/IOMMU enabled (retry with \
+                         NCCL_P2P_DISABLE=1 to confirm), a broken NVLink, or a network transport blocked by a firewall",
+        "verify" => "copying the result back blocked: a GPU fault (check dmesg for Xid errors)",
+        _ => "the helper did not start its work: an overloaded machine, or a hang before NCCL was loaded",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Process management (entrypoint side)
+// ---------------------------------------------------------------------------------------------------------
+
+/// Signal that arrived while a check ran (0: none).
+static SIGNAL_SEEN: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: nix::libc::c_int) {
+    SIGNAL_SEEN.store(sig, Ordering::SeqCst);
+}
+
+/// Process-wide state installed while at least one check runs: signal handlers and subreaper, refcounted.
+struct Guards {
+    users: u32,
+    old_int: Option<nix::sys::signal::SigAction>,
+    old_term: Option<nix::sys::signal::SigAction>,
+    old_subreaper: bool,
+}
+
+static GUARDS: Mutex<Guards> = Mutex::new(Guards {
+    users: 0,
+    old_int: None,
+    old_term: None,
+    old_subreaper: false,
+});
+
+struct GuardHandle;
+
+impl GuardHandle {
+    fn acquire() -> GuardHandle {
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        let mut g = match GUARDS.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if g.users == 0 {
+            SIGNAL_SEEN.store(0, Ordering::SeqCst);
+            let act = SigAction::new(
+                SigHandler::Handler(on_signal),
+                SaFlags::SA_RESTART,
+                SigSet::empty(),
+            );
+            // SAFETY: the handler only stores into an atomic (async-signal-safe).
+            g.old_int = unsafe { sigaction(Signal::SIGINT, &act) }.ok();
+            g.old_term = unsafe { sigaction(Signal::SIGTERM, &act) }.ok();
+            g.old_subreaper = get_subreaper();
+            set_subreaper(true);
+        }
+        g.users += 1;
+        GuardHandle
+    }
+}
+
+impl Drop for GuardHandle {
+    fn drop(&mut self) {
+        use nix::sys::signal::{sigaction, Signal};
+        let mut g = match GUARDS.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.users = g.users.saturating_sub(1);
+        if g.users == 0 {
+            if let Some(old) = g.old_int.take() {
+                // SAFETY: restoring the disposition that was in place before.
+                let _ = unsafe { sigaction(Signal::SIGINT, &old) };
+            }
+            if let Some(old) = g.old_term.take() {
+                // SAFETY: as above.
+                let _ = unsafe { sigaction(Signal::SIGTERM, &old) };
+            }
+            let old = g.old_subreaper;
+            set_subreaper(old);
+        }
+    }
+}
+
+fn get_subreaper() -> bool {
+    let mut v: nix::libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int to the pointer given.
+    let r = unsafe {
+        nix::libc::prctl(
+            nix::libc::PR_GET_CHILD_SUBREAPER,
+            &mut v as *mut nix::libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
+    r == 0 && v != 0
+}
+
+fn set_subreaper(on: bool) {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag.
+    let _ = unsafe {
+        nix::libc::prctl(
+            nix::libc::PR_SET_CHILD_SUBREAPER,
+            nix::libc::c_ulong::from(on),
+            0,
+            0,
+            0,
+        )
+    };
+}
+
+/// Kill process group `pgid` with SIGKILL and reap what we can (our children, and orphans re-parented to us
+/// as subreaper) until the group is empty or 3 s passed. Returns true when the group is gone.
+fn kill_and_reap_group(pgid: i32) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::signal::{killpg, Signal};
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    use nix::unistd::Pid;
+    if pgid <= 1 {
+        return true;
+    }
+    let group = Pid::from_raw(pgid);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        if let Err(Errno::ESRCH) = killpg(group, Signal::SIGKILL) {
+            return true;
+        }
+        // Reap every exited member of the group that is our child.
+        loop {
+            match waitpid(Pid::from_raw(-pgid), Some(WaitPidFlag::WNOHANG)) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => break,
+                Ok(_) => continue,
+                Err(_) => break,
+            }
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The helper to run: `cfg.check_helper`, else `NCCLENV_CHECK_HELPER`, else `ncclenv-check` beside the
+/// running executable. Returns the path and the places looked.
+pub fn find_helper(cfg: &Config) -> (Option<PathBuf>, Vec<String>) {
+    let mut looked = Vec::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = &cfg.check_helper {
+        candidates.push(p.clone());
+    }
+    if let Some(p) = std::env::var_os("NCCLENV_CHECK_HELPER") {
+        if !p.is_empty() {
+            candidates.push(PathBuf::from(p));
+        }
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join("ncclenv-check"));
+        }
+    }
+    for c in candidates {
+        if is_executable(&c) {
+            return (Some(c), looked);
+        }
+        looked.push(format!("{}: not an executable file", c.display()));
+    }
+    (None, looked)
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// What one run of the helper produced.
+#[derive(Debug, Default)]
+struct Attempt {
+    /// The final `result` line, if one came.
+    result: Option<HelperMsg>,
+    /// Every protocol line, in order (`result` included).
+    events: Vec<HelperMsg>,
+    /// Lines on stdout that were not protocol (should not happen).
+    junk: Vec<String>,
+    /// Last 8 KiB of the helper's stderr (NCCL's own output goes there).
+    stderr_tail: String,
+    /// Deadline expired.
+    timed_out: bool,
+    /// Signal received meanwhile.
+    interrupted_by: Option<i32>,
+    /// Exit description of the helper (`exit 0`, `signal 9`…).
+    exit: String,
+    /// Could not start it.
+    spawn_error: Option<String>,
+    /// Milliseconds from spawn to verdict.
+    elapsed_ms: u64,
+    /// The helper's pid (= its process group).
+    pid: i32,
+    /// True when the whole process group was gone at the end.
+    group_gone: bool,
+}
+
+enum Line {
+    Out(String),
+    Eof,
+}
+
+fn run_helper(
+    helper: &Path,
+    args: &[String],
+    env: &[(OsString, OsString)],
+    timeout: Duration,
+) -> Attempt {
+    use std::os::unix::process::CommandExt;
+    let start = Instant::now();
+    let mut att = Attempt::default();
+    let mut cmd = Command::new(helper);
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            att.spawn_error = Some(format!("cannot run {}: {e}", helper.display()));
+            att.group_gone = true;
+            return att;
+        }
+    };
+    let pid = i32::try_from(child.id()).unwrap_or(0);
+    att.pid = pid;
+    let (tx, rx) = mpsc::channel::<Line>();
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(out);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match r.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let s = String::from_utf8_lossy(&buf).trim_end().to_string();
+                        if tx.send(Line::Out(s)).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(Line::Eof);
+        });
+    } else {
+        let _ = tx.send(Line::Eof);
+    }
+    let (etx, erx) = mpsc::channel::<String>();
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            const KEEP: usize = 8192;
+            let mut tail: Vec<u8> = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                match err.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        tail.extend_from_slice(&chunk[..n]);
+                        if tail.len() > 2 * KEEP {
+                            let cut = tail.len() - KEEP;
+                            tail.drain(..cut);
+                        }
+                    }
+                }
+            }
+            if tail.len() > KEEP {
+                let cut = tail.len() - KEEP;
+                tail.drain(..cut);
+            }
+            let _ = etx.send(String::from_utf8_lossy(&tail).into_owned());
+        });
+    }
+    let deadline = start + timeout;
+    let mut eof = false;
+    let mut kill = false;
+    while !eof {
+        let sig = SIGNAL_SEEN.load(Ordering::SeqCst);
+        if sig != 0 {
+            att.interrupted_by = Some(sig);
+            kill = true;
+            break;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            att.timed_out = true;
+            kill = true;
+            break;
+        }
+        let wait = (deadline - now).min(Duration::from_millis(50));
+        match rx.recv_timeout(wait) {
+            Ok(Line::Out(s)) => {
+                if s.is_empty() {
+                    continue;
+                }
+                match serde_json::from_str::<HelperMsg>(&s) {
+                    Ok(m) if !m.ev.is_empty() => {
+                        if m.ev == "result" {
+                            att.result = Some(m.clone());
+                            att.elapsed_ms = start.elapsed().as_millis() as u64;
+                        }
+                        att.events.push(m);
+                    }
+                    _ => {
+                        if att.junk.len() < 50 {
+                            att.junk.push(s);
+                        }
+                    }
+                }
+            }
+            Ok(Line::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => eof = true,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
+    // Stdout closed (or we stop): wait for the helper itself, still bounded by the deadline.
+    if !kill {
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) => {
+                    att.exit = describe_status(st);
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    att.exit = format!("wait failed: {e}");
+                    break;
+                }
+            }
+            let sig = SIGNAL_SEEN.load(Ordering::SeqCst);
+            if sig != 0 {
+                att.interrupted_by = Some(sig);
+                kill = true;
+                break;
+            }
+            if Instant::now() >= deadline {
+                att.timed_out = att.result.is_none();
+                kill = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    if kill {
+        if pid > 1 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        match child.wait() {
+            Ok(st) => att.exit = describe_status(st),
+            Err(_) => att.exit = "killed".to_string(),
+        }
+    }
+    // Always empty the group: a rank left behind must never outlive the check.
+    att.group_gone = kill_and_reap_group(pid);
+    if att.elapsed_ms == 0 {
+        att.elapsed_ms = start.elapsed().as_millis() as u64;
+    }
+    att.stderr_tail = erx
+        .recv_timeout(Duration::from_millis(500))
+        .unwrap_or_default();
+    // Drain protocol lines that arrived before EOF but after we stopped looking (not when killed).
+    if !kill {
+        while let Ok(Line::Out(s)) = rx.try_recv() {
+            if let Ok(m) = serde_json::from_str::<HelperMsg>(&s) {
+                if m.ev == "result" && att.result.is_none() {
+                    att.result = Some(m.clone());
+                }
+                att.events.push(m);
+            }
+        }
+    }
+    att
+}
+
+fn describe_status(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(c) = st.code() {
+        format!("exit {c}")
+    } else if let Some(s) = st.signal() {
+        format!("killed by signal {s} ({})", signal_name(s))
+    } else {
+        "unknown".to_string()
+    }
+}
+
+/// Name of a signal number, e.g. 11 → `SIGSEGV`.
+pub fn signal_name(sig: i32) -> &'static str {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str())
+        .unwrap_or("unknown signal")
+}
+
+/// The last step each rank reported before a hang: `(rank or None for the orchestrator, step)`.
+fn last_steps(events: &[HelperMsg]) -> Vec<(Option<u32>, String)> {
+    let mut out: Vec<(Option<u32>, String)> = Vec::new();
+    for e in events {
+        if e.ev == "step" {
+            if let Some(step) = &e.step {
+                match out.iter_mut().find(|(r, _)| *r == e.rank) {
+                    Some(slot) => slot.1 = step.clone(),
+                    None => out.push((e.rank, step.clone())),
+                }
+            }
+        }
+        if e.ev == "rank_result" {
+            out.retain(|(r, _)| *r != e.rank);
+        }
+    }
+    out
+}
+
+fn mode_name(mode: CheckMode) -> &'static str {
+    match mode {
+        CheckMode::Off => "off",
+        CheckMode::Bootstrap => "bootstrap",
+        CheckMode::Allreduce => "allreduce",
+    }
+}
+
+/// Verdict of one attempt, before repair.
+struct Verdict {
+    mode: CheckMode,
+    passed: bool,
+    summary: String,
+    detail: serde_json::Map<String, serde_json::Value>,
+    /// True when a different environment could make it pass (an NCCL failure, a hang, a wrong sum, a crash).
+    repairable: bool,
+}
+
+fn judge(
+    att: &Attempt,
+    mode: CheckMode,
+    expected: Option<(&str, IpAddr)>,
+    timeout: Duration,
+) -> Verdict {
+    use serde_json::{json, Value};
+    let mut d = serde_json::Map::new();
+    d.insert("requested".into(), json!(mode_name(mode)));
+    d.insert("elapsed_ms".into(), json!(att.elapsed_ms));
+    d.insert("helper_pid".into(), json!(att.pid));
+    d.insert("helper_exit".into(), json!(att.exit));
+    d.insert("processes_left".into(), json!(!att.group_gone));
+    if !att.stderr_tail.is_empty() {
+        d.insert("stderr_tail".into(), json!(att.stderr_tail));
+    }
+    if !att.junk.is_empty() {
+        d.insert("stray_output".into(), json!(att.junk));
+    }
+    d.insert(
+        "events".into(),
+        Value::Array(
+            att.events
+                .iter()
+                .filter(|e| e.ev != "result")
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect(),
+        ),
+    );
+    for e in &att.events {
+        if e.ev == "lib" {
+            if e.what.as_deref() == Some("nccl") {
+                d.insert("nccl_path".into(), json!(e.path));
+                if let Some(v) = e.nccl_version {
+                    d.insert("nccl_version".into(), json!(version_string(v)));
+                }
+            } else if e.what.as_deref() == Some("cuda") {
+                d.insert("cuda_path".into(), json!(e.path));
+                d.insert("cuda_api".into(), json!(e.cuda));
+            }
+        }
+    }
+    let fail = |d: serde_json::Map<String, Value>, summary: String, repairable: bool| Verdict {
+        mode,
+        passed: false,
+        summary,
+        detail: d,
+        repairable,
+    };
+    if let Some(e) = &att.spawn_error {
+        d.insert("error".into(), json!({"stage": "spawn", "message": e}));
+        return fail(d, format!("check could not run: {e}"), false);
+    }
+    if let Some(sig) = att.interrupted_by {
+        d.insert("interrupted_by".into(), json!(sig));
+        let summary = format!(
+            "check interrupted by {} after {} ms; helper processes killed",
+            signal_name(sig),
+            att.elapsed_ms
+        );
+        return fail(d, summary, false);
+    }
+    if att.timed_out {
+        let steps = last_steps(&att.events);
+        let (where_, step) = match steps.last() {
+            Some((r, s)) => {
+                let who = steps
+                    .iter()
+                    .map(|(r, s)| match r {
+                        Some(r) => format!("rank {r} in {s}"),
+                        None => format!("helper in {s}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let _ = r;
+                (who, s.clone())
+            }
+            None => ("helper before its first step".to_string(), String::new()),
+        };
+        // The most advanced step names the cause.
+        let order = ["load", "cuda", "id", "init", "collective", "verify"];
+        let worst = steps
+            .iter()
+            .map(|(_, s)| s.as_str())
+            .max_by_key(|s| order.iter().position(|o| o == s).unwrap_or(0))
+            .unwrap_or(step.as_str())
+            .to_string();
+        let causes = hang_causes(&worst);
+        d.insert(
+            "hang".into(),
+            json!({"timeout_s": timeout.as_secs_f64(), "where": where_, "step": worst, "likely_causes": causes}),
+        );
+        let summary = format!(
+            "check HUNG: no verdict within {} s ({where_}); killed. Likely: {causes}",
+            timeout.as_secs()
+        );
+        return fail(d, summary, true);
+    }
+    let Some(res) = &att.result else {
+        let msg = format!(
+            "helper ended without a verdict ({}){}",
+            att.exit,
+            if att.stderr_tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", last_line(&att.stderr_tail))
+            }
+        );
+        d.insert("error".into(), json!({"stage": "crash", "message": msg}));
+        return fail(d, format!("check FAILED: {msg}"), true);
+    };
+    let ran = match res.mode.as_deref() {
+        Some("allreduce") => CheckMode::Allreduce,
+        _ => CheckMode::Bootstrap,
+    };
+    let mut v = Verdict {
+        mode: ran,
+        passed: false,
+        summary: String::new(),
+        detail: d,
+        repairable: false,
+    };
+    v.detail.insert("mode".into(), json!(mode_name(ran)));
+    if let Some(n) = &res.note {
+        v.detail.insert("note".into(), json!(n));
+    }
+    if let Ok(r) = serde_json::to_value(res) {
+        v.detail.insert("result".into(), r);
+    }
+    let ver = res.nccl_version;
+    let vtxt = ver
+        .map(|v| format!("NCCL {}", version_string(v)))
+        .unwrap_or_else(|| "NCCL".to_string());
+    // Address comparison, both modes.
+    let decoded: Option<IpAddr> = res.addr.as_deref().and_then(|a| a.parse().ok());
+    let mut addr_problem = None;
+    if let (Some(got), Some((ifname, want))) = (decoded, expected) {
+        v.detail.insert(
+            "expected".into(),
+            json!({"interface": ifname, "addr": want.to_string()}),
+        );
+        if got != want {
+            addr_problem = Some(format!(
+                "NCCL bootstraps on {got} but ncclenv chose {ifname} ({want}): another NCCL_SOCKET_IFNAME, \
+                 NCCL_SOCKET_FAMILY or an NCCL config file decides"
+            ));
+        }
+    }
+    if res.ok != Some(true) {
+        let e = res.error.clone().unwrap_or_default();
+        let (expl, remedy) = match e.stage.as_str() {
+            "load" | "symbol" => (
+                format!("{} (looked: {})", e.message, e.looked.join("; ")),
+                "Install NCCL (pip install nvidia-nccl-cu12, or the image's libnccl2) or point NCCLENV_NCCL_LIB \
+                 at libnccl.so.2"
+                    .to_string(),
+            ),
+            "verify" => (
+                e.message.clone(),
+                "The GPUs or the path between them corrupt data: retry with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 \
+                 separately to find the transport, and check dmesg for Xid errors"
+                    .to_string(),
+            ),
+            "crash" => (
+                e.message.clone(),
+                "A rank process died: check dmesg and the helper's stderr below".to_string(),
+            ),
+            _ => match e.code {
+                Some(c) => explain_nccl_error(c, ver, e.last_error.as_deref().unwrap_or("")),
+                None => (e.message.clone(), "See the helper's stderr below".to_string()),
+            },
+        };
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(c) = e.code {
+            let quoted = e
+                .error_string
+                .as_deref()
+                .map(|s| format!(" \"{s}\""))
+                .unwrap_or_default();
+            if e.stage == "cuda" {
+                parts.push(format!("CUDA error {c}{quoted}"));
+            } else {
+                parts.push(format!("code {} ({c}){quoted}", nccl_result_name(c)));
+            }
+        }
+        if let Some(l) = e.last_error.as_deref().filter(|s| !s.is_empty()) {
+            parts.push(format!("last error \"{l}\""));
+        }
+        let rank = e.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+        let facts = if parts.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", parts.join(", "))
+        };
+        v.summary = format!(
+            "{} check FAILED at {}{rank}: {facts}{expl}",
+            mode_name(ran),
+            e.stage
+        );
+        v.detail.insert(
+            "error".into(),
+            json!({
+                "stage": e.stage, "code": e.code, "name": e.code.map(nccl_result_name),
+                "error_string": e.error_string, "last_error": e.last_error, "message": e.message,
+                "looked": e.looked, "rank": e.rank, "explanation": expl, "remedy": remedy,
+            }),
+        );
+        // A missing library or an unusable CUDA (NCCL code 1) is not something NCCL variables can fix.
+        v.repairable = ran == CheckMode::Allreduce
+            && !matches!(
+                e.stage.as_str(),
+                "load" | "symbol" | "cuda" | "usage" | "spawn"
+            )
+            && e.code != Some(1);
+        return v;
+    }
+    if let Some(p) = addr_problem {
+        v.summary = format!("{} check FAILED: {p}", mode_name(ran));
+        v.detail.insert(
+            "error".into(),
+            json!({"stage": "address", "message": p, "remedy":
+                "Set NCCL_SOCKET_IFNAME to the interface ncclenv chose, or remove the setting that overrides it"}),
+        );
+        return v;
+    }
+    v.passed = true;
+    let at = match (&res.addr, res.port) {
+        (Some(a), Some(p)) => format!(" on {a} port {p}"),
+        (Some(a), None) => format!(" on {a}"),
+        _ => String::new(),
+    };
+    let at_if = expected.map(|(i, _)| format!(" ({i})")).unwrap_or_default();
+    v.summary = match ran {
+        CheckMode::Allreduce => {
+            let n = res.nranks.unwrap_or(0);
+            let mib = res.bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0);
+            let one = if n == 1 {
+                " (one GPU: one-rank communicator, nothing crossed between GPUs)"
+            } else {
+                ""
+            };
+            format!(
+                "allreduce check passed: {vtxt}, {n} rank(s), {mib:.0} MiB float32 verified in {:.2} ms, algbw {:.2} GB/s, busbw {:.2} GB/s; bootstrap{at}{at_if}{one}",
+                res.seconds.unwrap_or(0.0) * 1e3,
+                res.algbw_gbps.unwrap_or(0.0),
+                res.busbw_gbps.unwrap_or(0.0),
+            )
+        }
+        _ => {
+            let fb = if mode == CheckMode::Allreduce {
+                " (no GPU: fell back to the bootstrap check)"
+            } else {
+                ""
+            };
+            format!(
+                "bootstrap check passed: {vtxt} accepts the environment, bootstraps{at}{at_if}{fb}"
+            )
+        }
+    };
+    v
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// Run the check with the command's final environment.
+///
+/// - `mode`: `Bootstrap` runs `ncclGetUniqueId` in a throwaway helper (NCCL-FACTS §4); `Allreduce` runs one
+///   process per GPU (`min(cfg.check_gpus, visible GPUs)`, buffer `cfg.check_mib` MiB of float32) and falls back
+///   to the bootstrap check when no GPU is visible; `Off` returns a passed report at once.
+/// - `env`: the command's final environment, as it will be exec'ed; `NCCL_COMM_ID` is removed for the check,
+///   `NCCLENV_NCCL_LIB` is set from `cfg.nccl_lib`.
+/// - `expected`: the interface and address ncclenv chose; the address NCCL binds (decoded from the unique id)
+///   must equal it.
+/// - `other_ifaces`: next candidate interfaces, tried (as `NCCL_SOCKET_IFNAME==name`) by repair.
+///
+/// Bounded by `cfg.check_timeout_s` per attempt; never panics on the helper's output; leaves no process
+/// behind. With `cfg.check_repair`, a failed allreduce is retried with `NCCL_SHM_DISABLE=1`,
+/// `NCCL_P2P_DISABLE=1`, `NCCL_IB_DISABLE=1`, then each other interface (at most 3), each alone; the first that
+/// passes goes into `extra_env` with its reason.
+pub fn run_check(
+    cfg: &Config,
+    mode: CheckMode,
+    env: &[(OsString, OsString)],
+    expected: Option<(&str, IpAddr)>,
+    other_ifaces: &[String],
+) -> CheckReport {
+    use serde_json::json;
+    if mode == CheckMode::Off {
+        return CheckReport {
+            mode,
+            passed: true,
+            summary: "check off".to_string(),
+            detail: json!({"mode": "off"}),
+            extra_env: Vec::new(),
+        };
+    }
+    let (helper, looked) = find_helper(cfg);
+    let Some(helper) = helper else {
+        let msg = format!(
+            "check helper ncclenv-check not found (looked: {}); install it beside ncclenv or set NCCLENV_CHECK_HELPER",
+            looked.join("; ")
+        );
+        return CheckReport {
+            mode,
+            passed: false,
+            summary: format!("check could not run: {msg}"),
+            detail: json!({"mode": mode_name(mode), "passed": false, "error": {"stage": "helper", "message": msg, "looked": looked}}),
+            extra_env: Vec::new(),
+        };
+    };
+    let _guard = GuardHandle::acquire();
+    let timeout = Duration::from_secs(cfg.check_timeout_s.max(1));
+    let base_env = check_env(cfg, env, &[]);
+    let args = helper_args(cfg, mode);
+    let att = run_helper(&helper, &args, &base_env, timeout);
+    let first = judge(&att, mode, expected, timeout);
+    let mut detail = first.detail;
+    detail.insert("helper".into(), json!(helper.display().to_string()));
+    detail.insert("passed".into(), json!(first.passed));
+    detail.insert("summary".into(), json!(first.summary));
+    let mut report = CheckReport {
+        mode: first.mode,
+        passed: first.passed,
+        summary: first.summary.clone(),
+        detail: serde_json::Value::Null,
+        extra_env: Vec::new(),
+    };
+    if !first.passed && first.repairable && cfg.check_repair && first.mode == CheckMode::Allreduce {
+        let mut tries: Vec<(String, String, String)> = vec![
+            ("NCCL_SHM_DISABLE".into(), "1".into(),
+             "the allreduce check failed and passed with the SHM transport off (/dev/shm too small or broken)".into()),
+            ("NCCL_P2P_DISABLE".into(), "1".into(),
+             "the allreduce check failed and passed with GPU peer-to-peer off (PCIe ACS/IOMMU or a broken P2P path)".into()),
+            ("NCCL_IB_DISABLE".into(), "1".into(),
+             "the allreduce check failed and passed with InfiniBand/RoCE off (a broken RDMA setup)".into()),
+        ];
+        for i in other_ifaces.iter().take(3) {
+            tries.push((
+                "NCCL_SOCKET_IFNAME".into(),
+                format!("={i}"),
+                format!("the allreduce check failed on the chosen interface and passed on {i}"),
+            ));
+        }
+        let mut attempts = Vec::new();
+        for (name, value, reason) in tries {
+            let already = env.iter().any(|(k, v)| {
+                k.to_str() == Some(name.as_str()) && v.to_str() == Some(value.as_str())
+            });
+            if already {
+                continue;
+            }
+            let e = check_env(cfg, env, &[(name.clone(), value.clone())]);
+            let exp = if name == "NCCL_SOCKET_IFNAME" {
+                None
+            } else {
+                expected
+            };
+            let a = run_helper(&helper, &args, &e, timeout);
+            let v = judge(&a, mode, exp, timeout);
+            attempts.push(
+                json!({"set": format!("{name}={value}"), "passed": v.passed, "summary": v.summary}),
+            );
+            if let Some(sig) = a.interrupted_by {
+                detail.insert("interrupted_by".into(), json!(sig));
+                report.summary = v.summary;
+                break;
+            }
+            if v.passed {
+                report.passed = true;
+                report.summary = format!(
+                    "{} (repaired: {name}={value}; first try: {})",
+                    v.summary, first.summary
+                );
+                report.extra_env.push((name, value, reason));
+                detail.insert(
+                    "repaired_result".into(),
+                    serde_json::Value::Object(v.detail),
+                );
+                detail.insert("passed".into(), json!(true));
+                break;
+            }
+        }
+        detail.insert("repair_attempts".into(), serde_json::Value::Array(attempts));
+        detail.insert("summary".into(), json!(report.summary));
+    }
+    detail.insert(
+        "extra_env".into(),
+        json!(report
+            .extra_env
+            .iter()
+            .map(|(n, v, r)| json!({"name": n, "value": v, "reason": r}))
+            .collect::<Vec<_>>()),
+    );
+    report.detail = serde_json::Value::Object(detail);
+    report
+}
+
+fn helper_args(cfg: &Config, mode: CheckMode) -> Vec<String> {
+    match mode {
+        CheckMode::Allreduce => vec![
+            "allreduce".into(),
+            "--gpus".into(),
+            cfg.check_gpus.max(1).to_string(),
+            "--mib".into(),
+            cfg.check_mib.max(1).to_string(),
+        ],
+        _ => vec!["bootstrap".into()],
+    }
+}
+
+fn check_env(
+    cfg: &Config,
+    env: &[(OsString, OsString)],
+    extra: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut out: Vec<(OsString, OsString)> = env
+        .iter()
+        .filter(|(k, _)| {
+            k != "NCCL_COMM_ID" && !extra.iter().any(|(n, _)| k.to_str() == Some(n.as_str()))
+        })
+        .cloned()
+        .collect();
+    if let Some(lib) = &cfg.nccl_lib {
+        out.retain(|(k, _)| k != "NCCLENV_NCCL_LIB");
+        out.push(("NCCLENV_NCCL_LIB".into(), lib.clone().into_os_string()));
+    }
+    for (n, v) in extra {
+        out.push((n.into(), v.into()));
+    }
+    out
+}
+
+/// The human verdict block for a report: a headline, the numbers, the error with its explanation and remedy,
+/// a hang's step and causes, and the repair found. Ends with a newline.
+pub fn render_check(report: &CheckReport) -> String {
+    let d = &report.detail;
+    let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "ncclenv check ({}): {}\n",
+        mode_name(report.mode),
+        if report.passed { "PASSED" } else { "FAILED" }
+    ));
+    out.push_str(&format!("  {}\n", report.summary));
+    if let Some(v) = d.get("nccl_version").and_then(s) {
+        let p = d.get("nccl_path").and_then(s).unwrap_or_default();
+        out.push_str(&format!("  library:     NCCL {v} {p}\n"));
+    }
+    if let Some(r) = d.get("result") {
+        if let Some(a) = r.get("addr").and_then(s) {
+            let port = r.get("port").and_then(|p| p.as_u64()).unwrap_or(0);
+            out.push_str(&format!("  bootstrap:   {a} port {port}\n"));
+        }
+        if let (Some(n), Some(_)) = (
+            r.get("nranks").and_then(|n| n.as_u64()),
+            r.get("bytes").and_then(|b| b.as_u64()),
+        ) {
+            out.push_str(&format!(
+                "  allreduce:   {n} rank(s), {} bytes, {:.3} ms, algbw {:.2} GB/s, busbw {:.2} GB/s\n",
+                r.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0),
+                r.get("seconds").and_then(|b| b.as_f64()).unwrap_or(0.0) * 1e3,
+                r.get("algbw_gbps").and_then(|b| b.as_f64()).unwrap_or(0.0),
+                r.get("busbw_gbps").and_then(|b| b.as_f64()).unwrap_or(0.0),
+            ));
+        }
+    }
+    if let Some(n) = d.get("note").and_then(s) {
+        out.push_str(&format!("  note:        {n}\n"));
+    }
+    if let Some(e) = d.get("error") {
+        if let Some(x) = e.get("explanation").and_then(s) {
+            out.push_str(&format!("  why:         {x}\n"));
+        }
+        if let Some(x) = e.get("remedy").and_then(s) {
+            out.push_str(&format!("  remedy:      {x}\n"));
+        }
+    }
+    if let Some(h) = d.get("hang") {
+        if let Some(x) = h.get("where").and_then(s) {
+            out.push_str(&format!("  stuck:       {x}\n"));
+        }
+        if let Some(x) = h.get("likely_causes").and_then(s) {
+            out.push_str(&format!("  likely:      {x}\n"));
+        }
+    }
+    for (n, v, r) in &report.extra_env {
+        out.push_str(&format!("  repair:      {n}={v} ({r})\n"));
+    }
+    if !report.passed {
+        if let Some(t) = d.get("stderr_tail").and_then(s) {
+            let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
+            let start = lines.len().saturating_sub(5);
+            for l in &lines[start..] {
+                out.push_str(&format!("  stderr:      {l}\n"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_ipv4_and_ipv6_ids() {
+        let mut id = [0u8; 128];
+        id[8..10].copy_from_slice(&2u16.to_le_bytes());
+        id[10..12].copy_from_slice(&40000u16.to_be_bytes());
+        id[12..16].copy_from_slice(&[10, 0, 0, 2]);
+        assert_eq!(
+            decode_unique_id(&id),
+            Ok((
+                "10.0.0.2"
+                    .parse()
+                    .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                40000
+            ))
+        );
+        let mut id6 = [0u8; 128];
+        id6[8..10].copy_from_slice(&10u16.to_le_bytes());
+        id6[10..12].copy_from_slice(&1234u16.to_be_bytes());
+        let a: Ipv6Addr = "fd00::2".parse().unwrap_or(Ipv6Addr::UNSPECIFIED);
+        id6[16..32].copy_from_slice(&a.octets());
+        assert_eq!(decode_unique_id(&id6), Ok((IpAddr::V6(a), 1234)));
+        assert_eq!(decode_unique_id(&[0u8; 128]), Err(0));
+        assert_eq!(decode_unique_id(&[0u8; 10]), Err(0));
+    }
+
+    #[test]
+    fn no_interface_explained_for_both_codes() {
+        let (e3, _) = explain_nccl_error(3, Some(22105), "Bootstrap : no socket interface found");
+        let (e5, _) = explain_nccl_error(5, Some(22707), "Bootstrap : no socket interface found");
+        assert!(e3.contains("no socket interface"));
+        assert!(e5.contains("no socket interface"));
+        assert!(!e3.contains("usually returns"));
+        assert!(!e5.contains("usually returns"));
+        let (c2, _) = explain_nccl_error(
+            2,
+            Some(22707),
+            "NET/Socket : No usable listening interface found",
+        );
+        assert!(c2.contains("NCCL_COMM_ID"));
+    }
+
+    #[test]
+    fn versions_format() {
+        assert_eq!(version_string(22105), "2.21.5");
+        assert_eq!(version_string(2708), "2.7.8");
+    }
+
+    #[test]
+    fn last_steps_track_unfinished_ranks() {
+        let mut a = HelperMsg::new("step");
+        a.rank = Some(0);
+        a.step = Some("init".into());
+        let mut b = HelperMsg::new("step");
+        b.rank = Some(1);
+        b.step = Some("collective".into());
+        let mut c = HelperMsg::new("rank_result");
+        c.rank = Some(0);
+        let s = last_steps(&[a, b, c]);
+        assert_eq!(s, vec![(Some(1), "collective".to_string())]);
+    }
 }

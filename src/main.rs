@@ -92,7 +92,7 @@ fn main() -> ExitCode {
         Mode::Check { mode, json } => {
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
             let env = exec::final_env(&vars, &plan);
-            let r = ncclenv::check::run_for(&cfg, mode, &env, &plan);
+            let r = run_check(&cfg, mode, &env, &plan, &snap);
             if *json {
                 println!("{}", r.detail);
             } else {
@@ -112,7 +112,11 @@ fn main() -> ExitCode {
             }
             if cfg.check != CheckMode::Off && !plan.hands_off {
                 let env = exec::final_env(&vars, &plan);
-                let r = ncclenv::check::run_for(&cfg, cfg.check, &env, &plan);
+                let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
+                if let Some(sig) = r.interrupted_by() {
+                    eprintln!("ncclenv: interrupted by signal {sig} during the check");
+                    return ExitCode::from((128 + sig) as u8);
+                }
                 if r.passed {
                     tracing::info!("check passed: {}", r.summary);
                     for (name, value, reason) in &r.extra_env {
@@ -137,6 +141,27 @@ fn main() -> ExitCode {
         }
         Mode::Help | Mode::Version => ExitCode::SUCCESS,
     }
+}
+
+/// Run a check with ncclenv's choice as the expected address and the other candidate interfaces as repair
+/// options.
+fn run_check(
+    cfg: &ncclenv::config::Config,
+    mode: CheckMode,
+    env: &[(OsString, OsString)],
+    plan: &ncclenv::plan::Plan,
+    snap: &ncclenv::snapshot::Snapshot,
+) -> ncclenv::check::CheckReport {
+    let expected = plan
+        .choice
+        .as_ref()
+        .and_then(|c| c.addr.map(|a| (c.ifname.as_str(), a)));
+    let chosen = plan.choice.as_ref().map(|c| c.ifname.as_str());
+    let others: Vec<String> = ncclenv::decide::interface::candidate_names(snap, cfg)
+        .into_iter()
+        .filter(|n| Some(n.as_str()) != chosen)
+        .collect();
+    ncclenv::check::run_check(cfg, mode, env, expected, &others)
 }
 
 /// Raise the soft RLIMIT_MEMLOCK to the hard limit (no privilege needed; the command inherits it).

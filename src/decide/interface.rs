@@ -760,6 +760,21 @@ pub fn no_proxy_exempts(list: &[String], host: &str, addrs: &[IpAddr]) -> bool {
     })
 }
 
+/// Names of every candidate interface (RUNNING, not loopback, not excluded, with a usable address), in
+/// ranking order: the fallbacks the check's repair may try.
+pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
+    let Ok(net) = &snap.net else {
+        return Vec::new();
+    };
+    let v = Net {
+        net,
+        exclude: &cfg.exclude,
+    };
+    let mut c = v.candidates(None);
+    c.sort_by_key(|(l, a)| rank(l, a));
+    c.into_iter().map(|(l, _)| l.name.clone()).collect()
+}
+
 /// What NCCL alone (without ncclenv) would choose with the inherited environment, for the report: the
 /// bootstrap interface and address, or why it fails.
 pub fn nccl_alone(snap: &Snapshot) -> Option<String> {

@@ -1,0 +1,401 @@
+//! The check's orchestration against a fake libnccl.so.2 and libcuda.so.1 (tests/fake/*.c, built here with
+//! `cc -shared -fPIC`): success, wrong sums, NCCL errors, hangs, crashes, a signal to the parent, repair, and that
+//! no process outlives a check.
+
+use ncclenv::check::{render_check, run_check, CheckReport};
+use ncclenv::config::{CheckMode, Config};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Build the fake libraries once per test process; returns their folder.
+fn fakes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("fake-nccl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create fake dir");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
+        for (c, so) in [
+            ("fake_nccl.c", "libnccl.so.2"),
+            ("fake_cuda.c", "libcuda.so.1"),
+        ] {
+            let st = Command::new("cc")
+                .args(["-shared", "-fPIC", "-O1", "-o"])
+                .arg(dir.join(so))
+                .arg(src.join(c))
+                .status()
+                .expect("run cc");
+            assert!(st.success(), "cc {c} failed");
+        }
+        dir
+    })
+}
+
+/// A unique marker put into every helper's environment, to find leftover processes in /proc.
+fn marker(name: &str) -> String {
+    format!("ncclenv-test-{name}-{}", std::process::id())
+}
+
+fn setup(name: &str, mode: &str, gpus: u32) -> (Config, Vec<(OsString, OsString)>, PathBuf) {
+    let dir = fakes();
+    let xdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("xchg-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&xdir);
+    std::fs::create_dir_all(&xdir).expect("exchange dir");
+    let cfg = Config {
+        check_helper: Some(PathBuf::from(env!("CARGO_BIN_EXE_ncclenv-check"))),
+        nccl_lib: Some(dir.join("libnccl.so.2")),
+        check_mib: 1,
+        check_timeout_s: 20,
+        ..Config::default()
+    };
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
+        ("NCCLENV_CUDA_LIB".into(), dir.join("libcuda.so.1").into()),
+        ("FAKE_NCCL_MODE".into(), mode.into()),
+        ("FAKE_NCCL_GPUS".into(), gpus.to_string().into()),
+        ("FAKE_NCCL_DIR".into(), xdir.clone().into()),
+        ("NCCLENV_TEST_MARKER".into(), marker(name).into()),
+    ];
+    env.push(("NCCL_COMM_ID".into(), "10.255.255.1:1234".into()));
+    (cfg, env, xdir)
+}
+
+/// Pids whose environment holds the marker, or whose process group is `pgid`.
+fn leftovers(marker: &str, pgid: Option<i64>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+                out.push(format!("{name} (marker)"));
+                continue;
+            }
+        }
+        if let (Some(pg), Ok(stat)) = (pgid, std::fs::read_to_string(e.path().join("stat"))) {
+            // pid (comm) state ppid pgrp ...
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                if f.get(2).and_then(|s| s.parse::<i64>().ok()) == Some(pg) {
+                    out.push(format!(
+                        "{name} (group {pg}, state {})",
+                        f.first().unwrap_or(&"?")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn assert_clean(name: &str, r: &CheckReport) {
+    let pgid = r
+        .detail
+        .get("helper_pid")
+        .and_then(|v| v.as_i64())
+        .filter(|p| *p > 1);
+    let left = leftovers(&marker(name), pgid);
+    assert!(
+        left.is_empty(),
+        "processes left behind: {left:?}\n{}",
+        render_check(r)
+    );
+    assert_eq!(
+        r.detail.get("processes_left").and_then(|v| v.as_bool()),
+        Some(false)
+    );
+}
+
+fn err_field<'a>(r: &'a CheckReport, f: &str) -> Option<&'a serde_json::Value> {
+    r.detail.get("error").and_then(|e| e.get(f))
+}
+
+#[test]
+fn allreduce_two_ranks_passes_and_reports_bandwidth() {
+    let (cfg, env, _) = setup("ok", "ok", 2);
+    let ip: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, Some(("lo", ip)), &[]);
+    assert!(r.passed, "{}", render_check(&r));
+    assert_eq!(r.mode, CheckMode::Allreduce);
+    let res = &r.detail["result"];
+    assert_eq!(res["nranks"], 2);
+    assert_eq!(res["bytes"], 1 << 20);
+    let alg = res["algbw_gbps"].as_f64().expect("algbw");
+    let bus = res["busbw_gbps"].as_f64().expect("busbw");
+    assert!(
+        (bus - alg).abs() < 1e-9,
+        "busbw = algbw·2(n−1)/n = algbw for n=2"
+    );
+    assert!(r.summary.contains("busbw"), "{}", r.summary);
+    assert!(r.extra_env.is_empty());
+    assert!(render_check(&r).contains("PASSED"));
+    assert_clean("ok", &r);
+}
+
+#[test]
+fn allreduce_is_capped_by_visible_gpus_and_one_gpu_is_noted() {
+    let (mut cfg, env, _) = setup("one", "ok", 1);
+    cfg.check_gpus = 4;
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(r.passed, "{}", render_check(&r));
+    assert_eq!(r.detail["result"]["nranks"], 1);
+    assert!(
+        r.summary.contains("nothing crossed between GPUs"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn three_ranks_sum_exactly() {
+    let (mut cfg, env, _) = setup("three", "ok", 8);
+    cfg.check_gpus = 3;
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(r.passed, "{}", render_check(&r));
+    assert_eq!(r.detail["result"]["nranks"], 3);
+}
+
+#[test]
+fn no_gpu_falls_back_to_bootstrap() {
+    let (cfg, env, _) = setup("nogpu", "ok", 0);
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(r.passed, "{}", render_check(&r));
+    assert_eq!(r.mode, CheckMode::Bootstrap);
+    assert!(r.summary.contains("fell back"), "{}", r.summary);
+}
+
+#[test]
+fn wrong_sum_is_detected() {
+    let (cfg, env, _) = setup("wrong", "wrong_sum", 2);
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(!r.passed);
+    assert_eq!(
+        err_field(&r, "stage").and_then(|v| v.as_str()),
+        Some("verify")
+    );
+    assert!(
+        r.summary.contains("wrong allreduce result"),
+        "{}",
+        r.summary
+    );
+    assert!(r.summary.contains("1 of 262144"), "{}", r.summary);
+    assert_clean("wrong", &r);
+}
+
+#[test]
+fn init_error_reports_code_and_text() {
+    let (cfg, env, _) = setup("initerr", "init_error", 2);
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(!r.passed);
+    assert_eq!(err_field(&r, "code").and_then(|v| v.as_i64()), Some(2));
+    assert!(r.summary.contains("ncclSystemError"), "{}", r.summary);
+    assert!(
+        r.summary.contains("unhandled system error"),
+        "{}",
+        r.summary
+    );
+    assert!(r.summary.contains("fake: socket connect"), "{}", r.summary);
+    assert_clean("initerr", &r);
+}
+
+#[test]
+fn bootstrap_error_is_explained() {
+    let (cfg, mut env, _) = setup("booterr", "bootstrap_error", 2);
+    env.push(("FAKE_NCCL_VERSION".into(), "22105".into()));
+    env.push(("FAKE_NCCL_CODE".into(), "3".into()));
+    let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
+    assert!(!r.passed);
+    assert_eq!(err_field(&r, "code").and_then(|v| v.as_i64()), Some(3));
+    let why = err_field(&r, "explanation")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    assert!(why.contains("no socket interface"), "{why}");
+    assert!(render_check(&r).contains("remedy"));
+}
+
+#[test]
+fn bootstrap_address_is_compared_with_the_expected_one() {
+    let (cfg, mut env, _) = setup("addr", "ok", 2);
+    env.push(("FAKE_NCCL_ADDR".into(), "10.1.2.3".into()));
+    let good: std::net::IpAddr = "10.1.2.3".parse().expect("ip");
+    let r = run_check(&cfg, CheckMode::Bootstrap, &env, Some(("eth0", good)), &[]);
+    assert!(r.passed, "{}", render_check(&r));
+    assert!(r.summary.contains("10.1.2.3"), "{}", r.summary);
+    let bad: std::net::IpAddr = "10.9.9.9".parse().expect("ip");
+    let r = run_check(&cfg, CheckMode::Bootstrap, &env, Some(("eth1", bad)), &[]);
+    assert!(!r.passed);
+    assert!(r.summary.contains("ncclenv chose eth1"), "{}", r.summary);
+}
+
+#[test]
+fn hanging_rank_is_killed_at_the_deadline_and_nothing_is_left() {
+    let (mut cfg, env, _) = setup("hang", "hang", 2);
+    cfg.check_timeout_s = 2;
+    let t = Instant::now();
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    let took = t.elapsed();
+    assert!(!r.passed);
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(r.summary.contains("HUNG"), "{}", r.summary);
+    assert_eq!(r.detail["hang"]["step"], "collective");
+    assert!(r.detail["hang"]["likely_causes"]
+        .as_str()
+        .unwrap_or("")
+        .contains("ACS"));
+    assert_clean("hang", &r);
+}
+
+#[test]
+fn crashing_rank_is_reported() {
+    let (cfg, env, _) = setup("crash", "crash", 2);
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(!r.passed);
+    assert!(r.summary.contains("SIGSEGV"), "{}", r.summary);
+    assert!(r.summary.contains("rank 1"), "{}", r.summary);
+    assert_clean("crash", &r);
+}
+
+#[test]
+fn repair_finds_shm_disable() {
+    let (mut cfg, env, _) = setup("repair", "needs_shm_disable", 2);
+    cfg.check_repair = true;
+    let r = run_check(
+        &cfg,
+        CheckMode::Allreduce,
+        &env,
+        None,
+        &["eth1".to_string()],
+    );
+    assert!(r.passed, "{}", render_check(&r));
+    assert_eq!(r.extra_env.len(), 1);
+    assert_eq!(r.extra_env[0].0, "NCCL_SHM_DISABLE");
+    assert_eq!(r.extra_env[0].1, "1");
+    assert!(render_check(&r).contains("repair:"));
+    // Without repair the same failure is explained (/dev/shm), and nothing is proposed.
+    cfg.check_repair = false;
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(!r.passed);
+    assert!(r.extra_env.is_empty());
+    let why = err_field(&r, "explanation")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    assert!(why.contains("/dev/shm"), "{why}");
+}
+
+#[test]
+fn repair_never_proposes_p2p_disable_without_a_pass() {
+    let (mut cfg, env, _) = setup("norepair", "init_error", 2);
+    cfg.check_repair = true;
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    assert!(!r.passed);
+    assert!(r.extra_env.is_empty());
+    assert_eq!(
+        r.detail["repair_attempts"].as_array().map(|a| a.len()),
+        Some(3)
+    );
+}
+
+#[test]
+fn missing_helper_and_missing_library_are_reported() {
+    let (mut cfg, env, _) = setup("missing", "ok", 2);
+    cfg.check_helper = Some(PathBuf::from("/nonexistent/ncclenv-check"));
+    // NCCLENV_CHECK_HELPER is not set in this test process; beside the test binary there is none either.
+    let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
+    if r.detail.get("helper").is_none() {
+        assert!(!r.passed);
+        assert!(r.summary.contains("not found"), "{}", r.summary);
+    }
+    let (mut cfg, env, _) = setup("nolib", "ok", 2);
+    cfg.nccl_lib = Some(PathBuf::from("/nonexistent/libnccl.so.2"));
+    let env: Vec<_> = env.into_iter().filter(|(k, _)| k != "PATH").collect();
+    let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
+    if !r.passed {
+        let looked = err_field(&r, "looked")
+            .and_then(|v| v.as_array())
+            .map(|a| a.len())
+            .unwrap_or(0);
+        assert!(looked >= 2, "{}", render_check(&r));
+        assert!(
+            r.summary.contains("/nonexistent/libnccl.so.2"),
+            "{}",
+            r.summary
+        );
+    }
+}
+
+#[test]
+fn off_does_nothing() {
+    let r = run_check(&Config::default(), CheckMode::Off, &[], None, &[]);
+    assert!(r.passed);
+}
+
+/// Entry point of the driver process of `sigterm_to_parent_kills_the_check` (does nothing in a normal run).
+#[test]
+fn driver_entry() {
+    if std::env::var_os("NCCLENV_TEST_DRIVER").is_none() {
+        return;
+    }
+    let (mut cfg, env, _) = setup("sigterm", "hang", 2);
+    cfg.check_timeout_s = 60;
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    println!(
+        "DRIVER-REPORT {}",
+        serde_json::to_string(&r.detail).unwrap_or_default()
+    );
+    std::process::exit(if r.interrupted_by().is_some() { 0 } else { 1 });
+}
+
+#[test]
+fn sigterm_to_parent_kills_the_check() {
+    let exe = std::env::current_exe().expect("test exe");
+    let child = Command::new(exe)
+        .args(["--exact", "driver_entry", "--nocapture", "--test-threads=1"])
+        .env("NCCLENV_TEST_DRIVER", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn driver");
+    let pid = child.id();
+    // The driver runs in a process with another pid; its marker is built from that pid.
+    let m = format!("ncclenv-test-sigterm-{pid}");
+    let t = Instant::now();
+    // Wait until both ranks are running (helper + 2 ranks carry the marker).
+    while leftovers(&m, None).len() < 3 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(leftovers(&m, None).len() >= 3, "ranks never started");
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let out = child.wait_with_output().expect("driver output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driver: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("DRIVER-REPORT ").map(|(_, j)| j))
+        .expect("report line");
+    let d: serde_json::Value = serde_json::from_str(line).expect("json");
+    assert_eq!(d["interrupted_by"], 15);
+    assert!(
+        d["summary"].as_str().unwrap_or("").contains("SIGTERM"),
+        "{d}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(30));
+    let left = leftovers(&m, d["helper_pid"].as_i64());
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
