@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install what the tests need and run them all. Run as root on a fresh machine (Debian/Ubuntu with a Rust
+# toolchain from rustup): the namespace tests need root, iproute2 and the kernel's veth/bridge/macvlan/vxlan.
+#   sudo scripts/test.sh
+# Under CI=true nothing that needs root, namespaces or the real libnccl may skip: such tests fail instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== packages"
+need=()
+for p in iproute2 file gcc libc6-dev util-linux python3-pip; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+echo "== rust targets"
+rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl \
+  || rustup target add x86_64-unknown-linux-musl
+
+echo "== NCCL wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
+bash scripts/install-nccl-wheels.sh
+
+echo "== format and lints"
+cargo fmt --check
+cargo clippy --all-targets --quiet -- -D warnings
+
+echo "== static entrypoint (musl) and the glibc check helper"
+cargo build --release --quiet --target x86_64-unknown-linux-musl --bin ncclenv
+cargo build --release --quiet --bin ncclenv-check
+
+echo "== tests"
+cargo test --all-targets 2>&1
