@@ -825,6 +825,9 @@ fn f10_no_network() {
     ]);
     let w = o.warning("loopback-only");
     assert!(w.contains("single-node"), "{w}");
+    // Only a single-node job can work: strict mode refuses rather than guess.
+    let s = job.strict_refuses();
+    assert!(s.stderr.contains("single-node"), "{}", s.stderr);
     job.set("NCCLENV_NNODES", "1");
     job.check(&[("NCCL_SOCKET_IFNAME", Some("lo"))])
         .warning("loopback-only");
