@@ -249,6 +249,28 @@ impl Netns {
         }
     }
 
+    /// Waits (up to 5 s) until `ifname` has an IPv6 link-local (fe80::/10) address, which the kernel adds
+    /// asynchronously once the interface is up with carrier; panics otherwise. Returns the address.
+    pub fn wait_link_local(&self, ifname: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let v = self.ip_json(&["-6", "addr", "show", "dev", ifname]);
+            let found = v[0]["addr_info"].as_array().and_then(|a| {
+                a.iter()
+                    .filter_map(|i| i["local"].as_str())
+                    .find(|l| l.starts_with("fe80:"))
+                    .map(String::from)
+            });
+            if let Some(a) = found {
+                return a;
+            }
+            if Instant::now() > deadline {
+                panic!("{}: {ifname} has no fe80 address after 5 s: {v}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// A `Command` for `program` that runs inside the namespace (`ip netns exec NAME program`, which also
     /// mounts the namespace's `/sys`). Add arguments and environment to it as usual.
     pub fn command(&self, program: &str) -> Command {
@@ -301,5 +323,35 @@ impl Drop for Netns {
         for ns in [&self.name, &self.peer] {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
+    }
+}
+
+/// A fresh temporary directory `<tmp>/ncclenv-<prefix>-<pid>-<n>`, removed with its contents on drop.
+pub struct TempDir {
+    /// The directory.
+    pub path: std::path::PathBuf,
+}
+
+impl TempDir {
+    /// Creates the directory (panics when it cannot).
+    pub fn new(prefix: &str) -> TempDir {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("ncclenv-{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    /// `self.path.join(name)`.
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.path.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
