@@ -20,6 +20,10 @@ echo "== rust targets"
 rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl \
   || rustup target add x86_64-unknown-linux-musl
 
+echo "== python: jsonschema (validates doctor --json against docs/doctor.schema.json)"
+python3 -c "import jsonschema" 2>/dev/null \
+  || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "jsonschema==4.26.0"
+
 echo "== NCCL wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
 bash scripts/install-nccl-wheels.sh
 

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
         _ => Depth::Start,
     };
     let snap = probe::collect(&cfg, cmd, &vars, depth);
+    report::debug_snapshot(&snap);
     let mut plan = decide::decide(&snap, &cfg);
 
     match &cli.mode {

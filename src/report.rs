@@ -5,6 +5,7 @@
 
 use crate::config::LogLevel;
 use crate::plan::{Action, Plan, Severity, Verdict};
+use crate::snapshot::Snapshot;
 use std::fmt;
 use std::io::IsTerminal;
 use tracing::Level;
@@ -118,5 +119,101 @@ pub fn refusal(plan: &Plan) -> Option<String> {
             "ncclenv: refused (exit 78): {reason}. What to do: {remedy}"
         )),
         Verdict::Proceed => None,
+    }
+}
+
+/// Debug lines with the probed facts (`NCCLENV_LOG=debug`): links with flags and addresses, default routes,
+/// the route to the peer, the job's shape, RDMA, `/dev/shm`, GPUs, NCCL config files. Only ncclenv's own
+/// variables appear; nothing else of the environment.
+pub fn debug_snapshot(snap: &Snapshot) {
+    if !tracing::enabled!(Level::DEBUG) {
+        return;
+    }
+    match &snap.net {
+        Err(e) => tracing::debug!("network probe failed: {e}"),
+        Ok(net) => {
+            for l in &net.links {
+                let addrs: Vec<String> = net
+                    .addrs
+                    .iter()
+                    .filter(|a| a.index == l.index)
+                    .map(|a| format!("{}/{}", a.addr, a.prefix_len))
+                    .collect();
+                tracing::debug!(
+                    "link {} index {} {}{}{} kind {} addrs [{}]",
+                    l.name,
+                    l.index,
+                    if l.up { "UP" } else { "DOWN" },
+                    if l.running { ",RUNNING" } else { "" },
+                    if l.loopback { ",LOOPBACK" } else { "" },
+                    l.kind.as_deref().unwrap_or("-"),
+                    addrs.join(" ")
+                );
+            }
+            for r in net.routes.iter().filter(|r| r.is_default()) {
+                tracing::debug!(
+                    "default route {:?} via {:?} oif {:?} metric {} linkdown {} nexthops {}",
+                    r.family,
+                    r.gateway,
+                    r.oif,
+                    r.metric,
+                    r.linkdown,
+                    r.nexthops.len()
+                );
+            }
+            for p in &net.peer_routes {
+                tracing::debug!(
+                    "route to {}: oif {:?} src {:?} via {:?} local {} error {:?}",
+                    p.dest,
+                    p.oif,
+                    p.prefsrc,
+                    p.gateway,
+                    p.local,
+                    p.error
+                );
+            }
+        }
+    }
+    match &snap.peer {
+        Some(p) => tracing::debug!(
+            "peer {} from {} resolved to {:?} {}",
+            p.host,
+            p.source,
+            p.addrs,
+            p.error.as_deref().unwrap_or("")
+        ),
+        None => tracing::debug!("no peer named"),
+    }
+    tracing::debug!(
+        "job: nnodes {:?} from {:?}; --ips {:?}",
+        snap.job.nnodes,
+        snap.job.source,
+        snap.job.ips
+    );
+    for f in &snap.conf_files {
+        let keys: Vec<&str> = f.values.iter().map(|(k, _)| k.as_str()).collect();
+        tracing::debug!("NCCL config file {} sets {:?} {:?}", f.path, keys, f.error);
+    }
+    if let Some(r) = &snap.rdma {
+        tracing::debug!(
+            "rdma: {} device(s), verbs nodes {:?}, memlock soft {:?} hard {:?}",
+            r.devices.len(),
+            r.uverbs,
+            r.memlock_soft,
+            r.memlock_hard
+        );
+    }
+    if let Some(s) = &snap.shm {
+        tracing::debug!(
+            "shm {}: free {:?} B of {:?} B, read-only {}, error {:?}",
+            s.path,
+            s.free_bytes,
+            s.total_bytes,
+            s.read_only,
+            s.error
+        );
+    }
+    if let Some(g) = &snap.gpus {
+        tracing::debug!("gpus: {:?} from {}", g.count, g.source);
     }
 }

@@ -751,6 +751,21 @@ fn log_off_prints_nothing_on_success() {
     );
 }
 
+#[test]
+fn debug_level_adds_the_probed_facts() {
+    let tmp = TempDir::new("exdbg");
+    let mut vars = base(&tmp);
+    vars.push(var("NCCLENV_LOG", "debug"));
+    let o = output(&mut ncclenv(&vars, &["--", "true"]));
+    assert_eq!(o.status.code(), Some(0));
+    let e = stderr(&o);
+    assert!(e.contains("ncclenv: debug: link lo index 1"), "{e}");
+    assert!(e.contains("ncclenv: debug: job: nnodes"), "{e}");
+    // info level: no debug lines.
+    let o = output(&mut ncclenv(&base(&tmp), &["--", "true"]));
+    assert!(!stderr(&o).contains("debug:"), "{}", stderr(&o));
+}
+
 /// Runs `ncclenv -- true` with a pseudo-terminal as stderr (`script`), returns what the terminal showed.
 fn on_a_terminal(vars: &[(OsString, OsString)]) -> Option<Vec<u8>> {
     if Command::new("script").arg("--version").output().is_err() {

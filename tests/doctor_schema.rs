@@ -1,0 +1,125 @@
+//! `ncclenv doctor` on three real layouts (network namespaces): its exit code (0 ok, 1 warning, 78 refuse),
+//! its text, and its JSON validated against `docs/doctor.schema.json` with Python's `jsonschema` (draft
+//! 2020-12), an implementation independent of ours.
+
+mod common;
+
+use common::{require_root, Netns, TempDir};
+use std::process::{Command, Output, Stdio};
+
+fn doctor(ns: &Netns, sysfs: &TempDir, extra: &[(&str, &str)], json: bool) -> Output {
+    let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_SYSFS", &sysfs.path)
+        .env("NCCLENV_DEVFS", &sysfs.path)
+        .env("NCCLENV_SHM_MIN", "0");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.arg("doctor");
+    if json {
+        c.arg("--json");
+    }
+    c.output().expect("run ncclenv doctor")
+}
+
+/// Validate a JSON document against the schema with Python's jsonschema; panics with the errors.
+fn validate(doc: &[u8]) {
+    let schema = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/doctor.schema.json");
+    let script = "import json,sys,jsonschema\n\
+        s=json.load(open(sys.argv[1]))\n\
+        jsonschema.Draft202012Validator.check_schema(s)\n\
+        d=json.load(sys.stdin)\n\
+        errs=[f'{list(e.path)}: {e.message}' for e in jsonschema.Draft202012Validator(s).iter_errors(d)]\n\
+        print('\\n'.join(errs)); sys.exit(1 if errs else 0)\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script, schema])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(doc).expect("write json");
+    }
+    let o = child.wait_with_output().expect("python3 result");
+    assert!(
+        o.status.success(),
+        "doctor JSON does not match docs/doctor.schema.json:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn check(ns: &Netns, extra: &[(&str, &str)], want_code: i32, want_text: &[&str]) {
+    let sysfs = TempDir::new("docsys");
+    let text = doctor(ns, &sysfs, extra, false);
+    let t = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(
+        text.status.code(),
+        Some(want_code),
+        "{t}\n{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    for w in want_text {
+        assert!(t.contains(w), "doctor text lacks {w:?}:\n{t}");
+    }
+    let json = doctor(ns, &sysfs, extra, true);
+    assert_eq!(json.status.code(), Some(want_code));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("doctor --json is JSON");
+    assert_eq!(v["schema"], "ncclenv-doctor/1");
+    validate(&json.stdout);
+}
+
+#[test]
+fn doctor_on_a_docker_bridge_layout_is_clean() {
+    if !require_root() {
+        return;
+    }
+    let ns = Netns::new("docf1");
+    ns.plug("eth0");
+    ns.addr("eth0", "172.17.0.2/16");
+    ns.route("default via 172.17.0.1 dev eth0");
+    check(
+        &ns,
+        &[],
+        0,
+        &[
+            "eth0",
+            "172.17.0.2",
+            "NCCL_SOCKET_IFNAME=eth0",
+            "default via 172.17.0.1",
+        ],
+    );
+}
+
+#[test]
+fn doctor_on_vlan_children_warns_about_the_inherited_prefix() {
+    if !require_root() {
+        return;
+    }
+    let ns = Netns::new("docf7");
+    ns.plug("bond0");
+    ns.addr("bond0", "10.42.0.11/27");
+    ns.route("default via 10.42.0.1 dev bond0");
+    ns.macvlan("bond0.2973", "bond0");
+    ns.addr("bond0.2973", "10.0.106.11/16");
+    check(
+        &ns,
+        &[("NCCL_SOCKET_IFNAME", "bond0")],
+        1,
+        &["inherited-ifname-prefix", "bond0.2973", "=bond0"],
+    );
+}
+
+#[test]
+fn doctor_without_network_refuses_a_two_node_job() {
+    if !require_root() {
+        return;
+    }
+    let ns = Netns::new("docf10");
+    check(&ns, &[("NCCLENV_NNODES", "2")], 78, &["lo", "refuse"]);
+}
