@@ -1,0 +1,134 @@
+//! The check through the entrypoint, with the real libnccl (the pinned `nvidia-nccl-cu12` wheels installed by
+//! `scripts/install-nccl-wheels.sh`): `ncclenv check bootstrap`, and `NCCLENV_CHECK=bootstrap ncclenv --
+//! COMMAND`, in a network namespace. The helper `ncclenv-check` is found beside `ncclenv` (cargo builds both
+//! into the same folder).
+
+mod common;
+
+use common::{require_root, Netns};
+use std::path::PathBuf;
+use std::process::Output;
+
+/// Every installed wheel's libnccl; panics under `CI=true` when none is installed.
+fn libs() -> Vec<PathBuf> {
+    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path().join("nvidia/nccl/lib/libnccl.so.2"))
+                .filter(|p| p.is_file() && !p.to_string_lossy().contains(".partial"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    if v.is_empty() {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "no NCCL wheel under {} (scripts/install-nccl-wheels.sh)",
+            root.display()
+        );
+        eprintln!("SKIP: no NCCL wheel under {}", root.display());
+    }
+    v
+}
+
+fn layout() -> Netns {
+    let ns = Netns::new("chkep");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.88.0.2/24");
+    ns.route("default via 10.88.0.1 dev eth0");
+    ns
+}
+
+fn run(ns: &Netns, lib: &PathBuf, extra: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_NCCL_LIB", lib)
+        .env("NCCLENV_SHM_MIN", "0");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.args(args);
+    c.output().expect("run ncclenv")
+}
+
+#[test]
+fn check_subcommand_proves_the_chosen_interface_with_real_nccl() {
+    if !require_root() {
+        return;
+    }
+    for lib in libs() {
+        let ns = layout();
+        let o = run(&ns, &lib, &[], &["check", "bootstrap", "--json"]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{lib:?}\n{out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(out.trim()).expect("check --json");
+        assert!(
+            out.contains("10.88.0.2"),
+            "the decoded address is eth0's: {out}"
+        );
+        assert!(v.is_object());
+    }
+}
+
+#[test]
+fn entrypoint_runs_the_bootstrap_check_before_the_command() {
+    if !require_root() {
+        return;
+    }
+    for lib in libs() {
+        let ns = layout();
+        let o = run(
+            &ns,
+            &lib,
+            &[("NCCLENV_CHECK", "bootstrap")],
+            &["--", "sh", "-c", "echo ran:$NCCL_SOCKET_IFNAME"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran:eth0");
+        assert!(err.contains("check passed"), "{err}");
+    }
+}
+
+#[test]
+fn a_failed_check_runs_the_command_unless_strict() {
+    if !require_root() {
+        return;
+    }
+    for lib in libs() {
+        let ns = layout();
+        // An inherited family this layout cannot satisfy: IPv6 is off, so NCCL finds no interface at all.
+        for dev in ["all", "default", "lo", "eth0"] {
+            ns.sysctl(&format!("net/ipv6/conf/{dev}/disable_ipv6"), "1");
+        }
+        let bad = [
+            ("NCCLENV_CHECK", "bootstrap"),
+            ("NCCL_SOCKET_FAMILY", "AF_INET6"),
+        ];
+        let o = run(&ns, &lib, &bad, &["--", "sh", "-c", "echo ran"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+        assert!(err.contains("check failed"), "{err}");
+        let mut strict = bad.to_vec();
+        strict.push(("NCCLENV_STRICT", "1"));
+        let o = run(&ns, &lib, &strict, &["--", "sh", "-c", "echo ran"]);
+        assert_eq!(
+            o.status.code(),
+            Some(78),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.stdout.is_empty());
+    }
+}
