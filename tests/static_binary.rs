@@ -1,0 +1,47 @@
+//! The entrypoint as shipped: `cargo build --release --target x86_64-unknown-linux-musl --bin ncclenv`
+//! (scripts/test.sh builds it before the tests) must be fully static (`file`: "statically linked") and under
+//! 1.5 MiB stripped, and must run.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Size budget of the stripped static binary, bytes (1.5 MiB).
+const MAX_BYTES: u64 = 3 * 1024 * 1024 / 2;
+
+fn musl_binary() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/x86_64-unknown-linux-musl/release/ncclenv");
+    if p.is_file() {
+        return Some(p);
+    }
+    let why = format!(
+        "{} is missing: run cargo build --release --target x86_64-unknown-linux-musl --bin ncclenv",
+        p.display()
+    );
+    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{why}");
+    eprintln!("SKIP: {why}");
+    None
+}
+
+#[test]
+fn the_musl_build_is_static_small_and_runs() {
+    let Some(bin) = musl_binary() else { return };
+    let file = Command::new("file").arg(&bin).output().expect("the file command");
+    let desc = String::from_utf8_lossy(&file.stdout);
+    assert!(desc.contains("statically linked"), "{desc}");
+    assert!(!desc.contains("dynamically"), "{desc}");
+    let size = std::fs::metadata(&bin).expect("stat").len();
+    assert!(size < MAX_BYTES, "{} is {size} bytes, over 1.5 MiB", bin.display());
+    let v = Command::new(&bin).arg("--version").output().expect("run --version");
+    assert_eq!(v.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        format!("ncclenv {}", env!("CARGO_PKG_VERSION"))
+    );
+    let ok = Command::new(&bin)
+        .args(["--", "sh", "-c", "exit 3"])
+        .env("NCCLENV_LOG", "off")
+        .output()
+        .expect("run as entrypoint");
+    assert_eq!(ok.status.code(), Some(3));
+}
