@@ -690,6 +690,7 @@ mod tests {
                 local: false,
                 error: None,
             }],
+            ipv6_routes_probed: true,
         };
         let snap = Snapshot {
             net: Ok(net),

@@ -80,7 +80,11 @@ impl Family {
 /// Links, addresses and routes of the current network namespace.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NetSnapshot {
-    /// Every link (`RTM_GETLINK` dump), in kernel order (ascending index).
+    /// Links in ascending index order. The full probe (`probe::net::probe_full`, `doctor`) lists every link
+    /// (`RTM_GETLINK` dump); the start probe (`probe::net::probe_start`) lists the links that own an address
+    /// (the only ones NCCL's `getifaddrs()` walk can pick) plus the output interfaces of the default and peer
+    /// routes, and fills `kind`, `mtu`, `master`, `mac`, `link_type` and the exact `oper_state` only for
+    /// the links the decision looks at closely (see there).
     pub links: Vec<Link>,
     /// Every address (`RTM_GETADDR` dump), in kernel order: IPv4 entries before IPv6, each by link index.
     /// This is the order `getifaddrs()` returns them in, which is the order NCCL walks.
@@ -89,6 +93,12 @@ pub struct NetSnapshot {
     pub routes: Vec<Route>,
     /// The kernel's answer to `ip route get PEER` for each resolved peer address (empty without a peer).
     pub peer_routes: Vec<RouteLookup>,
+    /// True when [`NetSnapshot::routes`] holds the IPv6 routes of table main; false when the IPv6 route dump
+    /// was skipped (`probe::net::probe_start` skips it when the decision cannot reach the IPv6 default routes),
+    /// so that "no IPv6 route" and "IPv6 routes not probed" can be told apart. The full probe (`doctor`)
+    /// always sets it. Captured snapshots without the field read as false.
+    #[serde(default)]
+    pub ipv6_routes_probed: bool,
 }
 
 /// One network interface (link).

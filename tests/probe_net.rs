@@ -5,7 +5,7 @@
 mod common;
 
 use common::Netns;
-use ncclenv::probe::net::probe;
+use ncclenv::probe::net::{probe_full as probe, probe_start, StartNeeds};
 use ncclenv::snapshot::{Addr, Family, Link, NetSnapshot, NextHop, Route, RouteLookup};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -314,6 +314,92 @@ fn check(ns: Option<&Netns>, peers: &[IpAddr]) -> NetSnapshot {
     panic!("`ip -j` kept changing between two reads");
 }
 
+/// Asserts that `probe_start(peers, needs)` agrees with `probe_full(peers)` in `ns` (retried while two full
+/// probes around it differ): the same addresses and peer lookups; the same routes when IPv6 routes were
+/// probed, else the same IPv4 routes; every link that owns an address or carries a default or peer route
+/// present with the full probe's name and flags; the full probe's whole entry (kind, MTU, MAC, exact
+/// state, …) for links with a usable address and for route output interfaces; no link the full probe
+/// lacks. Returns whether the IPv6 routes were probed.
+fn check_start(ns: &Netns, peers: &[IpAddr], needs: &StartNeeds) -> bool {
+    for _ in 0..5 {
+        let before = ns.in_netns(|| probe(peers)).expect("probe_full");
+        let start = ns
+            .in_netns(|| probe_start(peers, needs))
+            .expect("probe_start");
+        let after = ns.in_netns(|| probe(peers)).expect("probe_full");
+        if before.links != after.links
+            || before.addrs != after.addrs
+            || before.routes != after.routes
+        {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        let full = before;
+        assert!(full.ipv6_routes_probed);
+        assert_eq!(start.addrs, full.addrs, "addresses differ");
+        assert_eq!(start.peer_routes, full.peer_routes, "peer lookups differ");
+        let want_routes: Vec<Route> = if start.ipv6_routes_probed {
+            full.routes.clone()
+        } else {
+            full.routes
+                .iter()
+                .filter(|r| r.family == Family::Inet)
+                .cloned()
+                .collect()
+        };
+        assert_eq!(start.routes, want_routes, "routes differ");
+        let idx: Vec<u32> = start.links.iter().map(|l| l.index).collect();
+        assert!(
+            idx.windows(2).all(|w| w[0] < w[1]),
+            "links not in ascending index order: {idx:?}"
+        );
+        let full_link = |i: u32| {
+            full.links
+                .iter()
+                .find(|l| l.index == i)
+                .unwrap_or_else(|| panic!("probe_start has link {i}, probe_full does not"))
+        };
+        let owners: Vec<u32> = full.addrs.iter().map(|a| a.index).collect();
+        let detailed: Vec<u32> = full
+            .addrs
+            .iter()
+            .filter(|a| !a.is_link_local() && !a.is_loopback())
+            .map(|a| a.index)
+            .chain(
+                start
+                    .routes
+                    .iter()
+                    .filter(|r| r.is_default())
+                    .flat_map(|r| r.paths())
+                    .map(|p| p.oif),
+            )
+            .chain(full.peer_routes.iter().filter_map(|r| r.oif))
+            .collect();
+        for i in owners.iter().chain(&detailed) {
+            let f = full_link(*i);
+            let s = start
+                .links
+                .iter()
+                .find(|l| l.index == *i)
+                .unwrap_or_else(|| panic!("probe_start lacks link {} ({i})", f.name));
+            assert_eq!(
+                (&s.name, s.up, s.running, s.loopback),
+                (&f.name, f.up, f.running, f.loopback),
+                "name or flags of link {i} differ"
+            );
+            if detailed.contains(i) {
+                assert_eq!(s, f, "details of link {} differ", f.name);
+            }
+        }
+        for s in &start.links {
+            let f = full_link(s.index);
+            assert_eq!((&s.name, s.up, s.running), (&f.name, f.up, f.running));
+        }
+        return start.ipv6_routes_probed;
+    }
+    panic!("the network kept changing between two probes");
+}
+
 fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| s.parse().unwrap()).collect()
 }
@@ -379,6 +465,59 @@ fn mixed_layout_matches_ip() {
         "2001:db8::1",
     ]);
     let s = check(Some(&ns), &peers);
+    let none = StartNeeds::default();
+    assert!(
+        check_start(&ns, &peers, &none),
+        "an IPv6 peer needs the IPv6 routes"
+    );
+    let v4_peers = ips(&["10.0.1.20", "10.200.0.1"]);
+    assert!(
+        !check_start(&ns, &v4_peers, &none),
+        "the IPv4 default over eth1 decides: IPv6 routes skipped"
+    );
+    assert!(!check_start(&ns, &[], &none));
+    let v6_family = StartNeeds {
+        ipv6_family: true,
+        ..StartNeeds::default()
+    };
+    assert!(
+        check_start(&ns, &v4_peers, &v6_family),
+        "NCCL_SOCKET_FAMILY=AF_INET6 needs the IPv6 routes"
+    );
+    let exclude = ["eth1".to_string()];
+    let no_eth1 = StartNeeds {
+        exclude: &exclude,
+        ..StartNeeds::default()
+    };
+    assert!(
+        check_start(&ns, &[], &no_eth1),
+        "eth1 excluded, eth0 without carrier: no IPv4 default decides"
+    );
+    // A RoCE netdev without an address (a veth left down) is listed when named.
+    ns.ip(&[
+        "link", "add", "roce0", "type", "veth", "peer", "name", "roce0p",
+    ]);
+    assert!(!ns
+        .in_netns(|| probe_start(&[], &none))
+        .expect("probe_start")
+        .links
+        .iter()
+        .any(|l| l.name == "roce0"));
+    let names = ["roce0".to_string(), "nosuch0".to_string()];
+    let roce = StartNeeds {
+        names: &names,
+        ..StartNeeds::default()
+    };
+    let st = ns
+        .in_netns(|| probe_start(&[], &roce))
+        .expect("probe_start");
+    let roce0 = st.links.iter().find(|l| l.name == "roce0");
+    assert!(
+        roce0.is_some_and(|l| !l.up && l.oper_state == "down"),
+        "{:?}",
+        st.links
+    );
+    assert!(!st.links.iter().any(|l| l.name == "nosuch0"));
 
     // A few facts spelled out, so a wrong oracle cannot hide a wrong probe.
     let (eth0, eth1) = (link(&s, "eth0"), link(&s, "eth1"));
@@ -474,6 +613,10 @@ fn ipv6_only_layout_matches_ip() {
         Some(&ns),
         &ips(&["fd00:10::9", "fd00:10::5", "2001:db8::7", "10.1.1.1"]),
     );
+    assert!(
+        check_start(&ns, &ips(&["10.1.1.1"]), &StartNeeds::default()),
+        "no IPv4 default route: IPv6 routes probed"
+    );
     let tnl = link(&s, "ip6tnl0");
     assert_eq!(tnl.kind.as_deref(), Some("vxlan"));
     assert!(tnl.index < link(&s, "veth0").index);
@@ -502,7 +645,12 @@ fn calico_and_multus_layout_matches_ip() {
     ns.macvlan("net1", "ext0");
     ns.addr("net1", "10.100.0.11/24");
     ns.wait_running("net1");
-    let s = check(Some(&ns), &ips(&["10.100.0.12", "10.100.0.11", "8.8.8.8"]));
+    let peers = ips(&["10.100.0.12", "10.100.0.11", "8.8.8.8"]);
+    let s = check(Some(&ns), &peers);
+    assert!(
+        !check_start(&ns, &peers, &StartNeeds::default()),
+        "default via eth0 (a /32) decides: IPv6 routes skipped"
+    );
     let eth0 = link(&s, "eth0").index;
     let def = s.routes.iter().find(|r| r.is_default()).unwrap();
     assert_eq!(
@@ -528,7 +676,13 @@ fn loopback_only_layout_matches_ip() {
         return;
     }
     let ns = Netns::new("pn-lo");
-    let s = check(Some(&ns), &ips(&["10.0.0.1", "127.0.0.1", "::1"]));
+    let peers = ips(&["10.0.0.1", "127.0.0.1", "::1"]);
+    let s = check(Some(&ns), &peers);
+    assert!(check_start(&ns, &peers, &StartNeeds::default()));
+    assert!(
+        check_start(&ns, &peers[..2], &StartNeeds::default()),
+        "no default route at all: IPv6 routes probed"
+    );
     assert_eq!(s.links.len(), 1);
     assert!(
         s.routes.iter().all(|r| r.family == Family::Inet6),
@@ -559,29 +713,58 @@ fn host_namespace_matches_ip() {
     check(None, &peers);
 }
 
-/// Timing of `probe()` in the current namespace (run with `--ignored --nocapture`, ideally `--release`):
-/// prints the fastest and median of 50 runs.
+/// Timing of `probe_full()` and `probe_start()` in the current namespace (run with `--ignored --nocapture`,
+/// ideally `--release`, e.g. under `ip netns exec NS`): prints the fastest and median of 50 runs of each.
 #[test]
 #[ignore]
 fn probe_timing() {
     let peers = ips(&["192.0.2.1"]);
-    let mut times: Vec<std::time::Duration> = (0..50)
+    let time = |f: &dyn Fn() -> NetSnapshot| {
+        let mut times: Vec<std::time::Duration> = (0..50)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let s = f();
+                let d = t.elapsed();
+                assert!(!s.links.is_empty());
+                d
+            })
+            .collect();
+        times.sort();
+        let s = f();
+        format!(
+            "{} links, {} addresses, {} routes (IPv6 probed: {}); fastest {:?}, median {:?}",
+            s.links.len(),
+            s.addrs.len(),
+            s.routes.len(),
+            s.ipv6_routes_probed,
+            times[0],
+            times[times.len() / 2]
+        )
+    };
+    println!(
+        "probe_full():  {}",
+        time(&|| probe(&peers).expect("probe_full"))
+    );
+    println!(
+        "probe_start(): {}",
+        time(&|| probe_start(&peers, &StartNeeds::default()).expect("probe_start"))
+    );
+}
+
+/// `probe_start()` alone, 500 times (for `perf record`; run with `--ignored`): prints the median.
+#[test]
+#[ignore]
+fn probe_start_loop() {
+    let peers = ips(&["192.0.2.1"]);
+    let mut times: Vec<std::time::Duration> = (0..500)
         .map(|_| {
             let t = std::time::Instant::now();
-            let s = probe(&peers).expect("probe");
+            let s = probe_start(&peers, &StartNeeds::default()).expect("probe_start");
             let d = t.elapsed();
             assert!(!s.links.is_empty());
             d
         })
         .collect();
     times.sort();
-    let s = probe(&peers).unwrap();
-    println!(
-        "probe(): {} links, {} addresses, {} routes; fastest {:?}, median {:?}",
-        s.links.len(),
-        s.addrs.len(),
-        s.routes.len(),
-        times[0],
-        times[times.len() / 2]
-    );
+    println!("probe_start(): median {:?}", times[times.len() / 2]);
 }

@@ -36,8 +36,31 @@ pub fn collect(
     });
     let shape = job::job_shape(cfg.nnodes, cmd, &env);
     let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
-    let net = net::probe(&peer_addrs);
-    let rdma = Some(rdma::probe(&cfg.sysfs, &cfg.devfs));
+    let rdma = rdma::probe(&cfg.sysfs, &cfg.devfs);
+    let net = match depth {
+        Depth::Doctor => net::probe_full(&peer_addrs),
+        Depth::Start => {
+            // The netdevs of RoCE GIDs: `decide::rdma` looks them up by name in the links.
+            let mut names: Vec<String> = rdma
+                .devices
+                .iter()
+                .flat_map(|d| &d.ports)
+                .flat_map(|p| &p.gids)
+                .filter_map(|g| g.ndev.clone())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            let family = job::effective("NCCL_SOCKET_FAMILY", &env, &conf_files);
+            let needs = net::StartNeeds {
+                ipv6_family: crate::nccl_rules::socket_family(family.as_ref().map(|(v, _)| *v))
+                    == Some(crate::snapshot::Family::Inet6),
+                exclude: &cfg.exclude,
+                names: &names,
+            };
+            net::probe_start(&peer_addrs, &needs)
+        }
+    };
+    let rdma = Some(rdma);
     let shm = Some(host::probe_shm(&cfg.shm_path));
     let gpus = Some(host::gpu_count(&env, &cfg.devfs));
     let nccl_installs = match depth {

@@ -18,8 +18,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use futures_util::StreamExt;
+use nix::libc;
 use rtnetlink::packet_core::{
-    ErrorMessage, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+    ErrorBuffer, ErrorMessage, NetlinkBuffer, NetlinkMessage, NetlinkPayload, Parseable,
+    ParseableParametrized, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP,
+    NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
 };
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use rtnetlink::packet_route::link::{
@@ -30,6 +33,7 @@ use rtnetlink::packet_route::route::{
     RouteType, RouteVia,
 };
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
+use rtnetlink::sys as netlink_sys;
 use rtnetlink::Handle;
 
 use crate::snapshot::{Addr, Family, Link, NetSnapshot, NextHop, Route, RouteLookup};
@@ -50,7 +54,7 @@ const DUMP_ATTEMPTS: usize = 3;
 ///   error: it is recorded in [`RouteLookup::error`].
 ///
 /// Never panics on kernel data; runs in the calling thread's network namespace.
-pub fn probe(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
+pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
@@ -65,14 +69,17 @@ pub fn probe(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
     result
 }
 
-/// The requests of [`probe`], one after the other on `handle`. `closed` tells whether the connection task
+/// The requests of [`probe_full`], one after the other on `handle`. `closed` tells whether the connection task
 /// has ended (its socket failed), which would otherwise look like a short dump.
 async fn probe_with(
     mut handle: Handle,
     peer_addrs: &[IpAddr],
     closed: impl Fn() -> bool,
 ) -> Result<NetSnapshot, String> {
-    let mut snap = NetSnapshot::default();
+    let mut snap = NetSnapshot {
+        ipv6_routes_probed: true,
+        ..NetSnapshot::default()
+    };
 
     retry_dump(
         &mut handle,
@@ -203,23 +210,8 @@ async fn dump(
 /// the route it would use (a FIB lookup through the policy rules, net/ipv4/route.c `inet_rtm_getroute`,
 /// net/ipv6/route.c `inet6_rtm_getroute`) or an errno, which lands in [`RouteLookup::error`].
 async fn route_get(handle: &mut Handle, dest: IpAddr) -> RouteLookup {
-    let mut lookup = RouteLookup {
-        dest,
-        oif: None,
-        prefsrc: None,
-        gateway: None,
-        local: false,
-        error: None,
-    };
-    let mut m = RouteMessage::default();
-    m.header.address_family = match dest {
-        IpAddr::V4(_) => AddressFamily::Inet,
-        IpAddr::V6(_) => AddressFamily::Inet6,
-    };
-    m.header.destination_prefix_length = if dest.is_ipv4() { 32 } else { 128 };
-    m.attributes
-        .push(RouteAttribute::Destination(RouteAddress::from(dest)));
-    let mut req = NetlinkMessage::from(RouteNetlinkMessage::GetRoute(m));
+    let mut lookup = empty_lookup(dest);
+    let mut req = NetlinkMessage::from(route_get_request(dest));
     req.header.flags = NLM_F_REQUEST;
     let mut answers = match handle.request(req) {
         Ok(a) => a,
@@ -233,16 +225,7 @@ async fn route_get(handle: &mut Handle, dest: IpAddr) -> RouteLookup {
         match msg.payload {
             NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) if !answered => {
                 answered = true;
-                lookup.local = r.header.kind == RouteType::Local;
-                for attr in r.attributes {
-                    match attr {
-                        RouteAttribute::Oif(i) => lookup.oif = Some(i),
-                        RouteAttribute::PrefSource(a) => lookup.prefsrc = ip_of(&a),
-                        RouteAttribute::Gateway(a) => lookup.gateway = ip_of(&a),
-                        RouteAttribute::Via(v) => lookup.gateway = via_ip(&v),
-                        _ => {}
-                    }
-                }
+                fill_lookup(&mut lookup, r);
             }
             NetlinkPayload::Error(e) if e.code.is_some() => {
                 lookup.error = Some(errno_text(&e));
@@ -254,6 +237,46 @@ async fn route_get(handle: &mut Handle, dest: IpAddr) -> RouteLookup {
         lookup.error = Some("the kernel gave no answer to the route lookup".into());
     }
     lookup
+}
+
+/// A [`RouteLookup`] for `dest` with nothing found yet.
+fn empty_lookup(dest: IpAddr) -> RouteLookup {
+    RouteLookup {
+        dest,
+        oif: None,
+        prefsrc: None,
+        gateway: None,
+        local: false,
+        error: None,
+    }
+}
+
+/// The `RTM_GETROUTE` request of `ip route get DEST` (see [`route_get`]).
+fn route_get_request(dest: IpAddr) -> RouteNetlinkMessage {
+    let mut m = RouteMessage::default();
+    m.header.address_family = match dest {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    m.header.destination_prefix_length = if dest.is_ipv4() { 32 } else { 128 };
+    m.attributes
+        .push(RouteAttribute::Destination(RouteAddress::from(dest)));
+    RouteNetlinkMessage::GetRoute(m)
+}
+
+/// Copies the kernel's answer to a route lookup into `lookup`: `RTA_OIF`, `RTA_PREFSRC`, `RTA_GATEWAY` or
+/// `RTA_VIA`, and whether it is a `local` route.
+fn fill_lookup(lookup: &mut RouteLookup, r: RouteMessage) {
+    lookup.local = r.header.kind == RouteType::Local;
+    for attr in r.attributes {
+        match attr {
+            RouteAttribute::Oif(i) => lookup.oif = Some(i),
+            RouteAttribute::PrefSource(a) => lookup.prefsrc = ip_of(&a),
+            RouteAttribute::Gateway(a) => lookup.gateway = ip_of(&a),
+            RouteAttribute::Via(v) => lookup.gateway = via_ip(&v),
+            _ => {}
+        }
+    }
 }
 
 /// The kernel's errno of a netlink error message as `ENAME: description` (e.g.
@@ -450,6 +473,464 @@ fn via_ip(v: &RouteVia) -> Option<IpAddr> {
         RouteVia::Inet6(v6) => Some(IpAddr::V6(*v6)),
         _ => None,
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The start path: what the decision needs before every job start, without a link dump.
+// ---------------------------------------------------------------------------------------------------------
+
+/// What [`probe_start`] needs besides the peer addresses, to know which parts of the full probe the decision
+/// can do without (see [`probe_start`]).
+#[derive(Debug, Clone, Default)]
+pub struct StartNeeds<'a> {
+    /// The effective `NCCL_SOCKET_FAMILY` is `AF_INET6` (environment or NCCL configuration file): the
+    /// decision then looks only at IPv6 default routes (`decide::interface`), so they are always probed.
+    pub ipv6_family: bool,
+    /// `NCCLENV_EXCLUDE`: interfaces the decision never picks. An IPv4 default route over one of them does
+    /// not count when judging whether the IPv6 routes are needed.
+    pub exclude: &'a [String],
+    /// Interface names the decision looks up by name even without an address (the netdevs of RoCE GIDs,
+    /// `decide::rdma`): each one that exists gets an entry in [`NetSnapshot::links`] (`SIOCGIFINDEX`).
+    pub names: &'a [String],
+}
+
+/// Size of the receive buffer in bytes. The kernel sizes a dump's datagrams by the reader's buffer, capped at
+/// 32 KiB (`netlink_recvmsg`/`netlink_dump`, net/netlink/af_netlink.c), so 32 KiB takes a dump in the fewest
+/// `recv` calls and holds any single `RTM_NEWLINK` reply without VF information.
+const RECV_BUF: usize = 32 * 1024;
+
+/// A blocking `NETLINK_ROUTE` socket with one reused receive buffer: the start path's netlink client.
+struct Rtnl {
+    sock: netlink_sys::Socket,
+    seq: u32,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// How a request ended (see [`Rtnl::request`]).
+enum Outcome {
+    /// The answer is complete; `interrupted` when a dump part carried `NLM_F_DUMP_INTR`.
+    Done { interrupted: bool },
+    /// The kernel answered with an errno (`NLMSG_ERROR`, negative code), as [`errno_text`] writes it.
+    Refused(String),
+}
+
+impl Rtnl {
+    /// Opens the socket (`SOCK_CLOEXEC`, netlink-sys); the kernel binds it on the first send.
+    fn new() -> Result<Rtnl, String> {
+        let sock = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)
+            .map_err(|e| format!("cannot open a netlink route socket: {e}"))?;
+        Ok(Rtnl {
+            sock,
+            seq: 0,
+            buf: Vec::with_capacity(RECV_BUF),
+            out: Vec::with_capacity(64),
+        })
+    }
+
+    /// Sends `msg` with `flags` and hands each `RTM_NEW*` answer of this request to `each`, in order, until
+    /// `NLMSG_DONE`, an error, or (without `NLM_F_DUMP`) the single answer. `Err` only for a socket failure
+    /// or an answer that cannot be read.
+    fn request(
+        &mut self,
+        what: &str,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+        mut each: impl FnMut(RouteNetlinkMessage),
+    ) -> Result<Outcome, String> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut req = NetlinkMessage::from(msg);
+        req.header.flags = flags;
+        req.header.sequence_number = self.seq;
+        req.finalize();
+        self.out.clear();
+        self.out.resize(req.buffer_len(), 0);
+        req.serialize(&mut self.out);
+        self.sock
+            .send(&self.out, 0)
+            .map_err(|e| format!("cannot send the {what} request over netlink: {e}"))?;
+        let mut interrupted = false;
+        loop {
+            self.buf.clear();
+            let n = self
+                .sock
+                .recv(&mut self.buf, libc::MSG_TRUNC)
+                .map_err(|e| format!("cannot read the {what} answer from netlink: {e}"))?;
+            if n > self.buf.len() {
+                return Err(format!(
+                    "a netlink answer to the {what} request ({n} bytes) did not fit the {RECV_BUF}-byte buffer"
+                ));
+            }
+            let mut off = 0;
+            while off < n {
+                let part = NetlinkBuffer::new_checked(&self.buf[off..n])
+                    .map_err(|e| format!("unreadable netlink answer to the {what} request: {e}"))?;
+                let len = part.length() as usize;
+                off += (len + 3) & !3;
+                if part.sequence_number() != self.seq {
+                    continue; // an answer to an earlier request (cannot happen with one request at a time)
+                }
+                interrupted |= part.flags() & NLM_F_DUMP_INTR != 0;
+                match part.message_type() {
+                    NLMSG_DONE => return Ok(Outcome::Done { interrupted }),
+                    NLMSG_ERROR => {
+                        let payload = part.payload();
+                        let e = ErrorBuffer::new_checked(&payload)
+                            .and_then(|b| ErrorMessage::parse(&b))
+                            .map_err(|e| {
+                                format!("unreadable netlink error for the {what} request: {e}")
+                            })?;
+                        return Ok(match e.code {
+                            Some(_) => Outcome::Refused(errno_text(&e)),
+                            None => Outcome::Done { interrupted },
+                        });
+                    }
+                    NLMSG_NOOP => {}
+                    NLMSG_OVERRUN => {
+                        return Err(format!(
+                            "the {what} answer overran the netlink socket buffer"
+                        ))
+                    }
+                    t => {
+                        // A message this crate version cannot parse is skipped, as netlink-proto does.
+                        if let Ok(m) = RouteNetlinkMessage::parse_with_param(part.payload(), t) {
+                            each(m);
+                        }
+                        if part.flags() & NLM_F_MULTIPART == 0 {
+                            return Ok(Outcome::Done { interrupted });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A dump into `out` (cleared first), read again when the kernel flags it as interrupted, up to
+    /// [`DUMP_ATTEMPTS`] times (the last one is kept: it is consistent message by message).
+    fn dump<T>(
+        &mut self,
+        what: &str,
+        out: &mut Vec<T>,
+        request: impl Fn() -> RouteNetlinkMessage,
+        mut each: impl FnMut(RouteNetlinkMessage, &mut Vec<T>),
+    ) -> Result<(), String> {
+        for attempt in 1..=DUMP_ATTEMPTS {
+            out.clear();
+            match self.request(what, request(), NLM_F_REQUEST | NLM_F_DUMP, |m| {
+                each(m, out)
+            })? {
+                Outcome::Refused(e) => {
+                    return Err(format!("the kernel refused the {what} dump: {e}"))
+                }
+                Outcome::Done { interrupted } => {
+                    if !interrupted || attempt == DUMP_ATTEMPTS {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `ip route get DEST` on this socket (see [`route_get`]).
+    fn route_get(&mut self, dest: IpAddr) -> RouteLookup {
+        let mut lookup = empty_lookup(dest);
+        let mut answered = false;
+        match self.request(
+            "route lookup",
+            route_get_request(dest),
+            NLM_F_REQUEST,
+            |m| {
+                if let RouteNetlinkMessage::NewRoute(r) = m {
+                    if !answered {
+                        answered = true;
+                        fill_lookup(&mut lookup, r);
+                    }
+                }
+            },
+        ) {
+            Ok(Outcome::Done { .. }) if !answered => {
+                lookup.error = Some("the kernel gave no answer to the route lookup".into())
+            }
+            Ok(Outcome::Done { .. }) => {}
+            Ok(Outcome::Refused(e)) | Err(e) => lookup.error = Some(e),
+        }
+        lookup
+    }
+
+    /// One link by index (`RTM_GETLINK` without `NLM_F_DUMP`, `IFLA_EXT_MASK` = `RTEXT_FILTER_SKIP_STATS`:
+    /// `rtnl_getlink`, net/core/rtnetlink.c). `Ok(None)` when the kernel answers with an errno (`ENODEV`: the
+    /// link went away since the address dump).
+    fn link(&mut self, index: u32) -> Result<Option<Link>, String> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.attributes
+            .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+        let mut link = None;
+        let outcome = self.request(
+            "interface (RTM_GETLINK)",
+            RouteNetlinkMessage::GetLink(m),
+            NLM_F_REQUEST,
+            |msg| {
+                if let RouteNetlinkMessage::NewLink(m) = msg {
+                    if m.header.index == index {
+                        link = Some(link_from(m));
+                    }
+                }
+            },
+        )?;
+        Ok(match outcome {
+            Outcome::Done { .. } => link,
+            Outcome::Refused(_) => None,
+        })
+    }
+
+    /// `SIOCGIFNAME` then `SIOCGIFFLAGS` for `index` on the netlink socket (any socket serves: the kernel
+    /// hands interface ioctls a protocol does not handle to `dev_ioctl`, net/socket.c `sock_do_ioctl`).
+    /// `None` when the link is gone (`ENODEV`).
+    fn ioctl_link(&self, index: u32) -> Option<Link> {
+        use std::os::fd::AsRawFd;
+        let fd = self.sock.as_raw_fd();
+        // SAFETY: `ifreq` is plain old data; the kernel writes at most `IFNAMSIZ` bytes into `ifr_name`,
+        // NUL-terminated (dev_ifname → netdev_get_name), and a `c_short` into `ifr_flags`.
+        unsafe {
+            let mut ifr: libc::ifreq = std::mem::zeroed();
+            ifr.ifr_ifru.ifru_ifindex = i32::try_from(index).ok()?;
+            if libc::ioctl(fd, libc::SIOCGIFNAME as _, &mut ifr) != 0 {
+                return None;
+            }
+            let name = ifr_name(&ifr);
+            if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut ifr) != 0 {
+                return None;
+            }
+            // SIOCGIFFLAGS returns `(short) dev_get_flags(dev)` (net/core/dev_ioctl.c): the low 16 bits only,
+            // so IFF_LOWER_UP (0x10000) and IFF_DORMANT (0x20000) are cut off. See `flags_link`.
+            let flags = ifr.ifr_ifru.ifru_flags as u16 as u32;
+            Some(flags_link(index, name, flags))
+        }
+    }
+
+    /// `SIOCGIFINDEX` for `name`: its index, `None` when no such interface exists here.
+    fn index_of(&self, name: &str) -> Option<u32> {
+        use std::os::fd::AsRawFd;
+        let bytes = name.as_bytes();
+        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+            return None;
+        }
+        // SAFETY: `ifreq` is plain old data; the name is NUL-terminated (zeroed, shorter than IFNAMSIZ).
+        unsafe {
+            let mut ifr: libc::ifreq = std::mem::zeroed();
+            for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+                *d = *s as libc::c_char;
+            }
+            if libc::ioctl(self.sock.as_raw_fd(), libc::SIOCGIFINDEX as _, &mut ifr) != 0 {
+                return None;
+            }
+            u32::try_from(ifr.ifr_ifru.ifru_ifindex).ok()
+        }
+    }
+}
+
+/// The NUL-terminated name in `ifr_name`.
+fn ifr_name(ifr: &libc::ifreq) -> String {
+    let bytes: Vec<u8> = ifr
+        .ifr_name
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A [`Link`] from the interface flags alone (`SIOCGIFFLAGS`, low 16 bits of `dev_get_flags`,
+/// net/core/dev.c): `up` = IFF_UP, `running` = IFF_RUNNING, `loopback` = IFF_LOOPBACK. The rest is derived
+/// the way the kernel sets it in the common cases (exact values come from [`Rtnl::link`] for the links the
+/// decision looks at closely):
+///
+/// * `oper_state`: `down` when not up (`rtnl_fill_ifinfo` reports `IF_OPER_DOWN` for a device that is not
+///   running); `unknown` for an up loopback (lo has no carrier events, its operstate stays
+///   `IF_OPER_UNKNOWN`); `up` when running (IFF_RUNNING is `netif_oper_up`: operstate UP or UNKNOWN; devices
+///   without carrier management such as dummy, vxlan or tunnels really say `unknown`); `down` when up but
+///   not running (no carrier: `default_operstate`, net/core/link_watch.c; `lowerlayerdown`, `dormant` and
+///   `testing` are not told apart).
+/// * `lower_up` (IFF_LOWER_UP, cut off by the ioctl): true when running or an up loopback (carrier on),
+///   false otherwise (dev_get_flags sets it only for a running device with carrier).
+/// * `kind`, `mtu`, `master`, `mac`: unknown (`None`); `link_type`: 772 (ARPHRD_LOOPBACK) for loopback,
+///   else 0 (unknown).
+fn flags_link(index: u32, name: String, flags: u32) -> Link {
+    let up = flags & libc::IFF_UP as u32 != 0;
+    let running = flags & libc::IFF_RUNNING as u32 != 0;
+    let loopback = flags & libc::IFF_LOOPBACK as u32 != 0;
+    let oper_state = match (up, running, loopback) {
+        (false, _, _) => "down",
+        (true, _, true) => "unknown",
+        (true, true, false) => "up",
+        (true, false, false) => "down",
+    };
+    Link {
+        index,
+        name,
+        up,
+        running,
+        lower_up: running || (up && loopback),
+        loopback,
+        oper_state: oper_state.into(),
+        link_type: if loopback { 772 } else { 0 },
+        ..Link::default()
+    }
+}
+
+/// The network facts the start-up decision needs, read cheaply: the cost grows with the number of addresses
+/// (one `RTM_GETADDR` dump), not with a link dump's ~1 KiB per link. Fills the same [`NetSnapshot`] as
+/// [`probe_full`], with these differences:
+///
+/// 1. `addrs`: the same `RTM_GETADDR` dump (all families), same order.
+/// 2. `links`: only the links that own an address — NCCL walks `getifaddrs()` and considers only its
+///    `AF_INET`/`AF_INET6` entries (`ncclFindInterfaces`, src/misc/socket.cc), so a link without an address
+///    can never be NCCL's interface — plus the output interfaces of default and peer routes and the
+///    interfaces named in [`StartNeeds::names`]. Name and flags come from `SIOCGIFNAME`/`SIOCGIFFLAGS`
+///    (about 1 µs each, see `flags_link` for what is derived); links with a usable address (not
+///    link-local, not loopback) and the output interfaces of default routes and peer lookups — normally 1 to
+///    3 — get their details (`kind`, `mtu`, `master`, `mac`, `link_type`, exact `oper_state` and
+///    `lower_up`) from one `RTM_GETLINK` request by index each. Ascending index order, as in the full probe.
+/// 3. `routes`: IPv4 routes of table main always (a small dump). IPv6 routes only when the decision can
+///    reach them (`decide::interface`: IPv6 default routes are consulted only when no IPv4 default route
+///    gives a candidate): when no IPv4 unicast default route has a path that is not link-down through a
+///    RUNNING, non-loopback, non-excluded link with a usable IPv4 address; or when a peer address is IPv6;
+///    or when [`StartNeeds::ipv6_family`]. [`NetSnapshot::ipv6_routes_probed`] records which.
+/// 4. `peer_routes`: as in the full probe (one `RTM_GETROUTE` lookup per peer address).
+///
+/// One blocking `NETLINK_ROUTE` socket, no runtime. Errors as [`probe_full`]. Never panics on kernel data.
+pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnapshot, String> {
+    let mut nl = Rtnl::new()?;
+    let mut snap = NetSnapshot::default();
+
+    nl.dump(
+        "address (RTM_GETADDR)",
+        &mut snap.addrs,
+        || RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+        |msg, addrs| {
+            if let RouteNetlinkMessage::NewAddress(m) = msg {
+                if let Some(a) = addr_from(m) {
+                    addrs.push(a);
+                }
+            }
+        },
+    )?;
+
+    // Links owning an address: name and flags by ioctl. Kept sorted by index.
+    let mut links: Vec<Link> = Vec::new();
+    for a in &snap.addrs {
+        if let Err(at) = links.binary_search_by_key(&a.index, |l| l.index) {
+            if let Some(l) = nl.ioctl_link(a.index) {
+                links.insert(at, l);
+            }
+        }
+    }
+    for name in needs.names {
+        if links.iter().any(|l| &l.name == name) {
+            continue;
+        }
+        if let Some(index) = nl.index_of(name) {
+            if let Err(at) = links.binary_search_by_key(&index, |l| l.index) {
+                if let Some(l) = nl.ioctl_link(index) {
+                    links.insert(at, l);
+                }
+            }
+        }
+    }
+
+    let route_dump = |nl: &mut Rtnl, family: AddressFamily, out: &mut Vec<Route>| {
+        nl.dump(
+            "route (RTM_GETROUTE)",
+            out,
+            || {
+                let mut m = RouteMessage::default();
+                m.header.address_family = family;
+                RouteNetlinkMessage::GetRoute(m)
+            },
+            |msg, routes| {
+                if let RouteNetlinkMessage::NewRoute(m) = msg {
+                    if let Some(r) = route_from(m) {
+                        routes.push(r);
+                    }
+                }
+            },
+        )
+    };
+    route_dump(&mut nl, AddressFamily::Inet, &mut snap.routes)?;
+    snap.ipv6_routes_probed = needs.ipv6_family
+        || peer_addrs.iter().any(IpAddr::is_ipv6)
+        || !ipv4_default_decides(&snap.routes, &links, &snap.addrs, needs.exclude);
+    if snap.ipv6_routes_probed {
+        let mut v6 = Vec::new();
+        route_dump(&mut nl, AddressFamily::Inet6, &mut v6)?;
+        snap.routes.append(&mut v6);
+    }
+
+    snap.peer_routes.reserve_exact(peer_addrs.len());
+    for dest in peer_addrs {
+        snap.peer_routes.push(nl.route_get(*dest));
+    }
+
+    // Details for the links the decision looks at closely.
+    let mut detail: Vec<u32> = snap
+        .addrs
+        .iter()
+        .filter(|a| !a.is_link_local() && !a.is_loopback())
+        .map(|a| a.index)
+        .chain(
+            snap.routes
+                .iter()
+                .filter(|r| r.is_default())
+                .flat_map(|r| r.paths())
+                .map(|p| p.oif),
+        )
+        .chain(snap.peer_routes.iter().filter_map(|r| r.oif))
+        .collect();
+    detail.sort_unstable();
+    detail.dedup();
+    for index in detail {
+        if let Some(l) = nl.link(index)? {
+            match links.binary_search_by_key(&index, |l| l.index) {
+                Ok(at) => links[at] = l,
+                Err(at) => links.insert(at, l),
+            }
+        }
+    }
+    snap.links = links;
+    Ok(snap)
+}
+
+/// True when an IPv4 default route settles the interface, so that the decision never reads IPv6 routes: a
+/// unicast default route of table main with a path that is not link-down through a RUNNING, non-loopback
+/// link outside `exclude` that holds a usable IPv4 address (`decide::interface::usable_addr`: not
+/// tentative, deprecated, DAD-failed, link-local or loopback). Mirrors the candidate test of
+/// `decide::interface` (`Net::candidate`).
+fn ipv4_default_decides(
+    routes: &[Route],
+    links: &[Link],
+    addrs: &[Addr],
+    exclude: &[String],
+) -> bool {
+    routes
+        .iter()
+        .filter(|r| r.family == Family::Inet && r.is_default() && r.kind == 1)
+        .flat_map(|r| r.paths())
+        .filter(|p| !p.linkdown)
+        .any(|p| {
+            links.iter().any(|l| {
+                l.index == p.oif
+                    && l.running
+                    && !l.loopback
+                    && !exclude.iter().any(|e| e == &l.name)
+                    && addrs.iter().any(|a| {
+                        a.index == l.index
+                            && a.family() == Family::Inet
+                            && crate::decide::interface::usable_addr(a)
+                    })
+            })
+        })
 }
 
 #[cfg(test)]
