@@ -141,7 +141,9 @@ pub struct IfAddr {
 /// The `getifaddrs()` walk NCCL makes: every address in kernel order, IPv4 entries before IPv6 ones (glibc
 /// asks `RTM_GETADDR` for all families; the kernel dumps AF_INET before AF_INET6).
 pub fn ifaddrs(net: &NetSnapshot) -> Vec<IfAddr> {
-    let link = |index: u32| net.links.iter().find(|l| l.index == index);
+    let by_index: std::collections::HashMap<u32, &Link> =
+        net.links.iter().map(|l| (l.index, l)).collect();
+    let link = |index: u32| by_index.get(&index).copied();
     let mut out: Vec<IfAddr> = net
         .addrs
         .iter()

@@ -26,13 +26,23 @@ fn musl_binary() -> Option<PathBuf> {
 #[test]
 fn the_musl_build_is_static_small_and_runs() {
     let Some(bin) = musl_binary() else { return };
-    let file = Command::new("file").arg(&bin).output().expect("the file command");
+    let file = Command::new("file")
+        .arg(&bin)
+        .output()
+        .expect("the file command");
     let desc = String::from_utf8_lossy(&file.stdout);
     assert!(desc.contains("statically linked"), "{desc}");
     assert!(!desc.contains("dynamically"), "{desc}");
     let size = std::fs::metadata(&bin).expect("stat").len();
-    assert!(size < MAX_BYTES, "{} is {size} bytes, over 1.5 MiB", bin.display());
-    let v = Command::new(&bin).arg("--version").output().expect("run --version");
+    assert!(
+        size < MAX_BYTES,
+        "{} is {size} bytes, over 1.5 MiB",
+        bin.display()
+    );
+    let v = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .expect("run --version");
     assert_eq!(v.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&v.stdout).trim(),

@@ -10,6 +10,7 @@ use crate::nccl_rules::{self, Era, Found, PickSource};
 use crate::plan::{Choice, Plan};
 use crate::probe::job::{effective, PROXY_VARS};
 use crate::snapshot::{Addr, Family, Link, NetSnapshot, Snapshot};
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Link-name prefixes of container and virtualisation bridges: Docker (`docker0`, compose `br-<id>`),
@@ -29,30 +30,46 @@ pub fn is_bridge_like(link: &Link) -> bool {
         || BRIDGE_PREFIXES.iter().any(|p| link.name.starts_with(p))
 }
 
-/// Read-only helpers over the network snapshot.
+/// Read-only helpers over the network snapshot, with links and usable addresses indexed once (the cost
+/// stays linear in interfaces and addresses: a host can have thousands of veths).
 struct Net<'a> {
     net: &'a NetSnapshot,
     exclude: &'a [String],
+    links: HashMap<u32, &'a Link>,
+    /// Usable addresses per link index, IPv4 before IPv6, kernel order within a family.
+    usable: HashMap<u32, Vec<&'a Addr>>,
 }
 
 impl<'a> Net<'a> {
+    fn new(net: &'a NetSnapshot, exclude: &'a [String]) -> Net<'a> {
+        let links = net.links.iter().map(|l| (l.index, l)).collect();
+        let mut usable: HashMap<u32, Vec<&'a Addr>> = HashMap::new();
+        for a in net.addrs.iter().filter(|a| usable_addr(a)) {
+            usable.entry(a.index).or_default().push(a);
+        }
+        for v in usable.values_mut() {
+            v.sort_by_key(|a| a.family());
+        }
+        Net {
+            net,
+            exclude,
+            links,
+            usable,
+        }
+    }
     fn link(&self, index: u32) -> Option<&'a Link> {
-        self.net.links.iter().find(|l| l.index == index)
+        self.links.get(&index).copied()
     }
     fn link_by_name(&self, name: &str) -> Option<&'a Link> {
         self.net.links.iter().find(|l| l.name == name)
     }
     /// The first usable address of `link` in the allowed family (IPv4 before IPv6 when `family` is `None`).
     fn usable_addr(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
-        let mut addrs: Vec<&Addr> = self
-            .net
-            .addrs
+        self.usable
+            .get(&link.index)?
             .iter()
-            .filter(|a| a.index == link.index && usable_addr(a))
-            .filter(|a| family.is_none_or(|f| a.family() == f))
-            .collect();
-        addrs.sort_by_key(|a| a.family());
-        addrs.first().copied()
+            .find(|a| family.is_none_or(|f| a.family() == f))
+            .copied()
     }
     /// A candidate: RUNNING, not loopback, not excluded, with a usable address of the family.
     fn candidate(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
@@ -288,10 +305,7 @@ fn is_multi(snap: &Snapshot) -> bool {
 /// probe). Field cases F1–F12 (shared/FIELD-CASES.md).
 pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let Ok(net) = &snap.net else { return };
-    let v = Net {
-        net,
-        exclude: &cfg.exclude,
-    };
+    let v = Net::new(net, &cfg.exclude);
     let env = &snap.env;
     let conf = &snap.conf_files;
     let multi = is_multi(snap);
@@ -766,10 +780,7 @@ pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
     let Ok(net) = &snap.net else {
         return Vec::new();
     };
-    let v = Net {
-        net,
-        exclude: &cfg.exclude,
-    };
+    let v = Net::new(net, &cfg.exclude);
     let mut c = v.candidates(None);
     c.sort_by_key(|(l, a)| rank(l, a));
     c.into_iter().map(|(l, _)| l.name.clone()).collect()

@@ -94,9 +94,8 @@ pub fn gpu_count_with(env: &BTreeMap<String, String>, devfs: &Path, proc_gpus: &
     }
     GpuInfo {
         count: None,
-        source:
-            "no CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, device node or driver entry"
-                .into(),
+        source: "no CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, device node or driver entry"
+            .into(),
         warning: None,
     }
 }
