@@ -15,6 +15,7 @@ trap cleanup EXIT
 fresh() {
   cleanup; mkdir -p "$T/sys" "$T/dev"
   ip netns add "$NS"; ip netns add "$P"; ip -n "$NS" link set lo up
+  ip netns exec "$NS" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0
 }
 plug() { # name cidr
   ip link add "$1" netns "$NS" type veth peer name "p-$1" netns "$P"
