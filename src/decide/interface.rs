@@ -391,7 +391,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
 
     // The interface every library will use.
-    let (ifname, addr, how, routed) = if let Some(f) = &kept {
+    let (ifname, addr, how) = if let Some(f) = &kept {
         let (val, origin) = inherited
             .as_ref()
             .map(|(a, b)| (*a, b.as_str()))
@@ -400,7 +400,6 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             f.name.clone(),
             Some(f.addr),
             format!("inherited NCCL_SOCKET_IFNAME={val} (from {origin}), NCCL's first match"),
-            true,
         )
     } else if let Some(p) = &own {
         if inherited
@@ -434,12 +433,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
             );
         }
-        (
-            p.link.name.clone(),
-            p.addr.map(|a| a.addr),
-            p.how.clone(),
-            p.routed,
-        )
+        (p.link.name.clone(), p.addr.map(|a| a.addr), p.how.clone())
     } else {
         // No candidate at all: only loopback is left.
         let lacks = format!(
@@ -502,14 +496,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             format!("{lacks}; using lo: only a single-node job can work"),
             "for a multi-node job give the container a network (not --network=none); for one node this is fine",
         );
-        (
-            lo.name.clone(),
-            addr,
-            "loopback fallback".to_string(),
-            false,
-        )
+        (lo.name.clone(), addr, "loopback fallback".to_string())
     };
-    let _ = routed;
 
     plan.choice = Some(Choice {
         ifname: ifname.clone(),
@@ -664,7 +652,7 @@ fn companion(
                 let why = if bad.starts_with('^')
                     || bad.starts_with('=')
                     || bad.contains(':')
-                    || val.contains(',') && bad.is_empty()
+                    || bad.is_empty()
                 {
                     format!("{var} takes exact interface names, not NCCL's list syntax ({bad:?})")
                 } else {
