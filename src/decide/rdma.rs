@@ -266,6 +266,9 @@ fn apply(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
                     MEMLOCK_MIN_BYTES / MIB
                 ),
             );
+            // Raised all the same (FIELD-CASES F15): the command inherits the hard limit, which is what
+            // the container was given; the warning names the limit that remains too low.
+            plan.raise_memlock |= *raised;
             warn_memlock(plan, *bytes, *raised);
         }
         Assessment::Usable {
