@@ -16,6 +16,16 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+echo "== packages for tests/docker_e2e.rs (the Docker engine itself must already run: docker info)"
+need=()
+for p in busybox-static tini python3-yaml docker-compose; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
 echo "== rust targets"
 rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl \
   || rustup target add x86_64-unknown-linux-musl

@@ -1,0 +1,1424 @@
+//! The Docker images and examples, end to end.
+//!
+//! - Offline lints (no Docker): `docker/Dockerfile` builds what cargo produces, the example Dockerfiles chain
+//!   ncclenv correctly, the Kubernetes manifests carry the recommended settings (python3 + PyYAML), and
+//!   `examples/launch.sh` runs.
+//! - Real Docker: the carrier image is built from host binaries with `docker/Dockerfile.local`, a `FROM
+//!   scratch` test image adds `/bin/busybox` (Debian's busybox-static) and `tini-static`, and containers run
+//!   with `ncclenv --` as their entrypoint on the default bridge, the host network, no network, two user
+//!   networks, an IPv6 network, small and large `/dev/shm`, behind an init, and as a two-node Compose job.
+//!
+//! Without Docker (or busybox-static) the Docker tests print why and pass; under `CI=true` they fail.
+//! Everything created (containers, networks, images, temp dirs) is removed by Drop guards, also on failure;
+//! names carry the test process id.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+const BUSYBOX: &str = "/bin/busybox";
+const TINI_STATIC: &str = "/usr/bin/tini-static";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Prints why a test cannot run and returns false; under `CI=true` panics instead.
+fn cannot(why: &str) -> bool {
+    if ci() {
+        panic!("cannot run under CI=true: {why}");
+    }
+    eprintln!("skipping: {why}");
+    false
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A unique, Docker-safe name: `ncclenv-e2e-<pid>-<n>-<what>`.
+fn uniq(what: &str) -> String {
+    format!(
+        "ncclenv-e2e-{}-{}-{what}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn output(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// Runs `cmd`, panicking with its stderr unless it succeeds; returns stdout.
+fn ok(cmd: &mut Command) -> String {
+    let out = output(cmd);
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn docker(args: &[&str]) -> Command {
+    let mut c = Command::new("docker");
+    c.args(args);
+    c
+}
+
+/// Removes what a test created when dropped (also when the test panics).
+enum Guard {
+    Container(String),
+    Network(String),
+    Image(String),
+    Dir(PathBuf),
+    Compose {
+        project: String,
+        file: PathBuf,
+        env: Vec<(String, String)>,
+    },
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let quiet = |mut c: Command| {
+            let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();
+        };
+        match self {
+            Guard::Container(n) => quiet(docker(&["rm", "-f", "-v", n])),
+            Guard::Network(n) => quiet(docker(&["network", "rm", n])),
+            Guard::Image(n) => quiet(docker(&["rmi", n])),
+            Guard::Dir(d) => {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            Guard::Compose { project, file, env } => {
+                let mut c = Command::new("docker-compose");
+                c.envs(env.iter().map(|(k, v)| (k, v)));
+                c.arg("-p").arg(&*project).arg("-f").arg(&*file);
+                c.args(["down", "-v", "--remove-orphans", "-t", "1"]);
+                quiet(c);
+            }
+        }
+    }
+}
+
+fn temp_dir(what: &str) -> (PathBuf, Guard) {
+    let d = std::env::temp_dir().join(uniq(what));
+    std::fs::create_dir_all(&d).unwrap();
+    (d.clone(), Guard::Dir(d))
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Host binaries and images
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Builds (incrementally; a no-op when fresh) the static entrypoint and the check helper; returns their paths.
+fn host_binaries() -> (PathBuf, PathBuf) {
+    ok(cargo().args([
+        "build",
+        "--quiet",
+        "--release",
+        "--target",
+        MUSL_TARGET,
+        "--bin",
+        "ncclenv",
+    ]));
+    ok(cargo().args(["build", "--quiet", "--release", "--bin", "ncclenv-check"]));
+    let t = target_dir();
+    (
+        t.join(MUSL_TARGET).join("release/ncclenv"),
+        t.join("release/ncclenv-check"),
+    )
+}
+
+fn target_dir() -> PathBuf {
+    let meta: Value = serde_json::from_str(&ok(cargo().args([
+        "metadata",
+        "--no-deps",
+        "--format-version",
+        "1",
+    ])))
+    .unwrap();
+    PathBuf::from(meta["target_directory"].as_str().unwrap())
+}
+
+/// Docker and busybox-static are present (else skip, or fail under CI).
+fn docker_ready() -> bool {
+    match Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            return cannot(&format!(
+                "`docker info` failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ))
+        }
+        Err(e) => return cannot(&format!("no docker command: {e}")),
+    }
+    if !Path::new(BUSYBOX).exists() {
+        return cannot("no /bin/busybox (apt-get install busybox-static)");
+    }
+    true
+}
+
+/// The carrier image (docker/Dockerfile.local) and the test image built on it. Shared by the tests that run at
+/// the same time; removed when the last of them drops it.
+struct Images {
+    carrier: String,
+    test: String,
+    has_tini: bool,
+    _guards: Vec<Guard>,
+}
+
+static IMAGES: Mutex<Weak<Images>> = Mutex::new(Weak::new());
+
+const FAKE_NVIDIA_ENTRYPOINT: &str = r#"#!/bin/sh
+# Stand-in for NGC's /opt/nvidia/nvidia_entrypoint.sh: source entrypoint.d, then exec the arguments.
+for f in /opt/nvidia/entrypoint.d/*.sh; do [ -e "$f" ] && . "$f"; done
+if [ $# -eq 0 ]; then exec /bin/sh; else exec "$@"; fi
+"#;
+
+fn images() -> Arc<Images> {
+    let mut slot = IMAGES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = slot.upgrade() {
+        return i;
+    }
+    let (ncclenv, check) = host_binaries();
+    let mut guards = Vec::new();
+
+    // The carrier, exactly as a user builds it offline.
+    let (ctx, g) = temp_dir("carrier-ctx");
+    guards.push(g);
+    std::fs::copy(&ncclenv, ctx.join("ncclenv")).unwrap();
+    std::fs::copy(&check, ctx.join("ncclenv-check")).unwrap();
+    let carrier = format!("{}:carrier", uniq("img"));
+    build(&root().join("docker/Dockerfile.local"), &ctx, &carrier, &[]);
+    guards.push(Guard::Image(carrier.clone()));
+
+    // The test image: the carrier's files where users put them, busybox, tini, an NGC-like entrypoint.
+    let (ctx, g) = temp_dir("test-ctx");
+    guards.push(g);
+    std::fs::copy(BUSYBOX, ctx.join("busybox")).unwrap();
+    let has_tini = Path::new(TINI_STATIC).exists();
+    let tini_line = if has_tini {
+        std::fs::copy(TINI_STATIC, ctx.join("tini")).unwrap();
+        "COPY tini /usr/bin/tini\n"
+    } else {
+        eprintln!(
+            "no {TINI_STATIC} (apt-get install tini): the tini cases use docker run --init only"
+        );
+        ""
+    };
+    std::fs::write(ctx.join("nvidia_entrypoint.sh"), FAKE_NVIDIA_ENTRYPOINT).unwrap();
+    std::fs::write(ctx.join("10-banner.sh"), "export NGC_BANNER=shown\n").unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!(
+            "FROM scratch\n\
+             COPY --from={carrier} /ncclenv /ncclenv-check /usr/local/bin/\n\
+             COPY busybox /bin/busybox\n\
+             RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
+             {tini_line}\
+             COPY nvidia_entrypoint.sh /opt/nvidia/nvidia_entrypoint.sh\n\
+             COPY 10-banner.sh /opt/nvidia/entrypoint.d/10-banner.sh\n\
+             RUN [\"/bin/chmod\", \"755\", \"/opt/nvidia/nvidia_entrypoint.sh\"]\n\
+             ENV PATH=/usr/local/bin:/usr/bin:/bin\n\
+             ENTRYPOINT [\"ncclenv\", \"--\"]\n"
+        ),
+    )
+    .unwrap();
+    let test = format!("{}:test", uniq("img"));
+    build(&ctx.join("Dockerfile"), &ctx, &test, &[]);
+    guards.push(Guard::Image(test.clone()));
+
+    let i = Arc::new(Images {
+        carrier,
+        test,
+        has_tini,
+        _guards: guards,
+    });
+    *slot = Arc::downgrade(&i);
+    i
+}
+
+fn build(dockerfile: &Path, ctx: &Path, tag: &str, build_args: &[(&str, &str)]) {
+    let mut c = docker(&["build", "-q", "--force-rm", "-t", tag, "-f"]);
+    c.arg(dockerfile);
+    for (k, v) in build_args {
+        c.arg("--build-arg").arg(format!("{k}={v}"));
+    }
+    c.arg(ctx);
+    ok(&mut c);
+}
+
+/// `docker run` with a name guarded for removal. Returns the output.
+fn run(args: &[&str], image: &str, cmd: &[&str]) -> Output {
+    let name = uniq("c");
+    let _g = Guard::Container(name.clone());
+    let mut c = docker(&["run", "--name", &name]);
+    c.args(args).arg(image).args(cmd);
+    output(&mut c)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `NAME=value` lines of `env` output.
+fn env_of(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The interface (in `ip -o addr` output) holding an IPv4 address inside `cidr`, and that address.
+fn owner_in_subnet(ip_out: &str, cidr: &str) -> (String, String) {
+    let (net, len) = cidr.split_once('/').unwrap();
+    let net: std::net::Ipv4Addr = net.parse().unwrap();
+    let mask = u32::MAX
+        .checked_shl(32 - len.parse::<u32>().unwrap())
+        .unwrap_or(0);
+    addr_owners(ip_out)
+        .into_iter()
+        .find(|(a, _)| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| u32::from(a) & mask == u32::from(net) & mask)
+        })
+        .map(|(a, i)| (i, a))
+        .unwrap_or_else(|| panic!("no interface in {cidr}:\n{ip_out}"))
+}
+
+/// The IPv4 subnet of a Docker network.
+fn subnet4(net: &str) -> String {
+    inspect("network", net)["IPAM"]["Config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["Subnet"].as_str())
+        .find(|s| !s.contains(':'))
+        .unwrap()
+        .to_string()
+}
+
+/// `ip -o -4 addr` / `ip -o addr` lines → address → interface.
+fn addr_owners(out: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for l in out.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let Some(i) = w.iter().position(|x| *x == "inet" || *x == "inet6") {
+            if let (Some(ifname), Some(a)) = (w.get(1), w.get(i + 1)) {
+                let ifname = ifname.trim_end_matches(':').split('@').next().unwrap();
+                m.insert(a.split('/').next().unwrap().to_string(), ifname.to_string());
+            }
+        }
+    }
+    m
+}
+
+fn expect_env(env: &BTreeMap<String, String>, k: &str, v: &str, ctx: &str) {
+    assert_eq!(
+        env.get(k).map(String::as_str),
+        Some(v),
+        "{k} ({ctx}); env: {env:?}"
+    );
+}
+
+/// The host's default-route interface with the lowest metric (`ip -j route show default`).
+fn host_default_dev() -> Option<String> {
+    let out = Command::new("ip")
+        .args(["-j", "route", "show", "default"])
+        .output()
+        .ok()?;
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v.as_array()?
+        .iter()
+        .min_by_key(|r| r["metric"].as_u64().unwrap_or(0))
+        .and_then(|r| r["dev"].as_str().map(String::from))
+}
+
+fn host_links() -> Vec<String> {
+    let out = Command::new("ip").args(["-j", "link"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["ifname"].as_str().map(String::from))
+        .collect()
+}
+
+/// A user network (IPv4 subnet allocated by Docker, distinct from every other network); extra args e.g. IPv6.
+fn network(extra: &[&str]) -> (String, Guard) {
+    let n = uniq("net");
+    let mut c = docker(&["network", "create"]);
+    c.args(extra).arg(&n);
+    ok(&mut c);
+    (n.clone(), Guard::Network(n))
+}
+
+fn inspect(what: &str, name: &str) -> Value {
+    let v: Value = serde_json::from_str(&ok(&mut docker(&[what, "inspect", name]))).unwrap();
+    v[0].clone()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Docker cases
+
+#[test]
+fn bridge_host_and_none() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+
+    // F1: the default bridge.
+    let o = run(&["--rm"], &img.test, &["env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    expect_env(&env, "NCCL_SOCKET_IFNAME", "eth0", "default bridge");
+    expect_env(&env, "NCCL_SOCKET_FAMILY", "AF_INET", "default bridge");
+    expect_env(&env, "GLOO_SOCKET_IFNAME", "eth0", "default bridge");
+
+    // --network=host: the host's default-route interface (oracle: ip -j route), never docker0.
+    match host_default_dev() {
+        Some(dev) => {
+            let o = run(&["--rm", "--network=host"], &img.test, &["env"]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            let env = env_of(&stdout(&o));
+            expect_env(&env, "NCCL_SOCKET_IFNAME", &dev, "--network=host");
+            assert_ne!(env["NCCL_SOCKET_IFNAME"], "docker0");
+        }
+        None => eprintln!("the host has no default route: --network=host case not checked"),
+    }
+
+    // F10: --network=none → lo with a warning; a 2-node job is refused before the command runs.
+    let o = run(&["--rm", "--network=none"], &img.test, &["env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    expect_env(
+        &env_of(&stdout(&o)),
+        "NCCL_SOCKET_IFNAME",
+        "lo",
+        "--network=none",
+    );
+    assert!(stderr(&o).contains("[loopback-only]"), "{}", stderr(&o));
+    let o = run(
+        &["--rm", "--network=none"],
+        &img.test,
+        &["env", "--nnodes=2"],
+    );
+    assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "the command ran: {}", stdout(&o));
+    assert!(stderr(&o).contains("refused"), "{}", stderr(&o));
+}
+
+#[test]
+fn two_user_networks_peer_on_the_second() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    let (first, _g1) = network(&[]);
+    let (second, _g2) = network(&[]);
+    let net2 = inspect("network", &second);
+    let peer = net2["IPAM"]["Config"][0]["Gateway"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let name = uniq("c");
+    let _c = Guard::Container(name.clone());
+    let peer_env = format!("MASTER_ADDR={peer}");
+    ok(&mut docker(&[
+        "create",
+        "--name",
+        &name,
+        "--network",
+        &first,
+        "-e",
+        &peer_env,
+        &img.test,
+        "sh",
+        "-c",
+        "ip -o addr; echo ---; env",
+    ]));
+    ok(&mut docker(&["network", "connect", &second, &name]));
+    let o = output(&mut docker(&["start", "-a", &name]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let (ips, envs) = out.split_once("---").unwrap();
+    let (want, mine) = owner_in_subnet(ips, &subnet4(&second));
+    let env = env_of(envs);
+    expect_env(
+        &env,
+        "NCCL_SOCKET_IFNAME",
+        &want,
+        "MASTER_ADDR on the second network",
+    );
+    expect_env(
+        &env,
+        "GLOO_SOCKET_IFNAME",
+        &want,
+        "MASTER_ADDR on the second network",
+    );
+    expect_env(&env, "POD_IP", &mine, "the address on the second network");
+    assert!(
+        stderr(&o).contains(&format!("route to peer {peer}")),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn ipv6_network_gives_af_inet6() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    // Docker 20.10 always gives a user network an IPv4 subnet too (allocated here); the IPv6 one is ours.
+    let v6 = format!(
+        "fd00:{:x}:{:x}::/64",
+        std::process::id() & 0xffff,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let (net, _g) = network(&["--ipv6", "--subnet", &v6]);
+    let gw6 = inspect("network", &net)["IPAM"]["Config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["Gateway"].as_str())
+        .find(|g| g.contains(':'))
+        .map(String::from)
+        .unwrap_or_else(|| v6.replace("::/64", "::1"));
+
+    // Dual stack, the peer is IPv6: NCCL must bootstrap over IPv6.
+    let peer = format!("MASTER_ADDR={gw6}");
+    let o = run(
+        &["--rm", "--network", &net, "-e", &peer],
+        &img.test,
+        &["env"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    expect_env(&env, "NCCL_SOCKET_IFNAME", "eth0", "IPv6 peer");
+    expect_env(&env, "NCCL_SOCKET_FAMILY", "AF_INET6", "IPv6 peer");
+
+    // IPv6 only: the container's IPv4 address is removed before ncclenv runs (busybox ip, NET_ADMIN); no peer.
+    let o = run(
+        &[
+            "--rm",
+            "--network",
+            &net,
+            "--cap-add",
+            "NET_ADMIN",
+            "--entrypoint",
+            "/bin/sh",
+        ],
+        &img.test,
+        &["-c", "ip -4 addr flush dev eth0 && exec ncclenv -- env"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    expect_env(&env, "NCCL_SOCKET_IFNAME", "eth0", "IPv6 only");
+    expect_env(&env, "NCCL_SOCKET_FAMILY", "AF_INET6", "IPv6 only");
+    assert!(!env.contains_key("POD_IP"), "POD_IP is IPv4 only: {env:?}");
+}
+
+#[test]
+fn shm_size_decides_shm_disable() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    let gpus = ["-e", "CUDA_VISIBLE_DEVICES=0,1,2,3"];
+    let shm = |extra: &str| {
+        let mut args = vec!["--rm", extra];
+        args.extend(gpus);
+        let o = run(&args, &img.test, &["env"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (env_of(&stdout(&o)), stderr(&o))
+    };
+    let (env, err) = shm("--shm-size=64m");
+    expect_env(&env, "NCCL_SHM_DISABLE", "1", "--shm-size=64m");
+    assert!(
+        err.contains("[shm-too-small]") && err.contains("--shm-size=1g"),
+        "{err}"
+    );
+    let (env, _) = shm("--shm-size=1g");
+    assert!(
+        !env.contains_key("NCCL_SHM_DISABLE"),
+        "--shm-size=1g: {env:?}"
+    );
+
+    // --ipc=host: the host's /dev/shm; the oracle is its free space against NCCL's need (4 GPUs).
+    let need: u64 = 4 * 9_637_888 * 4;
+    let s = ok(Command::new("stat").args(["-f", "-c", "%a %S", "/dev/shm"]));
+    let mut w = s.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+    let free = w.next().unwrap() * w.next().unwrap();
+    let (env, _) = shm("--ipc=host");
+    assert_eq!(
+        env.get("NCCL_SHM_DISABLE").map(String::as_str),
+        if free < need { Some("1") } else { None },
+        "--ipc=host with {free} B free on the host's /dev/shm, {need} B needed"
+    );
+}
+
+#[test]
+fn baked_ifname_repaired_on_host_network() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(dev) = host_default_dev() else {
+        cannot("the host has no default route");
+        return;
+    };
+    let img = images();
+    // The image bakes a name this host lacks (eth0 unless the host has one).
+    let links = host_links();
+    let baked = ["eth0", "ens6", "enp99s0"]
+        .into_iter()
+        .find(|n| !links.iter().any(|l| l == n))
+        .unwrap();
+    let (ctx, _d) = temp_dir("baked-ctx");
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!("FROM {}\nENV NCCL_SOCKET_IFNAME={baked}\n", img.test),
+    )
+    .unwrap();
+    let tag = format!("{}:baked", uniq("img"));
+    build(&ctx.join("Dockerfile"), &ctx, &tag, &[]);
+    let _i = Guard::Image(tag.clone());
+
+    let o = run(&["--rm", "--network=host"], &tag, &["env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    expect_env(
+        &env_of(&stdout(&o)),
+        "NCCL_SOCKET_IFNAME",
+        &dev,
+        "baked name repaired",
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("[inherited-ifname-repaired]") && err.contains(baked),
+        "{err}"
+    );
+
+    let o = run(
+        &["--rm", "--network=host", "-e", "NCCLENV_STRICT=1"],
+        &tag,
+        &["env"],
+    );
+    assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
+    assert!(
+        stdout(&o).is_empty(),
+        "the command ran under NCCLENV_STRICT=1"
+    );
+}
+
+/// Starts `ncclenv -- sleep 1000` detached (with `run_args` and `cmd_prefix` in front), waits until ncclenv
+/// has exec'd sleep, then returns how long `docker stop -t <t>` took and the container's exit code.
+fn stop_time(img: &str, run_args: &[&str], prefix: &[&str], t: &str) -> (Duration, i64) {
+    let name = uniq("c");
+    let _g = Guard::Container(name.clone());
+    let mut c = docker(&["run", "-d", "--name", &name]);
+    c.args(run_args)
+        .arg(img)
+        .args(prefix)
+        .args(["sleep", "1000"]);
+    ok(&mut c);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let top = output(&mut docker(&["top", &name]));
+        if stdout(&top).contains("sleep 1000") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sleep never started: {}",
+            stdout(&top)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t0 = Instant::now();
+    ok(&mut docker(&["stop", "-t", t, &name]));
+    let took = t0.elapsed();
+    let code = inspect("container", &name)["State"]["ExitCode"]
+        .as_i64()
+        .unwrap();
+    (took, code)
+}
+
+#[test]
+fn init_forwards_stop_and_exit_code() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    let fast = Duration::from_secs(5);
+
+    // docker run --init: Docker's tini is PID 1, forwards SIGTERM; sleep dies of it (tini exits 128+15).
+    let (took, code) = stop_time(&img.test, &["--init"], &[], "10");
+    assert!(took < fast, "docker stop with --init took {took:?}");
+    assert_eq!(code, 143);
+    let o = run(&["--rm", "--init"], &img.test, &["sh", "-c", "exit 42"]);
+    assert_eq!(o.status.code(), Some(42), "{}", stderr(&o));
+
+    // ENTRYPOINT ["tini", "--", "ncclenv", "--"] (examples/tini/Dockerfile).
+    if img.has_tini {
+        let entry = ["--entrypoint", "tini"];
+        let (took, code) = stop_time(&img.test, &entry, &["--", "ncclenv", "--"], "10");
+        assert!(took < fast, "docker stop behind tini took {took:?}");
+        assert_eq!(code, 143);
+        let o = run(
+            &["--rm", "--entrypoint", "tini"],
+            &img.test,
+            &["--", "ncclenv", "--", "sh", "-c", "exit 42"],
+        );
+        assert_eq!(o.status.code(), Some(42), "{}", stderr(&o));
+    } else {
+        cannot("no tini-static: the ENTRYPOINT [\"tini\", …] case is not run");
+    }
+
+    // Without an init the command itself is PID 1 (ncclenv exec'd it) and ignores SIGTERM: Docker waits out
+    // the timeout and kills it. This is why examples/README.md recommends an init.
+    let (took, code) = stop_time(&img.test, &[], &[], "2");
+    assert!(
+        took >= Duration::from_secs(2),
+        "sleep as PID 1 stopped in {took:?}"
+    );
+    assert_eq!(code, 137);
+    let o = run(&["--rm"], &img.test, &["sh", "-c", "exit 42"]);
+    assert_eq!(o.status.code(), Some(42), "{}", stderr(&o));
+}
+
+#[test]
+fn example_images_build_and_chain() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    let (ctx, _d) = temp_dir("example-ctx");
+    std::fs::write(ctx.join("train.py"), "print('train')\n").unwrap();
+
+    // examples/ngc/Dockerfile on a stand-in NGC base (the test image has an nvidia_entrypoint.sh that sources
+    // entrypoint.d and execs its arguments, like NGC's).
+    let ngc = format!("{}:ngc", uniq("img"));
+    build(
+        &root().join("examples/ngc/Dockerfile"),
+        &ctx,
+        &ngc,
+        &[("NCCLENV_IMAGE", &img.carrier), ("NGC_IMAGE", &img.test)],
+    );
+    let _g = Guard::Image(ngc.clone());
+    let o = run(&["--rm"], &ngc, &["sh", "-c", "echo pid=$$; env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("pid=1\n"),
+        "the command is not PID 1 after both execs: {out}"
+    );
+    let env = env_of(&out);
+    expect_env(&env, "NGC_BANNER", "shown", "NGC's entrypoint.d ran");
+    expect_env(
+        &env,
+        "NCCL_SOCKET_IFNAME",
+        "eth0",
+        "ncclenv ran after NGC's entrypoint",
+    );
+
+    // docker/Dockerfile.paddle on a stand-in tagged paddlepaddle/paddle:<unique>.
+    let tag = uniq("stand-in");
+    let stand_in = format!("paddlepaddle/paddle:{tag}");
+    ok(&mut docker(&["tag", &img.test, &stand_in]));
+    let _s = Guard::Image(stand_in);
+    let paddle = format!("{}:paddle", uniq("img"));
+    build(
+        &root().join("docker/Dockerfile.paddle"),
+        &ctx,
+        &paddle,
+        &[("NCCLENV_IMAGE", &img.carrier), ("PADDLE_TAG", &tag)],
+    );
+    let _p = Guard::Image(paddle.clone());
+    let o = run(&["--rm"], &paddle, &["sh", "-c", "cat train.py; env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("print('train')"));
+    expect_env(
+        &env_of(&stdout(&o)),
+        "NCCL_SOCKET_IFNAME",
+        "eth0",
+        "Paddle image",
+    );
+    // Its own CMD: ncclenv reads the launcher's --master and --nnodes, decides, then execs python (absent
+    // in the stand-in: 127).
+    let o = run(&["--rm"], &paddle, &[]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("10.0.0.1") && err.contains("NCCL_SOCKET_IFNAME=eth0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compose_two_nodes_route_to_master() {
+    if !docker_ready() {
+        return;
+    }
+    if !Command::new("docker-compose")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        cannot("no docker-compose");
+        return;
+    }
+    let img = images();
+    let project = uniq("job").replace('-', "_");
+    let file = root().join("examples/compose/docker-compose.yml");
+    let env = vec![
+        ("IMAGE".to_string(), img.test.clone()),
+        (
+            "TRAIN_CMD".to_string(),
+            "sh -c 'ip -o addr; echo ---; env; sleep 3'".to_string(),
+        ),
+    ];
+    let compose = |args: &[&str]| {
+        let mut c = Command::new("docker-compose");
+        c.envs(env.iter().map(|(k, v)| (k, v)));
+        c.arg("-p").arg(&project).arg("-f").arg(&file).args(args);
+        c
+    };
+    let _g = Guard::Compose {
+        project: project.clone(),
+        file: file.clone(),
+        env: env.clone(),
+    };
+    ok(&mut compose(&["up", "-d", "--no-color"]));
+    let job_net = format!("{project}_job");
+    for node in ["node0", "node1"] {
+        let id = ok(&mut compose(&["ps", "-q", node])).trim().to_string();
+        let code = ok(&mut docker(&["wait", &id])).trim().to_string();
+        let logs = output(&mut docker(&["logs", &id]));
+        assert_eq!(code, "0", "{node}: {}", stderr(&logs));
+        let out = stdout(&logs);
+        let (ips, envs) = out.split_once("---").unwrap();
+        let (want, _) = owner_in_subnet(ips, &subnet4(&job_net));
+        let env = env_of(envs);
+        expect_env(
+            &env,
+            "NCCL_SOCKET_IFNAME",
+            &want,
+            &format!("{node}: the job network"),
+        );
+        expect_env(&env, "GLOO_SOCKET_IFNAME", &want, node);
+        eprintln!("{node}: {}", stderr(&logs).lines().last().unwrap_or(""));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Offline checks: Dockerfiles, manifests, launch script
+
+/// One Dockerfile instruction: keyword (upper case), flags (`--from=x`), arguments (JSON form or words).
+#[derive(Debug, Clone)]
+struct Insn {
+    op: String,
+    flags: BTreeMap<String, String>,
+    args: Vec<String>,
+    json: bool,
+}
+
+#[derive(Debug, Default)]
+struct Stage {
+    from: String,
+    name: Option<String>,
+    insns: Vec<Insn>,
+}
+
+/// Parses a Dockerfile into global ARG defaults and stages, expanding `${ARG}`/`$ARG` with the defaults.
+fn parse_dockerfile(path: &Path) -> (BTreeMap<String, String>, Vec<Stage>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for l in text.lines() {
+        let t = l.trim();
+        if cur.is_empty() && (t.is_empty() || t.starts_with('#')) {
+            continue;
+        }
+        if cur.is_empty() || !t.starts_with('#') {
+            match t.strip_suffix('\\') {
+                Some(s) => {
+                    cur.push_str(s);
+                    cur.push(' ');
+                    continue;
+                }
+                None => cur.push_str(t),
+            }
+        }
+        lines.push(std::mem::take(&mut cur));
+    }
+    assert!(
+        cur.is_empty(),
+        "{}: dangling line continuation",
+        path.display()
+    );
+    let mut global = BTreeMap::new();
+    let mut stages: Vec<Stage> = Vec::new();
+    let mut scope: BTreeMap<String, String> = BTreeMap::new();
+    for l in lines {
+        let (op, rest) = l.split_once(char::is_whitespace).unwrap_or((&l, ""));
+        let op = op.to_ascii_uppercase();
+        let known = [
+            "FROM",
+            "ARG",
+            "RUN",
+            "COPY",
+            "ADD",
+            "ENV",
+            "WORKDIR",
+            "LABEL",
+            "ENTRYPOINT",
+            "CMD",
+            "USER",
+            "EXPOSE",
+            "VOLUME",
+            "SHELL",
+            "STOPSIGNAL",
+            "HEALTHCHECK",
+            "ONBUILD",
+        ];
+        assert!(
+            known.contains(&op.as_str()),
+            "{}: unknown instruction {op}",
+            path.display()
+        );
+        let vars = if stages.is_empty() || op == "FROM" {
+            &global
+        } else {
+            &scope
+        };
+        let rest = expand(rest.trim(), vars);
+        let json = rest.starts_with('[');
+        let mut words: Vec<String> = if json {
+            serde_json::from_str(&rest)
+                .unwrap_or_else(|e| panic!("{}: {op} {rest}: bad JSON form: {e}", path.display()))
+        } else {
+            rest.split_whitespace().map(String::from).collect()
+        };
+        let mut flags = BTreeMap::new();
+        if !json {
+            while words.first().is_some_and(|w| w.starts_with("--")) {
+                let f = words.remove(0);
+                let (k, v) = f[2..].split_once('=').unwrap_or((&f[2..], ""));
+                flags.insert(k.to_string(), v.to_string());
+            }
+        }
+        if op == "ARG" {
+            let (k, v) = words[0].split_once('=').unwrap_or((&words[0], ""));
+            let v = if v.is_empty() {
+                global.get(k).cloned().unwrap_or_default()
+            } else {
+                v.to_string()
+            };
+            if stages.is_empty() {
+                global.insert(k.to_string(), v);
+                continue;
+            }
+            scope.insert(k.to_string(), v);
+        }
+        if op == "FROM" {
+            let name = match words.as_slice() {
+                [_, kw, n] if kw.eq_ignore_ascii_case("AS") => Some(n.clone()),
+                [_] => None,
+                _ => panic!("{}: bad FROM {words:?}", path.display()),
+            };
+            stages.push(Stage {
+                from: words[0].clone(),
+                name,
+                insns: Vec::new(),
+            });
+            scope.clear();
+            continue;
+        }
+        let stage = stages
+            .last_mut()
+            .unwrap_or_else(|| panic!("{}: {op} before FROM", path.display()));
+        stage.insns.push(Insn {
+            op,
+            flags,
+            args: words,
+            json,
+        });
+    }
+    (global, stages)
+}
+
+fn expand(s: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = s.to_string();
+    for (k, v) in vars {
+        out = out
+            .replace(&format!("${{{k}}}"), v)
+            .replace(&format!("${k}"), v);
+    }
+    out
+}
+
+impl Stage {
+    fn all(&self, op: &str) -> Vec<&Insn> {
+        self.insns.iter().filter(|i| i.op == op).collect()
+    }
+    fn workdir(&self) -> String {
+        self.all("WORKDIR")
+            .last()
+            .map(|i| i.args[0].clone())
+            .unwrap_or_else(|| "/".into())
+    }
+    fn entrypoint(&self) -> Vec<String> {
+        let e = self.all("ENTRYPOINT");
+        let e = e.last().expect("no ENTRYPOINT");
+        assert!(e.json, "ENTRYPOINT must be the exec (JSON) form: {e:?}");
+        e.args.clone()
+    }
+    /// The sources copied into the stage from the build context.
+    fn context_copies(&self) -> Vec<String> {
+        self.all("COPY")
+            .into_iter()
+            .filter(|i| !i.flags.contains_key("from"))
+            .flat_map(|i| i.args[..i.args.len() - 1].to_vec())
+            .collect()
+    }
+}
+
+/// The executable cargo produces for `args` (a `cargo build` invocation), relative to the target directory.
+fn cargo_artifact(args: &[&str]) -> String {
+    let mut c = cargo();
+    c.args(args).args(["--quiet", "--message-format=json"]);
+    let out = ok(&mut c);
+    let target = target_dir();
+    let exe = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .next_back()
+        .unwrap_or_else(|| panic!("cargo {args:?} reported no executable"));
+    exe.strip_prefix(&target)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The highest `rust-version` among the locked dependencies whose sources are in the cargo registry.
+fn locked_msrv() -> (u32, u32) {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let home = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
+    let regs: Vec<PathBuf> = std::fs::read_dir(home.join("registry/src"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let mut best = parse_rust_version(&toml).unwrap();
+    for pkg in lock.split("[[package]]").skip(1) {
+        let field = |k: &str| {
+            pkg.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k} = \"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+        };
+        let (Some(name), Some(version)) = (field("name"), field("version")) else {
+            continue;
+        };
+        for r in &regs {
+            if let Ok(t) = std::fs::read_to_string(r.join(format!("{name}-{version}/Cargo.toml"))) {
+                if let Some(v) = parse_rust_version(&t) {
+                    best = best.max(v);
+                }
+            }
+        }
+    }
+    best
+}
+
+fn parse_rust_version(toml: &str) -> Option<(u32, u32)> {
+    let v = toml
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version = \""))?;
+    let mut it = v
+        .trim_end_matches('"')
+        .split('.')
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    Some((it.next()?, it.next().unwrap_or(0)))
+}
+
+#[test]
+fn dockerfile_builds_what_cargo_produces() {
+    let (global, stages) = parse_dockerfile(&root().join("docker/Dockerfile"));
+    let names: Vec<_> = stages
+        .iter()
+        .map(|s| s.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["musl", "glibc", "carrier"]);
+
+    // The rust image is new enough for every locked dependency.
+    let rv = global["RUST_VERSION"].clone();
+    let mut it = rv.split('.').map(|x| x.parse::<u32>().unwrap());
+    let have = (it.next().unwrap(), it.next().unwrap());
+    let need = locked_msrv();
+    assert!(
+        have >= need,
+        "RUST_VERSION {rv} is older than the locked dependencies need ({need:?})"
+    );
+
+    // Builder stages: a rust image; glibc stage on a Debian with glibc <= 2.31 (Ubuntu 20.04).
+    for s in &stages[..2] {
+        assert!(
+            s.from.starts_with(&format!("rust:{rv}-")),
+            "{}: {}",
+            names[0],
+            s.from
+        );
+    }
+    let glibc_of = |from: &str| match from.rsplit('-').next().unwrap() {
+        "buster" => (2, 28),
+        "bullseye" => (2, 31),
+        other => panic!("glibc stage on {other}: pick bullseye (glibc 2.31) or older"),
+    };
+    assert!(glibc_of(&stages[1].from) <= (2, 31));
+
+    // Every stage that runs cargo copies what cargo reads; no build script is left behind.
+    assert!(
+        !root().join("build.rs").exists(),
+        "build.rs exists: copy it in docker/Dockerfile"
+    );
+    for s in &stages[..2] {
+        let copied = s.context_copies();
+        for need in ["Cargo.toml", "Cargo.lock", ".cargo", "src"] {
+            assert!(
+                copied.iter().any(|c| c == need),
+                "{:?} does not copy {need}",
+                s.name
+            );
+        }
+    }
+
+    // The cargo commands, and the paths the carrier copies are the ones they produce.
+    let cargo_run = |s: &Stage| -> Vec<String> {
+        let runs = s.all("RUN");
+        let r = runs
+            .iter()
+            .find(|r| r.args.join(" ").contains("cargo build"))
+            .unwrap_or_else(|| panic!("{:?}: no cargo build", s.name));
+        r.args.clone()
+    };
+    let musl_target = stages[0]
+        .all("ARG")
+        .iter()
+        .find_map(|a| a.args[0].strip_prefix("MUSL_TARGET=").map(String::from))
+        .expect("musl stage: ARG MUSL_TARGET=…");
+    assert_eq!(musl_target, MUSL_TARGET);
+    assert!(stages[0]
+        .all("RUN")
+        .iter()
+        .any(|r| r.args.join(" ") == format!("rustup target add {musl_target}")));
+    let m = cargo_run(&stages[0]);
+    let g = cargo_run(&stages[1]);
+    for (cmd, want) in [
+        (
+            &m,
+            vec![
+                "--locked",
+                "--release",
+                "--target",
+                MUSL_TARGET,
+                "--bin",
+                "ncclenv",
+            ],
+        ),
+        (&g, vec!["--locked", "--release", "--bin", "ncclenv-check"]),
+    ] {
+        assert_eq!(&cmd[..2], ["cargo", "build"]);
+        assert_eq!(cmd[2..].to_vec(), want, "cargo build arguments");
+    }
+    let m_rel = cargo_artifact(&m[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    let g_rel = cargo_artifact(&g[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(m_rel, format!("{MUSL_TARGET}/release/ncclenv"));
+    assert_eq!(g_rel, "release/ncclenv-check");
+
+    let carrier = &stages[2];
+    assert_eq!(carrier.from, "scratch");
+    let copies: Vec<(String, String, String)> = carrier
+        .all("COPY")
+        .iter()
+        .map(|c| {
+            (
+                c.flags["from"].clone(),
+                c.args[0].clone(),
+                c.args[1].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        copies,
+        [
+            (
+                "musl".into(),
+                format!("{}/target/{m_rel}", stages[0].workdir()),
+                "/ncclenv".into()
+            ),
+            (
+                "glibc".into(),
+                format!("{}/target/{g_rel}", stages[1].workdir()),
+                "/ncclenv-check".into()
+            ),
+        ]
+    );
+    for s in &stages {
+        assert!(
+            !s.insns
+                .iter()
+                .any(|i| i.op == "ENV" && i.args.join(" ").contains("CARGO_TARGET_DIR")),
+            "CARGO_TARGET_DIR moves cargo's output"
+        );
+    }
+
+    // The offline variant publishes the same two paths.
+    let (_, local) = parse_dockerfile(&root().join("docker/Dockerfile.local"));
+    assert_eq!(local.len(), 1);
+    assert_eq!(local[0].from, "scratch");
+    let dests: Vec<_> = local[0]
+        .all("COPY")
+        .iter()
+        .map(|c| c.args.clone())
+        .collect();
+    assert_eq!(
+        dests,
+        [
+            vec!["ncclenv", "/ncclenv"],
+            vec!["ncclenv-check", "/ncclenv-check"]
+        ]
+    );
+
+    // BuildKit's per-Dockerfile ignore file keeps only what the builder stages copy.
+    let ignore = std::fs::read_to_string(root().join("docker/Dockerfile.dockerignore")).unwrap();
+    for keep in ["!Cargo.toml", "!Cargo.lock", "!.cargo", "!src"] {
+        assert!(
+            ignore.lines().any(|l| l == keep),
+            "Dockerfile.dockerignore lacks {keep}"
+        );
+    }
+}
+
+/// An example user Dockerfile: a stage alias for the carrier, the final stage copies both binaries from it
+/// into /usr/local/bin and uses `entrypoint`.
+fn check_user_dockerfile(rel: &str, base: &str, entrypoint: &[&str]) -> Stage {
+    let (global, mut stages) = parse_dockerfile(&root().join(rel));
+    assert_eq!(stages.len(), 2, "{rel}");
+    assert_eq!(stages[0].name.as_deref(), Some("ncclenv"), "{rel}");
+    assert_eq!(stages[0].from, global["NCCLENV_IMAGE"], "{rel}");
+    let last = stages.pop().unwrap();
+    assert!(last.from.starts_with(base), "{rel}: FROM {}", last.from);
+    let copy = last
+        .all("COPY")
+        .into_iter()
+        .find(|c| c.flags.get("from").map(String::as_str) == Some("ncclenv"))
+        .unwrap_or_else(|| panic!("{rel}: no COPY --from=ncclenv"));
+    assert_eq!(
+        copy.args,
+        ["/ncclenv", "/ncclenv-check", "/usr/local/bin/"],
+        "{rel}"
+    );
+    assert_eq!(last.entrypoint(), entrypoint, "{rel}");
+    let cmd = last.all("CMD");
+    assert!(
+        cmd.last().is_some_and(|c| c.json),
+        "{rel}: CMD in exec form"
+    );
+    last
+}
+
+#[test]
+fn example_dockerfiles_chain_ncclenv() {
+    let paddle = check_user_dockerfile(
+        "docker/Dockerfile.paddle",
+        "paddlepaddle/paddle:",
+        &["ncclenv", "--"],
+    );
+    assert!(
+        paddle.from.contains("-gpu"),
+        "a GPU Paddle image: {}",
+        paddle.from
+    );
+    let cmd = paddle.all("CMD")[0].args.join(" ");
+    assert!(
+        cmd.contains("paddle.distributed.launch")
+            && cmd.contains("--nnodes=2")
+            && cmd.contains("--master=")
+    );
+    check_user_dockerfile(
+        "examples/ngc/Dockerfile",
+        "nvcr.io/nvidia/",
+        &["/opt/nvidia/nvidia_entrypoint.sh", "ncclenv", "--"],
+    );
+    let tini = check_user_dockerfile(
+        "examples/tini/Dockerfile",
+        "nvidia/cuda:",
+        &["tini", "--", "ncclenv", "--"],
+    );
+    assert!(tini.all("RUN").iter().any(|r| r
+        .args
+        .join(" ")
+        .contains("install -y --no-install-recommends tini")));
+}
+
+#[test]
+fn k8s_manifests() {
+    let py = "import json, sys, yaml\nprint(json.dumps([list(yaml.safe_load_all(open(f))) for f in sys.argv[1:]]))";
+    let files = ["paddlejob.yaml", "pytorchjob.yaml", "rdma-net.yaml"];
+    let mut c = Command::new("python3");
+    c.arg("-c")
+        .arg(py)
+        .args(files.iter().map(|f| root().join("examples/k8s").join(f)));
+    let out = match c.output() {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            cannot(&format!(
+                "python3 with PyYAML: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return;
+        }
+        Err(e) => {
+            cannot(&format!("no python3: {e}"));
+            return;
+        }
+    };
+    let docs: Vec<Vec<Value>> = serde_json::from_slice(&out.stdout).unwrap();
+    let (paddle, torch, nad) = (&docs[0][0], &docs[1][0], &docs[2][0]);
+    assert_eq!(nad["kind"], "NetworkAttachmentDefinition");
+    let net = nad["metadata"]["name"].as_str().unwrap();
+
+    let check_pod = |what: &str, tpl: &Value, container: &str| {
+        let ann = &tpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"];
+        assert_eq!(ann.as_str(), Some(net), "{what}: Multus annotation");
+        let spec = &tpl["spec"];
+        let c = &spec["containers"][0];
+        assert_eq!(c["name"], container, "{what}");
+        assert_eq!(
+            c["command"],
+            serde_json::json!(["ncclenv", "--"]),
+            "{what}: command replaces ENTRYPOINT"
+        );
+        let limits = c["resources"]["limits"].as_object().unwrap();
+        assert!(
+            limits.keys().any(|k| k.starts_with("rdma/")),
+            "{what}: RDMA device plugin resource"
+        );
+        assert!(limits.contains_key("nvidia.com/gpu"), "{what}");
+        let caps = &c["securityContext"]["capabilities"]["add"];
+        assert!(
+            caps.as_array().unwrap().iter().any(|x| x == "IPC_LOCK"),
+            "{what}: IPC_LOCK"
+        );
+        let mount = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == "/dev/shm")
+            .unwrap_or_else(|| panic!("{what}: no /dev/shm mount"));
+        let vol = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        assert_eq!(
+            vol["emptyDir"]["medium"], "Memory",
+            "{what}: memory-backed /dev/shm"
+        );
+        let env = c["env"].as_array().unwrap();
+        assert!(
+            env.iter()
+                .any(|e| e["name"] == "NCCLENV_NNODES" && e["value"] == "2"),
+            "{what}"
+        );
+    };
+
+    assert_eq!(paddle["kind"], "PaddleJob");
+    assert_eq!(paddle["spec"]["worker"]["replicas"], 2);
+    check_pod("PaddleJob", &paddle["spec"]["worker"]["template"], "paddle");
+
+    assert_eq!(torch["kind"], "PyTorchJob");
+    let specs = &torch["spec"]["pytorchReplicaSpecs"];
+    assert_eq!(specs["Master"]["replicas"], 1);
+    assert_eq!(specs["Worker"]["replicas"], 1);
+    for role in ["Master", "Worker"] {
+        check_pod(
+            &format!("PyTorchJob {role}"),
+            &specs[role]["template"],
+            "pytorch",
+        );
+    }
+}
+
+#[test]
+fn launch_script_evals_ncclenv_env() {
+    let (ncclenv, _) = host_binaries();
+    let path = format!(
+        "{}:{}",
+        ncclenv.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = root().join("examples/launch.sh");
+    let o = output(
+        Command::new("bash")
+            .arg(&script)
+            .arg("--print-env")
+            .env("PATH", &path)
+            .env("NNODES", "1"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    match host_default_dev() {
+        Some(dev) => expect_env(&env, "NCCL_SOCKET_IFNAME", &dev, "launch.sh"),
+        None => assert!(env.contains_key("NCCL_SOCKET_IFNAME"), "{env:?}"),
+    }
+    assert!(env.contains_key("NCCL_SOCKET_FAMILY"), "{env:?}");
+
+    // A refusal stops the script: a 2-node job in a namespace with no network (unshare -n, root).
+    let o = output(
+        Command::new("unshare")
+            .args(["-n", "bash"])
+            .arg(&script)
+            .arg("--print-env")
+            .env("PATH", &path)
+            .env("NNODES", "2")
+            .env("MASTER_ADDR", "10.0.0.1"),
+    );
+    let err = stderr(&o);
+    if o.status.code() != Some(78) && err.contains("unshare") {
+        cannot(&format!("unshare -n: {}", err.trim()));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(78), "{err}");
+    assert!(stdout(&o).is_empty(), "the script went on: {}", stdout(&o));
+}
