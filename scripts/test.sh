@@ -6,19 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== packages"
+echo "== packages (the Docker engine itself must already run: docker info)"
 need=()
-for p in iproute2 file gcc libc6-dev util-linux python3-pip; do
-  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-
-echo "== packages for tests/docker_e2e.rs (the Docker engine itself must already run: docker info)"
-need=()
-for p in busybox-static tini python3-yaml docker-compose; do
+for p in iproute2 file gcc libc6-dev util-linux python3-pip busybox-static tini docker-compose; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -30,9 +20,11 @@ echo "== rust targets"
 rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl \
   || rustup target add x86_64-unknown-linux-musl
 
-echo "== python: jsonschema (validates doctor --json against docs/doctor.schema.json)"
+echo "== python: jsonschema (doctor --json against its schema), PyYAML (the Kubernetes examples)"
 python3 -c "import jsonschema" 2>/dev/null \
   || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "jsonschema==4.26.0"
+python3 -c "import yaml" 2>/dev/null \
+  || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "PyYAML==6.0.3"
 
 echo "== NCCL wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
 bash scripts/install-nccl-wheels.sh
