@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 echo "== packages (the Docker engine itself must already run: docker info)"
 need=()
-for p in iproute2 file gcc libc6-dev util-linux python3-pip busybox-static tini docker-compose; do
+for p in iproute2 file gcc libc6-dev util-linux python3-pip python3-venv hostname qemu-user \
+         busybox-static tini docker-compose; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -19,6 +20,8 @@ fi
 echo "== rust targets"
 rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl \
   || rustup target add x86_64-unknown-linux-musl
+rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-musl \
+  || rustup target add aarch64-unknown-linux-musl
 
 echo "== python: jsonschema (doctor --json against its schema), PyYAML (the Kubernetes examples)"
 python3 -c "import jsonschema" 2>/dev/null \
@@ -29,6 +32,9 @@ python3 -c "import yaml" 2>/dev/null \
 echo "== NCCL wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
 bash scripts/install-nccl-wheels.sh
 
+echo "== PaddlePaddle CPU wheel (cached in ${NCCLENV_TEST_PADDLE_ROOT:-/opt/ncclenv})"
+bash scripts/install-paddle.sh
+
 echo "== format and lints"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
@@ -37,5 +43,12 @@ echo "== static entrypoint (musl) and the glibc check helper"
 cargo build --release --quiet --target x86_64-unknown-linux-musl --bin ncclenv
 cargo build --release --quiet --bin ncclenv-check
 
+echo "== static entrypoint for arm64 (aarch64 musl, rust-lld)"
+bash scripts/build-arm64.sh
+
 echo "== tests"
 cargo test --all-targets 2>&1
+
+echo "== library unit tests on aarch64 under qemu-user"
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64 \
+  cargo test --quiet --target aarch64-unknown-linux-musl --lib 2>&1
