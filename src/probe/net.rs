@@ -19,17 +19,24 @@
 //! **No `rtnetlink` crate, no tokio.** The project brief named `rtnetlink` (async, on a tokio runtime) for
 //! this probe, and the full probe first used it (`rtnetlink::new_connection` on a current-thread runtime built
 //! per call). It was replaced by the blocking client above, which the start path already used, for size and
-//! start-up cost: requests are strictly sequential, so a runtime, a connection task and futures buy nothing,
-//! and dropping `rtnetlink`, `netlink-proto`, `tokio` (+ `mio`, `bytes`, `futures-*`) shrank the stripped
-//! static binary from 1,819,568 to 1,582,000 bytes (musl release build), against a 1.5 MiB budget
-//! (`tests/static_binary.rs`). The kernel sees the same requests as before.
+//! start-up cost: requests are strictly sequential, so a runtime, a connection task and futures buy nothing.
+//! Measured on the stripped static binary (musl release build, budget 1.5 MiB in `tests/static_binary.rs`):
+//!
+//! * dropping `rtnetlink`, `netlink-proto`, `tokio` (+ `mio`, `bytes`, `futures-*`): 1,819,568 → 1,582,000
+//!   bytes;
+//! * reading answers by message type (`RTM_NEWLINK` → `LinkMessage`, `RTM_NEWADDR` → `AddressMessage`,
+//!   `RTM_NEWROUTE` → `RouteMessage`, anything else skipped) and writing requests as a hand-written
+//!   `nlmsghdr` + the message's own `Emitable`, instead of `RouteNetlinkMessage`'s parser and emitter (which
+//!   link in every rtnetlink family: tc, neighbours, rules, …): 1,582,000 → 1,430,448 bytes.
+//!
+//! The kernel sees the same requests as before (`tests::requests_encode_like_netlink_message`), and the
+//! answers are read by the same `netlink-packet-route` parsers.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use netlink_packet_core::{
-    ErrorBuffer, ErrorMessage, NetlinkBuffer, NetlinkMessage, Parseable, ParseableParametrized,
-    NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_DUMP_INTR,
-    NLM_F_MULTIPART, NLM_F_REQUEST,
+    Emitable, ErrorBuffer, ErrorMessage, NetlinkBuffer, Parseable, NLMSG_DONE, NLMSG_ERROR,
+    NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{
@@ -39,10 +46,13 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteNextHopFlags,
     RouteType, RouteVia,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_packet_route::AddressFamily;
 use nix::libc;
 
 use crate::snapshot::{Addr, Family, Link, NetSnapshot, NextHop, Route, RouteLookup};
+
+/// Length of `struct nlmsghdr` (`NLMSG_HDRLEN`, include/uapi/linux/netlink.h).
+const NLMSG_HDRLEN: usize = 16;
 
 /// How many times a dump is read when the kernel flags it as interrupted (`NLM_F_DUMP_INTR`).
 const DUMP_ATTEMPTS: usize = 3;
@@ -55,8 +65,8 @@ const DUMP_ATTEMPTS: usize = 3;
 ///   (ascending index); addresses in kernel order (every IPv4 address before every IPv6 one); routes of table
 ///   main (254), IPv4 then IPv6, each in kernel order, every route type kept (`Route::kind`), cache clones
 ///   (`RTM_F_CLONED`) skipped.
-/// * Errors: `Err(one sentence)` when the socket or runtime cannot be set up or any of the three dumps fails
-///   (the kernel's errno is in the text). A failed peer lookup (`ENETUNREACH`, `EHOSTUNREACH`, …) is not an
+/// * Errors: `Err(one sentence)` when the socket cannot be opened or any of the dumps fails (the kernel's
+///   errno is in the text). A failed peer lookup (`ENETUNREACH`, `EHOSTUNREACH`, …) is not an
 ///   error: it is recorded in [`RouteLookup::error`].
 ///
 /// Never panics on kernel data; runs in the calling thread's network namespace.
@@ -70,32 +80,16 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
     nl.dump(
         "interface (RTM_GETLINK)",
         &mut snap.links,
-        || {
-            // IFLA_EXT_MASK = RTEXT_FILTER_SKIP_STATS: the kernel leaves out IFLA_STATS, IFLA_STATS64 and the
-            // IPv6 statistics, which the probe does not read (net/core/rtnetlink.c, `rtnl_fill_ifinfo`).
-            let mut m = LinkMessage::default();
-            m.attributes
-                .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
-            RouteNetlinkMessage::GetLink(m)
-        },
-        |msg, links| {
-            if let RouteNetlinkMessage::NewLink(m) = msg {
+        libc::RTM_GETLINK,
+        &link_request(0),
+        libc::RTM_NEWLINK,
+        |payload, links| {
+            if let Ok(m) = LinkMessage::parse(payload) {
                 links.push(link_from(m));
             }
         },
     )?;
-    nl.dump(
-        "address (RTM_GETADDR)",
-        &mut snap.addrs,
-        || RouteNetlinkMessage::GetAddress(AddressMessage::default()),
-        |msg, addrs| {
-            if let RouteNetlinkMessage::NewAddress(m) = msg {
-                if let Some(a) = addr_from(m) {
-                    addrs.push(a);
-                }
-            }
-        },
-    )?;
+    addr_dump(&mut nl, &mut snap.addrs)?;
     route_dump(&mut nl, AddressFamily::Inet, &mut snap.routes)?;
     let mut v6 = Vec::new();
     route_dump(&mut nl, AddressFamily::Inet6, &mut v6)?;
@@ -108,21 +102,46 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
     Ok(snap)
 }
 
+/// The body of an `RTM_GETLINK` request: `ifi_index` = `index` (0 in a dump) and `IFLA_EXT_MASK` =
+/// `RTEXT_FILTER_SKIP_STATS`: the kernel leaves out IFLA_STATS, IFLA_STATS64 and the IPv6 statistics, which
+/// the probe does not read (net/core/rtnetlink.c, `rtnl_fill_ifinfo`).
+fn link_request(index: u32) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    m
+}
+
+/// The `RTM_GETADDR` dump (family `AF_UNSPEC`) into `out` (cleared first).
+fn addr_dump(nl: &mut Rtnl, out: &mut Vec<Addr>) -> Result<(), String> {
+    nl.dump(
+        "address (RTM_GETADDR)",
+        out,
+        libc::RTM_GETADDR,
+        &AddressMessage::default(),
+        libc::RTM_NEWADDR,
+        |payload, addrs| {
+            if let Some(a) = AddressMessage::parse(payload).ok().and_then(addr_from) {
+                addrs.push(a);
+            }
+        },
+    )
+}
+
 /// The `RTM_GETROUTE` dump of `family` into `out` (cleared first), main-table routes only ([`route_from`]).
 fn route_dump(nl: &mut Rtnl, family: AddressFamily, out: &mut Vec<Route>) -> Result<(), String> {
+    let mut m = RouteMessage::default();
+    m.header.address_family = family;
     nl.dump(
         "route (RTM_GETROUTE)",
         out,
-        || {
-            let mut m = RouteMessage::default();
-            m.header.address_family = family;
-            RouteNetlinkMessage::GetRoute(m)
-        },
-        |msg, routes| {
-            if let RouteNetlinkMessage::NewRoute(m) = msg {
-                if let Some(r) = route_from(m) {
-                    routes.push(r);
-                }
+        libc::RTM_GETROUTE,
+        &m,
+        libc::RTM_NEWROUTE,
+        |payload, routes| {
+            if let Some(r) = RouteMessage::parse(payload).ok().and_then(route_from) {
+                routes.push(r);
             }
         },
     )
@@ -141,7 +160,7 @@ fn empty_lookup(dest: IpAddr) -> RouteLookup {
 }
 
 /// The `RTM_GETROUTE` request of `ip route get DEST` (see [`Rtnl::route_get`]).
-fn route_get_request(dest: IpAddr) -> RouteNetlinkMessage {
+fn route_get_request(dest: IpAddr) -> RouteMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = match dest {
         IpAddr::V4(_) => AddressFamily::Inet,
@@ -150,7 +169,7 @@ fn route_get_request(dest: IpAddr) -> RouteNetlinkMessage {
     m.header.destination_prefix_length = if dest.is_ipv4() { 32 } else { 128 };
     m.attributes
         .push(RouteAttribute::Destination(RouteAddress::from(dest)));
-    RouteNetlinkMessage::GetRoute(m)
+    m
 }
 
 /// Copies the kernel's answer to a route lookup into `lookup`: `RTA_OIF`, `RTA_PREFSRC`, `RTA_GATEWAY` or
@@ -417,24 +436,22 @@ impl Rtnl {
         })
     }
 
-    /// Sends `msg` with `flags` and hands each `RTM_NEW*` answer of this request to `each`, in order, until
-    /// `NLMSG_DONE`, an error, or (without `NLM_F_DUMP`) the single answer. `Err` only for a socket failure
-    /// or an answer that cannot be read.
+    /// Sends a message of type `kind` (`RTM_GET*`) with `flags` and `body` (the `struct ifinfomsg`,
+    /// `ifaddrmsg` or `rtmsg` and its attributes), and hands the payload of each answer of type `answer`
+    /// (`RTM_NEW*`) to `each`, in order, until `NLMSG_DONE`, an error, or (without `NLM_F_DUMP`) the single
+    /// answer; other message types are skipped. `Err` only for a socket failure or an answer that cannot be
+    /// read.
     fn request(
         &mut self,
         what: &str,
-        msg: RouteNetlinkMessage,
+        kind: u16,
+        body: &dyn Emitable,
         flags: u16,
-        mut each: impl FnMut(RouteNetlinkMessage),
+        answer: u16,
+        each: &mut dyn FnMut(&[u8]),
     ) -> Result<Outcome, String> {
         self.seq = self.seq.wrapping_add(1);
-        let mut req = NetlinkMessage::from(msg);
-        req.header.flags = flags;
-        req.header.sequence_number = self.seq;
-        req.finalize();
-        self.out.clear();
-        self.out.resize(req.buffer_len(), 0);
-        req.serialize(&mut self.out);
+        encode(&mut self.out, kind, flags, self.seq, body);
         self.sock
             .send(&self.out, 0)
             .map_err(|e| format!("cannot send the {what} request over netlink: {e}"))?;
@@ -481,9 +498,8 @@ impl Rtnl {
                         ))
                     }
                     t => {
-                        // A message this crate version cannot parse is skipped, as netlink-proto does.
-                        if let Ok(m) = RouteNetlinkMessage::parse_with_param(part.payload(), t) {
-                            each(m);
+                        if t == answer {
+                            each(part.payload());
                         }
                         if part.flags() & NLM_F_MULTIPART == 0 {
                             return Ok(Outcome::Done { interrupted });
@@ -496,18 +512,27 @@ impl Rtnl {
 
     /// A dump into `out` (cleared first), read again when the kernel flags it as interrupted, up to
     /// [`DUMP_ATTEMPTS`] times (the last one is kept: it is consistent message by message).
+    /// `kind`, `body`, `answer` as in [`Rtnl::request`]; `each` parses one answer's payload into `out`.
+    #[allow(clippy::too_many_arguments)]
     fn dump<T>(
         &mut self,
         what: &str,
         out: &mut Vec<T>,
-        request: impl Fn() -> RouteNetlinkMessage,
-        mut each: impl FnMut(RouteNetlinkMessage, &mut Vec<T>),
+        kind: u16,
+        body: &dyn Emitable,
+        answer: u16,
+        mut each: impl FnMut(&[u8], &mut Vec<T>),
     ) -> Result<(), String> {
         for attempt in 1..=DUMP_ATTEMPTS {
             out.clear();
-            match self.request(what, request(), NLM_F_REQUEST | NLM_F_DUMP, |m| {
-                each(m, out)
-            })? {
+            match self.request(
+                what,
+                kind,
+                body,
+                NLM_F_REQUEST | NLM_F_DUMP,
+                answer,
+                &mut |p| each(p, out),
+            )? {
                 Outcome::Refused(e) => {
                     return Err(format!("the kernel refused the {what} dump: {e}"))
                 }
@@ -531,11 +556,13 @@ impl Rtnl {
         let mut answered = false;
         match self.request(
             "route lookup",
-            route_get_request(dest),
+            libc::RTM_GETROUTE,
+            &route_get_request(dest),
             NLM_F_REQUEST,
-            |m| {
-                if let RouteNetlinkMessage::NewRoute(r) = m {
-                    if !answered {
+            libc::RTM_NEWROUTE,
+            &mut |p| {
+                if !answered {
+                    if let Ok(r) = RouteMessage::parse(p) {
                         answered = true;
                         fill_lookup(&mut lookup, r);
                     }
@@ -555,17 +582,15 @@ impl Rtnl {
     /// `rtnl_getlink`, net/core/rtnetlink.c). `Ok(None)` when the kernel answers with an errno (`ENODEV`: the
     /// link went away since the address dump).
     fn link(&mut self, index: u32) -> Result<Option<Link>, String> {
-        let mut m = LinkMessage::default();
-        m.header.index = index;
-        m.attributes
-            .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
         let mut link = None;
         let outcome = self.request(
             "interface (RTM_GETLINK)",
-            RouteNetlinkMessage::GetLink(m),
+            libc::RTM_GETLINK,
+            &link_request(index),
             NLM_F_REQUEST,
-            |msg| {
-                if let RouteNetlinkMessage::NewLink(m) = msg {
+            libc::RTM_NEWLINK,
+            &mut |p| {
+                if let Ok(m) = LinkMessage::parse(p) {
                     if m.header.index == index {
                         link = Some(link_from(m));
                     }
@@ -622,6 +647,21 @@ impl Rtnl {
             u32::try_from(ifr.ifr_ifru.ifru_ifindex).ok()
         }
     }
+}
+
+/// Writes one netlink message into `out` (replacing its contents): a `struct nlmsghdr`
+/// (include/uapi/linux/netlink.h: length, `kind`, `flags`, `seq`, port id 0 = the kernel; host byte order)
+/// and `body` after it at `NLMSG_HDRLEN`. The same bytes as `netlink_packet_core::NetlinkMessage::serialize`
+/// after `finalize`, without linking `RouteNetlinkMessage`'s emitters for every message family.
+fn encode(out: &mut Vec<u8>, kind: u16, flags: u16, seq: u32, body: &dyn Emitable) {
+    let len = NLMSG_HDRLEN + body.buffer_len();
+    out.clear();
+    out.resize(len, 0);
+    out[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+    out[4..6].copy_from_slice(&kind.to_ne_bytes());
+    out[6..8].copy_from_slice(&flags.to_ne_bytes());
+    out[8..12].copy_from_slice(&seq.to_ne_bytes());
+    body.emit(&mut out[NLMSG_HDRLEN..]);
 }
 
 /// The NUL-terminated name in `ifr_name`.
@@ -698,18 +738,7 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnaps
     let mut nl = Rtnl::new()?;
     let mut snap = NetSnapshot::default();
 
-    nl.dump(
-        "address (RTM_GETADDR)",
-        &mut snap.addrs,
-        || RouteNetlinkMessage::GetAddress(AddressMessage::default()),
-        |msg, addrs| {
-            if let RouteNetlinkMessage::NewAddress(m) = msg {
-                if let Some(a) = addr_from(m) {
-                    addrs.push(a);
-                }
-            }
-        },
-    )?;
+    addr_dump(&mut nl, &mut snap.addrs)?;
 
     // Links owning an address: name and flags by ioctl. Kept sorted by index.
     let mut links: Vec<Link> = Vec::new();
@@ -832,6 +861,56 @@ mod tests {
             "{}",
             errno_text(&e)
         );
+    }
+
+    /// The hand-written requests are byte for byte what `NetlinkMessage<RouteNetlinkMessage>` would send.
+    #[test]
+    fn requests_encode_like_netlink_message() {
+        use netlink_packet_core::NetlinkMessage;
+        use netlink_packet_route::RouteNetlinkMessage as M;
+        let cases = [
+            (
+                libc::RTM_GETLINK,
+                M::GetLink(link_request(0)),
+                NLM_F_REQUEST | NLM_F_DUMP,
+            ),
+            (
+                libc::RTM_GETLINK,
+                M::GetLink(link_request(7)),
+                NLM_F_REQUEST,
+            ),
+            (
+                libc::RTM_GETADDR,
+                M::GetAddress(AddressMessage::default()),
+                NLM_F_REQUEST | NLM_F_DUMP,
+            ),
+            (
+                libc::RTM_GETROUTE,
+                M::GetRoute(route_get_request("10.1.2.3".parse().unwrap())),
+                NLM_F_REQUEST,
+            ),
+            (
+                libc::RTM_GETROUTE,
+                M::GetRoute(route_get_request("fd00::1".parse().unwrap())),
+                NLM_F_REQUEST,
+            ),
+        ];
+        for (seq, (kind, msg, flags)) in cases.into_iter().enumerate() {
+            let mut ours = Vec::new();
+            match &msg {
+                M::GetLink(m) => encode(&mut ours, kind, flags, seq as u32, m),
+                M::GetAddress(m) => encode(&mut ours, kind, flags, seq as u32, m),
+                M::GetRoute(m) => encode(&mut ours, kind, flags, seq as u32, m),
+                _ => unreachable!(),
+            }
+            let mut theirs = NetlinkMessage::from(msg);
+            theirs.header.flags = flags;
+            theirs.header.sequence_number = seq as u32;
+            theirs.finalize();
+            let mut bytes = vec![0; theirs.buffer_len()];
+            theirs.serialize(&mut bytes);
+            assert_eq!(ours, bytes, "request {seq}");
+        }
     }
 
     fn libc_enetunreach() -> i32 {
