@@ -697,6 +697,47 @@ fn loopback_only_layout_matches_ip() {
     assert!(s.peer_routes[1].local);
 }
 
+/// Many links (100 veth pairs, an address on one end of each, a route per pair): every dump spans several
+/// 32 KiB datagrams, which both probes must read to the end (`NLMSG_DONE`), in kernel order.
+#[test]
+fn many_links_layout_matches_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-many");
+    ns.sh("for i in $(seq 0 99); do \
+           echo \"link add m$i type veth peer name n$i\"; \
+           echo \"link set m$i up\"; echo \"link set n$i up\"; \
+           echo \"addr add 10.200.$i.1/24 dev m$i\"; \
+           echo \"addr add fd00:$i::1/64 dev m$i nodad\"; \
+           echo \"route add 10.201.$i.0/24 via 10.200.$i.2 dev m$i\"; \
+         done | ip -batch -");
+    // The kernel settles the operational states asynchronously (linkwatch): wait until every veth is UP.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let links = loop {
+        let links = ns.ip_json(&["link", "show"]);
+        let settled = arr(&links)
+            .iter()
+            .all(|l| l["ifname"] == "lo" || l["operstate"] == "UP");
+        if settled {
+            break links;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "veths not all UP: {links}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    ns.route("default via 10.200.0.2 dev m0");
+    let peers = ips(&["10.201.7.9", "fd00:42::2"]);
+    let s = check(Some(&ns), &peers);
+    assert_eq!(s.links.len(), arr(&links).len());
+    assert!(s.links.len() > 200, "{} links", s.links.len());
+    assert!(s.addrs.len() >= 200, "{} addresses", s.addrs.len());
+    assert!(check_start(&ns, &peers, &StartNeeds::default()));
+    assert!(!check_start(&ns, &peers[..1], &StartNeeds::default()));
+}
+
 /// The host's own namespace: the probe succeeds and agrees with `ip -j`.
 #[test]
 fn host_namespace_matches_ip() {
