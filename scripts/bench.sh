@@ -26,6 +26,7 @@ PEER=ncbenchp$$
 cleanup() { ip netns del "$NS" 2>/dev/null || true; ip netns del "$PEER" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 gcc -static -O2 -o "$WORK/shim" scripts/bench/shim.c
+gcc -static -O2 -o "$WORK/rss" scripts/bench/rss.c
 cp scripts/bench/recipe.sh "$WORK/recipe.sh"
 
 ip netns add "$NS"; ip netns add "$PEER"
@@ -59,12 +60,10 @@ run_layout() { # $1 label
     -n shim "$WORK/shim /bin/true" \
     -n ncclenv "$BIN -- /bin/true" \
     -n recipe "/bin/sh $WORK/recipe.sh /bin/true" >/dev/null 2>&1
-  # Peak RSS of one ncclenv start (KiB), from the kernel's rusage of the child.
-  ip netns exec "$NS" python3 - "$BIN" > "$WORK/$label.rss" <<'EOF'
-import resource, subprocess, sys, os
-subprocess.run([sys.argv[1], "--", "/bin/true"], env={**os.environ, "NCCLENV_LOG": "off"}, check=True)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-EOF
+  # Peak RSS (KiB) of one ncclenv start that execs a static no-op (the shim with no argument exits at once, so
+  # the peak is ncclenv's own), and of the shim alone for comparison.
+  ip netns exec "$NS" env NCCLENV_LOG=off "$WORK/rss" "$BIN" -- "$WORK/shim" > "$WORK/$label.rss" || true
+  ip netns exec "$NS" "$WORK/rss" "$WORK/shim" > "$WORK/$label.rss0" || true
 }
 
 have=0
@@ -75,17 +74,38 @@ for c in "${COUNTS[@]}"; do
   run_layout "veth$c"; LAYOUTS+=("veth$c")
 done
 
-python3 - "$WORK" "$BIN" "${LAYOUTS[@]}" <<'EOF'
+# Bootstrap check, time to verdict (`ncclenv check bootstrap` with the real libnccl of each installed wheel;
+# scripts/install-nccl-wheels.sh), on the plain layout with a warm page cache.
+HELPER=${NCCLENV_CHECK_HELPER:-$PWD/target/release/ncclenv-check}
+[ -x "$HELPER" ] || cargo build -q --release --bin ncclenv-check
+: > "$WORK/check.txt"
+for lib in /opt/ncclenv/nccl-*/nvidia/nccl/lib/libnccl.so.2; do
+  [ -f "$lib" ] || continue
+  ver=$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$lib")")")")")
+  ip netns exec "$NS" env NCCLENV_LOG=off NCCLENV_CHECK_HELPER="$HELPER" NCCLENV_NCCL_LIB="$lib" \
+    hyperfine -N -w 3 -r 30 --export-json "$WORK/check-$ver.json" "$BIN check bootstrap" >/dev/null 2>&1 \
+    && echo "$ver $WORK/check-$ver.json" >> "$WORK/check.txt"
+done
+ARM=target/aarch64-unknown-linux-musl/release/ncclenv
+
+python3 - "$WORK" "$BIN" "$ARM" "${LAYOUTS[@]}" <<'EOF'
 import json, os, sys
-work, binary, layouts = sys.argv[1], sys.argv[2], sys.argv[3:]
+work, binary, arm, layouts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 print(f"ncclenv start-up cost (hyperfine, side by side; times are means, 'adds' = minus /bin/true alone)")
-print(f"{'layout':<10} {'true ms':>8} {'shim adds':>10} {'ncclenv adds':>13} {'recipe adds':>12} {'ncclenv/shim':>13} {'ncclenv/recipe':>15} {'peak RSS':>9}")
+print(f"{'layout':<10} {'true ms':>8} {'shim adds':>10} {'ncclenv adds':>13} {'recipe adds':>12} {'ncclenv/shim':>13} {'ncclenv/recipe':>15} {'peak RSS':>9} {'shim RSS':>9}")
 for l in layouts:
     r = {x["command"]: x for x in json.load(open(f"{work}/{l}.json"))["results"]}
     base = r["true"]["mean"]
     add = {k: (r[k]["mean"] - base) * 1e3 for k in ("shim", "ncclenv", "recipe")}
     rss = open(f"{work}/{l}.rss").read().strip()
+    rss0 = open(f"{work}/{l}.rss0").read().strip()
     print(f"{l:<10} {base*1e3:>8.3f} {add['shim']:>10.3f} {add['ncclenv']:>13.3f} {add['recipe']:>12.3f} "
-          f"{add['ncclenv']/add['shim']:>12.2f}x {add['ncclenv']/add['recipe']:>14.3f}x {rss:>6} KiB")
-print(f"binary: {binary} {os.path.getsize(binary)} bytes ({os.path.getsize(binary)/1048576:.2f} MiB)")
+          f"{add['ncclenv']/add['shim']:>12.2f}x {add['ncclenv']/add['recipe']:>14.3f}x {rss:>6} KiB {rss0:>5} KiB")
+for path in (binary, arm):
+    if os.path.exists(path):
+        print(f"binary: {path} {os.path.getsize(path)} bytes ({os.path.getsize(path)/1048576:.2f} MiB)")
+for line in open(f"{work}/check.txt"):
+    ver, path = line.split()
+    r = json.load(open(path))["results"][0]
+    print(f"bootstrap check to verdict ({ver}): mean {r['mean']*1e3:.1f} ms, max {r['max']*1e3:.1f} ms")
 EOF

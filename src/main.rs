@@ -12,6 +12,11 @@ use ncclenv::{decide, exec, plan, report};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+/// The global allocator of the static musl build (see Cargo.toml): dlmalloc instead of musl's mallocng.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 /// Exit code of a refusal (`EX_CONFIG` from sysexits.h).
 const EXIT_REFUSED: u8 = 78;
 /// Exit code of a usage error.
