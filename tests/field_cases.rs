@@ -136,7 +136,17 @@ fn plain_name(v: &str) -> bool {
 }
 
 impl<'a> Job<'a> {
+    /// A job on the layout built in `ns`. First the netlink probe is checked against `ip -j` on this very
+    /// layout (the doctor's full probe, and the start path against it), so every field case is also an
+    /// oracle case for `probe::net`.
     fn new(ns: &'a Netns) -> Job<'a> {
+        common::oracle::check(Some(ns), &[]);
+        let needs = ncclenv::probe::net::StartNeeds {
+            ipv6_family: false,
+            exclude: &[],
+            names: &[],
+        };
+        common::oracle::check_start(ns, &[], &needs);
         let tmp = TempDir::new("fc");
         for d in ["sys", "dev"] {
             std::fs::create_dir_all(tmp.join(d)).expect("mkdir");

@@ -355,3 +355,4 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+pub mod oracle;
