@@ -178,7 +178,7 @@ pub fn render_text(
                         rows.push(vec![
                             d.name.clone(),
                             p.port.to_string(),
-                            port_state(p.state),
+                            crate::decide::rdma::port_state_name(p.state),
                             phys_state(p.phys_state),
                             dash(p.link_layer.clone()),
                             dash(p.rate.clone()),
@@ -596,17 +596,6 @@ fn mib_text(bytes: u64) -> String {
 
 fn limit_text(v: Option<u64>) -> String {
     v.map_or("unlimited".into(), mib_text)
-}
-
-fn port_state(s: u32) -> String {
-    match s {
-        1 => "DOWN".into(),
-        2 => "INIT".into(),
-        3 => "ARMED".into(),
-        4 => "ACTIVE".into(),
-        5 => "ACTIVE_DEFER".into(),
-        n => n.to_string(),
-    }
 }
 
 fn phys_state(s: u32) -> String {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{TempDir, OURS};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
@@ -19,18 +19,6 @@ use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The variables ncclenv decides; everything else must reach the command untouched.
-const OURS: &[&str] = &[
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_SOCKET_FAMILY",
-    "GLOO_SOCKET_IFNAME",
-    "TP_SOCKET_IFNAME",
-    "POD_IP",
-    "NCCL_IB_DISABLE",
-    "NCCL_IB_HCA",
-    "NCCL_SHM_DISABLE",
-];
 
 type Vars = Vec<(OsString, OsString)>;
 

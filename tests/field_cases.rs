@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{Netns, TempDir};
+use common::{Netns, TempDir, OURS};
 use serde_json::Value;
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -24,18 +24,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
 
 /// PATH inside the cleared environment.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The variables ncclenv decides.
-const OURS: &[&str] = &[
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_SOCKET_FAMILY",
-    "GLOO_SOCKET_IFNAME",
-    "TP_SOCKET_IFNAME",
-    "POD_IP",
-    "NCCL_IB_DISABLE",
-    "NCCL_IB_HCA",
-    "NCCL_SHM_DISABLE",
-];
 
 /// The command ncclenv runs: `sh -c DUMP sh MARKER [launcher args…]` touches MARKER, then prints its
 /// environment NUL-separated.

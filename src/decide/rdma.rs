@@ -145,7 +145,7 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
             .flat_map(|d| {
                 d.ports
                     .iter()
-                    .map(move |p| format!("{}/{}: {}", d.name, p.port, state_name(p.state)))
+                    .map(move |p| format!("{}/{}: {}", d.name, p.port, port_state_name(p.state)))
             })
             .collect();
         let states = if states.is_empty() {
@@ -207,7 +207,7 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
                 let st: Vec<String> = d
                     .ports
                     .iter()
-                    .map(|p| format!("port {} {}", p.port, state_name(p.state)))
+                    .map(|p| format!("port {} {}", p.port, port_state_name(p.state)))
                     .collect();
                 excluded.push(format!("{} ({})", d.name, st.join(", ")));
             }
@@ -441,7 +441,9 @@ fn below(a: Option<u64>, b: Option<u64>) -> bool {
     }
 }
 
-fn state_name(s: u32) -> String {
+/// The name of an IB port state number (`state` in sysfs, `enum ib_port_state` in include/rdma/ib_verbs.h):
+/// 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER; other numbers as `state N`.
+pub fn port_state_name(s: u32) -> String {
     match s {
         1 => "DOWN".into(),
         2 => "INIT".into(),

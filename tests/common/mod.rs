@@ -356,3 +356,15 @@ impl Drop for TempDir {
     }
 }
 pub mod oracle;
+
+/// The variables ncclenv decides; everything else must reach the command untouched.
+pub const OURS: &[&str] = &[
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_SOCKET_FAMILY",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "POD_IP",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_SHM_DISABLE",
+];
