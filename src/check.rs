@@ -9,8 +9,9 @@
 //! command's final environment (`NCCL_COMM_ID` removed), reads its progress, and enforces the deadline.
 //!
 //! # Deadline and cleanup
-//! `cfg.check_timeout_s` (default 60 s) bounds one attempt of the check (with `NCCLENV_CHECK_REPAIR=1`, each
-//! retry gets the same bound). On expiry, or when SIGINT/SIGTERM reaches the entrypoint meanwhile, the whole
+//! `cfg.check_timeout_s` (default 60 s) bounds the whole check (with `NCCLENV_CHECK_REPAIR=1` on an allreduce,
+//! the first attempt gets half of it and the retries share the rest, so that a hang still leaves time to
+//! retry). On expiry, or when SIGINT/SIGTERM reaches the entrypoint meanwhile, the whole
 //! process group (helper and rank processes) is killed with SIGKILL and reaped. While the check runs, the
 //! entrypoint is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so rank processes orphaned by the kill are
 //! re-parented to it and reaped too; the previous setting is restored afterwards. A hang is reported as a hang,
@@ -1084,7 +1085,8 @@ fn last_line(s: &str) -> String {
 ///   must equal it.
 /// - `other_ifaces`: next candidate interfaces, tried (as `NCCL_SOCKET_IFNAME==name`) by repair.
 ///
-/// Bounded by `cfg.check_timeout_s` per attempt; never panics on the helper's output; leaves no process
+/// Bounded by `cfg.check_timeout_s` as a whole (with repair on, the first attempt gets half and the retries
+/// share the rest, so that a hang still leaves time to retry); never panics on the helper's output; leaves no process
 /// behind. With `cfg.check_repair`, a failed allreduce is retried with `NCCL_SHM_DISABLE=1`,
 /// `NCCL_P2P_DISABLE=1`, `NCCL_IB_DISABLE=1`, then each other interface (at most 3), each alone; the first that
 /// passes goes into `extra_env` with its reason.
@@ -1120,7 +1122,12 @@ pub fn run_check(
         };
     };
     let _guard = GuardHandle::acquire();
-    let timeout = Duration::from_secs(cfg.check_timeout_s.max(1));
+    // The deadline bounds the whole check. With repair on, the first attempt gets half of it so that the
+    // retries (which share the rest) can still run after a hang.
+    let started = Instant::now();
+    let total = Duration::from_secs(cfg.check_timeout_s.max(1));
+    let repairing = cfg.check_repair && mode == CheckMode::Allreduce;
+    let timeout = if repairing { total / 2 } else { total };
     let base_env = check_env(cfg, env, &[]);
     let args = helper_args(cfg, mode);
     let att = run_helper(&helper, &args, &base_env, timeout);
@@ -1160,14 +1167,20 @@ pub fn run_check(
             if already {
                 continue;
             }
+            let left = total.saturating_sub(started.elapsed());
+            if left < Duration::from_secs(1) {
+                attempts.push(json!({"set": format!("{name}={value}"), "passed": false,
+                    "summary": "not tried: the check's deadline (NCCLENV_CHECK_TIMEOUT) was reached"}));
+                break;
+            }
             let e = check_env(cfg, env, &[(name.clone(), value.clone())]);
             let exp = if name == "NCCL_SOCKET_IFNAME" {
                 None
             } else {
                 expected
             };
-            let a = run_helper(&helper, &args, &e, timeout);
-            let v = judge(&a, mode, exp, timeout);
+            let a = run_helper(&helper, &args, &e, left);
+            let v = judge(&a, mode, exp, left);
             attempts.push(
                 json!({"set": format!("{name}={value}"), "passed": v.passed, "summary": v.summary}),
             );

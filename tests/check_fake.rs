@@ -255,6 +255,39 @@ fn hanging_rank_is_killed_at_the_deadline_and_nothing_is_left() {
 }
 
 #[test]
+fn the_deadline_bounds_the_whole_check_with_repair() {
+    // Every attempt hangs: without one overall deadline, 1 + 3 retries would take 4 × the timeout.
+    let (mut cfg, env, _) = setup("hangrep", "hang", 2);
+    cfg.check_timeout_s = 4;
+    cfg.check_repair = true;
+    let t = Instant::now();
+    let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
+    let took = t.elapsed();
+    assert!(!r.passed);
+    assert!(
+        took < Duration::from_secs(7),
+        "took {took:?}: the deadline is for the whole check"
+    );
+    let attempts = r.detail["repair_attempts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !attempts.is_empty(),
+        "the first hang left time to retry: {}",
+        r.detail
+    );
+    assert!(
+        attempts
+            .iter()
+            .any(|a| a["summary"].as_str().unwrap_or("").contains("deadline")),
+        "{}",
+        r.detail
+    );
+    assert_clean("hangrep", &r);
+}
+
+#[test]
 fn crashing_rank_is_reported() {
     let (cfg, env, _) = setup("crash", "crash", 2);
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
