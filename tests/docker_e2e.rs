@@ -856,7 +856,8 @@ struct Stage {
     insns: Vec<Insn>,
 }
 
-/// Parses a Dockerfile into global ARG defaults and stages, expanding `${ARG}`/`$ARG` with the defaults.
+/// Parses a Dockerfile into global ARG defaults and stages, expanding `${ARG}`/`$ARG` with the defaults
+/// (not in RUN, CMD, ENTRYPOINT: the shell expands those, from the ARGs in its environment).
 fn parse_dockerfile(path: &Path) -> (BTreeMap<String, String>, Vec<Stage>) {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = Vec::new();
@@ -918,7 +919,12 @@ fn parse_dockerfile(path: &Path) -> (BTreeMap<String, String>, Vec<Stage>) {
         } else {
             &scope
         };
-        let rest = expand(rest.trim(), vars);
+        // The builder substitutes variables in these; RUN, CMD and ENTRYPOINT are left to the shell.
+        let rest = if ["RUN", "CMD", "ENTRYPOINT"].contains(&op.as_str()) {
+            rest.trim().to_string()
+        } else {
+            expand(rest.trim(), vars)
+        };
         let json = rest.starts_with('[');
         let mut words: Vec<String> = if json {
             serde_json::from_str(&rest)
@@ -1070,6 +1076,98 @@ fn parse_rust_version(toml: &str) -> Option<(u32, u32)> {
     Some((it.next()?, it.next().unwrap_or(0)))
 }
 
+/// The targets rustup knows for the project's toolchain (`rustup target list`), or only the installed ones.
+fn rustup_targets(installed_only: bool) -> Vec<String> {
+    let mut c = Command::new("rustup");
+    c.current_dir(root()).args(["target", "list"]);
+    if installed_only {
+        c.arg("--installed");
+    }
+    ok(&mut c)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect()
+}
+
+/// A builder stage's RUNs, run by `sh -c` in a sandbox directory standing for its WORKDIR.
+struct Sim {
+    /// The commands given to the stand-ins for rustup and cargo, in order (command name first).
+    calls: Vec<Vec<String>>,
+    workdir: PathBuf,
+    _guard: Guard,
+}
+
+/// Runs `stage`'s RUN instructions (shell form) as the builder would on a machine whose `uname -m` is
+/// `arch`, with `MUSL_TARGET` in the environment when `musl_target` is given (`--build-arg`). On PATH ahead
+/// of the system: `uname` (only `-m`), `rustup` (records), and `cargo` (records; for `build … --target T
+/// --bin B` it writes the text `target/T/release/B` to that file, cargo's layout, which the caller checks
+/// against cargo itself).
+fn simulate_runs(stage: &Stage, arch: &str, musl_target: Option<&str>) -> Sim {
+    let (dir, guard) = temp_dir("sim");
+    let bin = dir.join("bin");
+    let workdir = dir.join("wd");
+    let log = dir.join("calls");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&workdir).unwrap();
+    let record = "IFS=\"$(printf '\\t')\"; printf '%s\\n' \"$(basename \"$0\")\t$*\" >> \"$SIM_LOG\"; unset IFS\n";
+    let scripts = [
+        (
+            "uname",
+            "[ \"$#\" = 1 ] && [ \"$1\" = -m ] || { echo \"uname stand-in: only -m, not $*\" >&2; exit 2; }\n\
+             echo \"$SIM_ARCH\"\n"
+                .to_string(),
+        ),
+        ("rustup", record.to_string()),
+        (
+            "cargo",
+            format!(
+                "{record}[ \"$1\" = build ] || exit 0\n\
+                 t=; b=\n\
+                 while [ \"$#\" -gt 0 ]; do\n\
+                   case \"$1\" in\n\
+                     --target) t=\"$2\"; shift ;;\n\
+                     --bin) b=\"$2\"; shift ;;\n\
+                   esac\n\
+                   shift\n\
+                 done\n\
+                 [ -n \"$b\" ] || exit 0\n\
+                 d=\"target/${{t:+$t/}}release\"\n\
+                 mkdir -p \"$d\" && printf '%s' \"$d/$b\" > \"$d/$b\"\n"
+            ),
+        ),
+    ];
+    for (name, body) in scripts {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for r in stage.all("RUN") {
+        assert!(!r.json, "{:?}: RUN in shell form: {r:?}", stage.name);
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(r.args.join(" ")).current_dir(&workdir);
+        c.env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("SIM_LOG", &log)
+            .env("SIM_ARCH", arch);
+        if let Some(t) = musl_target {
+            c.env("MUSL_TARGET", t);
+        }
+        ok(&mut c);
+    }
+    let calls = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split('\t').map(String::from).collect())
+        .collect();
+    Sim {
+        calls,
+        workdir,
+        _guard: guard,
+    }
+}
+
 #[test]
 fn dockerfile_builds_what_cargo_produces() {
     let (global, stages) = parse_dockerfile(&root().join("docker/Dockerfile"));
@@ -1121,76 +1219,168 @@ fn dockerfile_builds_what_cargo_produces() {
         }
     }
 
-    // The cargo commands, and the paths the carrier copies are the ones they produce.
-    let cargo_run = |s: &Stage| -> Vec<String> {
-        let runs = s.all("RUN");
-        let r = runs
-            .iter()
-            .find(|r| r.args.join(" ").contains("cargo build"))
-            .unwrap_or_else(|| panic!("{:?}: no cargo build", s.name));
-        r.args.clone()
-    };
-    let musl_target = stages[0]
+    // The musl stage: ARG MUSL_TARGET without a default (so the target is derived), shell-form RUNs, one
+    // WORKDIR. Its RUNs are run for real (`sh -c`) with stand-ins for uname, rustup and cargo, once per
+    // `uname -m`, and once with the override.
+    let musl = &stages[0];
+    let arg = musl
         .all("ARG")
-        .iter()
-        .find_map(|a| a.args[0].strip_prefix("MUSL_TARGET=").map(String::from))
-        .expect("musl stage: ARG MUSL_TARGET=…");
-    assert_eq!(musl_target, MUSL_TARGET);
-    assert!(stages[0]
-        .all("RUN")
-        .iter()
-        .any(|r| r.args.join(" ") == format!("rustup target add {musl_target}")));
-    let m = cargo_run(&stages[0]);
-    let g = cargo_run(&stages[1]);
-    for (cmd, want) in [
+        .into_iter()
+        .find(|a| a.args[0].split('=').next() == Some("MUSL_TARGET"))
+        .expect("musl stage: ARG MUSL_TARGET");
+    assert!(
+        matches!(arg.args[0].as_str(), "MUSL_TARGET" | "MUSL_TARGET="),
+        "ARG MUSL_TARGET must default to empty (derive from uname -m): {:?}",
+        arg.args
+    );
+    assert!(
+        !global.contains_key("MUSL_TARGET"),
+        "a global ARG MUSL_TARGET default would pin one target"
+    );
+    assert!(
+        !musl
+            .all("ENV")
+            .iter()
+            .any(|e| e.args.join(" ").contains("MUSL_TARGET")),
+        "ENV pins MUSL_TARGET"
+    );
+    assert_eq!(musl.all("WORKDIR").len(), 1, "musl stage: one WORKDIR");
+    let known = rustup_targets(false);
+    let installed = rustup_targets(true);
+    // Where cargo puts `--target T --bin B` under the target directory; checked against cargo below.
+    let layout = |t: &str, b: &str| format!("{t}/release/{b}");
+    let ncclenv_args = |t: &str| {
+        [
+            "build",
+            "--locked",
+            "--release",
+            "--target",
+            t,
+            "--bin",
+            "ncclenv",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let cases = [
+        ("x86_64", None, "x86_64-unknown-linux-musl"),
+        ("aarch64", None, "aarch64-unknown-linux-musl"),
         (
-            &m,
-            vec![
-                "--locked",
-                "--release",
-                "--target",
-                MUSL_TARGET,
-                "--bin",
-                "ncclenv",
-            ],
+            "x86_64",
+            Some("aarch64-unknown-linux-musl"),
+            "aarch64-unknown-linux-musl",
         ),
-        (&g, vec!["--locked", "--release", "--bin", "ncclenv-check"]),
-    ] {
-        assert_eq!(&cmd[..2], ["cargo", "build"]);
-        assert_eq!(cmd[2..].to_vec(), want, "cargo build arguments");
+        (
+            "aarch64",
+            Some("x86_64-unknown-linux-musl"),
+            "x86_64-unknown-linux-musl",
+        ),
+    ];
+    let mut sims = Vec::new();
+    for (arch, over, want) in cases {
+        let sim = simulate_runs(musl, arch, over);
+        let ctx = format!("uname -m = {arch}, MUSL_TARGET = {over:?}");
+        assert!(
+            want.ends_with("-unknown-linux-musl") && known.iter().any(|k| k == want),
+            "{ctx}: {want} is not a musl target rustup knows"
+        );
+        let mut want_calls = vec![["rustup", "target", "add", want].map(String::from).to_vec()];
+        want_calls.push(
+            std::iter::once("cargo".to_string())
+                .chain(ncclenv_args(want))
+                .collect(),
+        );
+        assert_eq!(sim.calls, want_calls, "{ctx}: rustup and cargo commands");
+        sims.push((ctx, want, sim));
     }
-    let m_rel = cargo_artifact(&m[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    // Cargo's own word on where each target's binary goes (for every target installed here; the layout is
+    // the same for every triple, and the host's musl target must be installed).
+    assert!(
+        installed.iter().any(|t| t == MUSL_TARGET),
+        "rustup target add {MUSL_TARGET}"
+    );
+    for t in ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl"] {
+        if installed.iter().any(|i| i == t) {
+            let args = ncclenv_args(t);
+            let rel = cargo_artifact(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(rel, layout(t, "ncclenv"), "where cargo puts {t}'s ncclenv");
+        } else {
+            eprintln!("{t} is not installed: its layout is taken as {MUSL_TARGET}'s");
+        }
+    }
+
+    // The glibc stage: the check helper for the platform the stage runs on.
+    let runs = stages[1].all("RUN");
+    let g = runs
+        .iter()
+        .find(|r| r.args.join(" ").contains("cargo build"))
+        .expect("glibc stage: no cargo build")
+        .args
+        .clone();
+    assert_eq!(&g[..2], ["cargo", "build"]);
+    assert_eq!(
+        g[2..].to_vec(),
+        ["--locked", "--release", "--bin", "ncclenv-check"],
+        "glibc stage: cargo build arguments"
+    );
     let g_rel = cargo_artifact(&g[1..].iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(m_rel, format!("{MUSL_TARGET}/release/ncclenv"));
     assert_eq!(g_rel, "release/ncclenv-check");
 
+    // The carrier: FROM scratch, exactly /ncclenv from the musl stage and /ncclenv-check from the glibc
+    // stage, nothing run. /ncclenv's source is a fixed path that, in every simulated build, holds the
+    // binary cargo built for that build's target.
     let carrier = &stages[2];
     assert_eq!(carrier.from, "scratch");
+    for i in &carrier.insns {
+        assert!(
+            ["COPY", "LABEL"].contains(&i.op.as_str()),
+            "carrier: {} (only COPY and LABEL)",
+            i.op
+        );
+    }
     let copies: Vec<(String, String, String)> = carrier
         .all("COPY")
         .iter()
         .map(|c| {
+            assert_eq!(c.args.len(), 2, "carrier: one file per COPY: {c:?}");
+            assert_eq!(c.flags.len(), 1, "carrier: COPY flags {:?}", c.flags);
             (
-                c.flags["from"].clone(),
+                c.flags.get("from").cloned().unwrap_or_default(),
                 c.args[0].clone(),
                 c.args[1].clone(),
             )
         })
         .collect();
+    let shape: Vec<(&str, &str)> = copies
+        .iter()
+        .map(|(f, _, d)| (f.as_str(), d.as_str()))
+        .collect();
     assert_eq!(
-        copies,
-        [
-            (
-                "musl".into(),
-                format!("{}/target/{m_rel}", stages[0].workdir()),
-                "/ncclenv".into()
-            ),
-            (
-                "glibc".into(),
-                format!("{}/target/{g_rel}", stages[1].workdir()),
-                "/ncclenv-check".into()
-            ),
-        ]
+        shape,
+        [("musl", "/ncclenv"), ("glibc", "/ncclenv-check")],
+        "carrier COPY --from and destinations"
+    );
+    let m_src = &copies[0].1;
+    assert!(
+        !m_src.contains('$') && !m_src.contains('*'),
+        "carrier: /ncclenv's source must not depend on the target: {m_src}"
+    );
+    let m_rel = m_src
+        .strip_prefix(&format!("{}/", musl.workdir()))
+        .unwrap_or_else(|| panic!("{m_src} is not under the musl stage's WORKDIR"));
+    for (ctx, want, sim) in &sims {
+        let got = std::fs::read_to_string(sim.workdir.join(m_rel))
+            .unwrap_or_else(|e| panic!("{ctx}: {m_src} not written: {e}"));
+        assert_eq!(
+            got,
+            format!("target/{}", layout(want, "ncclenv")),
+            "{ctx}: {m_src} is not the ncclenv cargo built"
+        );
+    }
+    assert_eq!(
+        copies[1].1,
+        format!("{}/target/{g_rel}", stages[1].workdir()),
+        "carrier: /ncclenv-check's source"
     );
     for s in &stages {
         assert!(
