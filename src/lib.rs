@@ -5,6 +5,8 @@
 //! [`plan::Plan`]; the shell (`main.rs`) reports, applies and execs. NCCL's own rules (list syntax, interface
 //! order) live in [`nccl_rules`] alone.
 
+#![warn(missing_docs)]
+
 pub mod check;
 pub mod cli;
 pub mod config;

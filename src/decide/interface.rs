@@ -24,7 +24,7 @@ pub fn usable_addr(a: &Addr) -> bool {
     !a.tentative && !a.deprecated && !a.dad_failed && !a.is_link_local() && !a.is_loopback()
 }
 
-/// True for a container or virtualisation bridge, by link kind or by name (see [`BRIDGE_PREFIXES`]).
+/// True for a container or virtualisation bridge, by link kind or by name (`docker`, `br-`, `virbr`, `cni`, `flannel`, `cali`, `kube-`).
 pub fn is_bridge_like(link: &Link) -> bool {
     link.kind.as_deref() == Some("bridge")
         || BRIDGE_PREFIXES.iter().any(|p| link.name.starts_with(p))

@@ -41,7 +41,7 @@ pub const PROXY_VARS: &[&str] = &[
     "all_proxy",
 ];
 
-/// True for the variables the snapshot records: every `NCCL_*`, and [`RECORDED`] and [`PROXY_VARS`].
+/// True for the variables the snapshot records: every `NCCL_*`, the launcher, GPU, library-path and proxy variables listed in this module.
 pub fn is_recorded(name: &str) -> bool {
     name.starts_with("NCCL_") || RECORDED.contains(&name) || PROXY_VARS.contains(&name)
 }
