@@ -38,6 +38,7 @@ bash scripts/install-paddle.sh
 echo "== format and lints"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 
 echo "== static entrypoint (musl) and the glibc check helper"
 cargo build --release --quiet --target x86_64-unknown-linux-musl --bin ncclenv
