@@ -482,3 +482,127 @@ fn loopback_inherited_in_multi_node_job_is_repaired() {
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
     assert!(has_warning(&p, "inherited-ifname-risky"));
 }
+
+/// A host like the reviewer's: eth0 with IPv4 and the default route, docker0 with one fe80-only veth port.
+fn host_with_docker() -> Lay {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.1.0.5/24", "fe80::5/64"]);
+    l.default_via("10.1.0.1", e, 0, false);
+    let d = l.link("docker0", true, Some("bridge"));
+    l.addr(d, "172.17.0.1/16");
+    l.plug("vethd1p", &["fe80::d1/64"]);
+    l
+}
+
+#[test]
+fn inherited_ipv6_family_without_ipv6_is_repaired_not_blamed_on_the_network() {
+    let mut l = host_with_docker();
+    l.env("NCCL_SOCKET_FAMILY", "AF_INET6");
+    l.nnodes(2);
+    let p = l.decide();
+    assert!(!refused(&p), "{:?}", p.verdict);
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+    let c = p
+        .changes
+        .iter()
+        .find(|c| c.name == "NCCL_SOCKET_FAMILY")
+        .expect("change");
+    assert_eq!(c.replaced.as_deref(), Some("AF_INET6"));
+    assert!(has_warning(&p, "inherited-family-repaired"));
+    assert!(!has_warning(&p, "loopback-only"));
+    assert!(refused(&l.strict()));
+}
+
+#[test]
+fn risk_is_judged_with_the_family_ncclenv_exports() {
+    // `^docker,lo` matches eth0 and the fe80-only veth; with NCCL_SOCKET_FAMILY=AF_INET (exported by
+    // ncclenv) NCCL never selects the veth, so there is nothing risky to refuse.
+    let mut l = host_with_docker();
+    l.env("NCCL_SOCKET_IFNAME", "^docker,lo");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept");
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+    assert!(
+        !has_warning(&p, "inherited-ifname-risky"),
+        "{:?}",
+        p.warnings
+    );
+    assert!(!refused(&l.strict()));
+    // With AF_INET6 inherited the veth stays in NCCL's list: the risk is real.
+    let mut l = host_with_docker();
+    l.net.addrs.push(Addr {
+        index: 2,
+        addr: ip("fd00::5"),
+        prefix_len: 64,
+        scope: 0,
+        tentative: false,
+        deprecated: false,
+        dad_failed: false,
+    });
+    l.env("NCCL_SOCKET_IFNAME", "^docker,lo");
+    l.env("NCCL_SOCKET_FAMILY", "AF_INET6");
+    assert!(has_warning(&l.decide(), "inherited-ifname-risky"));
+}
+
+#[test]
+fn a_refusal_caused_by_the_exclude_list_says_so() {
+    let mut l = f5();
+    l.nnodes(2);
+    let cfg = Config {
+        exclude: vec!["eth0".into(), "eth1".into(), "eth10".into()],
+        ..Config::default()
+    };
+    let p = l.decide_with(&cfg);
+    match &p.verdict {
+        Verdict::Refuse { reason, .. } => {
+            assert!(
+                reason.contains("NCCLENV_EXCLUDE=eth0,eth1,eth10"),
+                "{reason}"
+            );
+            assert!(!reason.contains("--network=none"), "{reason}");
+        }
+        v => panic!("{v:?}"),
+    }
+}
+
+#[test]
+fn a_loopback_master_in_a_multi_node_job_warns() {
+    let mut l = f5();
+    l.nnodes(2);
+    l.peer("MASTER_ADDR", "127.0.0.1", Some(1), true);
+    assert!(has_warning(&l.decide(), "peer-is-loopback"));
+    let mut l = f5();
+    l.peer("MASTER_ADDR", "127.0.0.1", Some(1), true);
+    assert!(
+        !has_warning(&l.decide(), "peer-is-loopback"),
+        "unknown shape: fine"
+    );
+}
+
+#[test]
+fn entries_that_match_nothing_are_pointed_out_with_the_space() {
+    let mut l = f5();
+    l.env("NCCL_SOCKET_IFNAME", "eth0, eth1");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: eth0 works");
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "inherited-ifname-entry-unmatched")
+        .expect("warning");
+    assert!(
+        w.message.contains("\" eth1\"") && w.message.contains("whitespace"),
+        "{}",
+        w.message
+    );
+    let mut l = f5();
+    l.env("NCCL_SOCKET_IFNAME", "eth0 ");
+    let p = l.decide();
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "inherited-ifname-repaired")
+        .expect("repair");
+    assert!(w.message.contains("whitespace"), "{}", w.message);
+}

@@ -321,8 +321,19 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         );
     }
 
+    // An inherited family no usable interface has (AF_INET6 on an IPv4-only host): NCCL would bootstrap on a
+    // link-local address or find nothing. ncclenv chooses without it and repairs it below.
+    let mut fam = fam_inherited;
+    let mut fam_repair: Option<(String, String)> = None;
+    if let (Some(f), Some((val, origin))) = (fam_inherited, &fam_value) {
+        if v.candidates(Some(f)).is_empty() && !v.candidates(None).is_empty() {
+            fam = None;
+            fam_repair = Some((val.to_string(), origin.clone()));
+        }
+    }
+
     // ncclenv's own choice.
-    let own = choose(snap, &v, fam_inherited, plan);
+    let own = choose(snap, &v, fam, plan);
     let lo = v.net.links.iter().find(|l| l.loopback);
 
     // The inherited NCCL_SOCKET_IFNAME, evaluated as NCCL would.
@@ -336,7 +347,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 "remove it; ncclenv sets its own choice",
             );
         } else {
-            let pick = nccl_rules::nccl_pick(net, Some(val), fam_inherited, Era::Current);
+            let pick = nccl_rules::nccl_pick(net, Some(val), fam, Era::Current);
             let fatal = match pick.found.first() {
                 None => Some(format!(
                     "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
@@ -347,7 +358,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                             .filter(|l| nccl_rules::parse_if_list(val).accepts(&l.name))
                             .map(|l| l.name.as_str())
                             .collect();
-                        if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) }
+                        let names = if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) };
+                        format!("{names}{}", whitespace_hint(val))
                     }
                 )),
                 Some(f) if multi && (f.loopback || is_link_local(&f.addr)) => Some(format!(
@@ -372,7 +384,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                             "inherited-ifname-repaired",
                             format!(
                                 "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {new:?}: {why}. Usable interfaces: {}",
-                                v.usable_list(fam_inherited)
+                                v.usable_list(fam)
                             ),
                             format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {new}"),
                         );
@@ -381,9 +393,28 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 }
                 None => {
                     let first = pick.found[0].clone();
+                    // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY
+                    // (the first match's) when it is not inherited, which drops the other family's matches.
+                    let final_fam = fam.unwrap_or_else(|| Family::of(&first.addr));
+                    let final_pick =
+                        nccl_rules::nccl_pick(net, Some(val), Some(final_fam), Era::Current);
+                    let dropped: Vec<&Found> = pick
+                        .found
+                        .iter()
+                        .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
+                        .collect();
                     if !single {
-                        risk_warnings(&v, val, origin, &pick.found, plan);
+                        risk_warnings(
+                            &v,
+                            val,
+                            origin,
+                            &final_pick.found,
+                            &dropped,
+                            final_fam,
+                            plan,
+                        );
                     }
+                    unmatched_entries(&v, val, origin, plan);
                     kept = Some(first);
                 }
             }
@@ -428,7 +459,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                     "no route to the peer and no default route named an interface; took {} as the {}. Usable: {}",
                     p.link.name,
                     p.how,
-                    v.usable_list(fam_inherited)
+                    v.usable_list(fam)
                 ),
                 "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
             );
@@ -436,13 +467,25 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         (p.link.name.clone(), p.addr.map(|a| a.addr), p.how.clone())
     } else {
         // No candidate at all: only loopback is left.
+        // Interfaces that only NCCLENV_EXCLUDE kept out: the refusal must name the user's own list.
+        let excluded: Vec<String> = Net::new(net, &[])
+            .candidates(fam)
+            .iter()
+            .map(|(l, _)| l.name.clone())
+            .collect();
         let lacks = format!(
             "this container has no usable network interface but lo (usable: {}){}",
-            v.usable_list(fam_inherited),
-            if net.links.iter().all(|l| l.loopback) {
-                "; it looks like --network=none"
+            v.usable_list(fam),
+            if !excluded.is_empty() {
+                format!(
+                    "; NCCLENV_EXCLUDE={} removed {}",
+                    cfg.exclude.join(","),
+                    excluded.join(", ")
+                )
+            } else if net.links.iter().all(|l| l.loopback) {
+                "; it looks like --network=none".to_string()
             } else {
-                ""
+                String::new()
             }
         );
         if multi {
@@ -467,7 +510,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         let addr = net
             .addrs
             .iter()
-            .filter(|a| a.index == lo.index && fam_inherited.is_none_or(|f| a.family() == f))
+            .filter(|a| a.index == lo.index && fam.is_none_or(|f| a.family() == f))
             .min_by_key(|a| a.family())
             .map(|a| a.addr);
         let value = v.nccl_value(&lo.name);
@@ -499,6 +542,22 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         (lo.name.clone(), addr, "loopback fallback".to_string())
     };
 
+    // A master on loopback in a multi-node job: the other nodes are told to connect to their own loopback.
+    if let (true, Some(p)) = (multi, &snap.peer) {
+        if p.addrs.iter().any(|a| a.is_loopback()) {
+            plan.warn(
+                "peer-is-loopback",
+                format!(
+                    "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
+                    p.host,
+                    p.source,
+                    snap.job.nnodes.unwrap_or(2)
+                ),
+                "give the launcher the master's routable address or host name",
+            );
+        }
+    }
+
     plan.choice = Some(Choice {
         ifname: ifname.clone(),
         addr,
@@ -506,7 +565,28 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     });
 
     // NCCL_SOCKET_FAMILY matching the chosen address.
-    if fam_value.is_none() {
+    if let (Some((val, origin)), Some(a)) = (&fam_repair, addr) {
+        let new = Family::of(&a).nccl_name();
+        plan.repair(
+            "NCCL_SOCKET_FAMILY",
+            val,
+            new,
+            format!(
+                "inherited {val} (from {origin}) matches no usable address; {ifname}'s address {a}"
+            ),
+        );
+        plan.warn_strict(
+            "inherited-family-repaired",
+            format!(
+                "NCCL_SOCKET_FAMILY={val} (from {origin}) replaced by {new}: no interface has a usable {} address, so NCCL would bootstrap on a link-local one or find none",
+                if val == "AF_INET6" { "IPv6" } else { "IPv4" }
+            ),
+            format!(
+                "remove NCCL_SOCKET_FAMILY from the image or config file, or give the interfaces {} addresses",
+                if val == "AF_INET6" { "global IPv6" } else { "IPv4" }
+            ),
+        );
+    } else if fam_value.is_none() {
         if let Some(a) = addr {
             plan.set(
                 "NCCL_SOCKET_FAMILY",
@@ -566,7 +646,15 @@ fn is_link_local(a: &IpAddr) -> bool {
 /// Warnings for an inherited `NCCL_SOCKET_IFNAME` that works but is risky for a job not known to be
 /// single-node: a match that is loopback, link-local only, or a container bridge; an entry that
 /// prefix-matches several interfaces (NET/Socket stripes over all of them, src/transport/net_socket.cc).
-fn risk_warnings(v: &Net, val: &str, origin: &str, found: &[Found], plan: &mut Plan) {
+fn risk_warnings(
+    v: &Net,
+    val: &str,
+    origin: &str,
+    found: &[Found],
+    dropped: &[&Found],
+    fam: Family,
+    plan: &mut Plan,
+) {
     for f in found {
         let link = v.link_by_name(&f.name);
         let why = if f.loopback {
@@ -598,6 +686,23 @@ fn risk_warnings(v: &Net, val: &str, origin: &str, found: &[Found], plan: &mut P
             .iter()
             .filter(|f| list.entry_matches(e, &f.name))
             .collect();
+        let gone: Vec<String> = dropped
+            .iter()
+            .filter(|f| list.entry_matches(e, &f.name))
+            .map(|f| {
+                format!(
+                    "{} ({} {} only; NCCL_SOCKET_FAMILY={} leaves it out)",
+                    f.name,
+                    if is_link_local(&f.addr) {
+                        "link-local"
+                    } else {
+                        "address"
+                    },
+                    f.addr,
+                    fam.nccl_name()
+                )
+            })
+            .collect();
         if hits.len() > 1 {
             let extra: Vec<String> = hits
                 .iter()
@@ -613,13 +718,49 @@ fn risk_warnings(v: &Net, val: &str, origin: &str, found: &[Found], plan: &mut P
             plan.warn_strict(
                 "inherited-ifname-prefix",
                 format!(
-                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}): {:?} is a prefix and also matches {}; NET/Socket would stripe over all of them",
+                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}): {:?} is a prefix and also matches {}; NET/Socket would stripe over all of them{}",
                     e.prefix,
-                    extra.join(", ")
+                    extra.join(", "),
+                    if gone.is_empty() { String::new() } else { format!(" (it also names {})", gone.join(", ")) }
                 ),
                 format!("write ={} to match that interface exactly", e.prefix),
             );
         }
+    }
+}
+
+/// " (NCCL does not trim: …)" when a list value holds whitespace (`parseStringList`, src/misc/utils.cc).
+fn whitespace_hint(val: &str) -> String {
+    if val.chars().any(char::is_whitespace) {
+        format!("; the value holds whitespace, which NCCL does not trim ({val:?})")
+    } else {
+        String::new()
+    }
+}
+
+/// Entries of a kept `NCCL_SOCKET_IFNAME` that match no interface at all (a typo, or a space NCCL does not
+/// trim, as in `"eth0, eth1"`): harmless to NCCL, but not what the user meant.
+fn unmatched_entries(v: &Net, val: &str, origin: &str, plan: &mut Plan) {
+    let list = nccl_rules::parse_if_list(val);
+    if list.exclude {
+        return;
+    }
+    let dead: Vec<String> = list
+        .entries
+        .iter()
+        .filter(|e| !v.net.links.iter().any(|l| list.entry_matches(e, &l.name)))
+        .map(|e| format!("{:?}", e.prefix))
+        .collect();
+    if !dead.is_empty() {
+        plan.warn(
+            "inherited-ifname-entry-unmatched",
+            format!(
+                "NCCL_SOCKET_IFNAME={val:?} (from {origin}): the entries {} match no interface here{}",
+                dead.join(", "),
+                whitespace_hint(val)
+            ),
+            "remove those entries (and any spaces after commas)",
+        );
     }
 }
 

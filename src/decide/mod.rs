@@ -151,7 +151,13 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
 fn finish(mut plan: Plan, cfg: &Config) -> Plan {
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
-            plan.refuse(format!("NCCLENV_STRICT=1: {}", w.message), w.remedy);
+            plan.refuse(
+                format!(
+                    "NCCLENV_STRICT=1 refuses what ncclenv would otherwise repair or run with a warning ({}): {}",
+                    w.code, w.message
+                ),
+                w.remedy,
+            );
         }
     }
     plan
