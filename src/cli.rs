@@ -13,19 +13,25 @@ pub enum Mode {
     /// `ncclenv [OPTIONS] -- COMMAND [ARGS…]`: decide, apply, exec. The vector is COMMAND and its arguments,
     /// byte for byte.
     Exec(Vec<OsString>),
-    /// `ncclenv env`: print the plan as POSIX shell lines.
-    Env,
-    /// `ncclenv doctor [--json]`.
+    /// `ncclenv env [-- COMMAND…]`: print the plan as POSIX shell lines. The vector is the optional job
+    /// command after `--`: its launcher arguments are read as the entrypoint reads them; it is not run.
+    Env(Vec<OsString>),
+    /// `ncclenv doctor [--json] [-- COMMAND…]`.
     Doctor {
         /// JSON instead of text.
         json: bool,
+        /// The job's command after `--` (read, not run); empty when none was given.
+        cmd: Vec<OsString>,
     },
-    /// `ncclenv check [bootstrap|allreduce] [--json]`; `None` = bootstrap, or allreduce when GPUs are visible.
+    /// `ncclenv check [bootstrap|allreduce] [--json] [-- COMMAND…]`; `None` = bootstrap, or allreduce when GPUs
+    /// are visible.
     Check {
         /// The check asked for.
         mode: Option<CheckMode>,
         /// JSON instead of text.
         json: bool,
+        /// The job's command after `--` (read, not run); empty when none was given.
+        cmd: Vec<OsString>,
     },
     /// `--help`.
     Help,
@@ -56,6 +62,8 @@ usage:
   ncclenv [OPTIONS] doctor [--json]        everything probed and decided (exit 0 ok, 1 warnings, 78 refuse)
   ncclenv [OPTIONS] check [bootstrap|allreduce] [--json]
                                            prove the environment with the real NCCL
+  env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
+  (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
 
 options (each also read from the variable in brackets; the flag wins):
   --peer HOST            the job's master host or address        [NCCLENV_PEER]
@@ -80,7 +88,8 @@ options (each also read from the variable in brackets; the flag wins):
   -V, --version          the version
 
 exit codes: 2 usage error, 78 refused (NCCL would certainly fail, or strict mode), 126 command not
-executable, 127 command not found; otherwise the command's own.
+executable, 127 command not found, 128+N interrupted by signal N during a check; otherwise the
+command's own.
 ";
 
 /// The `NCCLENV_*` variables, read through envy as strings and parsed here so that every error names its
@@ -122,10 +131,16 @@ pub fn parse_bool(what: &str, v: &str) -> Result<bool, UsageError> {
     }
 }
 
-fn parse_u64(what: &str, v: &str, min: u64) -> Result<u64, UsageError> {
+/// A whole number in `min..=max` (`unit` names what it counts, for the message). The bounds keep every later
+/// computation (deadlines, buffer sizes) far from overflow.
+fn parse_range(what: &str, v: &str, min: u64, max: u64, unit: &str) -> Result<u64, UsageError> {
     match v.trim().parse::<u64>() {
-        Ok(n) if n >= min => Ok(n),
-        _ => err(what, v, &format!("a whole number of at least {min}")),
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => err(
+            what,
+            v,
+            &format!("a whole number of {unit} from {min} to {max}"),
+        ),
     }
 }
 
@@ -180,11 +195,24 @@ fn parse_path(what: &str, v: &str) -> Result<PathBuf, UsageError> {
 }
 
 fn parse_peer(what: &str, v: &str) -> Result<String, UsageError> {
-    match crate::probe::job::parse_host(v) {
-        Some(_) => Ok(v.to_string()),
-        None => err(what, v, "a host name or address, optionally with :port"),
+    match crate::probe::job::parse_host_spec(v) {
+        Ok(_) => Ok(v.to_string()),
+        Err(why) => Err(UsageError(format!(
+            "{what}: invalid value {v:?} ({why}; expected a host name or address, optionally with :port)"
+        ))),
     }
 }
+
+/// Largest `--check-timeout`: one day, in seconds.
+pub const MAX_CHECK_TIMEOUT_S: u64 = 86_400;
+/// Largest `--resolve-timeout-ms`: ten minutes.
+pub const MAX_RESOLVE_TIMEOUT_MS: u64 = 600_000;
+/// Largest `--check-mib`: 64 GiB.
+pub const MAX_CHECK_MIB: u64 = 65_536;
+/// Largest `--check-gpus`.
+pub const MAX_CHECK_GPUS: u64 = 1_024;
+/// Largest `--shm-min`: 1 TiB, in MiB.
+pub const MAX_SHM_MIN_MIB: u64 = 1_048_576;
 
 /// Apply one option (by its long name without dashes) to the config. `what` names the flag or variable in
 /// errors.
@@ -199,18 +227,23 @@ fn apply(cfg: &mut Config, key: &str, what: &str, v: &str) -> Result<(), UsageEr
         "sysfs" => cfg.sysfs = parse_path(what, v)?,
         "devfs" => cfg.devfs = parse_path(what, v)?,
         "shm-path" => cfg.shm_path = parse_path(what, v)?,
-        "shm-min" => cfg.shm_min_mib = Some(parse_u64(what, v, 0)?),
+        "shm-min" => cfg.shm_min_mib = Some(parse_range(what, v, 0, MAX_SHM_MIN_MIB, "MiB")?),
         "check" => cfg.check = parse_check(what, v)?,
-        "check-timeout" => cfg.check_timeout_s = parse_u64(what, v, 1)?,
-        "check-gpus" => {
-            cfg.check_gpus = u32::try_from(parse_u64(what, v, 1)?)
-                .or_else(|_| err(what, v, "a small whole number"))?
+        "check-timeout" => {
+            cfg.check_timeout_s = parse_range(what, v, 1, MAX_CHECK_TIMEOUT_S, "seconds")?
         }
-        "check-mib" => cfg.check_mib = parse_u64(what, v, 1)?,
+        "check-gpus" => {
+            // At most MAX_CHECK_GPUS (1024), which fits in u32.
+            cfg.check_gpus = parse_range(what, v, 1, MAX_CHECK_GPUS, "ranks")? as u32
+        }
+        "check-mib" => cfg.check_mib = parse_range(what, v, 1, MAX_CHECK_MIB, "MiB")?,
         "check-repair" => cfg.check_repair = parse_bool(what, v)?,
         "check-helper" => cfg.check_helper = Some(parse_path(what, v)?),
         "nccl-lib" => cfg.nccl_lib = Some(parse_path(what, v)?),
-        "resolve-timeout-ms" => cfg.resolve_timeout_ms = parse_u64(what, v, 1)?,
+        "resolve-timeout-ms" => {
+            cfg.resolve_timeout_ms =
+                parse_range(what, v, 1, MAX_RESOLVE_TIMEOUT_MS, "milliseconds")?
+        }
         _ => return Err(UsageError(format!("unknown option --{key}"))),
     }
     Ok(())
@@ -291,7 +324,8 @@ pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
 }
 
 /// Parse `args` (without argv\[0\]) and the environment. Options may come before or after the subcommand
-/// word; everything after `--` is the command, untouched.
+/// word; everything after `--` is the command, untouched: run by the entrypoint, only read (its launcher
+/// arguments) by `env`, `doctor` and `check`.
 pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
     args: &[OsString],
     vars: I,
@@ -299,24 +333,17 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
     let mut cfg = config_from_env(vars)?;
     let mut words: Vec<String> = Vec::new();
     let mut json = false;
+    let mut cmd: Option<Vec<OsString>> = None;
     let mut i = 0;
     while i < args.len() {
         let raw = &args[i];
         if raw == "--" {
-            let cmd: Vec<OsString> = args[i + 1..].to_vec();
-            if !words.is_empty() {
-                return Err(UsageError(format!(
-                    "unexpected {:?} before --",
-                    words.join(" ")
-                )));
-            }
-            if cmd.is_empty() {
+            let c: Vec<OsString> = args[i + 1..].to_vec();
+            if c.is_empty() {
                 return Err(UsageError("no command after --".into()));
             }
-            return Ok(Cli {
-                mode: Mode::Exec(cmd),
-                config: cfg,
-            });
+            cmd = Some(c);
+            break;
         }
         let Some(a) = raw.to_str() else {
             return Err(UsageError(format!(
@@ -351,37 +378,53 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
                         Some(v) => v,
                         None => {
                             i += 1;
-                            match args.get(i).map(|v| v.to_str()) {
-                                Some(Some(v)) => v.to_string(),
-                                Some(None) => {
-                                    return Err(UsageError(format!(
-                                        "--{key}: value is not valid UTF-8"
-                                    )))
-                                }
+                            match args.get(i) {
+                                // `--peer -- cmd`: the `--` starts the command, it is not the value.
                                 None => return Err(UsageError(format!("--{key} needs a value"))),
+                                Some(v) if v == "--" => {
+                                    return Err(UsageError(format!("--{key} needs a value")))
+                                }
+                                Some(v) => match v.to_str() {
+                                    Some(v) => v.to_string(),
+                                    None => {
+                                        return Err(UsageError(format!(
+                                            "--{key}: value is not valid UTF-8"
+                                        )))
+                                    }
+                                },
                             }
                         }
                     };
                     apply(&mut cfg, key, &format!("--{key}"), &v)?;
                 } else {
-                    return Err(UsageError(format!("unknown option {a} (see --help)")));
+                    return Err(UsageError(format!("unknown option {a}")));
                 }
             }
             _ if a.starts_with('-') && a.len() > 1 => {
-                return Err(UsageError(format!("unknown option {a} (see --help)")))
+                return Err(UsageError(format!("unknown option {a}")))
             }
             _ => words.push(a.to_string()),
         }
         i += 1;
     }
-    let mode = match words.first().map(String::as_str) {
-        None => return Err(UsageError(
-            "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check"
-                .into(),
-        )),
-        Some("env") if words.len() == 1 => Mode::Env,
-        Some("doctor") if words.len() == 1 => Mode::Doctor { json },
-        Some("check") if words.len() <= 2 => Mode::Check {
+    let Some(first) = words.first().map(String::as_str) else {
+        return match cmd {
+            Some(cmd) if !json => Ok(Cli {
+                mode: Mode::Exec(cmd),
+                config: cfg,
+            }),
+            Some(_) => Err(UsageError("--json goes with doctor or check".into())),
+            None => Err(UsageError(
+                "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check"
+                    .into(),
+            )),
+        };
+    };
+    let cmd = cmd.unwrap_or_default();
+    let mode = match first {
+        "env" if words.len() == 1 => Mode::Env(cmd),
+        "doctor" if words.len() == 1 => Mode::Doctor { json, cmd },
+        "check" if words.len() <= 2 => Mode::Check {
             mode: match words.get(1) {
                 None => None,
                 Some(w) => match parse_check("check", w)? {
@@ -390,14 +433,15 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
                 },
             },
             json,
+            cmd,
         },
-        Some(w @ ("env" | "doctor" | "check")) => {
+        w @ ("env" | "doctor" | "check") => {
             return Err(UsageError(format!(
-                "unexpected argument after {w}: {:?}",
+                "unexpected argument after {w}: {:?} (put the job's command after --)",
                 words[1..].join(" ")
             )))
         }
-        Some(w) => {
+        w => {
             return Err(UsageError(format!(
                 "unknown subcommand {w:?}; to run a command write: ncclenv -- {w} ..."
             )))
@@ -444,7 +488,7 @@ mod tests {
         assert_eq!(c.config.peer.as_deref(), Some("10.0.0.1"));
         assert_eq!(c.config.log, LogLevel::Debug);
         assert_eq!(c.config.nnodes, Some(3));
-        assert_eq!(c.mode, Mode::Env);
+        assert_eq!(c.mode, Mode::Env(vec![]));
     }
 
     #[test]
@@ -469,7 +513,10 @@ mod tests {
     fn subcommands() {
         assert_eq!(
             parse(&os(&["doctor", "--json"]), env(&[])).expect("p").mode,
-            Mode::Doctor { json: true }
+            Mode::Doctor {
+                json: true,
+                cmd: vec![]
+            }
         );
         assert_eq!(
             parse(&os(&["check", "allreduce"]), env(&[]))
@@ -477,13 +524,180 @@ mod tests {
                 .mode,
             Mode::Check {
                 mode: Some(CheckMode::Allreduce),
-                json: false
+                json: false,
+                cmd: vec![]
             }
         );
         assert_eq!(
             parse(&os(&["--version"]), env(&[])).expect("p").mode,
             Mode::Version
         );
+    }
+
+    #[test]
+    fn subcommands_take_the_jobs_command_after_double_dash() {
+        let job = ["torchrun", "--nnodes=2", "--master-addr", "m", "t.py"];
+        let c = parse(
+            &os(&[&["--strict", "doctor", "--json", "--"][..], &job[..]].concat()),
+            env(&[]),
+        )
+        .expect("doctor -- cmd");
+        assert_eq!(
+            c.mode,
+            Mode::Doctor {
+                json: true,
+                cmd: os(&job)
+            }
+        );
+        assert!(c.config.strict);
+        let c = parse(&os(&[&["env", "--"][..], &job[..]].concat()), env(&[])).expect("env");
+        assert_eq!(c.mode, Mode::Env(os(&job)));
+        let c = parse(
+            &os(&[&["check", "bootstrap", "--json", "--"][..], &job[..]].concat()),
+            env(&[]),
+        )
+        .expect("check");
+        assert_eq!(
+            c.mode,
+            Mode::Check {
+                mode: Some(CheckMode::Bootstrap),
+                json: true,
+                cmd: os(&job)
+            }
+        );
+        // The command is untouched, even words that look like ours.
+        let c = parse(&os(&["doctor", "--", "doctor", "--json"]), env(&[])).expect("p");
+        assert_eq!(
+            c.mode,
+            Mode::Doctor {
+                json: false,
+                cmd: os(&["doctor", "--json"])
+            }
+        );
+        assert!(parse(&os(&["doctor", "--"]), env(&[])).is_err());
+        assert!(parse(&os(&["env", "x", "--", "true"]), env(&[])).is_err());
+        assert!(parse(&os(&["--json", "--", "true"]), env(&[])).is_err());
+    }
+
+    #[test]
+    fn numeric_options_are_bounded_and_the_message_says_the_range() {
+        // (variable, largest allowed, smallest allowed)
+        let cases = [
+            ("CHECK_TIMEOUT", 86_400u64, 1u64),
+            ("RESOLVE_TIMEOUT_MS", 600_000, 1),
+            ("CHECK_MIB", 65_536, 1),
+            ("CHECK_GPUS", 1_024, 1),
+            ("SHM_MIN", 1_048_576, 0),
+        ];
+        for (name, max, min) in cases {
+            let var = format!("NCCLENV_{name}");
+            let flag = format!("--{}", name.to_ascii_lowercase().replace('_', "-"));
+            for ok in [min, max] {
+                let c = parse(&os(&["env"]), env(&[(&var, &ok.to_string())]));
+                assert!(c.is_ok(), "{var}={ok}: {c:?}");
+                let c = parse(&os(&[&format!("{flag}={ok}"), "env"]), env(&[]));
+                assert!(c.is_ok(), "{flag}={ok}: {c:?}");
+            }
+            let range = format!("from {min} to {max}");
+            for bad in [
+                (max + 1).to_string(),
+                u64::MAX.to_string(),
+                "99999999999999999999".to_string(),
+            ] {
+                let e = parse(&os(&["env"]), env(&[(&var, &bad)])).expect_err(&var);
+                assert!(e.0.contains(&var) && e.0.contains(&range), "{}", e.0);
+                let e = parse(&os(&[&flag, &bad, "env"]), env(&[])).expect_err(&flag);
+                assert!(e.0.contains(&flag) && e.0.contains(&range), "{}", e.0);
+            }
+            if min > 0 {
+                let e = parse(&os(&["env"]), env(&[(&var, "0")])).expect_err("zero");
+                assert!(e.0.contains(&range), "{}", e.0);
+            }
+        }
+        let c = parse(
+            &os(&["env"]),
+            env(&[
+                ("NCCLENV_CHECK_TIMEOUT", "86400"),
+                ("NCCLENV_CHECK_GPUS", "1024"),
+            ]),
+        )
+        .expect("p");
+        assert_eq!(
+            (c.config.check_timeout_s, c.config.check_gpus),
+            (86_400, 1_024)
+        );
+    }
+
+    #[test]
+    fn peer_values_need_a_host_a_closed_bracket_and_a_real_port() {
+        for bad in [
+            "10.0.0.1:abc",
+            "10.0.0.1:99999",
+            "10.0.0.1:0",
+            "10.0.0.1:",
+            "10.0.0.1:+80",
+            "[fd00::1",
+            "[fd00::1]x",
+            "[fd00::1]:65536",
+            "[]:80",
+            ":29500",
+            "a b",
+        ] {
+            let e = parse(&os(&["env"]), env(&[("NCCLENV_PEER", bad)])).expect_err(bad);
+            assert!(e.0.contains("NCCLENV_PEER"), "{bad}: {}", e.0);
+            let e = parse(&os(&["--peer", bad, "env"]), env(&[])).expect_err(bad);
+            assert!(e.0.contains("--peer"), "{bad}: {}", e.0);
+        }
+        for good in [
+            "10.0.0.1",
+            "10.0.0.1:1",
+            "10.0.0.1:65535",
+            "m.example:29500",
+            "[fd00::1]",
+            "[fd00::1]:29500",
+            "fd00::1",
+            "tcp://m:8090/x",
+        ] {
+            let c = parse(&os(&["env"]), env(&[("NCCLENV_PEER", good)]));
+            assert!(c.is_ok(), "{good}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn nnodes_range_with_min_above_max_is_a_usage_error() {
+        let e = parse(&os(&["env"]), env(&[("NCCLENV_NNODES", "2:1")])).expect_err("2:1");
+        assert!(
+            e.0.contains("NCCLENV_NNODES") && e.0.contains("minimum 2"),
+            "{}",
+            e.0
+        );
+        assert!(parse(&os(&["--nnodes", "2:1", "env"]), env(&[])).is_err());
+        assert!(parse(&os(&["env"]), env(&[("NCCLENV_NNODES", "x:3")])).is_err());
+        assert_eq!(
+            parse(&os(&["env"]), env(&[("NCCLENV_NNODES", "2:2")]))
+                .expect("2:2")
+                .config
+                .nnodes,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn a_valued_option_before_double_dash_or_at_the_end_needs_a_value() {
+        for args in [
+            &["--peer", "--", "true"][..],
+            &["--peer"][..],
+            &["--nnodes", "--", "true"][..],
+            &["env", "--log"][..],
+        ] {
+            let e = parse(&os(args), env(&[])).expect_err("no value");
+            assert!(e.0.ends_with("needs a value"), "{args:?}: {}", e.0);
+        }
+        // The hint is main's to add, once.
+        let e = parse(&os(&["--bogus", "--", "true"]), env(&[])).expect_err("bogus");
+        assert_eq!(e.0, "unknown option --bogus");
+        let e = parse(&os(&["-x", "env"]), env(&[])).expect_err("-x");
+        assert!(!e.0.contains("see --help"), "{}", e.0);
     }
 
     proptest! {

@@ -78,7 +78,12 @@ pub fn exec(cmd: &[OsString], env: &[(OsString, OsString)]) -> ExecError {
             message: "ncclenv: no command".into(),
         };
     };
-    let shown = prog.to_string_lossy().into_owned();
+    // An empty name is shown quoted, as shells do (`'': command not found`), so that the line still names it.
+    let shown = if prog.is_empty() {
+        "''".to_string()
+    } else {
+        prog.to_string_lossy().into_owned()
+    };
     let fail = |code: i32, why: &str| ExecError {
         code,
         message: format!("ncclenv: {shown}: {why}"),
@@ -107,6 +112,8 @@ pub fn exec(cmd: &[OsString], env: &[(OsString, OsString)]) -> ExecError {
     if bytes.contains(&b'/') {
         return match try_exec(bytes, &argv, &envp) {
             Errno::ENOENT | Errno::ENOTDIR => fail(127, "No such file or directory"),
+            // execve says EACCES for a directory; shells say what it is.
+            Errno::EACCES if std::path::Path::new(prog).is_dir() => fail(126, "Is a directory"),
             e => fail(126, e.desc()),
         };
     }

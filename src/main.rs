@@ -1,8 +1,12 @@
 //! `ncclenv`: parse → probe → decide → report → exec. See README.md.
 //!
 //! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode); 126 the
-//! command cannot be executed; 127 the command was not found; otherwise the command's own (ncclenv is
-//! replaced by it).
+//! command cannot be executed; 127 the command was not found; 128+N interrupted by signal N during a check;
+//! otherwise the command's own (ncclenv is replaced by it).
+//!
+//! Nothing here may abort on a failed write: a full, closed or broken stdout/stderr must never keep the job
+//! from running, so every write goes through [`out`] and [`err_line`], which ignore errors (and the logger's
+//! writer swallows them too, see `report::init`).
 
 use ncclenv::cli::{self, Mode};
 use ncclenv::config::CheckMode;
@@ -10,6 +14,7 @@ use ncclenv::plan::Verdict;
 use ncclenv::probe::{self, Depth};
 use ncclenv::{decide, exec, plan, report};
 use std::ffi::OsString;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// The global allocator of the static musl build (see Cargo.toml): dlmalloc instead of musl's mallocng.
@@ -28,18 +33,18 @@ fn main() -> ExitCode {
     let cli = match cli::parse(&args, vars.iter().cloned()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("ncclenv: {} (see ncclenv --help)", e.0);
+            err_line(&format!("ncclenv: {} (see ncclenv --help)", e.0));
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let cfg = cli.config;
     match &cli.mode {
         Mode::Help => {
-            print!("{}", cli::HELP);
+            out(cli::HELP);
             return ExitCode::SUCCESS;
         }
         Mode::Version => {
-            println!("ncclenv {}", env!("CARGO_PKG_VERSION"));
+            out(&format!("ncclenv {}\n", env!("CARGO_PKG_VERSION")));
             return ExitCode::SUCCESS;
         }
         _ => {}
@@ -54,9 +59,12 @@ fn main() -> ExitCode {
         }
     }
 
+    // The job's command: run by the entrypoint, only read (launcher arguments) by env, doctor and check.
     let cmd: &[OsString] = match &cli.mode {
-        Mode::Exec(c) => c,
-        _ => &[],
+        Mode::Exec(c) | Mode::Env(c) | Mode::Doctor { cmd: c, .. } | Mode::Check { cmd: c, .. } => {
+            c
+        }
+        Mode::Help | Mode::Version => &[],
     };
     let depth = match cli.mode {
         Mode::Doctor { .. } => Depth::Doctor,
@@ -67,17 +75,17 @@ fn main() -> ExitCode {
     let mut plan = decide::decide(&snap, &cfg);
 
     match &cli.mode {
-        Mode::Env => {
+        Mode::Env(_) => {
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
-                eprintln!("{r}");
-                println!("echo {} >&2; exit 78", plan::shell_quote(&r));
+                err_line(&r);
+                out(&format!("echo {} >&2; exit 78\n", plan::shell_quote(&r)));
                 return ExitCode::from(EXIT_REFUSED);
             }
-            print!("{}", plan::shell_lines(&plan));
+            out(&plan::shell_lines(&plan));
             ExitCode::SUCCESS
         }
-        Mode::Doctor { json } => {
+        Mode::Doctor { json, .. } => {
             let alone = decide::interface::nccl_alone(&snap);
             let names: Vec<String> = match &snap.net {
                 Ok(n) => n.links.iter().map(|l| l.name.clone()).collect(),
@@ -86,23 +94,25 @@ fn main() -> ExitCode {
             let speeds = ncclenv::probe::host::link_speeds(&cfg.sysfs, &names);
             if *json {
                 let v = ncclenv::doctor::render_json(&snap, &plan, alone.as_deref(), &speeds);
-                println!("{v}");
+                out(&format!("{v}\n"));
             } else {
-                print!(
-                    "{}",
-                    ncclenv::doctor::render_text(&snap, &plan, alone.as_deref(), &speeds)
-                );
+                out(&ncclenv::doctor::render_text(
+                    &snap,
+                    &plan,
+                    alone.as_deref(),
+                    &speeds,
+                ));
             }
             ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)
         }
-        Mode::Check { mode, json } => {
+        Mode::Check { mode, json, .. } => {
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
             let env = exec::final_env(&vars, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
             if *json {
-                println!("{}", r.detail);
+                out(&format!("{}\n", r.detail));
             } else {
-                print!("{}", ncclenv::check::render_check(&r));
+                out(&ncclenv::check::render_check(&r));
             }
             if r.passed {
                 ExitCode::SUCCESS
@@ -113,14 +123,16 @@ fn main() -> ExitCode {
         Mode::Exec(cmd) => {
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
-                eprintln!("{r}");
+                err_line(&r);
                 return ExitCode::from(EXIT_REFUSED);
             }
             if cfg.check != CheckMode::Off && !plan.hands_off {
                 let env = exec::final_env(&vars, &plan);
                 let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
                 if let Some(sig) = r.interrupted_by() {
-                    eprintln!("ncclenv: interrupted by signal {sig} during the check");
+                    err_line(&format!(
+                        "ncclenv: interrupted by signal {sig} during the check"
+                    ));
                     return ExitCode::from((128 + sig) as u8);
                 }
                 if r.passed {
@@ -130,10 +142,10 @@ fn main() -> ExitCode {
                         tracing::warn!("check repair: {name}={value} ({reason})");
                     }
                 } else if cfg.strict {
-                    eprintln!(
+                    err_line(&format!(
                         "ncclenv: refused (exit 78): NCCLENV_STRICT=1 and the check failed: {}",
                         r.summary
-                    );
+                    ));
                     return ExitCode::from(EXIT_REFUSED);
                 } else {
                     tracing::warn!("check failed, running the command anyway: {}", r.summary);
@@ -185,6 +197,22 @@ fn raise_memlock() {
 
 fn exec_or_exit(cmd: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
     let e = exec::exec(cmd, env);
-    eprintln!("{}", e.message);
+    err_line(&e.message);
     ExitCode::from(e.code as u8)
+}
+
+/// Write `text` to stdout and flush it, ignoring every error: a reader that went away (`ncclenv doctor |
+/// head -1`) or a full disk must not turn into a panic.
+fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// Write one line to stderr, ignoring every error (stderr may be `/dev/full` or a closed pipe; the job must
+/// still run).
+fn err_line(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.write_all(b"\n");
 }

@@ -57,11 +57,32 @@ pub fn init(level: LogLevel, no_color: bool) {
         LogLevel::Debug => Level::DEBUG,
     };
     let color = !no_color && std::io::stderr().is_terminal();
+    // tracing-subscriber reports a failed write with `eprintln!` when `log_internal_errors` is on (the
+    // builder's default), and `eprintln!` panics when stderr fails too: a job started with `2>/dev/full` or a
+    // closed stderr would never run. Both are shut off: the writer swallows errors and internal errors are not
+    // logged.
     let _ = tracing_subscriber::fmt()
         .with_max_level(max)
-        .with_writer(std::io::stderr)
+        .with_writer(|| QuietStderr)
+        .log_internal_errors(false)
         .event_format(Format { color })
         .try_init();
+}
+
+/// stderr that never fails: every error (`ENOSPC` on `/dev/full`, `EPIPE`, `EBADF` on a closed fd) is
+/// swallowed and the write counts as done. A log line lost is better than a job lost.
+pub struct QuietStderr;
+
+impl std::io::Write for QuietStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().lock().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().lock().flush();
+        Ok(())
+    }
 }
 
 /// The one summary line: the interface and how it was chosen, then every variable set or unset with its

@@ -860,3 +860,324 @@ fn other_variables_are_never_printed() {
     assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
     check("refusal", &o, true);
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// A broken stdout or stderr never stops the job
+
+/// stderr on `/dev/full` (every write fails with ENOSPC).
+fn dev_full() -> std::process::Stdio {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full")
+        .into()
+}
+
+/// The write end of a pipe whose reader is already closed (every write fails with EPIPE).
+fn closed_pipe() -> std::process::Stdio {
+    let (r, w) = nix::unistd::pipe().expect("pipe");
+    drop(r);
+    w.into()
+}
+
+/// Not killed by a signal (abort), not a panic's 101.
+fn no_crash(what: &str, st: std::process::ExitStatus) {
+    assert_eq!(st.signal(), None, "{what}: killed by a signal: {st:?}");
+    assert_ne!(st.code(), Some(101), "{what}: panicked: {st:?}");
+}
+
+#[test]
+fn a_failing_stderr_never_keeps_the_command_from_running() {
+    let tmp = TempDir::new("exfull");
+    let vars = base(&tmp);
+    // Every level that writes (info prints the summary, debug the probed facts), also with a warning.
+    for level in ["info", "debug", "warn"] {
+        let mut v = vars.clone();
+        v.push(var("NCCLENV_LOG", level));
+        v.push(var("NCCL_SOCKET_IFNAME", "ncclenv-none0"));
+        for (name, err) in [
+            ("/dev/full", dev_full as fn() -> std::process::Stdio),
+            ("a closed pipe", closed_pipe),
+        ] {
+            let o = ncclenv(&v, &["--", "sh", "-c", "echo ran; exit 7"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(err())
+                .output()
+                .expect("run");
+            no_crash(&format!("{level}, stderr {name}"), o.status);
+            assert_eq!(o.status.code(), Some(7), "{level}, stderr {name}");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                "ran\n",
+                "{level}, {name}"
+            );
+        }
+    }
+    // The messages that are not log lines: exec failure, refusal, usage error keep their exit codes.
+    let mut strict = vars.clone();
+    strict.push(var("NCCLENV_STRICT", "1"));
+    // A repair, which strict mode refuses.
+    strict.push(var("NCCL_SOCKET_IFNAME", "ncclenv-none0"));
+    let mut bad = vars.clone();
+    bad.push(var("NCCLENV_LOG", "loud"));
+    for (v, args, code) in [
+        (&vars, &["--", "ncclenv-no-such-command"][..], 127),
+        (&vars, &["--", "/"][..], 126),
+        (&strict, &["--", "true"][..], 78),
+        (&bad, &["--", "true"][..], 2),
+        (&vars, &["--bogus"][..], 2),
+    ] {
+        let st = ncclenv(v, args)
+            .stdout(std::process::Stdio::null())
+            .stderr(dev_full())
+            .status()
+            .expect("run");
+        no_crash(&format!("{args:?}"), st);
+        assert_eq!(st.code(), Some(code), "{args:?}");
+    }
+}
+
+#[test]
+fn a_failing_stdout_never_panics() {
+    let tmp = TempDir::new("expipe");
+    let vars = base(&tmp);
+    for args in [
+        &["doctor"][..],
+        &["doctor", "--json"],
+        &["env"],
+        &["--help"],
+        &["--version"],
+        &["check", "--json"],
+    ] {
+        let mut v = vars.clone();
+        v.push(var("NCCLENV_CHECK_HELPER", "/nonexistent/ncclenv-check"));
+        for (name, out) in [
+            ("a closed pipe", closed_pipe as fn() -> std::process::Stdio),
+            ("/dev/full", dev_full),
+        ] {
+            let o = ncclenv(&v, args)
+                .stdout(out())
+                .stderr(std::process::Stdio::piped())
+                .output()
+                .expect("run");
+            let e = stderr(&o);
+            no_crash(&format!("{args:?} > {name}"), o.status);
+            assert!(!e.contains("panicked"), "{args:?} > {name}: {e}");
+            let want: &[i32] = match args[0] {
+                "doctor" => &[0, 1, 78],
+                "check" => &[1],
+                _ => &[0],
+            };
+            assert!(
+                o.status.code().is_some_and(|c| want.contains(&c)),
+                "{args:?} > {name}: {:?}\n{e}",
+                o.status
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Usage details
+
+#[test]
+fn bad_numbers_and_peers_are_usage_errors_naming_the_variable() {
+    let tmp = TempDir::new("exnum");
+    let marker = tmp.join("ran");
+    let touch = [
+        "--".to_string(),
+        "touch".into(),
+        marker.display().to_string(),
+    ];
+    for (name, value, says) in [
+        (
+            "NCCLENV_CHECK_TIMEOUT",
+            "18446744073709551615",
+            "from 1 to 86400",
+        ),
+        ("NCCLENV_RESOLVE_TIMEOUT_MS", "600001", "from 1 to 600000"),
+        ("NCCLENV_CHECK_MIB", "65537", "from 1 to 65536"),
+        ("NCCLENV_CHECK_GPUS", "1025", "from 1 to 1024"),
+        (
+            "NCCLENV_SHM_MIN",
+            "99999999999999999999",
+            "from 0 to 1048576",
+        ),
+        ("NCCLENV_PEER", "10.0.0.1:abc", "port"),
+        ("NCCLENV_PEER", "10.0.0.1:99999", "port"),
+        ("NCCLENV_PEER", "[fd00::1", "']'"),
+        ("NCCLENV_NNODES", "2:1", "minimum 2"),
+    ] {
+        let mut vars = base(&tmp);
+        vars.push(var(name, value));
+        vars.push(var("NCCLENV_CHECK", "bootstrap"));
+        let o = output(&mut ncclenv(&vars, &touch));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}={value}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.contains(name) && e.contains(value) && e.contains(says),
+            "{name}={value}: {e}"
+        );
+        assert!(!marker.exists(), "{name}={value}: the command ran");
+    }
+    // The flags too.
+    let vars = base(&tmp);
+    for args in [
+        &["--peer", "10.0.0.1:99999"][..],
+        &["--peer=[fd00::1"],
+        &["--check-timeout", "86401"],
+    ] {
+        let o = output(&mut ncclenv(
+            &vars,
+            &[args, &touch.each_ref().map(String::as_str)[..]].concat(),
+        ));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(args[0].split('=').next().unwrap_or("")));
+        assert!(!marker.exists());
+    }
+}
+
+#[test]
+fn usage_details_hint_once_value_before_double_dash_and_shell_like_messages() {
+    let tmp = TempDir::new("exdet");
+    let marker = tmp.join("ran");
+    let mut vars = base(&tmp);
+    let touch = ["touch".to_string(), marker.display().to_string()];
+    // The "(see …--help)" hint once.
+    let o = output(&mut ncclenv(&vars, &["--bogus", "--", "true"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "ncclenv: unknown option --bogus (see ncclenv --help)\n"
+    );
+    // A valued option followed by -- does not eat it.
+    for opt in ["--peer", "--nnodes", "--log"] {
+        let o = output(&mut ncclenv(
+            &vars,
+            &[&[opt, "--"][..], &touch.each_ref().map(String::as_str)[..]].concat(),
+        ));
+        assert_eq!(o.status.code(), Some(2), "{opt}");
+        assert!(
+            stderr(&o).contains(&format!("{opt} needs a value")),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!marker.exists(), "{opt}: the command ran");
+    }
+    vars.push(var("NCCLENV_LOG", "off"));
+    // An empty command name is shown quoted.
+    let o = output(&mut ncclenv(&vars, &["--", ""]));
+    assert_eq!(o.status.code(), Some(127));
+    assert_eq!(stderr(&o), "ncclenv: '': command not found\n");
+    // A directory: 126, "Is a directory", as shells say.
+    let dir = tmp.path.display().to_string();
+    let o = output(&mut ncclenv(&vars, &["--", &dir]));
+    assert_eq!(o.status.code(), Some(126));
+    assert_eq!(stderr(&o), format!("ncclenv: {dir}: Is a directory\n"));
+    // --help lists 128+N.
+    let o = output(&mut ncclenv(&vars, &["--help"]));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("128+N"));
+}
+
+/// `doctor --json ARGS…` parsed.
+fn doctor_json(vars: &[(OsString, OsString)], args: &[&str]) -> serde_json::Value {
+    let o = output(&mut ncclenv(
+        vars,
+        &[&["doctor", "--json"][..], args].concat(),
+    ));
+    assert!(
+        matches!(o.status.code(), Some(0 | 1 | 78)),
+        "{args:?}: {:?}\n{}",
+        o.status,
+        stderr(&o)
+    );
+    serde_json::from_slice(&o.stdout).expect("doctor JSON")
+}
+
+#[test]
+fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
+    let tmp = TempDir::new("exsub");
+    let marker = tmp.join("ran");
+    let m = marker.display().to_string();
+    let mut vars = base(&tmp);
+    vars.push(var("NCCLENV_CHECK_HELPER", "/nonexistent/ncclenv-check"));
+
+    let d = doctor_json(
+        &vars,
+        &[
+            "--",
+            "torchrun",
+            "--nnodes=2",
+            "--master-addr",
+            "10.0.0.1",
+            "t.py",
+            &m,
+        ],
+    );
+    assert_eq!(d["job"]["nnodes"], 2, "{}", d["job"]);
+    assert_eq!(d["job"]["source"], "--nnodes");
+    assert_eq!(d["peer"]["source"], "--master-addr");
+    assert_eq!(d["peer"]["host"], "10.0.0.1");
+    // torchrun --standalone: one node.
+    let d = doctor_json(&vars, &["--", "torchrun", "--standalone", "t.py"]);
+    assert_eq!(
+        (&d["job"]["nnodes"], &d["job"]["source"]),
+        (&1.into(), &"--standalone".into())
+    );
+    // ncclenv's own --nnodes says so.
+    let d = doctor_json(&vars, &["--nnodes", "3"]);
+    assert_eq!(d["job"]["source"], "--nnodes/NCCLENV_NNODES");
+    // Bad launcher values and peers from the environment are problems, not silence.
+    let d = doctor_json(
+        &vars,
+        &[
+            "--",
+            "torchrun",
+            "--nnodes",
+            "2:1",
+            "--master=:8090",
+            "t.py",
+        ],
+    );
+    let problems = d["job"]["problems"].to_string();
+    assert!(
+        problems.contains("--nnodes") && problems.contains("--master"),
+        "{problems}"
+    );
+    let mut v = vars.clone();
+    v.push(var("MASTER_ADDR", "a b"));
+    let d = doctor_json(&v, &[]);
+    assert!(
+        d["job"]["problems"].to_string().contains("MASTER_ADDR"),
+        "{}",
+        d["job"]
+    );
+
+    // env: the launcher argument is read (its problem is reported); nothing runs.
+    let o = output(&mut ncclenv(
+        &vars,
+        &["env", "--", "torchrun", "--master=:8090", "touch", &m],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("export "));
+    assert!(
+        stderr(&o).contains("--master") && stderr(&o).contains("[launcher-argument]"),
+        "{}",
+        stderr(&o)
+    );
+    // check: runs the check (here failing: no helper), not the command.
+    let o = output(&mut ncclenv(
+        &vars,
+        &["check", "bootstrap", "--", "touch", &m],
+    ));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for args in [
+        &["doctor", "--", "touch", &m][..],
+        &["env", "--", "touch", &m],
+    ] {
+        let o = output(&mut ncclenv(&vars, args));
+        assert_ne!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!marker.exists(), "the job's command ran");
+}

@@ -81,32 +81,65 @@ pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
     out
 }
 
-/// Strip a scheme (`etcd://`, `tcp://`), brackets and a port from `host[:port]`, `[v6]:port` or a bare IPv6
-/// address. Returns `None` for an empty host.
-pub fn parse_host(spec: &str) -> Option<String> {
+/// Parse `host[:port]`, `[v6]:port`, `[v6]` or a bare IPv6 address, after an optional scheme (`etcd://`,
+/// `tcp://`) and before an optional `/path`, into the host alone. A port, when written, is 1 to 65535 in
+/// digits; a `[` must close. The error is a short reason for a message.
+pub fn parse_host_spec(spec: &str) -> Result<String, String> {
     let s = spec.trim();
     let s = match s.find("://") {
         Some(i) => &s[i + 3..],
         None => s,
     };
     let s = s.split('/').next().unwrap_or("");
-    let host = if let Some(rest) = s.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let Some((host, after)) = rest.split_once(']') else {
+            return Err("the '[' is not closed by ']'".into());
+        };
+        match after {
+            "" => (host, None),
+            _ => match after.strip_prefix(':') {
+                Some(p) => (host, Some(p)),
+                None => return Err(format!("unexpected {after:?} after ']'")),
+            },
+        }
     } else if s.matches(':').count() > 1 {
         // A bare IPv6 address: no port can be told apart.
-        s
+        (s, None)
     } else {
-        s.split(':').next().unwrap_or("")
+        match s.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
     };
-    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        None
-    } else {
-        Some(host.to_string())
+    if host.is_empty() {
+        return Err("no host".into());
     }
+    if host
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '[' || c == ']')
+    {
+        return Err(format!("{host:?} is not a host name or address"));
+    }
+    if let Some(p) = port {
+        let ok = !p.is_empty()
+            && p.len() <= 5
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n));
+        if !ok {
+            return Err(format!("port {p:?} is not a number from 1 to 65535"));
+        }
+    }
+    Ok(host.to_string())
 }
 
-/// The launcher options read from the command, each with its value: `--name value` or `--name=value`.
-/// Scanning stops at the training script (the first `*.py` argument after the program), after which
+/// [`parse_host_spec`] without the reason: `None` for anything it rejects (an empty host, a bad port, an
+/// unclosed `[`).
+pub fn parse_host(spec: &str) -> Option<String> {
+    parse_host_spec(spec).ok()
+}
+
+/// The launcher options read from the command, each with its value: `--name value` or `--name=value`, and
+/// torchrun's `--standalone` (with an empty value). Scanning stops at the training script (the first `*.py` argument after the program), after which
 /// arguments belong to the script.
 fn launcher_options(argv: &[OsString]) -> Vec<(String, String)> {
     const NAMES: &[&str] = &[
@@ -138,6 +171,9 @@ fn launcher_options(argv: &[OsString]) -> Vec<(String, String)> {
                 out.push((a.clone(), v.clone()));
                 i += 1;
             }
+        } else if a == "--standalone" {
+            // torchrun's single-node switch takes no value.
+            out.push((a.clone(), String::new()));
         }
         i += 1;
     }
@@ -152,8 +188,20 @@ pub fn find_peer(
     argv: &[OsString],
     env: &BTreeMap<String, String>,
 ) -> Option<(String, String)> {
+    find_peer_checked(cfg_peer, argv, env).0
+}
+
+/// [`find_peer`], and one sentence for each launcher argument or variable looked at before the peer was found
+/// whose value is not a host (`MASTER_ADDR='a b'`, `--master=:8090`): it is skipped, and the sentences go to
+/// [`JobShape::problems`] (`launcher-argument` warnings) instead of being dropped silently.
+pub fn find_peer_checked(
+    cfg_peer: Option<&str>,
+    argv: &[OsString],
+    env: &BTreeMap<String, String>,
+) -> (Option<(String, String)>, Vec<String>) {
+    let mut problems = Vec::new();
     if let Some(p) = cfg_peer.and_then(parse_host) {
-        return Some(("NCCLENV_PEER".into(), p));
+        return (Some(("NCCLENV_PEER".into(), p)), problems);
     }
     let opts = launcher_options(argv);
     for want in [
@@ -166,37 +214,54 @@ pub fn find_peer(
     ] {
         if let Some((_, v)) = opts.iter().find(|(n, _)| n == want) {
             let first = v.split(',').next().unwrap_or("");
-            if let Some(h) = parse_host(first) {
-                return Some((want.to_string(), h));
+            match parse_host_spec(first) {
+                Ok(h) => return (Some((want.to_string(), h)), problems),
+                Err(e) => problems.push(format!(
+                    "launcher argument {want} {v:?}: {e}; not used as the peer"
+                )),
             }
         }
     }
     for var in ["PADDLE_MASTER", "MASTER_ADDR", "PADDLE_TRAINER_ENDPOINTS"] {
         if let Some(v) = env.get(var) {
             let first = v.split(',').next().unwrap_or("");
-            if let Some(h) = parse_host(first) {
-                return Some((var.to_string(), h));
+            match parse_host_spec(first) {
+                Ok(h) => return (Some((var.to_string(), h)), problems),
+                Err(e) => problems.push(format!("{var}={v:?}: {e}; not used as the peer")),
             }
         }
     }
-    None
+    (None, problems)
 }
 
-/// Parse a node count: `N` or `N:M` (torchrun's elastic range; counts as M, the largest size).
+/// Parse a node count: `N` or `N:M` (torchrun's elastic range, `1 <= N <= M`; counts as M, the largest
+/// size).
 pub fn parse_nnodes(v: &str) -> Result<u32, String> {
-    let last = v.rsplit(':').next().unwrap_or(v).trim();
-    let n: u32 = last
-        .parse()
-        .map_err(|_| format!("'{v}' is not a node count (N or N:M)"))?;
-    if n == 0 {
-        return Err(format!("'{v}' is not a node count (must be at least 1)"));
+    let count = |part: &str| -> Result<u32, String> {
+        match part.trim().parse::<u32>() {
+            Ok(0) => Err(format!("'{v}' is not a node count (must be at least 1)")),
+            Ok(n) => Ok(n),
+            Err(_) => Err(format!("'{v}' is not a node count (N or N:M)")),
+        }
+    };
+    match v.split_once(':') {
+        None => count(v),
+        Some((min, max)) => {
+            let (min, max) = (count(min)?, count(max)?);
+            if min > max {
+                return Err(format!(
+                    "'{v}' is not a node range: the minimum {min} is larger than the maximum {max}"
+                ));
+            }
+            Ok(max)
+        }
     }
-    Ok(n)
 }
 
-/// The job's shape: `NCCLENV_NNODES` (`cfg_nnodes`) wins; else `--nnodes` (N or N:M → M), the number of hosts
-/// in `--ips`, `PADDLE_NNODES`, the number of distinct hosts in `PADDLE_TRAINER_ENDPOINTS`. Unparseable
-/// launcher values are recorded in `problems` and ignored.
+/// The job's shape: `NCCLENV_NNODES`/`--nnodes` given to ncclenv (`cfg_nnodes`) wins; else torchrun's
+/// `--standalone` (one node); else the launcher's `--nnodes` (N or N:M → M), the number of hosts in `--ips`,
+/// `PADDLE_NNODES`, the number of distinct hosts in `PADDLE_TRAINER_ENDPOINTS`. Unparseable launcher values
+/// are recorded in `problems` and ignored.
 pub fn job_shape(
     cfg_nnodes: Option<u32>,
     argv: &[OsString],
@@ -209,7 +274,12 @@ pub fn job_shape(
     }
     if let Some(n) = cfg_nnodes {
         shape.nnodes = Some(n);
-        shape.source = Some("NCCLENV_NNODES".into());
+        shape.source = Some("--nnodes/NCCLENV_NNODES".into());
+        return shape;
+    }
+    if opts.iter().any(|(n, _)| n == "--standalone") {
+        shape.nnodes = Some(1);
+        shape.source = Some("--standalone".into());
         return shape;
     }
     if let Some((_, v)) = opts.iter().find(|(n, _)| n == "--nnodes") {
@@ -484,6 +554,110 @@ mod tests {
         assert_eq!(
             job_shape(None, &argv(&["x"]), &BTreeMap::new()).nnodes,
             None
+        );
+    }
+
+    #[test]
+    fn host_specs_reject_bad_ports_and_unclosed_brackets() {
+        for (spec, why) in [
+            ("10.0.0.1:abc", "port"),
+            ("10.0.0.1:99999", "port"),
+            ("10.0.0.1:0", "port"),
+            ("10.0.0.1:", "port"),
+            ("[fd00::1", "not closed"),
+            ("[fd00::1]29500", "after ']'"),
+            (":29500", "no host"),
+            ("", "no host"),
+            ("a b", "not a host"),
+        ] {
+            let e = parse_host_spec(spec).expect_err(spec);
+            assert!(e.contains(why), "{spec}: {e}");
+            assert_eq!(parse_host(spec), None, "{spec}");
+        }
+        assert_eq!(parse_host_spec("m:65535").as_deref(), Ok("m"));
+        assert_eq!(parse_host_spec("[fd00::1]").as_deref(), Ok("fd00::1"));
+        assert_eq!(
+            parse_host_spec("etcd://10.0.0.1:2379/v3").as_deref(),
+            Ok("10.0.0.1")
+        );
+    }
+
+    #[test]
+    fn bad_peer_values_become_problems_not_silence() {
+        let mut env = BTreeMap::new();
+        env.insert("MASTER_ADDR".to_string(), "a b".to_string());
+        let (peer, problems) = find_peer_checked(None, &argv(&["python", "t.py"]), &env);
+        assert_eq!(peer, None);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("MASTER_ADDR="), "{problems:?}");
+
+        env.insert("MASTER_ADDR".to_string(), ":29500".to_string());
+        let (peer, problems) = find_peer_checked(None, &argv(&["python", "t.py"]), &env);
+        assert_eq!(peer, None);
+        assert!(
+            problems.len() == 1 && problems[0].contains("no host"),
+            "{problems:?}"
+        );
+
+        // A bad --master is reported and the next source is used.
+        env.insert("MASTER_ADDR".to_string(), "10.0.0.9".to_string());
+        let cmd = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--master=:8090",
+            "t.py",
+        ]);
+        let (peer, problems) = find_peer_checked(None, &cmd, &env);
+        assert_eq!(peer, Some(("MASTER_ADDR".into(), "10.0.0.9".into())));
+        assert!(
+            problems.len() == 1 && problems[0].contains("--master"),
+            "{problems:?}"
+        );
+        let cmd = argv(&["torchrun", "--master-addr", "[fd00::1", "t.py"]);
+        let (_, problems) = find_peer_checked(None, &cmd, &env);
+        assert!(problems[0].contains("not closed"), "{problems:?}");
+
+        // Sources after the one used are not looked at; a good value reports nothing.
+        env.insert("PADDLE_TRAINER_ENDPOINTS".to_string(), "x:abc".to_string());
+        let (peer, problems) = find_peer_checked(None, &argv(&["python"]), &env);
+        assert_eq!(peer, Some(("MASTER_ADDR".into(), "10.0.0.9".into())));
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn nnodes_ranges_and_standalone() {
+        assert_eq!(parse_nnodes("1:4"), Ok(4));
+        assert_eq!(parse_nnodes("3"), Ok(3));
+        assert!(parse_nnodes("2:1").expect_err("2:1").contains("minimum 2"));
+        assert!(parse_nnodes("0:1").is_err());
+        assert!(parse_nnodes("x:2").is_err());
+        assert!(parse_nnodes("1:2:3").is_err());
+        let e = BTreeMap::new();
+        let s = job_shape(None, &argv(&["torchrun", "--nnodes", "2:1", "t.py"]), &e);
+        assert_eq!(s.nnodes, None);
+        assert!(
+            s.problems.len() == 1 && s.problems[0].contains("--nnodes"),
+            "{s:?}"
+        );
+        // torchrun --standalone: one node.
+        let s = job_shape(
+            None,
+            &argv(&["torchrun", "--standalone", "--nproc-per-node=8", "t.py"]),
+            &e,
+        );
+        assert_eq!(
+            (s.nnodes, s.source.as_deref()),
+            (Some(1), Some("--standalone"))
+        );
+        // After the script it belongs to the script.
+        let s = job_shape(None, &argv(&["torchrun", "t.py", "--standalone"]), &e);
+        assert_eq!(s.nnodes, None);
+        // ncclenv's own --nnodes/NCCLENV_NNODES wins, and says where it came from.
+        let s = job_shape(Some(2), &argv(&["torchrun", "--standalone", "t.py"]), &e);
+        assert_eq!(
+            (s.nnodes, s.source.as_deref()),
+            (Some(2), Some("--nnodes/NCCLENV_NNODES"))
         );
     }
 
