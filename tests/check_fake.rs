@@ -351,12 +351,14 @@ fn missing_helper_and_missing_library_are_reported() {
     cfg.nccl_lib = Some(PathBuf::from("/nonexistent/libnccl.so.2"));
     let env: Vec<_> = env.into_iter().filter(|(k, _)| k != "PATH").collect();
     let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
-    if !r.passed {
+    // An explicit NCCLENV_NCCL_LIB is the only candidate: no other library may stand in for it.
+    assert!(!r.passed, "{}", render_check(&r));
+    {
         let looked = err_field(&r, "looked")
             .and_then(|v| v.as_array())
             .map(|a| a.len())
             .unwrap_or(0);
-        assert!(looked >= 2, "{}", render_check(&r));
+        assert_eq!(looked, 1, "{}", render_check(&r));
         assert!(
             r.summary.contains("/nonexistent/libnccl.so.2"),
             "{}",

@@ -196,9 +196,12 @@ enum Cand {
 
 fn nccl_candidates() -> Vec<Cand> {
     let mut c = Vec::new();
+    // An explicit NCCLENV_NCCL_LIB is the only candidate: proving another library than the one the user
+    // named would prove nothing about theirs.
     if let Ok(p) = std::env::var("NCCLENV_NCCL_LIB") {
         if !p.is_empty() {
             c.push(Cand::Pattern(p));
+            return c;
         }
     }
     c.push(Cand::Loader("libnccl.so.2".into()));
