@@ -71,20 +71,27 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         );
     }
     // Fail open on probe errors.
-    let mut failures: Vec<String> = Vec::new();
+    // (what failed, what the user can do)
+    let mut failures: Vec<(String, &str)> = Vec::new();
     if let Err(e) = &snap.net {
-        failures.push(format!("cannot read the network over netlink: {e}"));
+        failures.push((
+            format!("cannot read the network over netlink: {e}"),
+            "run ncclenv where it can open a NETLINK_ROUTE socket (any container can), or set NCCL_SOCKET_IFNAME yourself",
+        ));
     }
     for f in &snap.conf_files {
         if let Some(e) = &f.error {
-            failures.push(format!("cannot read NCCL config file {}: {e}", f.path));
+            failures.push((
+                format!("cannot read NCCL config file {}: {e}", f.path),
+                "make the NCCL config file readable, fix NCCL_CONF_FILE, or remove the file",
+            ));
         }
     }
     if let Some(p) = &snap.peer {
         if let Some(e) = &p.error {
-            failures.push(format!(
-                "cannot resolve the peer {} (from {}): {e}",
-                p.host, p.source
+            failures.push((
+                format!("cannot resolve the peer {} (from {}): {e}", p.host, p.source),
+                "give the master as an address (NCCLENV_PEER or the launcher's master), or fix name resolution",
             ));
         }
     }
@@ -92,13 +99,18 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         plan.hands_off = true;
         let msg = format!(
             "{}; ncclenv leaves the environment untouched",
-            failures.join("; ")
+            failures
+                .iter()
+                .map(|(m, _)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
         );
-        plan.warn_strict(
-            "probe-failed",
-            msg,
-            "fix the cause above, or set NCCLENV_PEER/NCCL_SOCKET_IFNAME yourself",
-        );
+        let remedy = failures
+            .iter()
+            .map(|(_, r)| *r)
+            .collect::<Vec<_>>()
+            .join("; ");
+        plan.warn_strict("probe-failed", msg, remedy);
         return finish(plan, cfg);
     }
     if let Some((v, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
