@@ -92,15 +92,22 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
     )?;
     addr_dump(&mut nl, &mut snap.addrs)?;
     route_dump(&mut nl, AddressFamily::Inet, &mut snap.routes)?;
-    let mut v6 = Vec::new();
-    route_dump(&mut nl, AddressFamily::Inet6, &mut v6)?;
-    snap.routes.append(&mut v6);
-
-    snap.peer_routes.reserve_exact(peer_addrs.len());
-    for dest in peer_addrs {
-        snap.peer_routes.push(nl.route_get(*dest));
-    }
+    append_ipv6_routes(&mut nl, &mut snap.routes)?;
+    snap.peer_routes = peer_lookups(&mut nl, peer_addrs);
     Ok(snap)
+}
+
+/// The IPv6 main-table routes, appended after the IPv4 ones (the order `ip route` prints them in).
+fn append_ipv6_routes(nl: &mut Rtnl, routes: &mut Vec<Route>) -> Result<(), String> {
+    let mut v6 = Vec::new();
+    route_dump(nl, AddressFamily::Inet6, &mut v6)?;
+    routes.append(&mut v6);
+    Ok(())
+}
+
+/// `ip route get` for each peer address, in order.
+fn peer_lookups(nl: &mut Rtnl, peer_addrs: &[IpAddr]) -> Vec<RouteLookup> {
+    peer_addrs.iter().map(|dest| nl.route_get(*dest)).collect()
 }
 
 /// The body of an `RTM_GETLINK` request: a `struct ifinfomsg` (include/uapi/linux/rtnetlink.h) all zero but
@@ -782,15 +789,9 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnaps
         || peer_addrs.iter().any(IpAddr::is_ipv6)
         || !ipv4_default_decides(&snap.routes, &links, &snap.addrs, needs.exclude);
     if snap.ipv6_routes_probed {
-        let mut v6 = Vec::new();
-        route_dump(&mut nl, AddressFamily::Inet6, &mut v6)?;
-        snap.routes.append(&mut v6);
+        append_ipv6_routes(&mut nl, &mut snap.routes)?;
     }
-
-    snap.peer_routes.reserve_exact(peer_addrs.len());
-    for dest in peer_addrs {
-        snap.peer_routes.push(nl.route_get(*dest));
-    }
+    snap.peer_routes = peer_lookups(&mut nl, peer_addrs);
 
     // Details for the links the decision looks at closely.
     let mut detail: Vec<u32> = snap
