@@ -158,10 +158,7 @@ impl Addr {
     }
     /// True for IPv4 169.254/16 and IPv6 fe80::/10 (link-local: unusable to reach another node by routing).
     pub fn is_link_local(&self) -> bool {
-        match self.addr {
-            IpAddr::V4(a) => a.is_link_local(),
-            IpAddr::V6(a) => (a.segments()[0] & 0xffc0) == 0xfe80,
-        }
+        is_link_local_ip(&self.addr)
     }
     /// True for 127/8 and ::1.
     pub fn is_loopback(&self) -> bool {
@@ -170,6 +167,14 @@ impl Addr {
     /// True when the prefix `addr/prefix_len` contains `other` (same family only).
     pub fn covers(&self, other: &IpAddr) -> bool {
         prefix_contains(&self.addr, self.prefix_len, other)
+    }
+}
+
+/// True for IPv4 169.254/16 and IPv6 fe80::/10 (link-local: unusable to reach another node by routing).
+pub fn is_link_local_ip(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => (a.segments()[0] & 0xffc0) == 0xfe80,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::nccl_rules::{self, Era, Found, PickSource};
 use crate::plan::{Choice, Plan};
 use crate::probe::job::{effective, PROXY_VARS};
-use crate::snapshot::{Addr, Family, Link, NetSnapshot, Snapshot};
+use crate::snapshot::{is_link_local_ip, Addr, Family, Link, NetSnapshot, Snapshot};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -362,7 +362,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                         format!("{names}{}", whitespace_hint(val))
                     }
                 )),
-                Some(f) if multi && (f.loopback || is_link_local(&f.addr)) => Some(format!(
+                Some(f) if multi && (f.loopback || is_link_local_ip(&f.addr)) => Some(format!(
                     "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
                     f.name,
                     f.addr,
@@ -437,14 +437,16 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             .as_ref()
             .is_none_or(|(val, _)| !nccl_rules::ifname_counts(val))
         {
+            let value = v.nccl_value(&p.link.name);
+            let exact = value.starts_with('=');
             plan.set(
                 "NCCL_SOCKET_IFNAME",
-                v.nccl_value(&p.link.name),
+                value,
                 format!(
                     "{} by {}{}",
                     p.link.name,
                     p.how,
-                    if v.nccl_value(&p.link.name).starts_with('=') {
+                    if exact {
                         "; '=' because the plain name would also match other interfaces"
                     } else {
                         ""
@@ -636,13 +638,6 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     proxy_warning(snap, plan);
 }
 
-fn is_link_local(a: &IpAddr) -> bool {
-    match a {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
-    }
-}
-
 /// Warnings for an inherited `NCCL_SOCKET_IFNAME` that works but is risky for a job not known to be
 /// single-node: a match that is loopback, link-local only, or a container bridge; an entry that
 /// prefix-matches several interfaces (NET/Socket stripes over all of them, src/transport/net_socket.cc).
@@ -659,7 +654,7 @@ fn risk_warnings(
         let link = v.link_by_name(&f.name);
         let why = if f.loopback {
             Some("is the loopback interface")
-        } else if is_link_local(&f.addr) {
+        } else if is_link_local_ip(&f.addr) {
             Some("has only a link-local address")
         } else if link.is_some_and(is_bridge_like) {
             Some("is a container or virtualisation bridge")
@@ -693,7 +688,7 @@ fn risk_warnings(
                 format!(
                     "{} ({} {} only; NCCL_SOCKET_FAMILY={} leaves it out)",
                     f.name,
-                    if is_link_local(&f.addr) {
+                    if is_link_local_ip(&f.addr) {
                         "link-local"
                     } else {
                         "address"
@@ -708,7 +703,7 @@ fn risk_warnings(
                 .iter()
                 .filter(|f| f.name != e.prefix)
                 .map(|f| {
-                    if is_link_local(&f.addr) {
+                    if is_link_local_ip(&f.addr) {
                         format!("{} (link-local {} only)", f.name, f.addr)
                     } else {
                         format!("{} ({})", f.name, f.addr)
