@@ -7,6 +7,8 @@
 #
 # usage: sudo scripts/bench.sh [EXTRA_IFACE_COUNTS...]      (default: 500 2000)
 # env:   NCCLENV_BIN=path (default: builds target/x86_64-unknown-linux-musl/release/ncclenv)
+#        NCCLENV_BASELINE=path (optional: an older ncclenv binary timed in the same hyperfine run, reported as
+#        new/baseline, so that a change's start-up cost is compared side by side)
 #        RUNS=N (hyperfine runs per command, default 300)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ command -v hyperfine >/dev/null || { echo "bench: hyperfine missing (apt-get ins
 [ "$(id -u)" = 0 ] || { echo "bench: needs root for network namespaces" >&2; exit 1; }
 
 BIN=${NCCLENV_BIN:-}
+BASELINE=${NCCLENV_BASELINE:-}
 if [ -z "$BIN" ]; then
   cargo build -q --release --target x86_64-unknown-linux-musl --bin ncclenv
   BIN=$PWD/target/x86_64-unknown-linux-musl/release/ncclenv
@@ -59,7 +62,8 @@ run_layout() { # $1 label
     -n true "/bin/true" \
     -n shim "$WORK/shim /bin/true" \
     -n ncclenv "$BIN -- /bin/true" \
-    -n recipe "/bin/sh $WORK/recipe.sh /bin/true" >/dev/null 2>&1
+    -n recipe "/bin/sh $WORK/recipe.sh /bin/true" \
+    ${BASELINE:+-n baseline "$BASELINE -- /bin/true"} >/dev/null 2>&1
   # Peak RSS (KiB) of one ncclenv start that execs a static no-op (the shim with no argument exits at once, so
   # the peak is ncclenv's own), and of the shim alone for comparison.
   ip netns exec "$NS" env NCCLENV_LOG=off "$WORK/rss" "$BIN" -- "$WORK/shim" > "$WORK/$label.rss" || true
@@ -101,6 +105,9 @@ for l in layouts:
     rss0 = open(f"{work}/{l}.rss0").read().strip()
     print(f"{l:<10} {base*1e3:>8.3f} {add['shim']:>10.3f} {add['ncclenv']:>13.3f} {add['recipe']:>12.3f} "
           f"{add['ncclenv']/add['shim']:>12.2f}x {add['ncclenv']/add['recipe']:>14.3f}x {rss:>6} KiB {rss0:>5} KiB")
+    if "baseline" in r:
+        b = (r["baseline"]["mean"] - base) * 1e3
+        print(f"{'':<10} baseline adds {b:.3f} ms; ncclenv/baseline {add['ncclenv']/b:.3f}x")
 for path in (binary, arm):
     if os.path.exists(path):
         print(f"binary: {path} {os.path.getsize(path)} bytes ({os.path.getsize(path)/1048576:.2f} MiB)")
