@@ -431,6 +431,7 @@ pub fn render_json(
             "verdict": plan.verdict,
             "choice": plan.choice,
             "nccl_alone": nccl_alone,
+            "nccl_model": crate::decide::interface::nccl_model_json(snap),
             "raise_memlock": plan.raise_memlock,
             "hands_off": plan.hands_off,
             "exit_code": exit_code(plan),

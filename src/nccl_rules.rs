@@ -163,13 +163,40 @@ pub fn ifaddrs(net: &NetSnapshot) -> Vec<IfAddr> {
     out
 }
 
-/// Which NCCL generation to mirror where they differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which NCCL generation to mirror where they differ (measured against the pinned wheels 2.21.5 and 2.27.7,
+/// read in `src/misc/socket.cc` up to 2.27 and `src/os/linux.cc` from 2.28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Era {
-    /// NCCL 2.28 and later: interfaces without `IFF_RUNNING` are skipped; `virbr*` is a last resort.
-    Current,
-    /// NCCL before 2.28: an interface that is down but has an address is taken.
+    /// NCCL before 2.28: an interface that has an address but no carrier (`IFF_RUNNING` clear) is taken like
+    /// any other, and the automatic chain is `ib` → `^docker,lo` → `docker` → `lo` (`virbr*` is an ordinary
+    /// interface).
     Before2_28,
+    /// NCCL 2.28 and later: interfaces without `IFF_RUNNING` are skipped; the chain excludes `virbr*` in its
+    /// main step and tries it last.
+    Current,
+}
+
+impl Era {
+    /// The era of an NCCL version written `X.Y.Z` (or `X.Y`): [`Era::Before2_28`] below 2.28, else
+    /// [`Era::Current`]. `None` when the text is not a version.
+    pub fn of_version(version: &str) -> Option<Era> {
+        let mut parts = version.trim().split('.');
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = parts.next()?.parse().ok()?;
+        Some(if (major, minor) < (2, 28) {
+            Era::Before2_28
+        } else {
+            Era::Current
+        })
+    }
+
+    /// How this era differs, in words, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Era::Before2_28 => "before 2.28: interfaces without carrier count",
+            Era::Current => "2.28+: interfaces without carrier are skipped",
+        }
+    }
 }
 
 /// An interface NCCL found, with the first address it kept for it.
@@ -458,6 +485,33 @@ mod tests {
         // IPv4 first: eth0 10.0.0.2; then veth1's fe80 (IPv6 link-local is not skipped).
         assert_eq!(n, ["eth0", "veth1"]);
         assert_eq!(p.found[0].addr, "10.0.0.2".parse::<IpAddr>().expect("ip"));
+    }
+
+    #[test]
+    fn era_follows_the_version() {
+        assert_eq!(Era::of_version("2.21.5"), Some(Era::Before2_28));
+        assert_eq!(Era::of_version("2.27.7"), Some(Era::Before2_28));
+        assert_eq!(Era::of_version("2.28.3"), Some(Era::Current));
+        assert_eq!(Era::of_version("2.30"), Some(Era::Current));
+        assert_eq!(Era::of_version("3.0.1"), Some(Era::Current));
+        assert_eq!(Era::of_version("1.3.4"), Some(Era::Before2_28));
+        assert_eq!(Era::of_version("x.28"), None);
+        assert_eq!(Era::of_version("2"), None);
+    }
+
+    #[test]
+    fn before_2_28_chain_does_not_exclude_virbr() {
+        let mut n = net();
+        n.links.push(link(6, "virbr0", true));
+        n.addrs.insert(4, addr(6, "192.168.122.1", 24));
+        // 2.28+: virbr0 is excluded from the main step, eth0 (index 4) is first.
+        let p = nccl_pick(&n, None, None, Era::Current);
+        assert_eq!(p.found[0].name, "eth0");
+        // Before: the chain's main step is ^docker,lo, and enp3s0 (no carrier) and virbr0 count too.
+        let p = nccl_pick(&n, None, None, Era::Before2_28);
+        assert_eq!(p.source, PickSource::Auto("^docker,lo"));
+        let names: Vec<&str> = p.found.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "enp3s0", "virbr0", "veth1"]);
     }
 
     #[test]

@@ -46,9 +46,8 @@ fn libraries() -> Option<Vec<(String, PathBuf)>> {
         None
     };
     match why {
-        Some(w) if std::env::var("CI").as_deref() == Ok("true") => panic!("{w}"),
         Some(w) => {
-            eprintln!("SKIP check_real_nccl: {w}");
+            common::skip(&format!("check_real_nccl: {w}"));
             None
         }
         None => Some(libs),
@@ -156,18 +155,18 @@ fn good_interface_address_is_decoded() {
     ns.addr("10.77.0.2/24", &[]);
     let want: IpAddr = "10.77.0.2".parse().expect("ip");
     for (name, lib) in &libs {
-        // Warm the page cache, then measure spawn → verdict.
+        // Warm the page cache, then time spawn → verdict.
         let _ = bootstrap(&ns, lib, &[], Some(("v0", want)));
         let r = bootstrap(&ns, lib, &[], Some(("v0", want)));
         assert!(r.passed, "{name}: {}", render_check(&r));
         assert_eq!(r.detail["result"]["addr"], "10.77.0.2", "{name}");
         assert_eq!(r.detail["result"]["family"], "AF_INET", "{name}");
         let ms = r.detail["elapsed_ms"].as_u64().unwrap_or(u64::MAX);
+        // Printed, not asserted: scripts/bench.sh measures it side by side.
         eprintln!(
             "bootstrap check {name} (NCCL {}): {ms} ms from spawn to verdict (incl. ip netns exec)",
             version_of(&r)
         );
-        assert!(ms < 3000, "{name}: bootstrap check took {ms} ms");
         // The same with NCCL_SOCKET_IFNAME naming the interface, and a wrong expectation is caught.
         let r = bootstrap(
             &ns,
@@ -233,5 +232,314 @@ fn ipv6_only_with_socket_family_inet6() {
         assert!(r.passed, "{name}: {}", render_check(&r));
         assert_eq!(r.detail["result"]["family"], "AF_INET6", "{name}");
         assert_eq!(r.detail["result"]["addr"], "fd77::2", "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Agreement: ncclenv's model of NCCL ("NCCL alone" in doctor) against what the real library binds
+
+mod common;
+
+use common::layouts;
+
+/// What NCCL does at bootstrap with one environment: binds an address on an interface, finds no socket
+/// interface, or fails in another way (the text says how).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Bootstrap {
+    Bound { ifname: String, addr: IpAddr },
+    NoInterface,
+    Other(String),
+}
+
+/// The inherited values tried on a layout whose interfaces with an address are `names` (index order):
+/// `(NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY)`, `None` = unset. Unset; the families (and one NCCL ignores);
+/// every name as a prefix; `=name`, `^name`, `^=name`, a leading space; prefixes of two and three
+/// characters; a list, a list with a space after the comma; `lo`, `^lo`, `^docker,lo`, a missing name,
+/// `=^x`; the values NCCL ignores (one character, empty).
+fn inherited_values(names: &[String]) -> Vec<(Option<String>, Option<&'static str>)> {
+    let non_lo: Vec<&String> = names.iter().filter(|n| *n != "lo").collect();
+    let mut v: Vec<(Option<String>, Option<&'static str>)> = vec![
+        (None, None),
+        (None, Some("AF_INET")),
+        (None, Some("AF_INET6")),
+        (None, Some("inet")),
+    ];
+    let mut ifn = |s: String| v.push((Some(s), None));
+    for n in &non_lo {
+        ifn(n.to_string());
+    }
+    for n in non_lo.iter().take(2) {
+        ifn(format!("={n}"));
+    }
+    if let Some(first) = non_lo.first() {
+        ifn(format!("^{first}"));
+        ifn(format!("^={first}"));
+        ifn(format!(" {first}"));
+        ifn(first.chars().take(1).collect());
+    }
+    for n in &non_lo {
+        for len in [2, 3] {
+            if n.len() > len {
+                ifn(n[..len].to_string());
+            }
+        }
+    }
+    if non_lo.len() >= 2 {
+        ifn(non_lo
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(","));
+        ifn(format!("{}, {}", non_lo[0], non_lo[1]));
+    }
+    for s in [
+        "lo",
+        "=lo",
+        "^lo",
+        "^docker,lo",
+        "nomatch0",
+        "=^x",
+        "^",
+        "=",
+        "",
+    ] {
+        ifn(s.to_string());
+    }
+    if let Some(first) = non_lo.first() {
+        v.push((Some(first.to_string()), Some("AF_INET6")));
+        v.push((Some(first.to_string()), Some("AF_INET")));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    v.retain(|e| seen.insert(e.clone()));
+    v
+}
+
+/// The environment of one case, as `(name, value)` pairs.
+fn case_env(ifname: &Option<String>, family: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut e = Vec::new();
+    if let Some(v) = ifname {
+        e.push(("NCCL_SOCKET_IFNAME", v.clone()));
+    }
+    if let Some(f) = family {
+        e.push(("NCCL_SOCKET_FAMILY", f.to_string()));
+    }
+    e
+}
+
+/// `ncclenv doctor --json` in the namespace with `lib` named (so the model follows its version) and the
+/// case's variables: the model's bootstrap and the version it followed.
+fn model(
+    ns: &common::Netns,
+    lib: &Path,
+    empty: &Path,
+    env: &[(&str, String)],
+) -> (Bootstrap, serde_json::Value) {
+    let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_NCCL_LIB", lib)
+        .env("NCCLENV_SYSFS", empty)
+        .env("NCCLENV_DEVFS", empty)
+        .env("NCCLENV_SHM_MIN", "0")
+        .args(["doctor", "--json"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run ncclenv doctor");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json ({env:?}): {e}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    let m = v["decision"]["nccl_model"].clone();
+    let b = match &m["bootstrap"] {
+        serde_json::Value::Null => Bootstrap::NoInterface,
+        b => Bootstrap::Bound {
+            ifname: b["ifname"].as_str().unwrap_or("?").to_string(),
+            addr: b["addr"]
+                .as_str()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("nccl_model.bootstrap.addr: {m}")),
+        },
+    };
+    (b, m)
+}
+
+/// `ncclenv-check bootstrap` (the real `ncclGetUniqueId`) in the namespace with exactly the case's
+/// variables: the address bound, mapped to its interface with `ip -j addr` (`owners`).
+fn real(
+    ns: &common::Netns,
+    lib: &Path,
+    env: &[(&str, String)],
+    owners: &[(IpAddr, String)],
+) -> Bootstrap {
+    let mut c = ns.command("timeout");
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_NCCL_LIB", lib)
+        .args(["60", env!("CARGO_BIN_EXE_ncclenv-check"), "bootstrap"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run ncclenv-check");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let Some(r) = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["ev"] == "result")
+    else {
+        return Bootstrap::Other(format!(
+            "no result line ({}): {out}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    };
+    if r["ok"] == true {
+        let addr: IpAddr = r["addr"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("result without addr: {r}"));
+        // A bridge shares its first port's MAC, so both hold the same fe80 address: every owner is named.
+        let names: Vec<&str> = owners
+            .iter()
+            .filter(|(a, _)| *a == addr)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        let ifname = if names.is_empty() {
+            format!("(no interface owns {addr})")
+        } else {
+            names.join("|")
+        };
+        return Bootstrap::Bound { ifname, addr };
+    }
+    let e = &r["error"];
+    if e["last_error"]
+        .as_str()
+        .unwrap_or("")
+        .contains("no socket interface found")
+    {
+        Bootstrap::NoInterface
+    } else {
+        Bootstrap::Other(e.to_string())
+    }
+}
+
+/// Every address of the namespace with the interface that owns it, per `ip -j addr` (the oracle), and
+/// the names of the interfaces that have one, in index order.
+fn owners(ns: &common::Netns) -> (Vec<(IpAddr, String)>, Vec<String>) {
+    let v = ns.ip_json(&["addr", "show"]);
+    let mut owners = Vec::new();
+    let mut names = Vec::new();
+    for l in v.as_array().map(|a| a.as_slice()).unwrap_or(&[]) {
+        let name = l["ifname"].as_str().unwrap_or("").to_string();
+        let addrs: Vec<IpAddr> = l["addr_info"]
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|i| i["local"].as_str()?.parse().ok())
+            .collect();
+        if !addrs.is_empty() {
+            names.push(name.clone());
+        }
+        owners.extend(addrs.into_iter().map(|a| (a, name.clone())));
+    }
+    (owners, names)
+}
+
+/// The model agrees with NCCL: the same address on an interface NCCL's address belongs to (`ifname` of
+/// [`real`] names every owner, `a|b`), or both find no socket interface.
+fn agrees(model: &Bootstrap, real: &Bootstrap) -> bool {
+    match (model, real) {
+        (
+            Bootstrap::Bound { ifname: m, addr: a },
+            Bootstrap::Bound {
+                ifname: owners,
+                addr: b,
+            },
+        ) => a == b && owners.split('|').any(|o| o == m),
+        (Bootstrap::NoInterface, Bootstrap::NoInterface) => true,
+        _ => false,
+    }
+}
+
+/// The agreement figure the README states, for the versions measured.
+fn readme_sentence(versions: &[String], layouts: (usize, usize), cases: (usize, usize)) -> String {
+    format!(
+        "the model agrees with NCCL {} on {}/{} layouts ({}/{} cases of a layout and an inherited value)",
+        versions.join(" and "),
+        layouts.0,
+        layouts.1,
+        cases.0,
+        cases.1
+    )
+}
+
+/// `doctor`'s model of NCCL's own choice ("NCCL alone", `decision.nccl_model`) against what the real
+/// `ncclGetUniqueId` of each pinned wheel binds, with the environment as given, on every field-case layout
+/// (`tests/common/layouts.rs`) and with every inherited value of [`inherited_values`]. The model follows the
+/// version named by `NCCLENV_NCCL_LIB`. Every case must agree; the figure is printed and must be the one
+/// the README states.
+#[test]
+fn nccl_alone_model_agrees_with_the_real_nccl() {
+    let Some(libs) = libraries() else { return };
+    let empty = common::TempDir::new("agree");
+    let mut cases = 0usize;
+    let mut misses: Vec<String> = Vec::new();
+    let mut layouts_ok = 0usize;
+    let started = std::time::Instant::now();
+    for layout in layouts::ALL {
+        let ns = common::Netns::new("agree");
+        (layout.build)(&ns);
+        let (owners, names) = owners(&ns);
+        let before = misses.len();
+        for (ifname, family) in inherited_values(&names) {
+            let env = case_env(&ifname, family);
+            for (name, lib) in &libs {
+                cases += 1;
+                let (m, raw) = model(&ns, lib, &empty.path, &env);
+                let r = real(&ns, lib, &env, &owners);
+                let want_version = name.trim_start_matches("nccl-");
+                assert_eq!(
+                    raw["nccl_versions"],
+                    serde_json::json!([want_version]),
+                    "the model follows the version of NCCLENV_NCCL_LIB: {raw}"
+                );
+                if !agrees(&m, &r) {
+                    misses.push(format!(
+                        "{} {name} {env:?}: model {m:?}, NCCL {r:?}",
+                        layout.name
+                    ));
+                }
+            }
+        }
+        if misses.len() == before {
+            layouts_ok += 1;
+        }
+    }
+    let versions: Vec<String> = libs
+        .iter()
+        .map(|(n, _)| n.trim_start_matches("nccl-").to_string())
+        .collect();
+    let agree = cases - misses.len();
+    let sentence = readme_sentence(&versions, (layouts_ok, layouts::ALL.len()), (agree, cases));
+    eprintln!("{sentence} (in {:?})", started.elapsed());
+    assert!(
+        misses.is_empty(),
+        "{} of {cases} cases disagree:\n{}",
+        misses.len(),
+        misses.join("\n")
+    );
+    if versions == ["2.21.5", "2.27.7"] {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+            .expect("README.md");
+        // Compared with the README's line breaks and indentation folded to single spaces.
+        let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            readme.contains(&sentence),
+            "README.md must state the measured figure: \"{sentence}\""
+        );
     }
 }

@@ -18,6 +18,8 @@ struct Lay {
     env: BTreeMap<String, String>,
     peer: Option<Peer>,
     job: JobShape,
+    /// The NCCL installations found (empty: none, so the version is unknown).
+    nccl: Vec<NcclInstall>,
 }
 
 impl Lay {
@@ -27,6 +29,7 @@ impl Lay {
             env: BTreeMap::new(),
             peer: None,
             job: JobShape::default(),
+            nccl: Vec::new(),
         };
         let i = l.link("lo", true, None);
         l.net.links[0].loopback = true;
@@ -112,6 +115,14 @@ impl Lay {
     fn env(&mut self, k: &str, v: &str) {
         self.env.insert(k.into(), v.into());
     }
+    /// The command will load this NCCL (`NCCLENV_NCCL_LIB`, so it alone counts).
+    fn nccl(&mut self, version: &str) {
+        self.nccl = vec![NcclInstall {
+            path: format!("/opt/nccl/libnccl.so.{version}"),
+            version: Some(version.into()),
+            source: ncclenv::probe::nccl::EXPLICIT_SOURCE.into(),
+        }];
+    }
     fn nnodes(&mut self, n: u32) {
         self.job.nnodes = Some(n);
         self.job.source = Some("--nnodes".into());
@@ -122,6 +133,7 @@ impl Lay {
             peer: self.peer.clone(),
             job: self.job.clone(),
             env: self.env.clone(),
+            nccl_installs: self.nccl.clone(),
             ..Snapshot::default()
         };
         decide(&snap, cfg)
@@ -352,13 +364,13 @@ fn f10_no_network() {
     let mut l = Lay::new();
     l.nnodes(2);
     let p = l.decide();
-    assert!(refused(&p));
-    if let Verdict::Refuse { reason, remedy } = &p.verdict {
-        assert!(
-            reason.contains("lo") && remedy.contains("network"),
-            "{reason} / {remedy}"
-        );
-    }
+    let Verdict::Refuse { reason, remedy } = &p.verdict else {
+        panic!("a 2-node job with only lo must be refused: {:?}", p.verdict)
+    };
+    assert!(
+        reason.contains("lo") && remedy.contains("network"),
+        "{reason} / {remedy}"
+    );
 }
 
 #[test]
@@ -394,6 +406,7 @@ fn f12_peer_on_secondary_network() {
         env: l.env.clone(),
         peer: None,
         job: l.job.clone(),
+        nccl: Vec::new(),
     };
     remote.peer("MASTER_ADDR", "10.100.0.12", Some(n), false);
     let p = remote.decide();
@@ -605,4 +618,86 @@ fn entries_that_match_nothing_are_pointed_out_with_the_space() {
         .find(|w| w.code == "inherited-ifname-repaired")
         .expect("repair");
     assert!(w.message.contains("whitespace"), "{}", w.message);
+}
+
+fn warning<'a>(p: &'a Plan, code: &str) -> &'a ncclenv::plan::Warning {
+    p.warnings
+        .iter()
+        .find(|w| w.code == code)
+        .unwrap_or_else(|| panic!("no [{code}] in {:?}", p.warnings))
+}
+
+/// `eth0` has an address but no carrier and comes first; `eth1` carries the default route; `ens3` is a
+/// third interface.
+fn dead_first() -> Lay {
+    let mut l = Lay::new();
+    l.stub("eth0", &["10.0.0.2/24"]);
+    let e1 = l.plug("eth1", &["10.0.1.2/24"]);
+    l.default_via("10.0.1.1", e1, 0, false);
+    l.plug("ens3", &["10.0.3.2/24"]);
+    l
+}
+
+/// An inherited prefix whose first match has no carrier: NCCL before 2.28 bootstraps on it (a certain
+/// failure: repaired), 2.28+ skips it (kept). The version is the one the command will load; unknown or
+/// several versions mean the rules before 2.28.
+#[test]
+fn a_dead_first_match_fails_before_nccl_2_28_only() {
+    for (versions, fails) in [
+        (vec!["2.21.5"], true),
+        (vec!["2.27.7"], true),
+        (vec![], true),
+        (vec!["2.28.3"], false),
+        (vec!["2.30.7"], false),
+    ] {
+        let mut l = dead_first();
+        if let Some(v) = versions.first() {
+            l.nccl(v);
+        }
+        l.env("NCCL_SOCKET_IFNAME", "eth");
+        let p = l.decide();
+        if fails {
+            assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"), "{versions:?}");
+            let w = warning(&p, "inherited-ifname-repaired");
+            assert!(
+                w.message.contains("eth0") && w.message.contains("no carrier"),
+                "{versions:?}: {}",
+                w.message
+            );
+            assert!(refused(&l.strict()), "{versions:?}");
+        } else {
+            assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: {versions:?}");
+            assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth1"));
+            assert!(
+                !has_warning(&p, "inherited-ifname-repaired"),
+                "{:?}",
+                p.warnings
+            );
+        }
+    }
+    // Several installations, one of them older than 2.28 (none named explicitly): the older rules.
+    let mut l = dead_first();
+    l.env("NCCL_SOCKET_IFNAME", "eth");
+    for (v, src) in [("2.28.3", "ld.so.cache"), ("2.21.5", "site-packages")] {
+        l.nccl.push(NcclInstall {
+            path: format!("/x/libnccl.so.{v}"),
+            version: Some(v.into()),
+            source: src.into(),
+        });
+    }
+    assert!(has_warning(&l.decide(), "inherited-ifname-repaired"));
+    // A dead interface matched after a live one: kept, but NET/Socket before 2.28 would stripe over it.
+    let mut l = Lay::new();
+    let e0 = l.plug("eth0", &["10.0.0.2/24"]);
+    l.default_via("10.0.0.1", e0, 0, false);
+    l.stub("eth9", &["10.0.9.2/24"]);
+    l.nccl("2.21.5");
+    l.env("NCCL_SOCKET_IFNAME", "eth");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
+    assert!(warning(&p, "inherited-ifname-risky")
+        .message
+        .contains("eth9"));
+    l.nccl("2.28.3");
+    assert!(!has_warning(&l.decide(), "inherited-ifname-risky"));
 }

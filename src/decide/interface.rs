@@ -310,6 +310,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let conf = &snap.conf_files;
     let multi = is_multi(snap);
     let single = snap.job.is_single_node();
+    let target = nccl_target(snap);
+    let era = target.era;
 
     let fam_value = effective("NCCL_SOCKET_FAMILY", env, conf);
     let fam_inherited = nccl_rules::socket_family(fam_value.as_ref().map(|(v, _)| *v));
@@ -347,7 +349,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 "remove it; ncclenv sets its own choice",
             );
         } else {
-            let pick = nccl_rules::nccl_pick(net, Some(val), fam, Era::Current);
+            let pick = nccl_rules::nccl_pick(net, Some(val), fam, era);
             let fatal = match pick.found.first() {
                 None => Some(format!(
                     "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
@@ -361,6 +363,14 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                         let names = if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) };
                         format!("{names}{}", whitespace_hint(val))
                     }
+                )),
+                // Before 2.28 NCCL takes an interface without carrier (FIELD-CASES F8): bootstrap binds
+                // to a dead link, and no peer ever connects.
+                Some(f) if !f.running => Some(format!(
+                    "{} would bootstrap on {} ({}), which has no carrier (not RUNNING): no other rank can connect to it",
+                    target.describe(),
+                    f.name,
+                    f.addr
                 )),
                 Some(f) if multi && (f.loopback || is_link_local_ip(&f.addr)) => Some(format!(
                     "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
@@ -396,8 +406,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                     // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY
                     // (the first match's) when it is not inherited, which drops the other family's matches.
                     let final_fam = fam.unwrap_or_else(|| Family::of(&first.addr));
-                    let final_pick =
-                        nccl_rules::nccl_pick(net, Some(val), Some(final_fam), Era::Current);
+                    let final_pick = nccl_rules::nccl_pick(net, Some(val), Some(final_fam), era);
                     let dropped: Vec<&Found> = pick
                         .found
                         .iter()
@@ -654,6 +663,8 @@ fn risk_warnings(
         let link = v.link_by_name(&f.name);
         let why = if f.loopback {
             Some("is the loopback interface")
+        } else if !f.running {
+            Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
         } else if is_link_local_ip(&f.addr) {
             Some("has only a link-local address")
         } else if link.is_some_and(is_bridge_like) {
@@ -910,25 +921,82 @@ pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
     c.into_iter().map(|(l, _)| l.name.clone()).collect()
 }
 
-/// What NCCL alone (without ncclenv) would choose with the inherited environment, for the report: the
-/// bootstrap interface and address, or why it fails.
-pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
+/// The NCCL the command will run with, as far as the snapshot tells (`Snapshot::nccl_installs`: the library
+/// of `NCCLENV_NCCL_LIB` alone when it is set, else every installation found), and so the rules the model
+/// of NCCL applies where versions differ ([`Era`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclTarget {
+    /// The rules applied: [`Era::Current`] only when every version found is 2.28 or later; otherwise (an
+    /// older one, or none known) [`Era::Before2_28`], under which more inherited values fail.
+    pub era: Era,
+    /// The distinct versions found (`X.Y.Z`), sorted; empty when unknown.
+    pub versions: Vec<String>,
+}
+
+impl NcclTarget {
+    /// `NCCL 2.21.5 (before 2.28: …)`, or what was assumed when the version is unknown.
+    pub fn describe(&self) -> String {
+        if self.versions.is_empty() {
+            format!(
+                "NCCL (version not found; modelled as {})",
+                self.era.describe()
+            )
+        } else {
+            format!(
+                "NCCL {} ({})",
+                self.versions.join(", "),
+                self.era.describe()
+            )
+        }
+    }
+}
+
+/// See [`NcclTarget`].
+pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
+    let installs = match snap.nccl_installs.first() {
+        Some(i) if i.source == crate::probe::nccl::EXPLICIT_SOURCE => std::slice::from_ref(i),
+        _ => &snap.nccl_installs[..],
+    };
+    let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
+    versions.sort();
+    versions.dedup();
+    let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
+    let era = if !eras.is_empty() && eras.len() == versions.len() {
+        eras.iter().copied().min().unwrap_or(Era::Before2_28)
+    } else {
+        Era::Before2_28
+    };
+    NcclTarget { era, versions }
+}
+
+/// What NCCL alone (without ncclenv) would do with the inherited environment, following the version the
+/// command will load ([`nccl_target`]): the pick and the target.
+fn nccl_alone_pick(snap: &Snapshot) -> Option<(nccl_rules::NcclPick, NcclTarget)> {
     let Ok(net) = &snap.net else { return None };
     let ifn = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files);
     let fam = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
+    let target = nccl_target(snap);
     let pick = nccl_rules::nccl_pick(
         net,
         ifn.as_ref().map(|(v, _)| *v),
         nccl_rules::socket_family(fam.as_ref().map(|(v, _)| *v)),
-        Era::Current,
+        target.era,
     );
+    Some((pick, target))
+}
+
+/// What NCCL alone (without ncclenv) would choose with the inherited environment, for the report: the
+/// bootstrap interface and address, or why it fails, and the NCCL version modelled.
+pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
+    let (pick, target) = nccl_alone_pick(snap)?;
     let source = match &pick.source {
         PickSource::User(v) => format!("NCCL_SOCKET_IFNAME={v}"),
         PickSource::Auto(step) => format!("automatic, step {step:?}"),
     };
+    let model = target.describe();
     Some(match pick.found.first() {
         Some(f) => format!(
-            "{} ({}) [{}; {} interface(s) for NET/Socket: {}]",
+            "{} ({}) [{}; {} interface(s) for NET/Socket: {}; {model}]",
             f.name,
             f.addr,
             source,
@@ -939,7 +1007,32 @@ pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-        None => format!("no socket interface found [{source}]"),
+        None => format!("no socket interface found [{source}; {model}]"),
+    })
+}
+
+/// [`nccl_alone`] as data, for `doctor --json` (`decision.nccl_model`): `{"nccl_versions": [..], "era":
+/// "before-2.28" | "2.28+", "source": "NCCL_SOCKET_IFNAME" | "automatic", "step": the automatic step or null,
+/// "bootstrap": {"ifname", "addr"} or null ("no socket interface found"), "interfaces": [names NET/Socket
+/// would use]}`; `null` when the network probe failed.
+pub fn nccl_model_json(snap: &Snapshot) -> serde_json::Value {
+    let Some((pick, target)) = nccl_alone_pick(snap) else {
+        return serde_json::Value::Null;
+    };
+    let (source, step) = match &pick.source {
+        PickSource::User(_) => ("NCCL_SOCKET_IFNAME", None),
+        PickSource::Auto(step) => ("automatic", Some(*step)),
+    };
+    serde_json::json!({
+        "nccl_versions": target.versions,
+        "era": match target.era {
+            Era::Before2_28 => "before-2.28",
+            Era::Current => "2.28+",
+        },
+        "source": source,
+        "step": step,
+        "bootstrap": pick.found.first().map(|f| serde_json::json!({"ifname": f.name, "addr": f.addr})),
+        "interfaces": pick.found.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
     })
 }
 

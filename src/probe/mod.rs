@@ -17,7 +17,8 @@ use std::time::Duration;
 pub enum Depth {
     /// What the decision needs before every job start.
     Start,
-    /// Also what only `doctor` reports (NCCL installations on disk).
+    /// Also what only `doctor` reports (every NCCL installation on disk; the start path looks for them only
+    /// when an inherited `NCCL_SOCKET_IFNAME` needs NCCL's version to be read).
     Doctor,
 }
 
@@ -66,9 +67,19 @@ pub fn collect(
     let rdma = Some(rdma);
     let shm = Some(host::probe_shm(&cfg.shm_path));
     let gpus = Some(host::gpu_count(&env, &cfg.devfs));
+    // The NCCL the command will load decides how an inherited NCCL_SOCKET_IFNAME is read (interfaces
+    // without carrier count before 2.28): the start path looks for it only when such a value is inherited.
     let nccl_installs = match depth {
-        Depth::Doctor => nccl::find_installs(&env),
-        Depth::Start => Vec::new(),
+        Depth::Doctor => nccl::installs(cfg.nccl_lib.as_deref(), &env, true),
+        Depth::Start => {
+            let inherited = job::effective("NCCL_SOCKET_IFNAME", &env, &conf_files)
+                .is_some_and(|(v, _)| crate::nccl_rules::ifname_counts(v));
+            if inherited {
+                nccl::installs(cfg.nccl_lib.as_deref(), &env, false)
+            } else {
+                Vec::new()
+            }
+        }
     };
     Snapshot {
         net,

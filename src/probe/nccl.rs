@@ -118,6 +118,62 @@ pub fn find_installs(env: &BTreeMap<String, String>) -> Vec<NcclInstall> {
     f.out
 }
 
+/// `source` of the installation named by `NCCLENV_NCCL_LIB` / `--nccl-lib` (see [`explicit_install`]).
+pub const EXPLICIT_SOURCE: &str = "NCCLENV_NCCL_LIB";
+
+/// The library named by `NCCLENV_NCCL_LIB` / `--nccl-lib`, as an installation (source [`EXPLICIT_SOURCE`]):
+/// the check loads it and nothing else, so it is the NCCL the model follows. Its version comes from the
+/// canonical file name (`libnccl.so.2.21.5`), else from the `nvidia_nccl_cu*-X.Y.Z.dist-info` folder of the
+/// wheel it belongs to (`<site>/nvidia/nccl/lib/libnccl.so.2`); `None` when neither says. Never fails: a
+/// missing file is listed with no version.
+pub fn explicit_install(path: &Path) -> NcclInstall {
+    let canon = fs::canonicalize(path).ok();
+    let version = canon
+        .as_deref()
+        .and_then(Path::file_name)
+        .and_then(|n| version_from_name(&n.to_string_lossy()))
+        .or_else(|| {
+            path.file_name()
+                .and_then(|n| version_from_name(&n.to_string_lossy()))
+        })
+        .or_else(|| wheel_version_of_lib(canon.as_deref().unwrap_or(path)));
+    NcclInstall {
+        path: path.display().to_string(),
+        version,
+        source: EXPLICIT_SOURCE.to_string(),
+    }
+}
+
+/// The installations the model of NCCL follows: with an explicit library ([`explicit_install`]) that one
+/// first; then, when `all` is set (or there is no explicit library), every other one [`find_installs`]
+/// finds.
+pub fn installs(
+    explicit: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    all: bool,
+) -> Vec<NcclInstall> {
+    let mut out: Vec<NcclInstall> = explicit.map(explicit_install).into_iter().collect();
+    if all || out.is_empty() {
+        let first = explicit.and_then(|p| fs::canonicalize(p).ok());
+        out.extend(
+            find_installs(env)
+                .into_iter()
+                .filter(|i| first.is_none() || fs::canonicalize(&i.path).ok() != first),
+        );
+    }
+    out
+}
+
+/// The version of the `nvidia-nccl-cu*` wheel a library at `<site>/nvidia/nccl/lib/FILE` belongs to, from
+/// `<site>/nvidia_nccl_cu*-X.Y.Z.dist-info`.
+fn wheel_version_of_lib(lib: &Path) -> Option<String> {
+    let dir = lib.parent()?;
+    if !dir.ends_with("nvidia/nccl/lib") {
+        return None;
+    }
+    wheel_version(dir.parent()?.parent()?.parent()?)
+}
+
 /// The distinct versions among `installs` (sorted); more than one means the loaded NCCL depends on paths.
 pub fn distinct_versions(installs: &[NcclInstall]) -> Vec<String> {
     installs
@@ -171,7 +227,8 @@ impl Finder {
                 path.file_name()
                     .and_then(|n| version_from_name(&n.to_string_lossy()))
             })
-            .or_else(|| fallback_version.map(str::to_string));
+            .or_else(|| fallback_version.map(str::to_string))
+            .or_else(|| wheel_version_of_lib(&canon));
         self.out.push(NcclInstall {
             path: path.display().to_string(),
             version,
@@ -345,6 +402,31 @@ mod tests {
             .iter()
             .filter(|i| i.path.starts_with(&root.display().to_string()))
             .collect();
+        // The wheel's library named explicitly, or found through LD_LIBRARY_PATH: the version comes from the
+        // wheel's dist-info.
+        let e = explicit_install(&lib.join("libnccl.so.2"));
+        assert_eq!(
+            (e.version.as_deref(), e.source.as_str()),
+            (Some("2.21.5"), EXPLICIT_SOURCE)
+        );
+        let mut lp = BTreeMap::new();
+        lp.insert("LD_LIBRARY_PATH".to_string(), lib.display().to_string());
+        let via_path = find_installs(&lp);
+        assert_eq!(
+            via_path[0].version.as_deref(),
+            Some("2.21.5"),
+            "{via_path:?}"
+        );
+        let only = installs(Some(&ld.join("libnccl.so")), &env, false);
+        assert_eq!(only.len(), 1, "{only:?}");
+        assert_eq!(only[0].version.as_deref(), Some("2.19.3"));
+        let all = installs(Some(&ld.join("libnccl.so")), &env, true);
+        // The explicit one first, and the same file is not listed twice under another name.
+        assert_eq!(all[0].source, EXPLICIT_SOURCE);
+        let in_ld = all
+            .iter()
+            .filter(|i| i.path.starts_with(&ld.display().to_string()));
+        assert_eq!(in_ld.count(), 1, "{all:?}");
         let _ = fs::remove_dir_all(&root);
         assert_eq!(ours.len(), 2, "{ours:?}");
         assert_eq!(ours[0].source, "LD_LIBRARY_PATH");

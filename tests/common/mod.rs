@@ -26,8 +26,40 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+/// True when the suite runs under CI: `CI` is set to one of the usual truthy values (`1`, `true`, `yes`,
+/// `on`, any case), as CI services set it. Under CI no test may skip: what it needs is missing is a failure.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+/// A test cannot run here because `why`: prints `SKIP <why>` and returns false, so the caller returns early;
+/// under CI ([`ci`]) it panics instead, since nothing may skip there.
+pub fn skip(why: &str) -> bool {
+    if ci() {
+        panic!("cannot skip under CI: {why}");
+    }
+    eprintln!("SKIP {why}");
+    false
+}
+
+/// Cargo's output folder: `CARGO_TARGET_DIR` when it is set (relative to the package root), else `target`
+/// in the package root. Binaries built outside `cargo test` (the release musl and arm64 builds of
+/// scripts/test.sh) are looked for here, so that a stale `./target` is never tested.
+pub fn target_dir() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|v| !v.is_empty()) {
+        Some(d) => root.join(d),
+        None => root.join("target"),
+    }
+}
+
 /// True when the tests can build namespaces: running as root and `ip netns list` works. Otherwise prints
-/// why and returns false, so the caller returns early; with `CI=true` it panics instead (tests never skip
+/// why and returns false, so the caller returns early; under CI ([`ci`]) it panics instead (tests never skip
 /// in CI).
 pub fn require_root() -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -49,13 +81,7 @@ pub fn require_root() -> bool {
     };
     match why {
         None => true,
-        Some(why) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("network-namespace tests cannot run in CI: {why}")
-        }
-        Some(why) => {
-            eprintln!("skipping a network-namespace test: {why}");
-            false
-        }
+        Some(why) => skip(&format!("a network-namespace test: {why}")),
     }
 }
 
@@ -230,9 +256,10 @@ impl Netns {
         self.ip(&full);
     }
 
-    /// Waits (up to 5 s) until `ifname` is RUNNING (up and not NO-CARRIER); panics otherwise.
+    /// Waits (up to 30 s: the kernel needs milliseconds, a loaded machine more) until `ifname` is RUNNING (up
+    /// and not NO-CARRIER); panics otherwise.
     pub fn wait_running(&self, ifname: &str) {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let v = self.ip_json(&["link", "show", "dev", ifname]);
             let flags: Vec<&str> = v[0]["flags"]
@@ -243,16 +270,16 @@ impl Netns {
                 return;
             }
             if Instant::now() > deadline {
-                panic!("{}: {ifname} is not RUNNING after 5 s: {v}", self.name);
+                panic!("{}: {ifname} is not RUNNING after 30 s: {v}", self.name);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// Waits (up to 5 s) until `ifname` has an IPv6 link-local (fe80::/10) address, which the kernel adds
+    /// Waits (up to 30 s) until `ifname` has an IPv6 link-local (fe80::/10) address, which the kernel adds
     /// asynchronously once the interface is up with carrier; panics otherwise. Returns the address.
     pub fn wait_link_local(&self, ifname: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let v = self.ip_json(&["-6", "addr", "show", "dev", ifname]);
             let found = v[0]["addr_info"].as_array().and_then(|a| {
@@ -265,7 +292,10 @@ impl Netns {
                 return a;
             }
             if Instant::now() > deadline {
-                panic!("{}: {ifname} has no fe80 address after 5 s: {v}", self.name);
+                panic!(
+                    "{}: {ifname} has no fe80 address after 30 s: {v}",
+                    self.name
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -355,6 +385,7 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+pub mod layouts;
 pub mod oracle;
 
 /// The variables ncclenv decides; everything else must reach the command untouched.
