@@ -833,9 +833,11 @@ mod tests {
         assert_eq!(required.len(), keys.len());
     }
 
-    /// `NCCLENV_DOCTOR_SAMPLE=dir` writes the sample's text and JSON there (to eyeball or validate).
+    /// The text and the JSON of one report say the same: every change (`NAME=value`), every finding code with
+    /// its severity, the verdict's exit code, the model of NCCL alone. `NCCLENV_DOCTOR_SAMPLE=dir` also writes
+    /// both there (to eyeball or validate).
     #[test]
-    fn sample_output() {
+    fn text_and_json_agree() {
         let (snap, plan) = sample();
         let mut speeds = BTreeMap::new();
         speeds.insert("eth0".to_string(), 25000u64);
@@ -846,7 +848,46 @@ mod tests {
             let _ = std::fs::write(dir.join("doctor.txt"), &t);
             let _ = std::fs::write(dir.join("doctor.json"), v.to_string());
         }
-        assert!(!t.is_empty());
+        let changes = v["decision"]["changes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(changes.len() >= 2, "{v}");
+        for c in &changes {
+            let line = format!(
+                "{}={}",
+                c["name"].as_str().unwrap_or("?"),
+                c["value"].as_str().unwrap_or("?")
+            );
+            assert!(
+                t.lines().any(|l| l.trim_start().starts_with(&line)),
+                "{line} missing from the text:\n{t}"
+            );
+        }
+        let warnings = v["decision"]["warnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(!warnings.is_empty(), "{v}");
+        for w in &warnings {
+            let tag = format!(
+                "[{}] {}:",
+                w["severity"].as_str().unwrap_or("?"),
+                w["code"].as_str().unwrap_or("?")
+            );
+            assert!(t.contains(&tag), "{tag} missing from the text:\n{t}");
+        }
+        let exit = v["decision"]["exit_code"].as_i64().unwrap_or(-1);
+        assert!(t.contains(&format!("(exit {exit})")), "{t}");
+        assert_eq!(exit, i64::from(exit_code(&plan)));
+        assert_eq!(v["decision"]["nccl_alone"], "eth0 10.0.0.2");
+        assert!(t.contains("NCCL alone: eth0 10.0.0.2"), "{t}");
+        // The model as data follows the sample's NCCL installs (2.19.3 and 2.21.5: before 2.28).
+        assert_eq!(v["decision"]["nccl_model"]["era"], "before-2.28", "{v}");
+        assert_eq!(
+            v["decision"]["nccl_model"]["bootstrap"]["ifname"], "eth0",
+            "{v}"
+        );
     }
 
     #[test]

@@ -648,16 +648,27 @@ fn the_command_gets_default_sigpipe_and_an_empty_signal_mask() {
     let status = String::from_utf8_lossy(&o.stdout);
     assert_eq!(sig_mask(&status, "SigIgn") & bit(13), 0);
     assert_eq!(sig_mask(&status, "SigBlk"), 0);
-    // And it acts: a writer into a closed pipe dies of SIGPIPE (exit 141 in sh) instead of seeing EPIPE.
+    // And it acts: a writer into a closed pipe dies of SIGPIPE (exit 141 in sh) instead of seeing EPIPE. The
+    // reader closes its end first and only then lets the writer go on (a FIFO handshake, not a sleep).
+    let fifo = tmp.join("go");
     let o = output(&mut ncclenv(
         &vars,
         &[
             "--",
             "sh",
             "-c",
-            "sh -c 'sleep 0.2; echo x; echo after >&2' | true",
+            "mkfifo \"$1\" && sh -c 'read _ <\"$1\"; echo x; echo after >&2' sh \"$1\" \
+             | sh -c 'exec 0<&-; echo go >\"$1\"' sh \"$1\"",
+            "sh",
+            &fifo.display().to_string(),
         ],
     ));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the pipeline's status is the reader's: {}",
+        stderr(&o)
+    );
     assert!(
         !stderr(&o).contains("after") && !stderr(&o).contains("Broken pipe"),
         "the writer survived a closed pipe: {}",
@@ -757,12 +768,7 @@ fn debug_level_adds_the_probed_facts() {
 /// Runs `ncclenv -- true` with a pseudo-terminal as stderr (`script`), returns what the terminal showed.
 fn on_a_terminal(vars: &[(OsString, OsString)]) -> Option<Vec<u8>> {
     if Command::new("script").arg("--version").output().is_err() {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "`script` (util-linux) is missing in CI"
-        );
-        eprintln!("skipping: no `script` command for a pseudo-terminal");
+        common::skip("no `script` command (util-linux) for a pseudo-terminal");
         return None;
     }
     let mut c = Command::new("script");

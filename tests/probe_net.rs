@@ -354,12 +354,7 @@ fn many_links_layout_matches_ip() {
 fn host_namespace_matches_ip() {
     let peers = ips(&["127.0.0.1", "192.0.2.1"]);
     if Command::new("ip").arg("-V").output().is_err() {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "`ip` is missing in CI"
-        );
-        eprintln!("skipping: no `ip` command");
+        common::skip("no `ip` command (apt-get install iproute2)");
         return;
     }
     check(None, &peers);
@@ -368,7 +363,7 @@ fn host_namespace_matches_ip() {
 /// Timing of `probe_full()` and `probe_start()` in the current namespace (run with `--ignored --nocapture`,
 /// ideally `--release`, e.g. under `ip netns exec NS`): prints the fastest and median of 50 runs of each.
 #[test]
-#[ignore]
+#[ignore = "a timing to run by hand (--ignored --nocapture), not a test"]
 fn probe_timing() {
     let peers = ips(&["192.0.2.1"]);
     let time = |f: &dyn Fn() -> NetSnapshot| {
@@ -405,7 +400,7 @@ fn probe_timing() {
 
 /// `probe_start()` alone, 500 times (for `perf record`; run with `--ignored`): prints the median.
 #[test]
-#[ignore]
+#[ignore = "a loop for perf record, run by hand (--ignored), not a test"]
 fn probe_start_loop() {
     let peers = ips(&["192.0.2.1"]);
     let mut times: Vec<std::time::Duration> = (0..500)

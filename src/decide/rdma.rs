@@ -774,24 +774,59 @@ mod tests {
         assert!(p.warnings.iter().all(|w| w.severity == Severity::Info));
     }
 
+    /// `NCCL_NET_PLUGIN` is the vendor variable that reaches this decision (the others make the whole decision
+    /// hands off before it, see `vendor_profiles_leave_rdma_alone_on_the_real_path`): an RDMA setup that would
+    /// otherwise be disabled (no verbs node, 8 MiB memlock) is left to the plugin.
     #[test]
-    fn vendor_plugins_change_nothing() {
+    fn a_net_plugin_leaves_rdma_to_it() {
         let r = rdma(
             vec![dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)])],
             &[],
             Some(MIB8),
             Some(MIB8),
         );
+        // Control: without the plugin the same setup is disabled with a warning.
+        let p = run(&snap(r.clone(), &[], &[]));
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+        assert_eq!(codes(&p), vec!["rdma-no-verbs-devices"]);
+        let p = run(&snap(r, &[], &[("NCCL_NET_PLUGIN", "ofi")]));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        assert_eq!(codes(&p), vec!["rdma-vendor-plugin"]);
+        assert!(p.warnings[0].message.contains("NCCL_NET_PLUGIN=ofi"));
+        assert!(!p.raise_memlock);
+    }
+
+    /// The other vendor variables, through the whole decision (the path they really take): NCCL's RDMA
+    /// variables stay untouched and the memlock limit is not raised, whatever the RDMA setup.
+    #[test]
+    fn vendor_profiles_leave_rdma_alone_on_the_real_path() {
+        let r = rdma(
+            vec![dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)])],
+            &["uverbs0"],
+            Some(MIB8),
+            None,
+        );
+        let links = ["lo", "eth0"];
         for (k, v) in [
             ("NCCL_NET", "AWS Libfabric"),
             ("FI_PROVIDER", "efa"),
             ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "eth1"),
             ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
         ] {
-            let p = run(&snap(r.clone(), &[], &[(k, v)]));
-            assert!(p.changes.is_empty(), "{k}");
-            assert_eq!(codes(&p), vec!["rdma-vendor-plugin"], "{k}");
-            assert!(!p.raise_memlock);
+            let s = snap(r.clone(), &links, &[(k, v)]);
+            let p = crate::decide::decide(&s, &Config::default());
+            for name in ["NCCL_IB_DISABLE", "NCCL_IB_HCA"] {
+                assert_eq!(p.value_of(name), None, "{k}: {name}");
+            }
+            assert!(!p.raise_memlock, "{k}");
+            assert!(
+                p.warnings.iter().any(|w| w.code == "vendor-profile"),
+                "{k}: {:?}",
+                codes(&p)
+            );
+            // Control: without the vendor variable the memlock limit would be raised.
+            let p = crate::decide::decide(&snap(r.clone(), &links, &[]), &Config::default());
+            assert!(p.raise_memlock, "{:?}", p.warnings);
         }
     }
 

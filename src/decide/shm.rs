@@ -186,12 +186,21 @@ mod tests {
         p.warnings.iter().map(|w| w.code.as_str()).collect()
     }
 
+    /// The budget in bytes, written out (not recomputed from the constants): 4 segments of NCCL's 9,637,888 B
+    /// per GPU (src/transport/shm.cc, default NCCL_BUFFSIZE), at least 2 GPUs, 8 when unknown.
     #[test]
     fn need_sizes() {
         let c = Config::default();
-        assert_eq!(shm_need_bytes(Some(4), &c), 4 * 4 * SHM_SEGMENT_BYTES);
-        assert_eq!(shm_need_bytes(Some(0), &c), 2 * 4 * SHM_SEGMENT_BYTES);
-        assert_eq!(shm_need_bytes(None, &c), 8 * 4 * SHM_SEGMENT_BYTES);
+        assert_eq!(shm_need_bytes(Some(4), &c), 154_206_208); // 147.06 MiB
+        assert_eq!(shm_need_bytes(Some(1), &c), 77_103_104);
+        assert_eq!(shm_need_bytes(Some(0), &c), 77_103_104);
+        assert_eq!(shm_need_bytes(None, &c), 308_412_416); // 294.12 MiB
+                                                           // Where the decision flips for 4 GPUs: 147 MiB free is too little, 148 MiB enough.
+        assert_eq!(
+            run(&snap(Some(147), Some(4), &[])).value_of("NCCL_SHM_DISABLE"),
+            Some("1")
+        );
+        assert!(run(&snap(Some(148), Some(4), &[])).changes.is_empty());
         let c = Config {
             shm_min_mib: Some(100),
             ..Config::default()
