@@ -23,8 +23,7 @@ pub enum Mode {
         /// The job's command after `--` (read, not run); empty when none was given.
         cmd: Vec<OsString>,
     },
-    /// `ncclenv check [bootstrap|allreduce] [--json] [-- COMMAND…]`; `None` = bootstrap, or allreduce when GPUs
-    /// are visible.
+    /// `ncclenv check [bootstrap|allreduce] [--json] [-- COMMAND…]`; `None` (no word given) = bootstrap.
     Check {
         /// The check asked for.
         mode: Option<CheckMode>,

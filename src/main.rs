@@ -1,8 +1,9 @@
 //! `ncclenv`: parse → probe → decide → report → exec. See README.md.
 //!
-//! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode); 126 the
-//! command cannot be executed; 127 the command was not found; 128+N interrupted by signal N during a check;
-//! otherwise the command's own (ncclenv is replaced by it).
+//! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode; also
+//! `ncclenv check` where the entrypoint would refuse); 126 the command cannot be executed; 127 the command was
+//! not found; 128+N interrupted by signal N during a check (the entrypoint's or `ncclenv check`'s); otherwise
+//! the command's own (ncclenv is replaced by it).
 //!
 //! Nothing here may abort on a failed write: a full, closed or broken stdout/stderr must never keep the job
 //! from running, so every write goes through [`out`] and [`err_line`], which ignore errors (and the logger's
@@ -106,9 +107,21 @@ fn main() -> ExitCode {
             ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)
         }
         Mode::Check { mode, json, .. } => {
+            // The check proves the environment the entrypoint would give the command: where the entrypoint
+            // would refuse, there is nothing to prove (exit 78, as the entrypoint).
+            if let Some(r) = report::refusal(&plan) {
+                err_line(&r);
+                return ExitCode::from(EXIT_REFUSED);
+            }
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
             let env = exec::final_env(&vars, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
+            if let Some(sig) = r.interrupted_by() {
+                err_line(&format!(
+                    "ncclenv: interrupted by signal {sig} during the check"
+                ));
+                return ExitCode::from((128 + sig) as u8);
+            }
             if *json {
                 out(&format!("{}\n", r.detail));
             } else {
@@ -126,7 +139,13 @@ fn main() -> ExitCode {
                 err_line(&r);
                 return ExitCode::from(EXIT_REFUSED);
             }
-            if cfg.check != CheckMode::Off && !plan.hands_off {
+            if cfg.check != CheckMode::Off && plan.hands_off {
+                // Hands off (NCCL_COMM_ID, a vendor profile, a failed probe): ncclenv vouches
+                // for nothing it did not decide.
+                tracing::warn!(
+                    "NCCLENV_CHECK skipped: ncclenv is hands off and changed nothing (run `ncclenv check` to prove the environment as it is)"
+                );
+            } else if cfg.check != CheckMode::Off {
                 let env = exec::final_env(&vars, &plan);
                 let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
                 if let Some(sig) = r.interrupted_by() {
