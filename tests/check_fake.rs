@@ -491,3 +491,233 @@ fn sigterm_to_parent_kills_the_check() {
     let left = leftovers(&m, d["helper_pid"].as_i64());
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// The check through the binary: the entrypoint (`NCCLENV_CHECK=…`) and `ncclenv check`, in a namespace with
+// only `lo`, where ncclenv chooses 127.0.0.1: the address the fake library puts into its unique id.
+
+/// `ncclenv ARGS…` in `ns` with the fake libraries and `vars`; its environment carries the marker of `name`.
+fn ncclenv_cmd(
+    ns: &common::Netns,
+    name: &str,
+    mode: &str,
+    vars: &[(&str, &str)],
+    args: &[&str],
+) -> (Command, common::TempDir) {
+    let dir = fakes();
+    let tmp = common::TempDir::new(name);
+    std::fs::create_dir_all(tmp.join("empty")).expect("mkdir");
+    let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env("NCCLENV_CUDA_LIB", dir.join("libcuda.so.1"))
+        .env("NCCLENV_CHECK_HELPER", env!("CARGO_BIN_EXE_ncclenv-check"))
+        .env("NCCLENV_CHECK_MIB", "1")
+        .env("NCCLENV_SYSFS", tmp.join("empty"))
+        .env("NCCLENV_DEVFS", tmp.join("empty"))
+        .env("NCCLENV_SHM_MIN", "0")
+        .env("FAKE_NCCL_MODE", mode)
+        .env("FAKE_NCCL_GPUS", "2")
+        .env("FAKE_NCCL_DIR", tmp.path.clone())
+        .env("NCCLENV_TEST_MARKER", marker(name))
+        .args(args);
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    (c, tmp)
+}
+
+/// A helper that only leaves a mark (and reports nothing): whether a check was started at all.
+fn marking_helper(tmp: &common::TempDir) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let mark = tmp.join("helper-ran");
+    let helper = tmp.join("marking-helper");
+    std::fs::write(&helper, format!("#!/bin/sh\ntouch '{}'\n", mark.display()))
+        .expect("write helper");
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (helper, mark)
+}
+
+/// SIGTERM (SIGINT) reaching ncclenv while its check runs: exit 128+15 (128+2), the command never runs and
+/// no process of the check is left; the same for `ncclenv check`. The signal is sent once the ranks run (an
+/// event, not a sleep).
+#[test]
+fn a_signal_during_the_check_exits_128_plus_n() {
+    if !common::require_root() {
+        return;
+    }
+    use nix::sys::signal::Signal;
+    for (name, sig, args, want) in [
+        (
+            "sigep",
+            Signal::SIGTERM,
+            vec!["--", "sh", "-c", "echo ran"],
+            143,
+        ),
+        (
+            "sigint",
+            Signal::SIGINT,
+            vec!["--", "sh", "-c", "echo ran"],
+            130,
+        ),
+        ("sigchk", Signal::SIGTERM, vec!["check", "allreduce"], 143),
+    ] {
+        let ns = common::Netns::new("chksig");
+        let (mut c, _tmp) = ncclenv_cmd(
+            &ns,
+            name,
+            "hang",
+            &[
+                ("NCCLENV_CHECK", "allreduce"),
+                ("NCCLENV_CHECK_TIMEOUT", "120"),
+            ],
+            &args,
+        );
+        let child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn ncclenv");
+        let m = marker(name);
+        let t = Instant::now();
+        // ncclenv itself, the helper and two ranks carry the marker.
+        while leftovers(&m, None).len() < 4 && t.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            leftovers(&m, None).len() >= 4,
+            "{name}: the ranks never started: {:?}",
+            leftovers(&m, None)
+        );
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("kill");
+        let o = child.wait_with_output().expect("wait ncclenv");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(want), "{name}: {err}");
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("ran"),
+            "{name}: the command ran"
+        );
+        assert!(err.contains("interrupted by signal"), "{name}: {err}");
+        let left = leftovers(&m, None);
+        assert!(left.is_empty(), "{name}: left behind: {left:?}");
+    }
+}
+
+/// `NCCLENV_CHECK_REPAIR=1`: the setting with which the failed allreduce passed reaches the command's
+/// environment; without repair the command runs without it.
+#[test]
+fn a_check_repair_reaches_the_commands_environment() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = common::Netns::new("chkrep");
+    let run = |vars: &[(&str, &str)]| {
+        let (mut c, _tmp) = ncclenv_cmd(
+            &ns,
+            "repairep",
+            "needs_shm_disable",
+            vars,
+            &["--", "/usr/bin/env"],
+        );
+        c.output().expect("run ncclenv")
+    };
+    let o = run(&[
+        ("NCCLENV_CHECK", "allreduce"),
+        ("NCCLENV_CHECK_REPAIR", "1"),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        out.lines().any(|l| l == "NCCL_SHM_DISABLE=1"),
+        "{out}\n{err}"
+    );
+    assert!(
+        err.contains("NCCL_SHM_DISABLE=1"),
+        "the repair is logged: {err}"
+    );
+
+    let o = run(&[("NCCLENV_CHECK", "allreduce")]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!out.contains("NCCL_SHM_DISABLE"), "{out}");
+    assert!(err.contains("check failed"), "{err}");
+}
+
+/// Hands off (here `NCCL_COMM_ID`): the entrypoint does not start `NCCLENV_CHECK` and says so; the command
+/// runs. Control: without it the same helper is started.
+#[test]
+fn the_entrypoint_says_when_it_skips_the_check() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = common::Netns::new("chkoff");
+    let tmp = common::TempDir::new("chkoff");
+    let (helper, mark) = marking_helper(&tmp);
+    let helper = helper.display().to_string();
+    let run = |extra: &[(&str, &str)]| {
+        let mut vars = vec![
+            ("NCCLENV_CHECK", "bootstrap"),
+            ("NCCLENV_CHECK_HELPER", helper.as_str()),
+        ];
+        vars.extend_from_slice(extra);
+        let (mut c, _t) = ncclenv_cmd(&ns, "skipep", "ok", &vars, &["--", "sh", "-c", "echo ran"]);
+        c.output().expect("run ncclenv")
+    };
+    let o = run(&[("NCCL_COMM_ID", "127.0.0.1:29500")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+    assert!(err.contains("NCCLENV_CHECK skipped"), "{err}");
+    assert!(
+        !mark.exists(),
+        "the check ran although ncclenv is hands off"
+    );
+    let o = run(&[]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+    assert!(mark.exists(), "control: the helper never ran");
+}
+
+/// `ncclenv check` where the entrypoint would refuse (a 2-node job with only `lo`): exit 78 with the refusal,
+/// no check started; for one node the check runs.
+#[test]
+fn ncclenv_check_refuses_where_the_entrypoint_would() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = common::Netns::new("chkref");
+    let tmp = common::TempDir::new("chkref");
+    let (helper, mark) = marking_helper(&tmp);
+    let helper = helper.display().to_string();
+    let run = |nnodes: &str| {
+        let (mut c, _t) = ncclenv_cmd(
+            &ns,
+            "refchk",
+            "ok",
+            &[
+                ("NCCLENV_CHECK_HELPER", helper.as_str()),
+                ("NCCLENV_NNODES", nnodes),
+            ],
+            &["check", "bootstrap"],
+        );
+        c.output().expect("run ncclenv check")
+    };
+    let o = run("2");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(78), "{err}");
+    assert!(err.contains("refused (exit 78)"), "{err}");
+    assert!(
+        !mark.exists(),
+        "the check ran although the entrypoint would refuse"
+    );
+    let o = run("1");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the marking helper reports nothing: a failed check: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(mark.exists(), "control: the helper never ran");
+}

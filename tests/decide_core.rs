@@ -701,3 +701,92 @@ fn a_dead_first_match_fails_before_nccl_2_28_only() {
     l.nccl("2.28.3");
     assert!(!has_warning(&l.decide(), "inherited-ifname-risky"));
 }
+
+/// The codes of the README's findings table (first column, every `` `code` `` in it).
+fn readme_codes() -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let table = readme
+        .split("\n## Findings")
+        .nth(1)
+        .expect("README has a Findings section");
+    let table = table.split("\n## ").next().unwrap_or(table);
+    let mut codes = Vec::new();
+    for line in table.lines().filter(|l| l.starts_with("| `")) {
+        let first = line.split('|').nth(1).unwrap_or("");
+        codes.extend(first.split('`').skip(1).step_by(2).map(String::from));
+    }
+    codes
+}
+
+/// Every `.rs` file under `dir`, recursively, as text.
+fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(sources(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push((p.clone(), std::fs::read_to_string(&p).expect("read")));
+        }
+    }
+    out
+}
+
+/// Every finding code the README lists is asserted by some test (named as `"code"` or `[code]` in
+/// tests/ or in a unit-test module), and every code the decision emits literally (`warn`, `warn_strict`,
+/// `info` with a string) is in the README's table.
+#[test]
+fn every_finding_code_is_documented_and_tested() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let documented = readme_codes();
+    assert!(documented.len() >= 30, "{documented:?}");
+    let mut test_text = String::new();
+    for (_, t) in sources(&root.join("tests")) {
+        test_text.push_str(&t);
+    }
+    let src = sources(&root.join("src"));
+    for (_, t) in &src {
+        if let Some((_, tests)) = t.split_once("#[cfg(test)]") {
+            test_text.push_str(tests);
+        }
+    }
+    let untested: Vec<&String> = documented
+        .iter()
+        .filter(|c| {
+            !test_text.contains(&format!("\"{c}\"")) && !test_text.contains(&format!("[{c}]"))
+        })
+        .collect();
+    assert!(
+        untested.is_empty(),
+        "no test names these codes: {untested:?}"
+    );
+    let mut emitted = Vec::new();
+    for (p, t) in &src {
+        let code_part = t.split("#[cfg(test)]").next().unwrap_or(t);
+        for call in ["warn(", "warn_strict(", "info("] {
+            for (i, _) in code_part.match_indices(&format!(".{call}")) {
+                let rest = code_part[i + call.len() + 1..].trim_start();
+                let Some(lit) = rest.strip_prefix('"') else {
+                    continue;
+                };
+                let code: String = lit.chars().take_while(|c| *c != '"').collect();
+                if !code.is_empty()
+                    && code
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                {
+                    emitted.push((code, p.display().to_string()));
+                }
+            }
+        }
+    }
+    assert!(emitted.len() >= 20, "{emitted:?}");
+    let undocumented: Vec<&(String, String)> = emitted
+        .iter()
+        .filter(|(c, _)| !documented.contains(c))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "emitted but not in the README's findings table: {undocumented:?}"
+    );
+}

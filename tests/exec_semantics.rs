@@ -718,6 +718,27 @@ fn disable_execs_without_changing_anything() {
         &["--", "/bin/cat", "/proc/self/environ"],
     ));
     assert_ne!(env_pairs(&o.stdout), vars);
+    // doctor and env report it (`disabled`) and change nothing; without it, no such finding.
+    let codes = |v: &serde_json::Value| -> Vec<String> {
+        v["decision"]["warnings"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| w["code"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut off = vars.clone();
+    off.push(var("NCCLENV_DISABLE", "1"));
+    let v = doctor_json(&off, &[]);
+    assert_eq!(codes(&v), ["disabled"], "{v}");
+    assert_eq!(v["decision"]["changes"], serde_json::json!([]), "{v}");
+    let o = output(&mut ncclenv(&off, &["env"]));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(exports(&String::from_utf8_lossy(&o.stdout)).is_empty());
+    let v = doctor_json(&vars, &[]);
+    assert!(!codes(&v).contains(&"disabled".to_string()), "{v}");
 }
 
 #[test]

@@ -45,6 +45,8 @@ struct Job<'a> {
     env_opts: Vec<String>,
     /// A wrapper before `ip netns exec` (F13: a private mount namespace with a tmpfs).
     wrap: Vec<String>,
+    /// ncclenv's own options, before `--` (and before `env`), e.g. `--exclude=eth1`.
+    opts: Vec<String>,
     runs: Cell<u32>,
 }
 
@@ -158,6 +160,7 @@ impl<'a> Job<'a> {
             launcher: Vec::new(),
             env_opts: Vec::new(),
             wrap: Vec::new(),
+            opts: Vec::new(),
             runs: Cell::new(0),
         }
     }
@@ -200,15 +203,16 @@ impl<'a> Job<'a> {
         let n = self.runs.get();
         self.runs.set(n + 1);
         let marker = self.tmp.join(&format!("ran-{n}"));
-        let mut args: Vec<String> = vec![
-            BIN.into(),
+        let mut args: Vec<String> = vec![BIN.into()];
+        args.extend(self.opts.iter().cloned());
+        args.extend([
             "--".into(),
             "/bin/sh".into(),
             "-c".into(),
             DUMP.into(),
             "sh".into(),
             marker.display().to_string(),
-        ];
+        ]);
         args.extend(self.launcher.iter().cloned());
         let out = self.output(&args);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -230,6 +234,7 @@ impl<'a> Job<'a> {
     /// Raw `ncclenv [OPTS] env`: (exit code, stdout, stderr).
     fn env_raw(&self) -> (Option<i32>, String, String) {
         let mut args = vec![BIN.to_string()];
+        args.extend(self.opts.iter().cloned());
         args.extend(self.env_opts.iter().cloned());
         args.push("env".into());
         let out = self.output(&args);
@@ -240,9 +245,27 @@ impl<'a> Job<'a> {
         )
     }
 
+    /// `ncclenv [OPTS] doctor --json`: (exit code, the report).
+    fn doctor(&self) -> (Option<i32>, Value) {
+        let mut args = vec![BIN.to_string()];
+        args.extend(self.opts.iter().cloned());
+        args.extend(self.env_opts.iter().cloned());
+        args.extend(["doctor".into(), "--json".into()]);
+        let out = self.output(&args);
+        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "doctor --json: {e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), v)
+    }
+
     /// `sh -c 'eval "$(ncclenv [OPTS] env)" && exec env -0'`: (exit code, resulting environment, stderr).
     fn env_eval(&self) -> (Option<i32>, BTreeMap<String, String>, String) {
         let mut args: Vec<String> = vec!["/bin/sh".into(), "-c".into(), EVAL.into(), BIN.into()];
+        args.extend(self.opts.iter().cloned());
         args.extend(self.env_opts.iter().cloned());
         let out = self.output(&args);
         (
@@ -1058,4 +1081,585 @@ fn f13_docker_64m_dev_shm() {
         ("NCCL_SHM_DISABLE", None),
     ]);
     assert!(o.warnings().is_empty(), "{}", o.stderr);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Finding codes and README claims, through the binary: each code produced from an input, and absent where
+// it must not be.
+
+/// The finding codes of a `doctor --json` report (`decision.warnings[].code`, info and warnings).
+fn doctor_codes(v: &Value) -> Vec<String> {
+    v["decision"]["warnings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|w| w["code"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `POD_IP` or the launcher's `--ips` advertise another address than the one NCCL binds:
+/// `advertised-address-differs`; the same values naming this node's address: no warning.
+#[test]
+fn advertised_address_differs() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("adv");
+    common::layouts::f1(&ns);
+    let mut job = Job::new(&ns);
+    job.set("POD_IP", "172.17.0.99");
+    // (Not `check`: its oracle wants POD_IP on the chosen interface, which is the point here.)
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    assert_eq!(o.var("NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(
+        o.var("POD_IP"),
+        Some("172.17.0.99"),
+        "an inherited POD_IP is kept"
+    );
+    let w = o.warning("advertised-address-differs");
+    assert!(w.contains("172.17.0.99") && w.contains("172.17.0.2"), "{w}");
+    job.set("POD_IP", "172.17.0.2");
+    let o = job.check(&[("POD_IP", Some("172.17.0.2"))]);
+    assert!(!o.has_warning("advertised-address-differs"), "{}", o.stderr);
+
+    // Paddle's --ips: this node is not in the list, then it is.
+    let mut job = Job::new(&ns);
+    job.launcher.push("--ips=10.9.0.1,10.9.0.2".into());
+    job.env_opts.push("--peer=10.9.0.1".into());
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    let w = o.warning("advertised-address-differs");
+    assert!(
+        w.contains("10.9.0.1,10.9.0.2") && w.contains("172.17.0.2"),
+        "{w}"
+    );
+    let mut job = Job::new(&ns);
+    job.launcher.push("--ips=10.9.0.1,172.17.0.2".into());
+    job.env_opts.push("--peer=10.9.0.1".into());
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(!o.has_warning("advertised-address-differs"), "{}", o.stderr);
+}
+
+/// `GLOO_SOCKET_IFNAME` naming another existing interface than NCCL's: kept, `companion-differs`; naming a
+/// missing one (and `TP_SOCKET_IFNAME` too): repaired to NCCL's interface, `gloo-ifname-repaired`; naming
+/// NCCL's: neither.
+#[test]
+fn gloo_companions_differ_or_name_a_missing_interface() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("gloo");
+    common::layouts::f5(&ns);
+    let mut job = Job::new(&ns);
+    job.set("GLOO_SOCKET_IFNAME", "eth1");
+    // (Not `check`: its oracle takes GLOO_SOCKET_IFNAME for the chosen interface, which is the point here.)
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    for (k, v) in [
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("GLOO_SOCKET_IFNAME", "eth1"),
+        ("TP_SOCKET_IFNAME", "eth0"),
+        ("POD_IP", "10.0.0.5"),
+    ] {
+        assert_eq!(o.var(k), Some(v), "{k}: {o:#?}");
+    }
+    let w = o.warning("companion-differs");
+    assert!(
+        w.contains("GLOO_SOCKET_IFNAME") && words(w).contains(&"eth1"),
+        "{w}"
+    );
+    assert!(!o.has_warning("gloo-ifname-repaired"), "{}", o.stderr);
+
+    job.set("GLOO_SOCKET_IFNAME", "eth7")
+        .set("TP_SOCKET_IFNAME", "ens9");
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("TP_SOCKET_IFNAME", Some("eth0")),
+    ]);
+    let repairs: Vec<&str> = o
+        .warnings()
+        .into_iter()
+        .filter(|l| l.contains("[gloo-ifname-repaired]"))
+        .collect();
+    assert_eq!(repairs.len(), 2, "{}", o.stderr);
+    assert!(
+        repairs.iter().any(|w| w.contains("\"eth7\"")),
+        "{repairs:?}"
+    );
+    assert!(
+        repairs.iter().any(|w| w.contains("\"ens9\"")),
+        "{repairs:?}"
+    );
+    assert!(!o.has_warning("companion-differs"), "{}", o.stderr);
+    job.strict_refuses();
+
+    job.set("GLOO_SOCKET_IFNAME", "eth0")
+        .unset("TP_SOCKET_IFNAME");
+    let o = job.check(&[("GLOO_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+}
+
+/// Values NCCL ignores: `NCCL_SOCKET_FAMILY=inet` (`family-ignored`, kept as it is) and a one-character
+/// `NCCL_SOCKET_IFNAME` (`ifname-ignored`, replaced by ncclenv's choice); the spellings NCCL reads: neither.
+#[test]
+fn values_nccl_ignores_are_pointed_out() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("ign");
+    common::layouts::f1(&ns);
+    let mut job = Job::new(&ns);
+    job.set("NCCL_SOCKET_FAMILY", "inet");
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    assert_eq!(o.var("NCCL_SOCKET_FAMILY"), Some("inet"));
+    assert_eq!(o.var("NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert!(o.warning("family-ignored").contains("inet"));
+    job.set("NCCL_SOCKET_FAMILY", "AF_INET");
+    let o = job.check(&[("NCCL_SOCKET_FAMILY", Some("AF_INET"))]);
+    assert!(!o.has_warning("family-ignored"), "{}", o.stderr);
+
+    let mut job = Job::new(&ns);
+    job.set("NCCL_SOCKET_IFNAME", "e");
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(
+        o.warning("ifname-ignored").contains("\"e\""),
+        "{}",
+        o.stderr
+    );
+    job.set("NCCL_SOCKET_IFNAME", "eth0");
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(!o.has_warning("ifname-ignored"), "{}", o.stderr);
+}
+
+/// Not even `lo` has an address (it was never brought up): `no-interface`, nothing set, the command runs; a
+/// 2-node job is refused. With `lo` up: `loopback-only` instead.
+#[test]
+fn no_interface_at_all() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("noif");
+    ns.ip(&["link", "set", "lo", "down"]);
+    ns.ip(&["addr", "flush", "dev", "lo"]);
+    assert!(
+        ip_j(&ns, &["addr", "show"])
+            .iter()
+            .all(|l| l["addr_info"].as_array().is_none_or(|a| a.is_empty())),
+        "oracle: no address at all"
+    );
+    let mut job = Job::new(&ns);
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    assert!(o.warning("no-interface").contains("lo"), "{}", o.stderr);
+    assert_eq!(o.var("NCCL_SOCKET_IFNAME"), None);
+    assert_eq!(o.var("GLOO_SOCKET_IFNAME"), None);
+    assert!(!o.has_warning("loopback-only"), "{}", o.stderr);
+    job.nnodes(2);
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(78), false), "{o:#?}");
+
+    let up = Netns::new("noif");
+    let job = Job::new(&up);
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("lo"))]);
+    assert!(o.has_warning("loopback-only") && !o.has_warning("no-interface"));
+}
+
+/// The peer has no route (`peer-unreachable`), or its route leaves through an interface without carrier
+/// (`peer-route-unusable`): ncclenv falls back to what remains; a peer on the live interface: neither.
+#[test]
+fn peer_unreachable_or_behind_an_unusable_route() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("peer");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.0.0.2/24");
+    ns.stub("eth1");
+    ns.addr("eth1", "10.50.0.2/24");
+    // Oracle: no route to 192.0.2.1; the route to 10.50.0.9 leaves through eth1.
+    assert!(Command::new("ip")
+        .args(["-n", &ns.name, "route", "get", "192.0.2.1"])
+        .output()
+        .is_ok_and(|o| !o.status.success()));
+    assert_eq!(route_get_dev(&ns, "10.50.0.9"), "eth1");
+    let want = [
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.0.0.2")),
+    ];
+
+    let mut job = Job::new(&ns);
+    job.set("MASTER_ADDR", "192.0.2.1");
+    let o = job.check(&want);
+    assert!(o.warning("peer-unreachable").contains("192.0.2.1"));
+    assert!(!o.has_warning("peer-route-unusable"), "{}", o.stderr);
+
+    job.set("MASTER_ADDR", "10.50.0.9");
+    let o = job.check(&want);
+    let w = o.warning("peer-route-unusable");
+    assert!(words(w).contains(&"eth1") && w.contains("RUNNING"), "{w}");
+    assert!(!o.has_warning("peer-unreachable"), "{}", o.stderr);
+
+    job.set("MASTER_ADDR", "10.0.0.9");
+    let o = job.check(&want);
+    assert!(
+        !o.has_warning("peer-unreachable") && !o.has_warning("peer-route-unusable"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// `NCCL_COMM_ID`: hands off (`comm-id`, nothing set); an address in no local subnet: `comm-id-no-subnet`;
+/// without it: neither code.
+#[test]
+fn comm_id_is_hands_off_and_its_subnet_is_checked() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("commid");
+    common::layouts::f1(&ns);
+    let mut job = Job::new(&ns);
+    job.set("NCCL_COMM_ID", "172.17.0.5:29500");
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    for k in OURS {
+        assert_eq!(o.var(k), None, "{k} set although NCCL_COMM_ID is");
+    }
+    let (code, v) = job.doctor();
+    let codes = doctor_codes(&v);
+    assert!(codes.contains(&"comm-id".to_string()), "{codes:?}");
+    assert!(
+        !codes.contains(&"comm-id-no-subnet".to_string()),
+        "{codes:?}"
+    );
+    assert_eq!(code, Some(0), "{v}");
+
+    job.set("NCCL_COMM_ID", "10.99.0.1:29500");
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    assert!(o.warning("comm-id-no-subnet").contains("10.99.0.1"));
+    let (code, v) = job.doctor();
+    assert!(doctor_codes(&v).contains(&"comm-id-no-subnet".to_string()));
+    assert_eq!(code, Some(1));
+
+    job.unset("NCCL_COMM_ID");
+    let (_, v) = job.doctor();
+    let codes = doctor_codes(&v);
+    assert!(!codes.iter().any(|c| c.starts_with("comm-id")), "{codes:?}");
+}
+
+/// F18: a vendor network profile (`FI_PROVIDER=efa`, `NCCL_NET_PLUGIN=ofi`): `vendor-profile`, and NCCL's
+/// transport variables stay untouched; without it: no such code, and `NCCL_IB_DISABLE=1` (no RDMA device).
+#[test]
+fn vendor_profile_leaves_the_transport_alone() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("vendor");
+    common::layouts::f18(&ns);
+    let mut job = Job::new(&ns);
+    job.set("FI_PROVIDER", "efa").set("NCCL_NET_PLUGIN", "ofi");
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    for k in ["NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SHM_DISABLE"] {
+        assert_eq!(o.var(k), None, "{k}: {o:#?}");
+    }
+    assert_eq!(o.var("NCCL_NET_PLUGIN"), Some("ofi"));
+    assert_eq!(o.var("FI_PROVIDER"), Some("efa"));
+    let (_, v) = job.doctor();
+    assert!(
+        doctor_codes(&v).contains(&"vendor-profile".to_string()),
+        "{v}"
+    );
+
+    job.unset("FI_PROVIDER").unset("NCCL_NET_PLUGIN");
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("enp73s0"))]);
+    assert_eq!(o.var("NCCL_IB_DISABLE"), Some("1"));
+    let (_, v) = job.doctor();
+    assert!(!doctor_codes(&v).contains(&"vendor-profile".to_string()));
+}
+
+/// `NCCLENV_EXCLUDE` and `--exclude` (also `--exclude=`, and for `ncclenv env`): exact names. With the
+/// peer behind `eth10`, excluding `eth1` leaves `eth10` (no prefix match); excluding `eth10` falls back to
+/// the default route's `eth0`, saying why.
+#[test]
+fn exclude_by_variable_and_flag_takes_exact_names() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("excl");
+    common::layouts::f5(&ns);
+    assert_eq!(route_get_dev(&ns, "10.0.10.9"), "eth10");
+    let by_peer = [
+        ("NCCL_SOCKET_IFNAME", Some("eth10")),
+        ("GLOO_SOCKET_IFNAME", Some("eth10")),
+        ("POD_IP", Some("10.0.10.5")),
+    ];
+    let fallback = [
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.0.0.5")),
+    ];
+    // Control: no exclusion, the peer's route decides.
+    let mut job = Job::new(&ns);
+    job.set("MASTER_ADDR", "10.0.10.9");
+    job.env_opts.push("--peer=10.0.10.9".into());
+    job.check(&by_peer);
+
+    job.set("NCCLENV_EXCLUDE", "eth1");
+    job.check(&by_peer);
+    job.set("NCCLENV_EXCLUDE", "eth10");
+    let o = job.check(&fallback);
+    assert!(
+        o.warning("peer-route-unusable").contains("NCCLENV_EXCLUDE"),
+        "{}",
+        o.stderr
+    );
+    job.unset("NCCLENV_EXCLUDE");
+    for opts in [
+        vec!["--exclude", "eth10"],
+        vec!["--exclude=eth10"],
+        vec!["--exclude=lo,eth10"],
+    ] {
+        job.opts = opts.iter().map(|s| s.to_string()).collect();
+        job.check(&fallback);
+    }
+    job.opts = vec!["--exclude=eth1".into()];
+    job.check(&by_peer);
+    // The flag wins over the variable.
+    job.set("NCCLENV_EXCLUDE", "eth10");
+    job.check(&by_peer);
+}
+
+/// A wrapper (for `Job::wrap`) that runs the rest of the command line in a private mount namespace after
+/// `script` (`sh -c`), which gets `args` as `$1…` and must `shift` them away before `exec "$@"`.
+fn mount_wrap(script: &str, args: &[&str]) -> Vec<String> {
+    let mut w: Vec<String> = ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c"]
+        .map(String::from)
+        .to_vec();
+    w.push(script.to_string());
+    w.push("sh".into());
+    w.extend(args.iter().map(|a| a.to_string()));
+    w
+}
+
+/// NCCL's configuration files through the binary (README "How the interface is chosen", step 4):
+/// `NCCL_CONF_FILE`, else `~/.nccl.conf` (the home of the user's password entry), then `/etc/nccl.conf`,
+/// the first that sets a variable wins and the environment wins over all; a value NCCL would fail with is
+/// repaired (the warning names the file), one it works with is kept (ncclenv sets nothing over it and the
+/// companions follow it); a file that cannot be read fails open. `~` and `/etc` are replaced in a private
+/// mount namespace (a bind mount, an overlay), so the machine's own files are never touched.
+#[test]
+fn nccl_config_files_are_read_as_nccl_reads_them() {
+    if !common::require_root() {
+        return;
+    }
+    let etc_had_one = std::path::Path::new("/etc/nccl.conf").exists();
+    let ns = Netns::new("conf");
+    common::layouts::f5(&ns);
+    let repaired = [
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.0.0.5")),
+    ];
+    let kept_eth1 = [
+        ("NCCL_SOCKET_IFNAME", None),
+        ("GLOO_SOCKET_IFNAME", Some("eth1")),
+        ("POD_IP", Some("10.0.1.5")),
+    ];
+
+    // NCCL_CONF_FILE.
+    let mut job = Job::new(&ns);
+    let conf = job.tmp.join("nccl.conf");
+    let conf_s = conf.display().to_string();
+    std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth2\n").expect("write conf");
+    job.set("NCCL_CONF_FILE", &conf_s);
+    let o = job.check(&repaired);
+    let w = o.warning("inherited-ifname-repaired");
+    assert!(w.contains(&conf_s) && w.contains("\"eth2\""), "{w}");
+    std::fs::write(&conf, "NCCL_SOCKET_IFNAME=eth1\n").expect("write conf");
+    let o = job.check(&kept_eth1);
+    assert!(o.warning("inherited-ifname-prefix").contains(&conf_s));
+    // The environment wins over the file.
+    job.set("NCCL_SOCKET_IFNAME", "eth0");
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    job.unset("NCCL_SOCKET_IFNAME");
+
+    // ~/.nccl.conf (and /etc/nccl.conf) in a private mount namespace.
+    let home = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .expect("the password entry of the test's user");
+    let fake_home = job.tmp.join("home");
+    let etc_conf = job.tmp.join("etc-nccl.conf");
+    let ovl = job.tmp.join("ovl");
+    for d in [&fake_home, &ovl] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    let (home_s, fake_s, etc_s, ovl_s) = (
+        home.display().to_string(),
+        fake_home.display().to_string(),
+        etc_conf.display().to_string(),
+        ovl.display().to_string(),
+    );
+    job.wrap = mount_wrap(
+        "mount --bind \"$2\" \"$1\" && mount -t tmpfs ncclenv-test \"$4\" && mkdir \"$4/u\" \"$4/w\" && \
+         mount -t overlay ncclenv-test -o lowerdir=/etc,upperdir=\"$4/u\",workdir=\"$4/w\" /etc && \
+         { [ ! -e \"$3\" ] || cp \"$3\" /etc/nccl.conf; } && shift 4 && exec \"$@\"",
+        &[&home_s, &fake_s, &etc_s, &ovl_s],
+    );
+    job.unset("NCCL_CONF_FILE");
+    let home_conf = fake_home.join(".nccl.conf");
+    std::fs::write(&home_conf, "NCCL_SOCKET_IFNAME=eth2\n").expect("write");
+    let o = job.check(&repaired);
+    let w = o.warning("inherited-ifname-repaired");
+    assert!(w.contains(".nccl.conf") && w.contains("\"eth2\""), "{w}");
+    // NCCL_CONF_FILE replaces ~/.nccl.conf: the home file is then not read.
+    std::fs::write(&conf, "NCCL_DEBUG=WARN\n").expect("write conf");
+    job.set("NCCL_CONF_FILE", &conf_s);
+    let o = job.check(&repaired);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    job.unset("NCCL_CONF_FILE");
+    // /etc/nccl.conf alone, then behind ~/.nccl.conf (the first file that sets a variable wins).
+    std::fs::remove_file(&home_conf).expect("rm");
+    std::fs::write(&etc_conf, "NCCL_SOCKET_IFNAME=eth2\n").expect("write");
+    let o = job.check(&repaired);
+    let w = o.warning("inherited-ifname-repaired");
+    assert!(
+        w.contains("/etc/nccl.conf") && w.contains("\"eth2\""),
+        "{w}"
+    );
+    std::fs::write(&home_conf, "NCCL_SOCKET_IFNAME=eth1\n").expect("write");
+    let o = job.check(&kept_eth1);
+    assert!(o.warning("inherited-ifname-prefix").contains(".nccl.conf"));
+    assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
+    // The machine's own /etc and home were not touched.
+    assert_eq!(
+        std::path::Path::new("/etc/nccl.conf").exists(),
+        etc_had_one,
+        "/etc/nccl.conf of the machine changed"
+    );
+    assert!(
+        !home.join(".nccl.conf").exists(),
+        "{home:?}/.nccl.conf appeared"
+    );
+
+    // A file that cannot be read (a directory): fail open, the environment untouched; strict refuses.
+    let mut job = Job::new(&ns);
+    let dir = job.tmp.join("conf.d");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    job.set("NCCL_CONF_FILE", &dir.display().to_string());
+    let o = job.exec();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    for k in OURS {
+        assert_eq!(
+            o.var(k),
+            None,
+            "{k} set although a config file is unreadable"
+        );
+    }
+    assert!(
+        o.warning("probe-failed")
+            .contains(&dir.display().to_string()),
+        "{}",
+        o.stderr
+    );
+    job.strict_refuses();
+}
+
+/// `NCCLENV_RESOLVE_TIMEOUT_MS` bounds the resolution of the master's host name (FIELD-CASES F17): the
+/// resolver is a UDP socket that takes every query and never answers (`options timeout:30 attempts:5`: the
+/// C library alone would wait minutes). ncclenv gives up after the bound, warns naming the host, and runs the
+/// command; a larger bound is waited out (a lower bound, which load cannot break). Times have wide margins.
+#[test]
+fn peer_name_resolution_is_bounded() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("resolve");
+    common::layouts::f1(&ns);
+    let mut job = Job::new(&ns);
+    // The silent resolver, inside the namespace, on 127.0.0.53:53; it says "ready" once bound.
+    let mut dns = ns
+        .command("python3")
+        .args([
+            "-c",
+            "import socket,sys,time\n\
+             s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(('127.0.0.53',53))\n\
+             print('ready',flush=True)\n\
+             while True: s.recvfrom(4096)\n",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let out = dns.stdout.take().expect("stdout");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("read");
+    }
+    let _dns = Kill(dns);
+    assert_eq!(line.trim(), "ready");
+    for (name, text) in [
+        (
+            "resolv.conf",
+            "nameserver 127.0.0.53\noptions timeout:30 attempts:5\n",
+        ),
+        ("nsswitch.conf", "hosts: files dns\n"),
+        ("hosts", "127.0.0.1 localhost\n"),
+    ] {
+        std::fs::write(job.tmp.join(name), text).expect("write");
+    }
+    let dir = job.tmp.path.display().to_string();
+    job.wrap = mount_wrap(
+        "for f in resolv.conf nsswitch.conf hosts; do mount --bind \"$1/$f\" \"/etc/$f\" || exit 1; done; \
+         shift; exec \"$@\"",
+        &[&dir],
+    );
+    // Oracle: the C library's own lookup gets no answer within 5 s.
+    let o = job.output(&["timeout", "5", "getent", "hosts", "job-master-0"].map(String::from));
+    assert_eq!(o.status.code(), Some(124), "the resolver answered: {o:?}");
+
+    job.set("MASTER_ADDR", "job-master-0")
+        .set("NCCLENV_RESOLVE_TIMEOUT_MS", "500");
+    let t = std::time::Instant::now();
+    let o = job.exec();
+    let took = t.elapsed();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "a 500 ms bound took {took:?}"
+    );
+    let w = o
+        .warnings()
+        .into_iter()
+        .find(|l| l.contains("job-master-0"))
+        .unwrap_or_else(|| panic!("no warning names the master:\n{}", o.stderr))
+        .to_string();
+    assert!(w.contains("500 ms"), "{w}");
+
+    job.set("NCCLENV_RESOLVE_TIMEOUT_MS", "3000");
+    let t = std::time::Instant::now();
+    let o = job.exec();
+    let took = t.elapsed();
+    assert_eq!((o.code, o.ran), (Some(0), true), "{o:#?}");
+    assert!(
+        took >= std::time::Duration::from_secs(3) && took < std::time::Duration::from_secs(30),
+        "a 3000 ms bound took {took:?}"
+    );
+    assert!(o.stderr.contains("3000 ms"), "{}", o.stderr);
 }

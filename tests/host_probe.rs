@@ -522,6 +522,101 @@ fn several_hcas_some_down_gives_exact_list() {
     assert_eq!(p.value_of("NCCL_IB_DISABLE"), None);
 }
 
+/// `active` InfiniBand HCAs `mlx5_0…` (port 1 ACTIVE) and then `down` more (port DOWN), each with its verbs
+/// node `uverbsI` and `class/infiniband_verbs/uverbsI/ibdev` naming it, probed from the fake tree; memlock
+/// unlimited (this machine's limit cannot be raised: the decision is given the value).
+fn probed_hcas(t: &Tmp, active: u32, down: u32) -> RdmaSnapshot {
+    for i in 0..active + down {
+        let name = format!("mlx5_{i}");
+        add_port(
+            &t.sys(),
+            &name,
+            1,
+            i < active,
+            "InfiniBand",
+            "400 Gb/sec (4X NDR)",
+            &[(
+                0,
+                "fe80:0000:0000:0000:b859:9f03:0000:0001",
+                "IB/RoCE v1",
+                None,
+            )],
+        );
+        write(
+            &t.sys()
+                .join(format!("class/infiniband_verbs/uverbs{i}/ibdev")),
+            &format!("{name}\n"),
+        );
+        uverbs(&t.dev(), u64::from(i));
+    }
+    let mut r = rdma::probe(&t.sys(), &t.dev());
+    assert_eq!(r.error, None);
+    assert_eq!(r.devices.len(), (active + down) as usize);
+    r.memlock_soft = None;
+    r.memlock_hard = None;
+    r
+}
+
+/// Every ACTIVE HCA usable: info `rdma-usable`, nothing changed; the same HCA with 8 MiB memlock: no
+/// `rdma-usable`.
+#[test]
+fn rdma_usable_is_reported_and_changes_nothing() {
+    if !require_root("rdma_usable_is_reported_and_changes_nothing") {
+        return;
+    }
+    let t = Tmp::new("usable");
+    let mut r = probed_hcas(&t, 1, 0);
+    let p = decide(&snapshot(r.clone(), &["lo", "eth0"], &[]), &cfg(&t));
+    assert_eq!(codes(&p), vec!["rdma-usable"]);
+    assert!(p.warnings[0].message.contains("mlx5_0"), "{:?}", p.warnings);
+    assert!(p.changes.is_empty(), "{:?}", p.changes);
+    r.memlock_soft = Some(8 * MIB);
+    r.memlock_hard = Some(8 * MIB);
+    let p = decide(&snapshot(r, &["lo", "eth0"], &[]), &cfg(&t));
+    assert!(!codes(&p).contains(&"rdma-usable"), "{:?}", codes(&p));
+    assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+}
+
+/// 17 usable HCAs beside a DOWN one: more than the 16 entries NCCL parses in `NCCL_IB_HCA`, so it is not set
+/// (`rdma-hca-too-many`); 16 usable: the exact list, and no such code.
+#[test]
+fn more_usable_hcas_than_nccl_ib_hca_can_hold() {
+    if !require_root("more_usable_hcas_than_nccl_ib_hca_can_hold") {
+        return;
+    }
+    let t = Tmp::new("many");
+    let p = decide(
+        &snapshot(probed_hcas(&t, 17, 1), &["lo", "eth0"], &[]),
+        &cfg(&t),
+    );
+    assert_eq!(codes(&p), vec!["rdma-hca-too-many"]);
+    assert!(
+        p.warnings[0].message.contains("mlx5_17"),
+        "{:?}",
+        p.warnings
+    );
+    assert_eq!(p.value_of("NCCL_IB_HCA"), None);
+    assert_eq!(p.value_of("NCCL_IB_DISABLE"), None);
+
+    let t = Tmp::new("sixteen");
+    let p = decide(
+        &snapshot(probed_hcas(&t, 16, 1), &["lo", "eth0"], &[]),
+        &cfg(&t),
+    );
+    assert!(!codes(&p).contains(&"rdma-hca-too-many"), "{:?}", codes(&p));
+    // Exact names (`=`), each usable HCA once, in any order; not the DOWN one.
+    let v = p.value_of("NCCL_IB_HCA").expect("NCCL_IB_HCA set");
+    let mut got: Vec<&str> = v
+        .strip_prefix('=')
+        .expect("exact list")
+        .split(',')
+        .collect();
+    got.sort_unstable();
+    let mut want: Vec<String> = (0..16).map(|i| format!("mlx5_{i}")).collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // F13: Docker's 64 MiB /dev/shm (a private tmpfs mount in a new mount namespace)
 
