@@ -17,11 +17,12 @@ RUNS=${RUNS:-300}
 command -v hyperfine >/dev/null || { echo "bench: hyperfine missing (apt-get install hyperfine)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench: needs root for network namespaces" >&2; exit 1; }
 
+TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 BIN=${NCCLENV_BIN:-}
 BASELINE=${NCCLENV_BASELINE:-}
 if [ -z "$BIN" ]; then
   cargo build -q --release --target x86_64-unknown-linux-musl --bin ncclenv
-  BIN=$PWD/target/x86_64-unknown-linux-musl/release/ncclenv
+  BIN=$TARGET_DIR/x86_64-unknown-linux-musl/release/ncclenv
 fi
 WORK=$(mktemp -d /tmp/ncclenv-bench.XXXXXX)
 NS=ncbench$$
@@ -80,7 +81,7 @@ done
 
 # Bootstrap check, time to verdict (`ncclenv check bootstrap` with the real libnccl of each installed wheel;
 # scripts/install-nccl-wheels.sh), on the plain layout with a warm page cache.
-HELPER=${NCCLENV_CHECK_HELPER:-$PWD/target/release/ncclenv-check}
+HELPER=${NCCLENV_CHECK_HELPER:-$TARGET_DIR/release/ncclenv-check}
 [ -x "$HELPER" ] || cargo build -q --release --bin ncclenv-check
 : > "$WORK/check.txt"
 for lib in /opt/ncclenv/nccl-*/nvidia/nccl/lib/libnccl.so.2; do
@@ -90,7 +91,7 @@ for lib in /opt/ncclenv/nccl-*/nvidia/nccl/lib/libnccl.so.2; do
     hyperfine -N -w 3 -r 30 --export-json "$WORK/check-$ver.json" "$BIN check bootstrap" >/dev/null 2>&1 \
     && echo "$ver $WORK/check-$ver.json" >> "$WORK/check.txt"
 done
-ARM=target/aarch64-unknown-linux-musl/release/ncclenv
+ARM=$TARGET_DIR/aarch64-unknown-linux-musl/release/ncclenv
 
 python3 - "$WORK" "$BIN" "$ARM" "${LAYOUTS[@]}" <<'EOF'
 import json, os, sys

@@ -123,3 +123,81 @@ fn doctor_without_network_refuses_a_two_node_job() {
     let ns = Netns::new("docf10");
     check(&ns, &[("NCCLENV_NNODES", "2")], 78, &["lo", "refuse"]);
 }
+
+/// The parts of a doctor sample that are the machine's own and that scripts/doctor-samples.sh cannot pin:
+/// the bodies of the "GPUs" and "NCCL installations" sections (a GPU driver, libraries on disk) and the NCCL
+/// version the "NCCL alone" line names (it follows those libraries). Everything else is compared as is.
+fn normalise_sample(doc: &str) -> String {
+    let mut out = Vec::new();
+    let mut machine = false;
+    for line in doc.lines() {
+        if !line.starts_with(' ') {
+            machine = line == "GPUs" || line == "NCCL installations";
+            out.push(line.to_string());
+            if machine {
+                out.push("  <machine-specific>".to_string());
+            }
+            continue;
+        }
+        if machine {
+            continue;
+        }
+        match (
+            line.trim_start().starts_with("NCCL alone:"),
+            line.rfind("; NCCL "),
+        ) {
+            (true, Some(i)) if line.ends_with(']') => {
+                out.push(format!("{}; <NCCL version>]", &line[..i]))
+            }
+            _ => out.push(line.to_string()),
+        }
+    }
+    out.join("\n")
+}
+
+/// docs/doctor-samples.md is exactly what scripts/doctor-samples.sh prints with the binary under test (after
+/// [`normalise_sample`]): the samples cannot drift from what doctor prints.
+#[test]
+fn doctor_samples_document_is_the_scripts_output() {
+    if !require_root() {
+        return;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let o = Command::new("bash")
+        .arg(format!("{root}/scripts/doctor-samples.sh"))
+        .arg("--stdout")
+        .arg(env!("CARGO_BIN_EXE_ncclenv"))
+        .output()
+        .expect("run scripts/doctor-samples.sh");
+    assert!(
+        o.status.success(),
+        "scripts/doctor-samples.sh failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let fresh = String::from_utf8_lossy(&o.stdout);
+    let doc = std::fs::read_to_string(format!("{root}/docs/doctor-samples.md"))
+        .expect("docs/doctor-samples.md");
+    let (fresh_n, doc_n) = (normalise_sample(&fresh), normalise_sample(&doc));
+    if fresh_n != doc_n {
+        let first = fresh_n
+            .lines()
+            .zip(doc_n.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(fresh_n.lines().count().min(doc_n.lines().count()));
+        panic!(
+            "docs/doctor-samples.md differs from scripts/doctor-samples.sh's output from line {} on \
+             (regenerate it: sudo scripts/doctor-samples.sh):\n  script: {:?}\n  file:   {:?}",
+            first + 1,
+            fresh_n.lines().nth(first),
+            doc_n.lines().nth(first)
+        );
+    }
+    // The normalisation hides little: the samples still show the three layouts' decisions.
+    for needle in [
+        "NCCL_SOCKET_IFNAME=eth0",
+        "[warn] inherited-ifname-prefix",
+        "[warn] rdma-no-verbs-devices",
+    ] {
+        assert!(doc_n.contains(needle), "{needle}");
+    }
+}

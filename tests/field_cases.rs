@@ -9,7 +9,9 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/decide_core.rs`.
+//! The same cases run with plain data in `tests/decide_core.rs`. After them: every finding code and README
+//! claim about the interface choice, produced through the binary from an input (and absent where it must
+//! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
 mod common;
 
@@ -1662,4 +1664,53 @@ fn peer_name_resolution_is_bounded() {
         "a 3000 ms bound took {took:?}"
     );
     assert!(o.stderr.contains("3000 ms"), "{}", o.stderr);
+}
+
+/// An inherited prefix whose first match has an address but no carrier (F8's trap, `eth0` dead before the
+/// live `eth1`): the NCCL the command will load decides. Before 2.28 NCCL bootstraps on the dead `eth0`, so
+/// ncclenv repairs the value; from 2.28 it skips it and the value is kept. The library is named by
+/// `NCCLENV_NCCL_LIB` (a stand-in file: only its versioned name is read, nothing is loaded).
+#[test]
+fn a_dead_first_match_follows_the_nccl_version() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("era");
+    common::layouts::dead_first(&ns);
+    for (version, repaired) in [("2.21.5", true), ("2.27.7", true), ("2.28.3", false)] {
+        let mut job = Job::new(&ns);
+        let lib = job.tmp.join(&format!("libnccl.so.{version}"));
+        std::fs::write(&lib, b"").expect("write stand-in");
+        job.set("NCCLENV_NCCL_LIB", &lib.display().to_string())
+            .set("NCCL_SOCKET_IFNAME", "eth");
+        let (_, v) = job.doctor();
+        let model = &v["decision"]["nccl_model"];
+        assert_eq!(
+            model["nccl_versions"],
+            serde_json::json!([version]),
+            "{model}"
+        );
+        if repaired {
+            assert_eq!(model["bootstrap"]["ifname"], "eth0", "{model}");
+            let o = job.check(&[
+                ("NCCL_SOCKET_IFNAME", Some("eth1")),
+                ("GLOO_SOCKET_IFNAME", Some("eth1")),
+                ("POD_IP", Some("10.0.1.2")),
+            ]);
+            let w = o.warning("inherited-ifname-repaired");
+            assert!(
+                w.contains(version) && words(w).contains(&"eth0") && w.contains("no carrier"),
+                "{w}"
+            );
+            job.strict_refuses();
+        } else {
+            assert_eq!(model["bootstrap"]["ifname"], "eth1", "{model}");
+            let o = job.check(&[
+                ("NCCL_SOCKET_IFNAME", Some("eth")),
+                ("GLOO_SOCKET_IFNAME", Some("eth1")),
+                ("POD_IP", Some("10.0.1.2")),
+            ]);
+            assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
+        }
+    }
 }
