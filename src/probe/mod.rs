@@ -67,14 +67,21 @@ pub fn collect(
     let rdma = Some(rdma);
     let shm = Some(host::probe_shm(&cfg.shm_path));
     let gpus = Some(host::gpu_count(&env, &cfg.devfs));
-    // The NCCL the command will load decides how an inherited NCCL_SOCKET_IFNAME is read (interfaces
-    // without carrier count before 2.28): the start path looks for it only when such a value is inherited.
+    // The NCCL the command will load decides how an inherited NCCL_SOCKET_IFNAME is read: before 2.28 an
+    // interface with an address but without carrier counts. The start path looks for the installations
+    // (directory scans: about a millisecond) only when that can change the reading: such a value is
+    // inherited and such an interface exists.
     let nccl_installs = match depth {
         Depth::Doctor => nccl::installs(cfg.nccl_lib.as_deref(), &env, true),
         Depth::Start => {
             let inherited = job::effective("NCCL_SOCKET_IFNAME", &env, &conf_files)
                 .is_some_and(|(v, _)| crate::nccl_rules::ifname_counts(v));
-            if inherited {
+            let dead = net.as_ref().is_ok_and(|n| {
+                n.links
+                    .iter()
+                    .any(|l| !l.running && n.addrs.iter().any(|a| a.index == l.index))
+            });
+            if inherited && dead {
                 nccl::installs(cfg.nccl_lib.as_deref(), &env, false)
             } else {
                 Vec::new()
