@@ -1208,3 +1208,14 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     }
     assert!(!marker.exists(), "the job's command ran");
 }
+
+/// The test suite's CI switch (tests/common): the usual truthy spellings turn it on, anything else off.
+#[test]
+fn the_ci_switch_accepts_the_usual_truthy_values() {
+    for v in ["1", "true", "TRUE", "True", "yes", "on", " true "] {
+        assert!(common::truthy(v), "{v:?}");
+    }
+    for v in ["", "0", "false", "no", "off", "2", "y", "truee"] {
+        assert!(!common::truthy(v), "{v:?}");
+    }
+}

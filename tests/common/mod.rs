@@ -29,12 +29,15 @@ use std::time::{Duration, Instant};
 /// True when the suite runs under CI: `CI` is set to one of the usual truthy values (`1`, `true`, `yes`,
 /// `on`, any case), as CI services set it. Under CI no test may skip: what it needs is missing is a failure.
 pub fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
+    std::env::var("CI").is_ok_and(|v| truthy(&v))
+}
+
+/// `1`, `true`, `yes`, `on` in any case, surrounding spaces ignored: what CI services put in `CI`.
+pub fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 /// A test cannot run here because `why`: prints `SKIP <why>` and returns false, so the caller returns early;
