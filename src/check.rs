@@ -503,6 +503,12 @@ fn kill_and_reap_group(pgid: i32) -> bool {
     }
 }
 
+/// How to get the helper, for the message when [`find_helper`] finds none.
+pub const HELPER_HOWTO: &str = "build both binaries side by side with scripts/build.sh (dist/ncclenv and \
+dist/ncclenv-check), or `cargo build --release --bin ncclenv-check` and copy target/release/ncclenv-check \
+beside ncclenv; in an image, COPY /ncclenv-check from the carrier next to ncclenv; or set \
+NCCLENV_CHECK_HELPER=PATH";
+
 /// The helper to run: `cfg.check_helper`, else `NCCLENV_CHECK_HELPER`, else `ncclenv-check` beside the
 /// running executable. Returns the path and the places looked.
 pub fn find_helper(cfg: &Config) -> (Option<PathBuf>, Vec<String>) {
@@ -1110,7 +1116,7 @@ pub fn run_check(
     let (helper, looked) = find_helper(cfg);
     let Some(helper) = helper else {
         let msg = format!(
-            "check helper ncclenv-check not found (looked: {}); install it beside ncclenv or set NCCLENV_CHECK_HELPER",
+            "check helper ncclenv-check not found (looked: {}); {HELPER_HOWTO}",
             looked.join("; ")
         );
         return CheckReport {

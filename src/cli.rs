@@ -2,7 +2,7 @@
 //! `NCCLENV_*` variable (through envy); the flag wins. A malformed value is a usage error (exit 2) naming the
 //! flag or variable.
 
-use crate::config::{CheckMode, Config, LogLevel};
+use crate::config::{CheckMode, Config, LogFormat, LogLevel};
 use serde::Deserialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -32,6 +32,9 @@ pub enum Mode {
         /// The job's command after `--` (read, not run); empty when none was given.
         cmd: Vec<OsString>,
     },
+    /// `ncclenv install DIR`: copy `ncclenv` (and `ncclenv-check` when it sits beside it) into DIR, e.g. a
+    /// Kubernetes `emptyDir` shared with the training container.
+    Install(PathBuf),
     /// `--help`.
     Help,
     /// `--version`.
@@ -61,6 +64,7 @@ usage:
   ncclenv [OPTIONS] doctor [--json]        everything probed and decided (exit 0 ok, 1 warnings, 78 refuse)
   ncclenv [OPTIONS] check [bootstrap|allreduce] [--json]
                                            prove the environment with the real NCCL
+  ncclenv install DIR                      copy ncclenv (and ncclenv-check beside it) into DIR
   env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
   (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
 
@@ -69,6 +73,9 @@ options (each also read from the variable in brackets; the flag wins):
   --nnodes N             number of nodes of the job              [NCCLENV_NNODES]
   --strict               refuse (exit 78) on any repair or risk   [NCCLENV_STRICT=1]
   --log LEVEL            off|error|warn|info|debug (info)        [NCCLENV_LOG]
+  --log-format FORMAT    text|json lines on stderr (text)        [NCCLENV_LOG_FORMAT]
+  --termination-log PATH  where exit 78 writes its reason        [NCCLENV_TERMINATION_LOG]
+                         (default /dev/termination-log when it exists and is writable)
   --exclude LIST         interface names never to choose         [NCCLENV_EXCLUDE]
   --disable              change nothing, just exec               [NCCLENV_DISABLE=1]
   --sysfs PATH           sysfs root (/sys)                       [NCCLENV_SYSFS]
@@ -99,6 +106,8 @@ struct EnvVars {
     nnodes: Option<String>,
     strict: Option<String>,
     log: Option<String>,
+    log_format: Option<String>,
+    termination_log: Option<String>,
     exclude: Option<String>,
     disable: Option<String>,
     sysfs: Option<String>,
@@ -155,6 +164,14 @@ fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
         "info" => Ok(LogLevel::Info),
         "debug" | "trace" => Ok(LogLevel::Debug),
         _ => err(what, v, "off, error, warn, info or debug"),
+    }
+}
+
+fn parse_log_format(what: &str, v: &str) -> Result<LogFormat, UsageError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => err(what, v, "text or json"),
     }
 }
 
@@ -221,6 +238,8 @@ fn apply(cfg: &mut Config, key: &str, what: &str, v: &str) -> Result<(), UsageEr
         "nnodes" => cfg.nnodes = Some(parse_nnodes(what, v)?),
         "strict" => cfg.strict = parse_bool(what, v)?,
         "log" => cfg.log = parse_log(what, v)?,
+        "log-format" => cfg.log_format = parse_log_format(what, v)?,
+        "termination-log" => cfg.termination_log = Some(parse_path(what, v)?),
         "exclude" => cfg.exclude = parse_exclude(what, v)?,
         "disable" => cfg.disable = parse_bool(what, v)?,
         "sysfs" => cfg.sysfs = parse_path(what, v)?,
@@ -255,6 +274,8 @@ const VALUED: &[&str] = &[
     "peer",
     "nnodes",
     "log",
+    "log-format",
+    "termination-log",
     "exclude",
     "sysfs",
     "devfs",
@@ -289,11 +310,13 @@ pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
         .from_iter(pairs)
         .map_err(|e| UsageError(format!("NCCLENV_* variables: {e}")))?;
     let mut cfg = Config::default();
-    let fields: [(&str, &Option<String>); 18] = [
+    let fields: [(&str, &Option<String>); 20] = [
         ("peer", &ev.peer),
         ("nnodes", &ev.nnodes),
         ("strict", &ev.strict),
         ("log", &ev.log),
+        ("log-format", &ev.log_format),
+        ("termination-log", &ev.termination_log),
         ("exclude", &ev.exclude),
         ("disable", &ev.disable),
         ("sysfs", &ev.sysfs),
@@ -414,7 +437,7 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             }),
             Some(_) => Err(UsageError("--json goes with doctor or check".into())),
             None => Err(UsageError(
-                "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check"
+                "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check, install DIR"
                     .into(),
             )),
         };
@@ -423,6 +446,17 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
     let mode = match first {
         "env" if words.len() == 1 => Mode::Env(cmd),
         "doctor" if words.len() == 1 => Mode::Doctor { json, cmd },
+        "install" if words.len() == 2 && cmd.is_empty() => Mode::Install(PathBuf::from(&words[1])),
+        "install" if words.len() != 2 => {
+            return Err(UsageError(
+                "install takes one directory: ncclenv install DIR".into(),
+            ))
+        }
+        "install" => {
+            return Err(UsageError(
+                "install takes no command after --: ncclenv install DIR".into(),
+            ))
+        }
         "check" if words.len() <= 2 => Mode::Check {
             mode: match words.get(1) {
                 None => None,
@@ -702,7 +736,7 @@ mod tests {
     proptest! {
         #[test]
         fn garbage_in_every_variable_never_panics(v in ".{0,40}") {
-            for name in ["PEER","NNODES","STRICT","LOG","EXCLUDE","DISABLE","SYSFS","DEVFS","SHM_PATH","SHM_MIN",
+            for name in ["PEER","NNODES","STRICT","LOG","LOG_FORMAT","TERMINATION_LOG","EXCLUDE","DISABLE","SYSFS","DEVFS","SHM_PATH","SHM_MIN",
                          "CHECK","CHECK_TIMEOUT","CHECK_GPUS","CHECK_MIB","CHECK_REPAIR","CHECK_HELPER","NCCL_LIB","RESOLVE_TIMEOUT_MS"] {
                 let var = format!("NCCLENV_{name}");
                 let r = parse(&os(&["env"]), vec![(OsString::from(&var), OsString::from(&v))]);

@@ -21,6 +21,17 @@ pub enum LogLevel {
     Debug,
 }
 
+/// How log lines on stderr are written (`NCCLENV_LOG_FORMAT`, `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `ncclenv: …` lines for people (default).
+    #[default]
+    Text,
+    /// One JSON object per line, for log pipelines (fields in `docs/logging.md`).
+    Json,
+}
+
 /// Which proof to run before the command (`NCCLENV_CHECK`, `--check`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -45,6 +56,11 @@ pub struct Config {
     pub strict: bool,
     /// Log verbosity (`NCCLENV_LOG`).
     pub log: LogLevel,
+    /// Log line format (`NCCLENV_LOG_FORMAT`: `text` or `json`).
+    pub log_format: LogFormat,
+    /// Where a refusal (exit 78) writes its reason for Kubernetes (`NCCLENV_TERMINATION_LOG`); `None` =
+    /// `/dev/termination-log` when it exists and is writable.
+    pub termination_log: Option<PathBuf>,
     /// Interface names never to choose, exact names (`NCCLENV_EXCLUDE`, comma-separated).
     pub exclude: Vec<String>,
     /// Do nothing, just exec (`NCCLENV_DISABLE=1`).
@@ -82,6 +98,8 @@ impl Default for Config {
             nnodes: None,
             strict: false,
             log: LogLevel::Info,
+            log_format: LogFormat::Text,
+            termination_log: None,
             exclude: Vec::new(),
             disable: false,
             sysfs: PathBuf::from("/sys"),

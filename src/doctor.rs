@@ -27,11 +27,17 @@ pub fn exit_code(plan: &Plan) -> i32 {
     }
 }
 
+/// The line under "NCCL alone" in the text report: where that answer comes from.
+pub const NCCL_ALONE_NOTE: &str =
+    "              (ncclenv's model of NCCL's own rules, src/nccl_rules.rs, applied \
+to what was probed; not a run of NCCL: `ncclenv check` runs the real one)\n";
+
 /// The doctor report as plain text with aligned columns: interfaces (name, state, kind, addresses, MTU,
 /// speed in Mb/s from `speeds`, the routes that use it), default routes, the route to the peer, what NCCL
-/// alone would choose (`nccl_alone`, from the check) next to ncclenv's choice, RDMA devices and ports,
-/// memlock, `/dev/shm`, GPUs, NCCL installations (warning on several versions), NCCL config files, every
-/// change with its reason, every finding with its remedy, and the verdict.
+/// alone would choose (`nccl_alone`: ncclenv's model of NCCL's rules, `decide::interface::nccl_alone`) next to
+/// ncclenv's choice, RDMA devices and ports, memlock, `/dev/shm`, GPUs, NCCL installations, NCCL config
+/// files, every change with its reason, every finding with its remedy (every warning is a finding with a
+/// code: the GPU list and several NCCL versions included), and the verdict.
 pub fn render_text(
     snap: &Snapshot,
     plan: &Plan,
@@ -132,8 +138,9 @@ pub fn render_text(
     let _ = writeln!(
         o,
         "  NCCL alone: {}",
-        nccl_alone.unwrap_or("not checked (run with --check bootstrap)")
+        nccl_alone.unwrap_or("unknown (the network probe failed)")
     );
+    o.push_str(NCCL_ALONE_NOTE);
     match &plan.choice {
         Some(c) => {
             let _ = writeln!(
@@ -236,9 +243,6 @@ pub fn render_text(
                 g.count.map_or("unknown".into(), |c| c.to_string()),
                 g.source
             );
-            if let Some(w) = &g.warning {
-                let _ = writeln!(o, "  warning: {w}");
-            }
         }
     }
 
@@ -255,15 +259,6 @@ pub fn render_text(
             ]);
         }
         o.push_str(&table(&rows, "  "));
-        let versions = distinct_versions(&snap.nccl_installs);
-        if versions.len() > 1 {
-            let _ = writeln!(
-                o,
-                "  warning: several NCCL versions ({}); which one loads depends on LD_LIBRARY_PATH and the \
-                 framework",
-                versions.join(", ")
-            );
-        }
     }
 
     section(&mut o, "NCCL config files");
@@ -739,6 +734,7 @@ mod tests {
         let cfg = crate::config::Config::default();
         crate::decide::rdma::decide_rdma(&snap, &cfg, &mut plan);
         crate::decide::shm::decide_shm(&snap, &cfg, &mut plan);
+        crate::decide::host::decide_host(&snap, &mut plan);
         plan.choice = Some(Choice {
             ifname: "eth0".into(),
             addr: Some(ip("10.0.0.2")),
@@ -764,7 +760,8 @@ mod tests {
             "memlock: soft 8 MiB, hard 8 MiB",
             "/dev/shm: 64 MiB free of 64 MiB",
             "4 (CUDA_VISIBLE_DEVICES)",
-            "several NCCL versions (2.19.3, 2.21.5)",
+            "model of NCCL's own rules",
+            "[warn] nccl-several-versions: several NCCL versions are installed (2.19.3 at",
             "NCCL_IB_DISABLE=1",
             "NCCL_SHM_DISABLE=1",
             "[warn] rdma-memlock-low",

@@ -13,6 +13,7 @@ pub mod config;
 pub mod decide;
 pub mod doctor;
 pub mod exec;
+pub mod install;
 pub mod nccl_rules;
 pub mod plan;
 pub mod probe;

@@ -1,13 +1,14 @@
 //! `ncclenv`: parse → probe → decide → report → exec. See README.md.
 //!
 //! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode; also
-//! `ncclenv check` where the entrypoint would refuse); 126 the command cannot be executed; 127 the command was
-//! not found; 128+N interrupted by signal N during a check (the entrypoint's or `ncclenv check`'s); otherwise
-//! the command's own (ncclenv is replaced by it).
+//! `ncclenv check` where the entrypoint would refuse; the reason also goes to the termination log for
+//! Kubernetes); 126 the command cannot be executed; 127 the command was not found; 128+N interrupted by signal
+//! N during a check (the entrypoint's or `ncclenv check`'s); otherwise the command's own (ncclenv is replaced
+//! by it). `install`: 0 copied, 1 failed.
 //!
 //! Nothing here may abort on a failed write: a full, closed or broken stdout/stderr must never keep the job
-//! from running, so every write goes through [`out`] and [`err_line`], which ignore errors (and the logger's
-//! writer swallows them too, see `report::init`).
+//! from running, so every write goes through [`out`] and `report`, which ignore errors (the logger's writer
+//! swallows them too, see `report::init`).
 
 use ncclenv::cli::{self, Mode};
 use ncclenv::config::CheckMode;
@@ -34,7 +35,7 @@ fn main() -> ExitCode {
     let cli = match cli::parse(&args, vars.iter().cloned()) {
         Ok(c) => c,
         Err(e) => {
-            err_line(&format!("ncclenv: {} (see ncclenv --help)", e.0));
+            report::usage_error(&format!("{} (see ncclenv --help)", e.0), &vars);
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -51,7 +52,11 @@ fn main() -> ExitCode {
         _ => {}
     }
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    report::init(cfg.log, no_color);
+    report::init(cfg.log, cfg.log_format, no_color);
+
+    if let Mode::Install(dir) = &cli.mode {
+        return install(dir);
+    }
 
     if let Mode::Exec(cmd) = &cli.mode {
         if cfg.disable {
@@ -65,7 +70,7 @@ fn main() -> ExitCode {
         Mode::Exec(c) | Mode::Env(c) | Mode::Doctor { cmd: c, .. } | Mode::Check { cmd: c, .. } => {
             c
         }
-        Mode::Help | Mode::Version => &[],
+        Mode::Help | Mode::Version | Mode::Install(_) => &[],
     };
     let depth = match cli.mode {
         Mode::Doctor { .. } => Depth::Doctor,
@@ -79,8 +84,11 @@ fn main() -> ExitCode {
         Mode::Env(_) => {
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
-                err_line(&r);
-                out(&format!("echo {} >&2; exit 78\n", plan::shell_quote(&r)));
+                report::refused(&r, cfg.termination_log.as_deref());
+                out(&format!(
+                    "echo {} >&2; exit 78\n",
+                    plan::shell_quote(&r.text())
+                ));
                 return ExitCode::from(EXIT_REFUSED);
             }
             out(&plan::shell_lines(&plan));
@@ -110,17 +118,19 @@ fn main() -> ExitCode {
             // The check proves the environment the entrypoint would give the command: where the entrypoint
             // would refuse, there is nothing to prove (exit 78, as the entrypoint).
             if let Some(r) = report::refusal(&plan) {
-                err_line(&r);
+                report::refusal_line(&r);
                 return ExitCode::from(EXIT_REFUSED);
             }
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
             let env = exec::final_env(&vars, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
             if let Some(sig) = r.interrupted_by() {
-                err_line(&format!(
-                    "ncclenv: interrupted by signal {sig} during the check"
-                ));
-                return ExitCode::from((128 + sig) as u8);
+                let code = (128 + sig) as u8;
+                report::exit_error(
+                    &format!("interrupted by signal {sig} during the check"),
+                    code,
+                );
+                return ExitCode::from(code);
             }
             if *json {
                 out(&format!("{}\n", r.detail));
@@ -136,7 +146,7 @@ fn main() -> ExitCode {
         Mode::Exec(cmd) => {
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
-                err_line(&r);
+                report::refused(&r, cfg.termination_log.as_deref());
                 return ExitCode::from(EXIT_REFUSED);
             }
             if cfg.check != CheckMode::Off && plan.hands_off {
@@ -149,10 +159,12 @@ fn main() -> ExitCode {
                 let env = exec::final_env(&vars, &plan);
                 let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
                 if let Some(sig) = r.interrupted_by() {
-                    err_line(&format!(
-                        "ncclenv: interrupted by signal {sig} during the check"
-                    ));
-                    return ExitCode::from((128 + sig) as u8);
+                    let code = (128 + sig) as u8;
+                    report::exit_error(
+                        &format!("interrupted by signal {sig} during the check"),
+                        code,
+                    );
+                    return ExitCode::from(code);
                 }
                 if r.passed {
                     tracing::info!("check passed: {}", r.summary);
@@ -161,10 +173,11 @@ fn main() -> ExitCode {
                         tracing::warn!("check repair: {name}={value} ({reason})");
                     }
                 } else if cfg.strict {
-                    err_line(&format!(
-                        "ncclenv: refused (exit 78): NCCLENV_STRICT=1 and the check failed: {}",
-                        r.summary
-                    ));
+                    let refusal = report::Refusal {
+                        reason: format!("NCCLENV_STRICT=1 and the check failed: {}", r.summary),
+                        remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
+                    };
+                    report::refused(&refusal, cfg.termination_log.as_deref());
                     return ExitCode::from(EXIT_REFUSED);
                 } else {
                     tracing::warn!("check failed, running the command anyway: {}", r.summary);
@@ -176,7 +189,52 @@ fn main() -> ExitCode {
             let env = exec::final_env(&vars, &plan);
             exec_or_exit(cmd, &env)
         }
-        Mode::Help | Mode::Version => ExitCode::SUCCESS,
+        Mode::Help | Mode::Version | Mode::Install(_) => ExitCode::SUCCESS,
+    }
+}
+
+/// `ncclenv install DIR`: copy this executable (and `ncclenv-check` beside it) into DIR and say what was
+/// copied, one line per file on stdout. Exit 0, or 1 with the reason on stderr.
+fn install(dir: &std::path::Path) -> ExitCode {
+    // /proc/self/exe; without /proc (a bare chroot), argv[0] when it is a path.
+    let exe = std::env::current_exe().ok().or_else(|| {
+        std::env::args_os()
+            .next()
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.components().count() > 1)
+    });
+    let Some(exe) = exe else {
+        report::exit_error(
+            "install: cannot find this executable (no /proc/self/exe; run it by its path)",
+            1,
+        );
+        return ExitCode::from(1);
+    };
+    match ncclenv::install::install(&exe, dir) {
+        Ok(r) => {
+            let mut text = String::new();
+            for f in &r.files {
+                text.push_str(&f.line());
+                text.push('\n');
+            }
+            if let Some(h) = &r.helper_missing {
+                text.push_str(&format!(
+                    "no ncclenv-check beside {} ({} missing): only ncclenv installed; `ncclenv check` needs the helper beside it\n",
+                    exe.display(),
+                    h.display()
+                ));
+            }
+            text.push_str(&format!(
+                "run: {} -- COMMAND [ARGS...]\n",
+                dir.join(ncclenv::install::NAMES[0]).display()
+            ));
+            out(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            report::exit_error(&format!("install: {e}"), 1);
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -216,7 +274,8 @@ fn raise_memlock() {
 
 fn exec_or_exit(cmd: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
     let e = exec::exec(cmd, env);
-    err_line(&e.message);
+    let message = e.message.strip_prefix("ncclenv: ").unwrap_or(&e.message);
+    report::exit_error(message, e.code as u8);
     ExitCode::from(e.code as u8)
 }
 
@@ -226,12 +285,4 @@ fn out(text: &str) {
     let mut o = std::io::stdout().lock();
     let _ = o.write_all(text.as_bytes());
     let _ = o.flush();
-}
-
-/// Write one line to stderr, ignoring every error (stderr may be `/dev/full` or a closed pipe; the job must
-/// still run).
-fn err_line(text: &str) {
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(text.as_bytes());
-    let _ = e.write_all(b"\n");
 }

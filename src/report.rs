@@ -1,21 +1,276 @@
-//! Reporting to stderr through `tracing`: one info line summarising every variable set and why, one line per
-//! warning with its remedy, debug lines with the probed facts. `NCCLENV_LOG` sets the level; `NO_COLOR` (or a
-//! stderr that is not a terminal) turns colour off. Only ncclenv's own variables are ever printed: the rest of
-//! the environment holds secrets.
+//! Reporting to stderr. By default a start writes one summary line (the interface and the variables set, in
+//! brief, at most [`SUMMARY_MAX_CHARS`] characters) and one line per warning (what, why, what to do, and its
+//! `[code]`); the reasons behind every variable are debug lines (`NCCLENV_LOG=debug`) and `ncclenv doctor`.
+//!
+//! Two formats (`NCCLENV_LOG_FORMAT`): `text` (`ncclenv: …` lines for people) and `json` (one JSON object per
+//! line for log pipelines; every line a [`Record`], fields documented in `docs/logging.md`). Lines from other
+//! modules go through `tracing` and are rendered by the same code, as records of kind `log`.
+//!
+//! `NCCLENV_LOG` sets the level; `NO_COLOR` (or a stderr that is not a terminal) turns colour off. Only
+//! ncclenv's own variables are ever printed: the rest of the environment holds secrets. Nothing here can fail:
+//! every write ignores errors (see [`QuietStderr`]).
 
-use crate::config::LogLevel;
-use crate::plan::{Action, Plan, Severity, Verdict};
-use crate::snapshot::Snapshot;
+use crate::config::{LogFormat, LogLevel};
+use crate::plan::{Action, Change, Plan, Severity, Verdict, Warning};
+use crate::snapshot::{Family, Snapshot};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::OnceLock;
 use tracing::Level;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Lines look like `ncclenv: …`, `ncclenv: warning: …`, `ncclenv: error: …`.
-struct Format {
+/// Longest summary line, in characters, `ncclenv: ` included. Variables that do not fit are counted at the
+/// end (`+N more`), least important (framework companions) first.
+pub const SUMMARY_MAX_CHARS: usize = 200;
+
+/// Where Kubernetes reads a container's termination message by default (`terminationMessagePath`).
+pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
+
+/// Kubernetes keeps at most 4096 bytes of a container's termination message.
+pub const TERMINATION_LOG_MAX_BYTES: usize = 4096;
+
+/// The `program` field of every JSON record: tells ncclenv's lines from the job's own on a shared stderr.
+const PROGRAM: &str = "ncclenv";
+
+/// The log settings of this process, set once by [`init`].
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    level: LogLevel,
+    format: LogFormat,
     color: bool,
+}
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// The settings given to [`init`], or the defaults (info, text, no colour) before it.
+fn settings() -> Settings {
+    SETTINGS.get().copied().unwrap_or(Settings {
+        level: LogLevel::Info,
+        format: LogFormat::Text,
+        color: false,
+    })
+}
+
+/// Severity of one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lvl {
+    /// A refusal or a failure that stops ncclenv.
+    Error,
+    /// NCCL may fail or run slowly; the job still runs.
+    Warn,
+    /// The summary and informational findings.
+    Info,
+    /// Probed facts and the reason of every change.
+    Debug,
+}
+
+impl Lvl {
+    fn name(self) -> &'static str {
+        match self {
+            Lvl::Error => "error",
+            Lvl::Warn => "warn",
+            Lvl::Info => "info",
+            Lvl::Debug => "debug",
+        }
+    }
+    fn needs(self) -> LogLevel {
+        match self {
+            Lvl::Error => LogLevel::Error,
+            Lvl::Warn => LogLevel::Warn,
+            Lvl::Info => LogLevel::Info,
+            Lvl::Debug => LogLevel::Debug,
+        }
+    }
+    fn of(level: &Level) -> Lvl {
+        match *level {
+            Level::ERROR => Lvl::Error,
+            Level::WARN => Lvl::Warn,
+            Level::INFO => Lvl::Info,
+            Level::DEBUG | Level::TRACE => Lvl::Debug,
+        }
+    }
+}
+
+/// One line of ncclenv's log. In JSON: `{"program": "ncclenv", "level": …, "message": …, "kind": …, …}` with
+/// the fields of its [`Kind`] beside them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record<'a> {
+    /// Always `ncclenv`.
+    pub program: &'static str,
+    /// `error`, `warn`, `info` or `debug`.
+    pub level: &'static str,
+    /// The line for people (in text format, what follows `ncclenv: `).
+    pub message: String,
+    /// What the line is, with its machine-readable fields.
+    #[serde(flatten)]
+    pub kind: Kind<'a>,
+}
+
+/// What a [`Record`] reports (`kind` in JSON).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Kind<'a> {
+    /// A plain message.
+    Log,
+    /// A finding of the decision (the README's findings table): its stable code, what to do, and whether
+    /// `NCCLENV_STRICT=1` turns it into a refusal.
+    Finding {
+        /// Stable code, e.g. `inherited-ifname-repaired`.
+        code: &'a str,
+        /// What the user can do.
+        remedy: &'a str,
+        /// True when `NCCLENV_STRICT=1` refuses on it.
+        strict: bool,
+    },
+    /// One variable set or unset, with its reason (debug level).
+    Change {
+        /// The variable, e.g. `NCCL_SOCKET_IFNAME`.
+        variable: &'a str,
+        /// `set` or `unset`.
+        action: &'static str,
+        /// The value set; `null` for `unset`.
+        value: Option<&'a str>,
+        /// Why.
+        reason: &'a str,
+        /// The inherited value it replaces (a repair), else `null`.
+        replaced: Option<&'a str>,
+    },
+    /// The decision: the interface NCCL will bootstrap on and every variable set or unset.
+    Summary {
+        /// The chosen interface, `null` when none (hands off, or nothing usable).
+        interface: Option<&'a str>,
+        /// Its address NCCL binds.
+        address: Option<IpAddr>,
+        /// How it was chosen, in full.
+        how: Option<&'a str>,
+        /// Every variable set, name → value.
+        set: BTreeMap<&'a str, &'a str>,
+        /// Every variable removed from the command's environment.
+        unset: Vec<&'a str>,
+        /// True when ncclenv deliberately changes nothing.
+        hands_off: bool,
+    },
+    /// ncclenv stops with this exit code instead of running the command (the command is not found or not
+    /// executable, a usage error, an interruption, a failed `install`); `message` says why.
+    Exit {
+        /// ncclenv's exit code (2, 126, 127, 128+N, 1).
+        exit_code: u8,
+    },
+    /// ncclenv refuses to run the command (exit 78); `message` is the reason.
+    Refusal {
+        /// What the user can do.
+        remedy: &'a str,
+        /// Always 78 (`EX_CONFIG`).
+        exit_code: u8,
+    },
+}
+
+impl<'a> Record<'a> {
+    fn new(lvl: Lvl, message: String, kind: Kind<'a>) -> Record<'a> {
+        Record {
+            program: PROGRAM,
+            level: lvl.name(),
+            message,
+            kind,
+        }
+    }
+
+    /// The line in text format, without the `ncclenv: ` prefix and level tag.
+    fn text_body(&self) -> String {
+        match &self.kind {
+            Kind::Finding { code, remedy, .. } if self.level == Lvl::Warn.name() => {
+                format!("{} [{code}] (what to do: {remedy})", self.message)
+            }
+            Kind::Finding { code, .. } => format!("{} [{code}]", self.message),
+            Kind::Refusal { remedy, exit_code } => {
+                format!(
+                    "refused (exit {exit_code}): {}. What to do: {remedy}",
+                    self.message
+                )
+            }
+            Kind::Log | Kind::Exit { .. } | Kind::Change { .. } | Kind::Summary { .. } => {
+                self.message.clone()
+            }
+        }
+    }
+
+    /// The whole line, newline included, in `format`.
+    fn render(&self, format: LogFormat, color: bool) -> String {
+        match format {
+            LogFormat::Json => {
+                let mut s = serde_json::to_string(self).unwrap_or_else(|_| {
+                    // Serialising plain strings and numbers cannot fail; keep a valid line regardless.
+                    format!(
+                        "{{\"program\":\"{PROGRAM}\",\"level\":\"{}\",\"kind\":\"log\",\"message\":\"unserialisable record\"}}",
+                        self.level
+                    )
+                });
+                s.push('\n');
+                s
+            }
+            LogFormat::Text => {
+                let (tag, code) = match self.level {
+                    "error" if matches!(self.kind, Kind::Log) => ("error: ", "\x1b[31m"),
+                    "warn" => ("warning: ", "\x1b[33m"),
+                    "debug" => ("debug: ", "\x1b[2m"),
+                    _ => ("", ""),
+                };
+                let body = self.text_body();
+                if color && !tag.is_empty() {
+                    format!("ncclenv: {code}{tag}\x1b[0m{body}\n")
+                } else {
+                    format!("ncclenv: {tag}{body}\n")
+                }
+            }
+        }
+    }
+}
+
+/// Write `rec` at `lvl` when the level allows it, or always when `always` (refusals and exec errors: they are
+/// the job's exit reason).
+fn write(lvl: Lvl, rec: &Record, always: bool) {
+    let s = settings();
+    if !always && (s.level < lvl.needs() || s.level == LogLevel::Off) {
+        return;
+    }
+    let line = rec.render(s.format, s.color);
+    let _ = QuietStderr.write_all(line.as_bytes());
+}
+
+/// Renders `tracing` events from other modules as [`Record`]s of kind `log`, in the configured format.
+struct Format {
+    format: LogFormat,
+    color: bool,
+}
+
+/// Collects an event's message and extra fields (`key=value`, appended to the message).
+#[derive(Default)]
+struct Fields {
+    message: String,
+    extra: Vec<String>,
+}
+
+impl tracing::field::Visit for Fields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "message" {
+            self.message = value.to_string();
+        } else {
+            self.extra.push(format!("{}={value}", field.name()));
+        }
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        } else {
+            self.extra.push(format!("{}={value:?}", field.name()));
+        }
+    }
 }
 
 impl<S, N> FormatEvent<S, N> for Format
@@ -25,30 +280,32 @@ where
 {
     fn format_event(
         &self,
-        ctx: &FmtContext<'_, S, N>,
+        _ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> fmt::Result {
-        let level = *event.metadata().level();
-        let (tag, color) = match level {
-            Level::ERROR => ("error: ", "\x1b[31m"),
-            Level::WARN => ("warning: ", "\x1b[33m"),
-            Level::DEBUG | Level::TRACE => ("debug: ", "\x1b[2m"),
-            Level::INFO => ("", ""),
-        };
-        if self.color && !color.is_empty() {
-            write!(writer, "ncclenv: {color}{tag}\x1b[0m")?;
-        } else {
-            write!(writer, "ncclenv: {tag}")?;
+        let mut f = Fields::default();
+        event.record(&mut f);
+        let mut message = f.message;
+        for e in f.extra {
+            message.push(' ');
+            message.push_str(&e);
         }
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
+        let lvl = Lvl::of(event.metadata().level());
+        let rec = Record::new(lvl, message, Kind::Log);
+        writer.write_str(&rec.render(self.format, self.color))
     }
 }
 
-/// Install the stderr logger at `level`. Colour when stderr is a terminal and `NO_COLOR` is unset or empty
-/// (no-color.org).
-pub fn init(level: LogLevel, no_color: bool) {
+/// Install the stderr logger: `level` (`NCCLENV_LOG`), `format` (`NCCLENV_LOG_FORMAT`). Colour (text only)
+/// when stderr is a terminal and `NO_COLOR` is unset or empty (no-color.org). Later calls change nothing.
+pub fn init(level: LogLevel, format: LogFormat, no_color: bool) {
+    let color = format == LogFormat::Text && !no_color && std::io::stderr().is_terminal();
+    let _ = SETTINGS.set(Settings {
+        level,
+        format,
+        color,
+    });
     let max = match level {
         LogLevel::Off => return,
         LogLevel::Error => Level::ERROR,
@@ -56,7 +313,6 @@ pub fn init(level: LogLevel, no_color: bool) {
         LogLevel::Info => Level::INFO,
         LogLevel::Debug => Level::DEBUG,
     };
-    let color = !no_color && std::io::stderr().is_terminal();
     // tracing-subscriber reports a failed write with `eprintln!` when `log_internal_errors` is on (the
     // builder's default), and `eprintln!` panics when stderr fails too: a job started with `2>/dev/full` or a
     // closed stderr would never run. Both are shut off: the writer swallows errors and internal errors are not
@@ -65,7 +321,7 @@ pub fn init(level: LogLevel, no_color: bool) {
         .with_max_level(max)
         .with_writer(|| QuietStderr)
         .log_internal_errors(false)
-        .event_format(Format { color })
+        .event_format(Format { format, color })
         .try_init();
 }
 
@@ -85,74 +341,329 @@ impl std::io::Write for QuietStderr {
     }
 }
 
-/// The one summary line: the interface and how it was chosen, then every variable set or unset with its
-/// reason.
-pub fn summary(plan: &Plan) -> String {
-    let mut s = String::new();
-    if plan.hands_off {
-        s.push_str("environment left untouched");
-        return s;
-    }
-    if let Some(c) = &plan.choice {
-        s.push_str(&format!("interface {}", c.ifname));
-        if let Some(a) = c.addr {
-            s.push_str(&format!(" {a}"));
-        }
-        s.push_str(&format!(" ({})", c.how));
-    }
-    let changes: Vec<String> = plan
+/// The first clause of a choice's `how` (up to the first ` (`, `; ` or `, `): `default route (metric 0)` →
+/// `default route`; `route to peer 10.0.0.1 (m from MASTER_ADDR)` → `route to peer 10.0.0.1`.
+pub fn brief_how(how: &str) -> &str {
+    let end = [" (", "; ", ", "]
+        .iter()
+        .filter_map(|p| how.find(p))
+        .min()
+        .unwrap_or(how.len());
+    &how[..end]
+}
+
+/// The plan's changes as `NAME=value` / `unset NAME`, NCCL's own variables first (plan order within each
+/// group), so that the framework companions are the first left out of a full line.
+fn brief_changes(plan: &Plan) -> Vec<String> {
+    let item = |c: &Change| match &c.action {
+        Action::Set { value } => format!("{}={value}", c.name),
+        Action::Unset => format!("unset {}", c.name),
+    };
+    let (nccl, other): (Vec<&Change>, Vec<&Change>) = plan
         .changes
         .iter()
-        .map(|c| match &c.action {
-            Action::Set { value } => format!("{}={} ({})", c.name, value, c.reason),
-            Action::Unset => format!("unset {} ({})", c.name, c.reason),
-        })
-        .collect();
-    if changes.is_empty() {
-        s.push_str("; nothing to set");
-    } else {
-        if !s.is_empty() {
-            s.push_str("; ");
-        }
-        s.push_str("set ");
-        s.push_str(&changes.join("; "));
-    }
-    s
+        .partition(|c| c.name.starts_with("NCCL_"));
+    nccl.into_iter().chain(other).map(item).collect()
 }
 
-/// Emit the plan: warnings (with remedies) first, then the summary line; a refusal as an error.
+/// The summary line (without `ncclenv: `): the interface, its address and how it was chosen in brief, then
+/// the variables set, at most [`SUMMARY_MAX_CHARS`] characters with the prefix, e.g.
+/// `interface eth0 172.17.0.2 (default route); set NCCL_SOCKET_IFNAME=eth0 NCCL_SOCKET_FAMILY=AF_INET …`.
+/// Reasons are not here: they are debug lines ([`emit`]) and in `ncclenv doctor`.
+pub fn summary(plan: &Plan) -> String {
+    if plan.hands_off {
+        return "environment left untouched".to_string();
+    }
+    let mut head = String::new();
+    if let Some(c) = &plan.choice {
+        head = format!("interface {}", c.ifname);
+        if let Some(a) = c.addr {
+            head.push_str(&format!(" {a}"));
+        }
+        head.push_str(&format!(" ({})", brief_how(&c.how)));
+    }
+    let items = brief_changes(plan);
+    if items.is_empty() {
+        return if head.is_empty() {
+            "nothing to set".to_string()
+        } else {
+            format!("{head}; nothing to set")
+        };
+    }
+    let lead = if head.is_empty() {
+        "set".to_string()
+    } else {
+        format!("{head}; set")
+    };
+    fit(&lead, &items, SUMMARY_MAX_CHARS - "ncclenv: ".len())
+}
+
+/// `lead` followed by as many of `items` (space-separated) as fit in `max` characters, and ` (+N more)` for
+/// the rest. `lead` is never cut.
+fn fit(lead: &str, items: &[String], max: usize) -> String {
+    let len = |s: &str| s.chars().count();
+    let all = format!("{lead} {}", items.join(" "));
+    if len(&all) <= max {
+        return all;
+    }
+    let mut line = lead.to_string();
+    for (i, it) in items.iter().enumerate() {
+        let rest = items.len() - i - 1;
+        let tail = if rest > 0 {
+            format!(" (+{rest} more: ncclenv doctor)")
+        } else {
+            String::new()
+        };
+        if len(&line) + 1 + len(it) + len(&tail) > max {
+            line.push_str(&format!(" (+{} more: ncclenv doctor)", items.len() - i));
+            return line;
+        }
+        line.push(' ');
+        line.push_str(it);
+    }
+    line
+}
+
+/// Emit the plan: one line per finding (what, why, what to do, `[code]`), one debug line per change with its
+/// reason, then the summary line.
 pub fn emit(plan: &Plan) {
     for w in &plan.warnings {
-        match w.severity {
-            Severity::Warn => {
-                tracing::warn!("{} [{}] (what to do: {})", w.message, w.code, w.remedy)
+        finding(w);
+    }
+    for c in &plan.changes {
+        let (action, value) = match &c.action {
+            Action::Set { value } => ("set", Some(value.as_str())),
+            Action::Unset => ("unset", None),
+        };
+        let mut message = match value {
+            Some(v) => format!("{}={v}: {}", c.name, c.reason),
+            None => format!("unset {}: {}", c.name, c.reason),
+        };
+        if let Some(old) = &c.replaced {
+            message.push_str(&format!(" (was {old:?})"));
+        }
+        let rec = Record::new(
+            Lvl::Debug,
+            message,
+            Kind::Change {
+                variable: &c.name,
+                action,
+                value,
+                reason: &c.reason,
+                replaced: c.replaced.as_deref(),
+            },
+        );
+        write(Lvl::Debug, &rec, false);
+    }
+    let choice = plan.choice.as_ref();
+    let mut set = BTreeMap::new();
+    let mut unset = Vec::new();
+    for c in &plan.changes {
+        match &c.action {
+            Action::Set { value } => {
+                set.insert(c.name.as_str(), value.as_str());
             }
-            Severity::Info => tracing::info!("{} [{}]", w.message, w.code),
+            Action::Unset => unset.push(c.name.as_str()),
         }
     }
-    tracing::info!("{}", summary(plan));
+    let rec = Record::new(
+        Lvl::Info,
+        summary(plan),
+        Kind::Summary {
+            interface: choice.map(|c| c.ifname.as_str()),
+            address: choice.and_then(|c| c.addr),
+            how: choice.map(|c| c.how.as_str()),
+            set,
+            unset,
+            hands_off: plan.hands_off,
+        },
+    );
+    write(Lvl::Info, &rec, false);
 }
 
-/// The refusal message (printed even with `NCCLENV_LOG=off`: it is the job's exit reason).
-pub fn refusal(plan: &Plan) -> Option<String> {
+/// One finding as a line: warn level for warnings, info for information.
+fn finding(w: &Warning) {
+    let lvl = match w.severity {
+        Severity::Warn => Lvl::Warn,
+        Severity::Info => Lvl::Info,
+    };
+    let rec = Record::new(
+        lvl,
+        w.message.clone(),
+        Kind::Finding {
+            code: &w.code,
+            remedy: &w.remedy,
+            strict: w.strict_refuses,
+        },
+    );
+    write(lvl, &rec, false);
+}
+
+/// Why ncclenv refuses to run the command, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Why NCCL would certainly fail (or which strict finding refused).
+    pub reason: String,
+    /// What the user can do.
+    pub remedy: String,
+}
+
+impl Refusal {
+    /// The one line for people: `ncclenv: refused (exit 78): REASON. What to do: REMEDY`.
+    pub fn text(&self) -> String {
+        format!(
+            "ncclenv: refused (exit 78): {}. What to do: {}",
+            self.reason, self.remedy
+        )
+    }
+}
+
+/// The plan's refusal, if it refuses.
+pub fn refusal(plan: &Plan) -> Option<Refusal> {
     match &plan.verdict {
-        Verdict::Refuse { reason, remedy } => Some(format!(
-            "ncclenv: refused (exit 78): {reason}. What to do: {remedy}"
-        )),
+        Verdict::Refuse { reason, remedy } => Some(Refusal {
+            reason: reason.clone(),
+            remedy: remedy.clone(),
+        }),
         Verdict::Proceed => None,
     }
 }
 
+/// Report a refusal (exit 78): the line on stderr (printed even with `NCCLENV_LOG=off`: it is the job's exit
+/// reason), and the same text in the termination log (`termination_log`, else [`DEFAULT_TERMINATION_LOG`]
+/// when it exists and is writable), so that `kubectl describe pod` shows why the container stopped.
+pub fn refused(r: &Refusal, termination_log: Option<&Path>) {
+    refusal_line(r);
+    if let Err(e) = write_termination_log(termination_log, &r.text()) {
+        let rec = Record::new(Lvl::Warn, e, Kind::Log);
+        write(Lvl::Warn, &rec, false);
+    }
+}
+
+/// The refusal line alone (no termination log: `ncclenv check` and other diagnostics that refuse where the
+/// entrypoint would), printed even with `NCCLENV_LOG=off`.
+pub fn refusal_line(r: &Refusal) {
+    let rec = Record::new(
+        Lvl::Error,
+        r.reason.clone(),
+        Kind::Refusal {
+            remedy: &r.remedy,
+            exit_code: 78,
+        },
+    );
+    write(Lvl::Error, &rec, true);
+}
+
+/// Write `text` (cut to [`TERMINATION_LOG_MAX_BYTES`] at a character boundary, plus a newline) to `path`,
+/// created when missing; with no path, to [`DEFAULT_TERMINATION_LOG`] only when it already exists and opens
+/// for writing (Kubernetes creates it; elsewhere it is absent and nothing happens). The file is opened
+/// non-blocking, so a FIFO without a reader cannot hold the exit back. Errors: a message naming the path, only
+/// for an explicit `path`.
+pub fn write_termination_log(path: Option<&Path>, text: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (p, explicit) = match path {
+        Some(p) => (p, true),
+        None => (Path::new(DEFAULT_TERMINATION_LOG), false),
+    };
+    let mut end = text.len().min(TERMINATION_LOG_MAX_BYTES - 1);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let open = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .create(explicit)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(p);
+    let result = open.and_then(|mut f| {
+        f.write_all(&text.as_bytes()[..end])?;
+        f.write_all(b"\n")
+    });
+    match result {
+        Ok(()) => Ok(()),
+        Err(_) if !explicit => Ok(()),
+        Err(e) => Err(format!(
+            "cannot write the termination log {}: {e} (NCCLENV_TERMINATION_LOG)",
+            p.display()
+        )),
+    }
+}
+
+/// The line that says why ncclenv exits with `exit_code` instead of running the command (exec failures,
+/// usage errors, interruptions, a failed `install`): always printed, it is the job's exit reason. `message`
+/// without the `ncclenv: ` prefix.
+pub fn exit_error(message: &str, exit_code: u8) {
+    let rec = Record::new(Lvl::Error, message.to_string(), Kind::Exit { exit_code });
+    write(Lvl::Error, &rec, true);
+}
+
+/// A usage error (exit 2), written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT`
+/// says `json` (whatever else was wrong), else text.
+pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {
+    let json = vars.iter().any(|(k, v)| {
+        k == "NCCLENV_LOG_FORMAT"
+            && v.to_str()
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("json"))
+    });
+    let rec = Record::new(Lvl::Error, message.to_string(), Kind::Exit { exit_code: 2 });
+    let format = if json {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    };
+    let _ = QuietStderr.write_all(rec.render(format, false).as_bytes());
+}
+
+fn opt<T: fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+fn family_name(f: Family) -> &'static str {
+    match f {
+        Family::Inet => "IPv4",
+        Family::Inet6 => "IPv6",
+    }
+}
+
+fn bytes_text(v: Option<u64>, none: &str) -> String {
+    v.map_or_else(|| none.to_string(), crate::decide::rdma::fmt_mib)
+}
+
+fn list<T: fmt::Display>(v: &[T]) -> String {
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 /// Debug lines with the probed facts (`NCCLENV_LOG=debug`): links with flags and addresses, default routes,
-/// the route to the peer, the job's shape, RDMA, `/dev/shm`, GPUs, NCCL config files. Only ncclenv's own
-/// variables appear; nothing else of the environment.
+/// the route to the peer, the job's shape, RDMA, `/dev/shm`, GPUs, NCCL config files. Plain words, `-` for
+/// what is unknown; only ncclenv's own variables appear, nothing else of the environment.
 pub fn debug_snapshot(snap: &Snapshot) {
-    if !tracing::enabled!(Level::DEBUG) {
+    if settings().level < LogLevel::Debug {
         return;
     }
+    for line in snapshot_lines(snap) {
+        write(Lvl::Debug, &Record::new(Lvl::Debug, line, Kind::Log), false);
+    }
+}
+
+/// The lines of [`debug_snapshot`].
+pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
     match &snap.net {
-        Err(e) => tracing::debug!("network probe failed: {e}"),
+        Err(e) => out.push(format!("network probe failed: {e}")),
         Ok(net) => {
+            let name = |i: u32| {
+                net.links
+                    .iter()
+                    .find(|l| l.index == i)
+                    .map_or_else(|| format!("#{i}"), |l| l.name.clone())
+            };
             for l in &net.links {
                 let addrs: Vec<String> = net
                     .addrs
@@ -160,81 +671,253 @@ pub fn debug_snapshot(snap: &Snapshot) {
                     .filter(|a| a.index == l.index)
                     .map(|a| format!("{}/{}", a.addr, a.prefix_len))
                     .collect();
-                tracing::debug!(
-                    "link {} index {} {}{}{} kind {} addrs [{}]",
+                let mut flags = vec![if l.up { "UP" } else { "DOWN" }];
+                if l.running {
+                    flags.push("RUNNING");
+                }
+                if l.loopback {
+                    flags.push("LOOPBACK");
+                }
+                out.push(format!(
+                    "link {} (index {}) {} kind {} addresses {}",
                     l.name,
                     l.index,
-                    if l.up { "UP" } else { "DOWN" },
-                    if l.running { ",RUNNING" } else { "" },
-                    if l.loopback { ",LOOPBACK" } else { "" },
+                    flags.join(","),
                     l.kind.as_deref().unwrap_or("-"),
-                    addrs.join(" ")
-                );
+                    list(&addrs)
+                ));
             }
             for r in net.routes.iter().filter(|r| r.is_default()) {
-                tracing::debug!(
-                    "default route {:?} via {:?} oif {:?} metric {} linkdown {} nexthops {}",
-                    r.family,
-                    r.gateway,
-                    r.oif,
-                    r.metric,
-                    r.linkdown,
-                    r.nexthops.len()
-                );
+                let paths: Vec<String> = r
+                    .paths()
+                    .iter()
+                    .map(|p| {
+                        let mut s = format!("dev {}", name(p.oif));
+                        if let Some(g) = p.gateway {
+                            s = format!("via {g} {s}");
+                        }
+                        if p.linkdown {
+                            s.push_str(" linkdown");
+                        }
+                        s
+                    })
+                    .collect();
+                out.push(format!(
+                    "default route ({}) {} metric {}",
+                    family_name(r.family),
+                    if paths.is_empty() {
+                        "-".to_string()
+                    } else {
+                        paths.join(" / ")
+                    },
+                    r.metric
+                ));
             }
             for p in &net.peer_routes {
-                tracing::debug!(
-                    "route to {}: oif {:?} src {:?} via {:?} local {} error {:?}",
+                let mut s = format!(
+                    "route to {}: dev {} src {} via {}",
                     p.dest,
-                    p.oif,
-                    p.prefsrc,
-                    p.gateway,
-                    p.local,
-                    p.error
+                    p.oif.map_or_else(|| "-".to_string(), name),
+                    opt(p.prefsrc),
+                    opt(p.gateway)
                 );
+                if p.local {
+                    s.push_str(" (local)");
+                }
+                if let Some(e) = &p.error {
+                    s.push_str(&format!(" error: {e}"));
+                }
+                out.push(s);
             }
         }
     }
     match &snap.peer {
-        Some(p) => tracing::debug!(
-            "peer {} from {} resolved to {:?} {}",
-            p.host,
-            p.source,
-            p.addrs,
-            p.error.as_deref().unwrap_or("")
-        ),
-        None => tracing::debug!("no peer named"),
+        Some(p) => {
+            let mut s = format!(
+                "peer {} (from {}) resolves to {}",
+                p.host,
+                p.source,
+                list(&p.addrs)
+            );
+            if let Some(e) = &p.error {
+                s.push_str(&format!(" (error: {e})"));
+            }
+            out.push(s);
+        }
+        None => out.push("no peer named".to_string()),
     }
-    tracing::debug!(
-        "job: nnodes {:?} from {:?}; --ips {:?}",
-        snap.job.nnodes,
-        snap.job.source,
-        snap.job.ips
-    );
+    out.push(format!(
+        "job: {} node(s){}; --ips {}",
+        opt(snap.job.nnodes),
+        snap.job
+            .source
+            .as_ref()
+            .map_or(String::new(), |s| format!(" (from {s})")),
+        list(&snap.job.ips)
+    ));
     for f in &snap.conf_files {
         let keys: Vec<&str> = f.values.iter().map(|(k, _)| k.as_str()).collect();
-        tracing::debug!("NCCL config file {} sets {:?} {:?}", f.path, keys, f.error);
+        let mut s = format!("NCCL config file {} sets {}", f.path, list(&keys));
+        if let Some(e) = &f.error {
+            s.push_str(&format!(" (error: {e})"));
+        }
+        out.push(s);
     }
     if let Some(r) = &snap.rdma {
-        tracing::debug!(
-            "rdma: {} device(s), verbs nodes {:?}, memlock soft {:?} hard {:?}",
+        out.push(format!(
+            "rdma: {} device(s), verbs nodes {}, memlock soft {} hard {}",
             r.devices.len(),
-            r.uverbs,
-            r.memlock_soft,
-            r.memlock_hard
-        );
+            list(&r.uverbs),
+            bytes_text(r.memlock_soft, "unlimited"),
+            bytes_text(r.memlock_hard, "unlimited")
+        ));
     }
     if let Some(s) = &snap.shm {
-        tracing::debug!(
-            "shm {}: free {:?} B of {:?} B, read-only {}, error {:?}",
-            s.path,
-            s.free_bytes,
-            s.total_bytes,
-            s.read_only,
-            s.error
-        );
+        let mut line = match &s.error {
+            Some(e) => format!("shm {}: {e}", s.path),
+            None => format!(
+                "shm {}: {} free of {}",
+                s.path,
+                bytes_text(s.free_bytes, "?"),
+                bytes_text(s.total_bytes, "?")
+            ),
+        };
+        if s.read_only {
+            line.push_str(", read-only");
+        }
+        out.push(line);
     }
     if let Some(g) = &snap.gpus {
-        tracing::debug!("gpus: {:?} from {}", g.count, g.source);
+        out.push(format!(
+            "gpus: {} (from {})",
+            g.count
+                .map_or_else(|| "unknown".to_string(), |c| c.to_string()),
+            g.source
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Choice;
+
+    fn plan_with(ifname: &str, how: &str) -> Plan {
+        let mut p = Plan {
+            choice: Some(Choice {
+                ifname: ifname.into(),
+                addr: "172.17.0.2".parse().ok(),
+                how: how.into(),
+            }),
+            ..Plan::default()
+        };
+        p.set("NCCL_SOCKET_IFNAME", ifname, "r1 (metric 0)");
+        p.set("NCCL_SOCKET_FAMILY", "AF_INET", "r2");
+        p.set("GLOO_SOCKET_IFNAME", ifname, "r3");
+        p.set("TP_SOCKET_IFNAME", ifname, "r4");
+        p.set("POD_IP", "172.17.0.2", "r5");
+        p.set("NCCL_IB_DISABLE", "1", "r6 (net_ib.cc, ncclIbInitDevices)");
+        p
+    }
+
+    #[test]
+    fn brief_how_keeps_the_first_clause() {
+        assert_eq!(brief_how("default route (metric 0)"), "default route");
+        assert_eq!(
+            brief_how("route to peer 10.0.0.1 (m from MASTER_ADDR)"),
+            "route to peer 10.0.0.1"
+        );
+        assert_eq!(
+            brief_how("inherited NCCL_SOCKET_IFNAME=bond0 (from environment), NCCL's first match"),
+            "inherited NCCL_SOCKET_IFNAME=bond0"
+        );
+        assert_eq!(brief_how("loopback fallback"), "loopback fallback");
+    }
+
+    #[test]
+    fn summary_names_every_variable_without_reasons() {
+        let s = summary(&plan_with("eth0", "default route (metric 0)"));
+        assert_eq!(
+            s,
+            "interface eth0 172.17.0.2 (default route); set NCCL_SOCKET_IFNAME=eth0 NCCL_SOCKET_FAMILY=AF_INET \
+             NCCL_IB_DISABLE=1 GLOO_SOCKET_IFNAME=eth0 TP_SOCKET_IFNAME=eth0 POD_IP=172.17.0.2"
+        );
+        assert!(!s.contains("metric") && !s.contains("r1"));
+    }
+
+    #[test]
+    fn summary_never_exceeds_the_limit_and_counts_what_it_leaves_out() {
+        for name in ["eth0", "enp94s0f0np0", "a-very-long-nam"] {
+            let mut p = plan_with(name, "route to peer 10.200.93.100 (MASTER_ADDR from env)");
+            p.set(
+                "NCCL_IB_HCA",
+                "==mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7",
+                "r",
+            );
+            let s = format!("ncclenv: {}", summary(&p));
+            assert!(
+                s.chars().count() <= SUMMARY_MAX_CHARS,
+                "{} chars: {s}",
+                s.chars().count()
+            );
+            assert!(s.contains(&format!("NCCL_SOCKET_IFNAME={name}")), "{s}");
+            assert!(s.contains("more: ncclenv doctor)"), "{s}");
+        }
+    }
+
+    #[test]
+    fn json_records_carry_kind_and_fields() {
+        let w = Warning {
+            code: "shm-too-small".into(),
+            severity: Severity::Warn,
+            message: "small".into(),
+            remedy: "--shm-size=1g".into(),
+            strict_refuses: false,
+        };
+        let rec = Record::new(
+            Lvl::Warn,
+            w.message.clone(),
+            Kind::Finding {
+                code: &w.code,
+                remedy: &w.remedy,
+                strict: false,
+            },
+        );
+        let line = rec.render(LogFormat::Json, false);
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        assert_eq!(v["program"], "ncclenv");
+        assert_eq!(v["level"], "warn");
+        assert_eq!(v["kind"], "finding");
+        assert_eq!(v["code"], "shm-too-small");
+        assert_eq!(v["remedy"], "--shm-size=1g");
+        assert_eq!(
+            rec.render(LogFormat::Text, false),
+            "ncclenv: warning: small [shm-too-small] (what to do: --shm-size=1g)\n"
+        );
+    }
+
+    #[test]
+    fn debug_lines_show_no_rust_internals() {
+        let snap = Snapshot::default();
+        for l in snapshot_lines(&snap) {
+            assert!(!l.contains("Some(") && !l.contains("None"), "{l}");
+        }
+    }
+
+    #[test]
+    fn termination_log_is_cut_at_4096_bytes_and_created_only_when_named() {
+        let dir = std::env::temp_dir().join(format!("ncclenv-tl-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = dir.join("log");
+        let long = "é".repeat(3000);
+        assert_eq!(write_termination_log(Some(&p), &long), Ok(()));
+        let got = std::fs::read_to_string(&p).unwrap_or_default();
+        assert!(got.len() <= TERMINATION_LOG_MAX_BYTES, "{}", got.len());
+        assert!(got.ends_with("é\n"));
+        let missing = dir.join("no/such/dir/log");
+        assert!(write_termination_log(Some(&missing), "x").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -779,8 +779,14 @@ fn debug_level_adds_the_probed_facts() {
     let o = output(&mut ncclenv(&vars, &["--", "true"]));
     assert_eq!(o.status.code(), Some(0));
     let e = stderr(&o);
-    assert!(e.contains("ncclenv: debug: link lo index 1"), "{e}");
-    assert!(e.contains("ncclenv: debug: job: nnodes"), "{e}");
+    assert!(e.contains("ncclenv: debug: link lo (index 1) UP"), "{e}");
+    assert!(e.contains("ncclenv: debug: job: "), "{e}");
+    // Each variable set, with its reason.
+    assert!(e.contains("ncclenv: debug: NCCL_SOCKET_FAMILY="), "{e}");
+    // Plain words, never Rust's debug forms.
+    for rust in ["Some(", "None", "Inet6", "[\""] {
+        assert!(!e.contains(rust), "{rust} in {e}");
+    }
     // info level: no debug lines.
     let o = output(&mut ncclenv(&base(&tmp), &["--", "true"]));
     assert!(!stderr(&o).contains("debug:"), "{}", stderr(&o));

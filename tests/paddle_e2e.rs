@@ -353,9 +353,9 @@ fn paddle_launch_two_nodes_needs_ncclenv() {
             .unwrap_or_else(|| panic!("{}: no ncclenv decision line\n{}", node.host, ctx()));
         // Node A owns the master's address; node B routes to it (docker0 holds the default route).
         let why = if node.ip == "10.99.0.1" {
-            "this host is the peer 10.99.0.1 (--master)"
+            "this host is the peer 10.99.0.1"
         } else {
-            "route to peer 10.99.0.1 (10.99.0.1 from --master)"
+            "route to peer 10.99.0.1"
         };
         assert!(
             line.starts_with(&format!("ncclenv: interface eth0 {} ({why}", node.ip)),

@@ -1,6 +1,7 @@
 //! The pure decision: [`decide`] turns a [`Snapshot`] and a [`Config`] into a [`Plan`]. No I/O here: every
 //! rule reads plain data, so each is tested with plain values.
 
+pub mod host;
 pub mod interface;
 pub mod rdma;
 pub mod shm;
@@ -46,9 +47,9 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
     keys
 }
 
-/// Decide everything. Order: hands-off cases (`NCCLENV_DISABLE`, a failed probe, `NCCL_COMM_ID`, a vendor
-/// profile) → interface → RDMA → `/dev/shm` → launcher-argument problems → strict mode (every finding
-/// marked `strict_refuses` becomes exit 78).
+/// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
+/// problems → hands-off cases (a failed probe, `NCCL_COMM_ID`, a vendor profile) → interface → RDMA →
+/// `/dev/shm` → strict mode (every finding marked `strict_refuses` becomes exit 78).
 ///
 /// Fail open: when the network probe, a config file or the peer's resolution failed, the plan changes
 /// nothing and carries a warning (a refusal under `NCCLENV_STRICT=1`).
@@ -63,6 +64,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         );
         return plan;
     }
+    host::decide_host(snap, &mut plan);
     for p in &snap.job.problems {
         plan.warn(
             "launcher-argument",
