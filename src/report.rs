@@ -425,7 +425,8 @@ fn fit(lead: &str, items: &[String], max: usize) -> String {
 }
 
 /// Emit the plan: one line per finding (what, why, what to do, `[code]`), one debug line per change with its
-/// reason, then the summary line.
+/// reason, then the summary line, unless the plan refuses (the caller reports the refusal with [`refused`]:
+/// nothing is set for a command that does not run).
 pub fn emit(plan: &Plan) {
     for w in &plan.warnings {
         finding(w);
@@ -454,6 +455,9 @@ pub fn emit(plan: &Plan) {
             },
         );
         write(Lvl::Debug, &rec, false);
+    }
+    if matches!(plan.verdict, Verdict::Refuse { .. }) {
+        return;
     }
     let choice = plan.choice.as_ref();
     let mut set = BTreeMap::new();
