@@ -4,7 +4,7 @@
 # site-packages, or the loader's search), and print one verdict block. Every step has a timeout; the whole
 # script stays under 5 minutes.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 T0=$(date +%s)
 OUT=${OUT:-$(mktemp -d)}
 step() { echo "== $* ($(( $(date +%s) - T0 )) s)"; }
