@@ -1,12 +1,16 @@
 //! The Docker images and examples, end to end.
 //!
 //! - Offline lints (no Docker): `docker/Dockerfile` builds what cargo produces, the example Dockerfiles chain
-//!   ncclenv correctly, the Kubernetes manifests carry the recommended settings (python3 + PyYAML), and
-//!   `examples/launch.sh` runs.
+//!   ncclenv correctly, the Kubernetes manifests carry the recommended settings (python3 + PyYAML) and repeat
+//!   no launcher argument as a variable, every reference to the carrier image has the same tag, the Compose
+//!   files pass `docker compose config` and follow the Compose specification (no `version:`, GPUs through
+//!   device reservations), and `examples/launch.sh` runs.
 //! - Real Docker: the carrier image is built from host binaries with `docker/Dockerfile.local`, a `FROM
 //!   scratch` test image adds `/bin/busybox` (Debian's busybox-static) and `tini-static`, and containers run
 //!   with `ncclenv --` as their entrypoint on the default bridge, the host network, no network, two user
-//!   networks, an IPv6 network, small and large `/dev/shm`, behind an init, and as a two-node Compose job.
+//!   networks, an IPv6 network, small and large `/dev/shm`, behind an init, and as a two-node Compose job
+//!   (`docker compose`, Compose v2). The carrier runs as a Kubernetes-style init container (`ncclenv install`
+//!   into a volume) for an image without ncclenv, and a refusal lands in `/dev/termination-log`.
 //!
 //! Without Docker (or busybox-static) the Docker tests print why and pass; under `CI=true` they fail.
 //! Everything created (containers, networks, images, temp dirs) is removed by Drop guards, also on failure;
@@ -77,6 +81,7 @@ enum Guard {
     Container(String),
     Network(String),
     Image(String),
+    Volume(String),
     Dir(PathBuf),
     Compose {
         project: String,
@@ -94,11 +99,12 @@ impl Drop for Guard {
             Guard::Container(n) => quiet(docker(&["rm", "-f", "-v", n])),
             Guard::Network(n) => quiet(docker(&["network", "rm", n])),
             Guard::Image(n) => quiet(docker(&["rmi", n])),
+            Guard::Volume(n) => quiet(docker(&["volume", "rm", "-f", n])),
             Guard::Dir(d) => {
                 let _ = std::fs::remove_dir_all(d);
             }
             Guard::Compose { project, file, env } => {
-                let mut c = Command::new("docker-compose");
+                let mut c = docker(&["compose"]);
                 c.envs(env.iter().map(|(k, v)| (k, v)));
                 c.arg("-p").arg(&*project).arg("-f").arg(&*file);
                 c.args(["down", "-v", "--remove-orphans", "-t", "1"]);
@@ -779,31 +785,47 @@ fn example_images_build_and_chain() {
     );
 }
 
+/// `docker compose` (Compose v2) works here; else skip (fail under CI).
+fn compose_ready() -> bool {
+    match docker(&["compose", "version"]).output() {
+        Ok(o) if o.status.success() => true,
+        _ => cannot(
+            "no `docker compose` (Compose v2: scripts/test.sh installs it as a Docker CLI plugin)",
+        ),
+    }
+}
+
 #[test]
 fn compose_two_nodes_route_to_master() {
-    if !docker_ready() {
-        return;
-    }
-    if !Command::new("docker-compose")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        cannot("no docker-compose");
+    if !docker_ready() || !compose_ready() {
         return;
     }
     let img = images();
+    // The Compose file's own command (torchrun with --master-addr=master --nnodes=2), run by a stand-in
+    // torchrun that prints the addresses and the environment it got.
+    let (ctx, _d) = temp_dir("compose-ctx");
+    std::fs::write(
+        ctx.join("torchrun"),
+        "#!/bin/sh\nip -o addr; echo ---; env; sleep 3\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!(
+            "FROM {}\nCOPY torchrun /usr/local/bin/torchrun\nRUN [\"/bin/chmod\", \"755\", \"/usr/local/bin/torchrun\"]\n",
+            img.test
+        ),
+    )
+    .unwrap();
+    let job_img = format!("{}:compose", uniq("img"));
+    build(&ctx.join("Dockerfile"), &ctx, &job_img, &[]);
+    let _i = Guard::Image(job_img.clone());
+
     let project = uniq("job").replace('-', "_");
     let file = root().join("examples/compose/docker-compose.yml");
-    let env = vec![
-        ("IMAGE".to_string(), img.test.clone()),
-        (
-            "TRAIN_CMD".to_string(),
-            "sh -c 'ip -o addr; echo ---; env; sleep 3'".to_string(),
-        ),
-    ];
+    let env = vec![("IMAGE".to_string(), job_img.clone())];
     let compose = |args: &[&str]| {
-        let mut c = Command::new("docker-compose");
+        let mut c = docker(&["compose"]);
         c.envs(env.iter().map(|(k, v)| (k, v)));
         c.arg("-p").arg(&project).arg("-f").arg(&file).args(args);
         c
@@ -813,7 +835,7 @@ fn compose_two_nodes_route_to_master() {
         file: file.clone(),
         env: env.clone(),
     };
-    ok(&mut compose(&["up", "-d", "--no-color"]));
+    ok(&mut compose(&["up", "-d"]));
     let job_net = format!("{project}_job");
     for node in ["node0", "node1"] {
         let id = ok(&mut compose(&["ps", "-q", node])).trim().to_string();
@@ -831,8 +853,138 @@ fn compose_two_nodes_route_to_master() {
             &format!("{node}: the job network"),
         );
         expect_env(&env, "GLOO_SOCKET_IFNAME", &want, node);
-        eprintln!("{node}: {}", stderr(&logs).lines().last().unwrap_or(""));
+        // The summary says why: the route to the master named by the command's own --master-addr.
+        let err = stderr(&logs);
+        assert!(
+            err.contains("route to peer") || err.contains("this host is the peer"),
+            "{node}: {err}"
+        );
+        eprintln!("{node}: {}", err.lines().last().unwrap_or(""));
     }
+}
+
+/// The carrier image as a Kubernetes init container (examples/k8s/init/): `ncclenv install` copies both
+/// binaries into a fresh volume; an image without ncclenv runs its command through `/ncclenv/ncclenv` from
+/// that volume, read-only. A second install into the same volume changes nothing. A refusal writes its reason
+/// to `/dev/termination-log` (Kubernetes bind-mounts a file there; here a host file is).
+#[test]
+fn init_container_install() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    // The "unmodified training image": busybox only, no ncclenv.
+    let (ctx, _d) = temp_dir("plain-ctx");
+    std::fs::copy(BUSYBOX, ctx.join("busybox")).unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nENV PATH=/usr/bin:/bin\n",
+    )
+    .unwrap();
+    let plain = format!("{}:plain", uniq("img"));
+    build(&ctx.join("Dockerfile"), &ctx, &plain, &[]);
+    let _p = Guard::Image(plain.clone());
+    let o = run(
+        &["--rm"],
+        &plain,
+        &["sh", "-c", "command -v ncclenv || echo none"],
+    );
+    assert_eq!(stdout(&o).trim(), "none", "the plain image has ncclenv");
+
+    let vol = uniq("vol");
+    ok(&mut docker(&["volume", "create", &vol]));
+    let _v = Guard::Volume(vol.clone());
+    let init_mount = format!("{vol}:/opt/ncclenv");
+    let o = run(
+        &["--rm", "-v", &init_mount],
+        &img.carrier,
+        &["/ncclenv", "install", "/opt/ncclenv"],
+    );
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    for name in ["ncclenv", "ncclenv-check"] {
+        assert!(
+            out.lines().any(
+                |l| l.starts_with(&format!("copied /{name} to /opt/ncclenv/{name} ("))
+                    && l.ends_with("mode 755)")
+            ),
+            "{name}: {out}"
+        );
+    }
+    let o = run(
+        &["--rm", "-v", &init_mount],
+        &img.carrier,
+        &["/ncclenv", "install", "/opt/ncclenv"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o)
+            .lines()
+            .filter(|l| l.starts_with("already up to date: "))
+            .count(),
+        2,
+        "{}",
+        stdout(&o)
+    );
+
+    // The training container: the volume read-only at /ncclenv, as a non-root user.
+    let main_mount = format!("{vol}:/ncclenv:ro");
+    let o = run(
+        &["--rm", "-v", &main_mount, "--user", "1000:1000"],
+        &plain,
+        &["/ncclenv/ncclenv", "--", "sh", "-c", "ls -l /ncclenv; env"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    expect_env(
+        &env,
+        "NCCL_SOCKET_IFNAME",
+        "eth0",
+        "installed from the volume",
+    );
+    assert!(stdout(&o).contains("-rwxr-xr-x"), "{}", stdout(&o));
+    // `check` finds its helper beside the installed ncclenv (it then fails on this image: no glibc, no NCCL).
+    let o = run(
+        &["--rm", "-v", &main_mount],
+        &plain,
+        &["/ncclenv/ncclenv", "check", "--json"],
+    );
+    let out = stdout(&o);
+    assert!(!out.contains("not found (looked:"), "{out}{}", stderr(&o));
+    assert!(out.contains("/ncclenv/ncclenv-check"), "{out}");
+
+    // Kubernetes' /dev/termination-log: a refusal writes its reason there; a job that runs does not.
+    let (tdir, _t) = temp_dir("termlog");
+    let tlog = tdir.join("termination-log");
+    std::fs::write(&tlog, "").unwrap();
+    let bind = format!("type=bind,src={},dst=/dev/termination-log", tlog.display());
+    let o = run(
+        &[
+            "--rm",
+            "--network=none",
+            "-v",
+            &main_mount,
+            "--mount",
+            &bind,
+        ],
+        &plain,
+        &["/ncclenv/ncclenv", "--nnodes=2", "--", "true"],
+    );
+    assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
+    let written = std::fs::read_to_string(&tlog).unwrap();
+    assert!(
+        written.starts_with("ncclenv: refused (exit 78): "),
+        "{written}"
+    );
+    assert!(written.contains("--network=none"), "{written}");
+    std::fs::write(&tlog, "").unwrap();
+    let o = run(
+        &["--rm", "-v", &main_mount, "--mount", &bind],
+        &plain,
+        &["/ncclenv/ncclenv", "--", "true"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&tlog).unwrap(), "");
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1480,54 +1632,127 @@ fn example_dockerfiles_chain_ncclenv() {
         .contains("install -y --no-install-recommends tini")));
 }
 
-#[test]
-fn k8s_manifests() {
+/// Launcher arguments and the variables that say the same thing: a setting that repeats the command's own
+/// argument is redundant (and drifts when one of them is edited).
+const REPEATS: &[(&str, &[&str])] = &[
+    (
+        "MASTER_ADDR",
+        &["--master-addr", "--master_addr", "--master"],
+    ),
+    ("MASTER_PORT", &["--master-port", "--master_port"]),
+    (
+        "NCCLENV_PEER",
+        &[
+            "--master-addr",
+            "--master_addr",
+            "--master",
+            "--rdzv-endpoint",
+        ],
+    ),
+    ("NCCLENV_NNODES", &["--nnodes"]),
+    ("PET_NNODES", &["--nnodes"]),
+    ("PADDLE_NNODES", &["--nnodes"]),
+];
+
+/// Panics when a variable in `env` (name → value) repeats an argument of `cmd`.
+fn assert_no_repeats(what: &str, cmd: &[String], env: &[String]) {
+    for (var, flags) in REPEATS {
+        if !env.iter().any(|e| e == var) {
+            continue;
+        }
+        for f in *flags {
+            assert!(
+                !cmd.iter()
+                    .any(|a| a == f || a.starts_with(&format!("{f}="))),
+                "{what}: {var} repeats the command's {f}: {cmd:?}"
+            );
+        }
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every YAML document of `files` (paths under the repository), parsed by python3 + PyYAML; `None` when that
+/// is missing (skip, or fail under CI).
+fn load_yaml(files: &[&str]) -> Option<Vec<Vec<Value>>> {
     let py = "import json, sys, yaml\nprint(json.dumps([list(yaml.safe_load_all(open(f))) for f in sys.argv[1:]]))";
-    let files = ["paddlejob.yaml", "pytorchjob.yaml", "rdma-net.yaml"];
     let mut c = Command::new("python3");
     c.arg("-c")
         .arg(py)
-        .args(files.iter().map(|f| root().join("examples/k8s").join(f)));
-    let out = match c.output() {
-        Ok(o) if o.status.success() => o,
+        .args(files.iter().map(|f| root().join(f)));
+    match c.output() {
+        Ok(o) if o.status.success() => Some(serde_json::from_slice(&o.stdout).unwrap()),
         Ok(o) => {
             cannot(&format!(
                 "python3 with PyYAML: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
-            return;
+            None
         }
         Err(e) => {
             cannot(&format!("no python3: {e}"));
-            return;
+            None
         }
+    }
+}
+
+/// The carrier image's tag everywhere it is named: `ncclenv:<the crate's version>`.
+fn carrier_tag() -> String {
+    format!("ncclenv:{}", env!("CARGO_PKG_VERSION"))
+}
+
+#[test]
+fn k8s_manifests() {
+    let files = [
+        "examples/k8s/paddlejob.yaml",
+        "examples/k8s/pytorchjob.yaml",
+        "examples/k8s/rdma-net.yaml",
+        "examples/k8s/init/pytorchjob.yaml",
+        "examples/k8s/init/paddlejob.yaml",
+    ];
+    let Some(docs) = load_yaml(&files) else {
+        return;
     };
-    let docs: Vec<Vec<Value>> = serde_json::from_slice(&out.stdout).unwrap();
     let (paddle, torch, nad) = (&docs[0][0], &docs[1][0], &docs[2][0]);
+    let (init_torch, init_paddle) = (&docs[3][0], &docs[4][0]);
     assert_eq!(nad["kind"], "NetworkAttachmentDefinition");
     let net = nad["metadata"]["name"].as_str().unwrap();
 
-    let check_pod = |what: &str, tpl: &Value, container: &str| {
-        let ann = &tpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"];
-        assert_eq!(ann.as_str(), Some(net), "{what}: Multus annotation");
+    // Every pod: the container's command runs ncclenv, nothing repeats the launcher's arguments, a
+    // memory-backed /dev/shm, and Kubernetes shows the termination log.
+    let check_common = |what: &str, tpl: &Value, container: &str, entry: &[&str]| {
         let spec = &tpl["spec"];
         let c = &spec["containers"][0];
         assert_eq!(c["name"], container, "{what}");
         assert_eq!(
-            c["command"],
-            serde_json::json!(["ncclenv", "--"]),
+            strings(&c["command"]),
+            entry,
             "{what}: command replaces ENTRYPOINT"
         );
-        let limits = c["resources"]["limits"].as_object().unwrap();
-        assert!(
-            limits.keys().any(|k| k.starts_with("rdma/")),
-            "{what}: RDMA device plugin resource"
+        let env: Vec<String> = c["env"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_no_repeats(what, &strings(&c["args"]), &env);
+        assert_eq!(
+            c["terminationMessagePolicy"], "FallbackToLogsOnError",
+            "{what}"
         );
-        assert!(limits.contains_key("nvidia.com/gpu"), "{what}");
-        let caps = &c["securityContext"]["capabilities"]["add"];
         assert!(
-            caps.as_array().unwrap().iter().any(|x| x == "IPC_LOCK"),
-            "{what}: IPC_LOCK"
+            c["resources"]["limits"]["nvidia.com/gpu"].is_number(),
+            "{what}"
         );
         let mount = c["volumeMounts"]
             .as_array()
@@ -1545,14 +1770,72 @@ fn k8s_manifests() {
             vol["emptyDir"]["medium"], "Memory",
             "{what}: memory-backed /dev/shm"
         );
-        let env = c["env"].as_array().unwrap();
+    };
+    // The entrypoint examples: Multus network, RDMA resource, IPC_LOCK.
+    let check_pod = |what: &str, tpl: &Value, container: &str| {
+        check_common(what, tpl, container, &["ncclenv", "--"]);
+        let ann = &tpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"];
+        assert_eq!(ann.as_str(), Some(net), "{what}: Multus annotation");
+        let c = &tpl["spec"]["containers"][0];
+        let limits = c["resources"]["limits"].as_object().unwrap();
         assert!(
-            env.iter()
-                .any(|e| e["name"] == "NCCLENV_NNODES" && e["value"] == "2"),
-            "{what}"
+            limits.keys().any(|k| k.starts_with("rdma/")),
+            "{what}: RDMA device plugin resource"
+        );
+        let caps = &c["securityContext"]["capabilities"]["add"];
+        assert!(
+            caps.as_array().unwrap().iter().any(|x| x == "IPC_LOCK"),
+            "{what}: IPC_LOCK"
         );
     };
+    // The init-container examples: the carrier runs `ncclenv install` into an emptyDir, which the training
+    // container mounts (read-only) where its command finds ncclenv.
+    let check_init = |what: &str, tpl: &Value, container: &str| {
+        check_common(what, tpl, container, &["/ncclenv/ncclenv", "--"]);
+        let spec = &tpl["spec"];
+        let init = &spec["initContainers"][0];
+        assert!(
+            init["image"]
+                .as_str()
+                .is_some_and(|i| i.ends_with(&format!("/{}", carrier_tag()))),
+            "{what}: init image {} is not the carrier {}",
+            init["image"],
+            carrier_tag()
+        );
+        let cmd = strings(&init["command"]);
+        assert_eq!(cmd.len(), 3, "{what}: {cmd:?}");
+        assert_eq!(&cmd[..2], ["/ncclenv", "install"], "{what}");
+        let into = init["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == cmd[2].as_str())
+            .unwrap_or_else(|| panic!("{what}: nothing mounted at {}", cmd[2]));
+        let vol = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == into["name"])
+            .unwrap();
+        assert!(
+            vol["emptyDir"].is_object(),
+            "{what}: the binaries go to an emptyDir"
+        );
+        let c = &spec["containers"][0];
+        let m = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == into["name"])
+            .unwrap_or_else(|| {
+                panic!("{what}: the training container does not mount the emptyDir")
+            });
+        assert_eq!(m["mountPath"], "/ncclenv", "{what}");
+        assert_eq!(m["readOnly"], true, "{what}");
+    };
 
+    // PaddleFlow's PaddleJob: the operator's endpoint list tells ncclenv the master and the node count.
+    assert_eq!(paddle["apiVersion"], "batch.paddlepaddle.org/v1");
     assert_eq!(paddle["kind"], "PaddleJob");
     assert_eq!(paddle["spec"]["worker"]["replicas"], 2);
     check_pod("PaddleJob", &paddle["spec"]["worker"]["template"], "paddle");
@@ -1568,6 +1851,132 @@ fn k8s_manifests() {
             "pytorch",
         );
     }
+
+    assert_eq!(init_torch["kind"], "PyTorchJob");
+    let specs = &init_torch["spec"]["pytorchReplicaSpecs"];
+    for role in ["Master", "Worker"] {
+        check_init(
+            &format!("init PyTorchJob {role}"),
+            &specs[role]["template"],
+            "pytorch",
+        );
+    }
+    // Kubeflow's PaddleJob: its container must be named `paddle` and its port `master` (the operator looks
+    // them up by name).
+    assert_eq!(init_paddle["apiVersion"], "kubeflow.org/v1");
+    assert_eq!(init_paddle["kind"], "PaddleJob");
+    let worker = &init_paddle["spec"]["paddleReplicaSpecs"]["Worker"];
+    assert_eq!(worker["replicas"], 2);
+    check_init("init PaddleJob", &worker["template"], "paddle");
+    assert_eq!(
+        worker["template"]["spec"]["containers"][0]["ports"][0]["name"],
+        "master"
+    );
+}
+
+/// The Compose files: no obsolete `version:` key, no legacy `runtime:`, GPUs through
+/// `deploy.resources.reservations.devices`, no variable repeating the command's own arguments, and
+/// `docker compose config` (Compose v2, the Compose specification) accepts the base file alone and merged with
+/// the GPU file.
+#[test]
+fn compose_files_follow_the_compose_specification() {
+    let base = "examples/compose/docker-compose.yml";
+    let gpu = "examples/compose/docker-compose.gpu.yml";
+    let Some(docs) = load_yaml(&[base, gpu]) else {
+        return;
+    };
+    for (f, d) in [base, gpu].iter().zip(&docs) {
+        let d = &d[0];
+        assert!(d.get("version").is_none(), "{f}: obsolete version: key");
+        for (name, svc) in d["services"].as_object().unwrap() {
+            assert!(svc.get("runtime").is_none(), "{f}: {name}: legacy runtime:");
+        }
+    }
+    let text = std::fs::read_to_string(root().join(base)).unwrap();
+    assert!(
+        !text.contains("docker-compose "),
+        "{base}: says docker-compose, not docker compose"
+    );
+    if !compose_ready() {
+        return;
+    }
+    let config = |files: &[&str]| -> Value {
+        let mut c = docker(&["compose"]);
+        for f in files {
+            c.arg("-f").arg(root().join(f));
+        }
+        c.args(["config", "--format", "json"]);
+        serde_json::from_str(&ok(&mut c)).unwrap()
+    };
+    let _ = config(&[base]);
+    let merged = config(&[base, gpu]);
+    for (name, svc) in merged["services"].as_object().unwrap() {
+        let cmd = strings(&svc["command"]);
+        assert!(
+            cmd.iter().any(|a| a.starts_with("--master-addr=")),
+            "{name}: {cmd:?}"
+        );
+        let env: Vec<String> = svc["environment"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        assert_no_repeats(name, &cmd, &env);
+        let devices = &svc["deploy"]["resources"]["reservations"]["devices"];
+        assert!(
+            devices
+                .as_array()
+                .is_some_and(|d| d.iter().any(|x| strings(&x["capabilities"]) == ["gpu"])),
+            "{name}: no GPU reservation: {svc}"
+        );
+    }
+}
+
+/// Every reference to the carrier image in the README, the examples and the Dockerfiles uses one tag,
+/// `ncclenv:<version>` (a bare `ncclenv` would be `ncclenv:latest`, which nothing builds).
+#[test]
+fn carrier_image_tag_is_the_same_everywhere() {
+    let tag = carrier_tag();
+    let mut files = vec![root().join("README.md"), root().join("examples/README.md")];
+    for dir in [
+        "docker",
+        "examples/ngc",
+        "examples/tini",
+        "examples/k8s",
+        "examples/k8s/init",
+    ] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap().flatten() {
+            if e.path().is_file() {
+                files.push(e.path());
+            }
+        }
+    }
+    let mut seen = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for line in text.lines() {
+            // `-t NAME`, `--from=NAME`, `NCCLENV_IMAGE=NAME`, `image: …/NAME`: the word after them.
+            for (i, _) in line.match_indices("ncclenv:") {
+                let start = line[..i]
+                    .rfind(|c: char| {
+                        c.is_whitespace() || c == '=' || c == '/' || c == '`' || c == '"'
+                    })
+                    .map_or(0, |p| p + 1);
+                if start != i {
+                    continue; // part of another word (e.g. `ncclenv-e2e-…:carrier`)
+                }
+                let word: String = line[i..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && !matches!(c, '`' | '"' | ')' | ','))
+                    .collect();
+                if word == "ncclenv:" {
+                    continue; // prose: "ncclenv: …" log lines
+                }
+                assert_eq!(word, tag, "{}: {line}", f.display());
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 5, "only {seen} references to {tag}");
 }
 
 #[test]
