@@ -1,0 +1,453 @@
+//! Getting ncclenv, as a new user does:
+//!
+//! - the README's first block, run as written in a `git clone` of this repository (committed state), builds
+//!   both binaries side by side in `dist/`, adds the musl target itself when rustup says it is missing, runs
+//!   the entrypoint, and `dist/ncclenv check` finds its helper;
+//! - `scripts/build-wheel.sh` builds one wheel per architecture; the x86_64 one installs offline
+//!   (`pip install --no-index`) into a fresh venv whose `ncclenv` runs and is byte for byte the static musl
+//!   build; the aarch64 one carries the aarch64 static build (run under qemu-user) and pip refuses it here;
+//! - `ncclenv install DIR` copies both binaries (mode 755), says what it copied, leaves identical files alone,
+//!   and fails with exit 1 and a reason when DIR cannot be made.
+//!
+//! Needs git, cargo with rustup, python3 with venv (and network access to PyPI for maturin once, unless
+//! scripts/tools.sh already installed it); skips without them, fails under `CI=true`.
+
+mod common;
+
+use common::TempDir;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Prints why a test cannot run and returns false; under `CI=true` panics instead.
+fn cannot(why: &str) -> bool {
+    assert!(!ci(), "cannot run under CI=true: {why}");
+    eprintln!("skipping: {why}");
+    false
+}
+
+fn output(c: &mut Command) -> Output {
+    c.stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs `c`, panicking with its output unless it succeeds; returns stdout.
+fn ok(c: &mut Command) -> String {
+    let o = output(c);
+    assert!(
+        o.status.success(),
+        "{c:?} failed ({}):\n{}{}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    let o = Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .ok()?;
+    let p = text(&o.stdout).trim().to_string();
+    (o.status.success() && !p.is_empty()).then(|| PathBuf::from(p))
+}
+
+/// The target directory cargo uses for this repository.
+fn target_dir() -> PathBuf {
+    let o = ok(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root())
+            .args(["metadata", "--no-deps", "--format-version", "1"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(&o).expect("cargo metadata JSON");
+    PathBuf::from(v["target_directory"].as_str().expect("target_directory"))
+}
+
+/// The fenced ```sh blocks of a Markdown text, in order.
+fn sh_blocks(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in md.lines() {
+        match (&mut cur, line.trim_start()) {
+            (None, l) if l == "```sh" => cur = Some(String::new()),
+            (Some(_), "```") => out.extend(cur.take()),
+            (Some(b), _) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    out
+}
+
+fn machine_arch() -> String {
+    ok(Command::new("uname").arg("-m")).trim().to_string()
+}
+
+#[test]
+fn the_readme_quick_start_runs_on_a_clean_clone() {
+    let (Some(_), Some(rustup)) = (which("git"), which("rustup")) else {
+        cannot("git and rustup are needed");
+        return;
+    };
+    let tmp = TempDir::new("quickstart");
+    let clone = tmp.join("ncclenv");
+    ok(Command::new("git")
+        .args(["clone", "--quiet"])
+        .arg(root())
+        .arg(&clone));
+    let readme = std::fs::read_to_string(clone.join("README.md")).expect("README.md in the clone");
+    let blocks = sh_blocks(&readme);
+    assert!(blocks.len() >= 2, "the README has no quick start blocks");
+    // The test command says how to run it as root where sudo does not exist.
+    assert!(
+        blocks[1].contains("bash scripts/test.sh") && readme.contains("without sudo"),
+        "{}",
+        blocks[1]
+    );
+
+    // A rustup that says no target is installed (as on a fresh machine) and records what it is asked; it
+    // hands `target add` to the real rustup.
+    let stub = tmp.join("stub");
+    std::fs::create_dir_all(&stub).expect("mkdir");
+    let log = tmp.join("rustup.log");
+    std::fs::write(
+        stub.join("rustup"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in 'target list --installed') exit 0 ;; esac\nexec '{}' \"$@\"\n",
+            log.display(),
+            rustup.display()
+        ),
+    )
+    .expect("write stub");
+    std::fs::set_permissions(stub.join("rustup"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let path = format!(
+        "{}:{}",
+        stub.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Its own target directory, kept between runs (a build from scratch the first time).
+    let target = target_dir().join("quickstart");
+    let o = output(
+        Command::new("bash")
+            .args(["-e", "-c", &blocks[0]])
+            .current_dir(&clone)
+            .env("PATH", &path)
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("NCCLENV_CHECK_HELPER")
+            .env_remove("RUSTFLAGS"),
+    );
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success(),
+        "the quick start failed ({}):\n{out}\n{}",
+        o.status,
+        text(&o.stderr)
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with("NCCL_SOCKET_IFNAME=")),
+        "the command did not get NCCL_SOCKET_IFNAME:\n{out}"
+    );
+    let asked = std::fs::read_to_string(&log).unwrap_or_default();
+    let musl = format!("{}-unknown-linux-musl", machine_arch());
+    assert!(
+        asked.lines().any(|l| l == format!("target add {musl}")),
+        "the quick start did not add the musl target: {asked}"
+    );
+    for f in ["dist/ncclenv", "dist/ncclenv-check"] {
+        let m = std::fs::metadata(clone.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert_eq!(m.permissions().mode() & 0o777, 0o755, "{f}");
+    }
+    let desc = ok(Command::new("file").arg(clone.join("dist/ncclenv")));
+    assert!(desc.contains("statically linked"), "{desc}");
+
+    // `ncclenv check` finds its helper beside it (whatever NCCL then says on this machine).
+    let o = output(
+        Command::new(clone.join("dist/ncclenv"))
+            .args(["check", "--json"])
+            .env_remove("NCCLENV_CHECK_HELPER")
+            .env("NCCLENV_CHECK_TIMEOUT", "30")
+            .env("NCCLENV_LOG", "off"),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("check --json: {e}: {}{}", text(&o.stdout), text(&o.stderr)));
+    assert_ne!(v["error"]["stage"], "helper", "{v}");
+    assert_eq!(
+        v["helper"].as_str().map(PathBuf::from),
+        Some(clone.join("dist/ncclenv-check")),
+        "{v}"
+    );
+}
+
+/// The ELF machine of a file (`e_machine`): 62 x86_64, 183 aarch64.
+fn elf_machine(bytes: &[u8]) -> Option<u16> {
+    (bytes.len() > 20 && bytes.starts_with(b"\x7fELF"))
+        .then(|| u16::from_le_bytes([bytes[18], bytes[19]]))
+}
+
+/// True when the ELF file has no program interpreter (`PT_INTERP`): a static executable.
+fn elf_is_static(bytes: &[u8]) -> bool {
+    // 64-bit little-endian: e_phoff at 32, e_phentsize at 54, e_phnum at 56; PT_INTERP = 3.
+    let rd = |o: usize, n: usize| -> u64 {
+        bytes.get(o..o + n).map_or(0, |b| {
+            b.iter().rev().fold(0u64, |a, x| (a << 8) | u64::from(*x))
+        })
+    };
+    let (off, size, num) = (rd(32, 8) as usize, rd(54, 2) as usize, rd(56, 2) as usize);
+    num > 0 && (0..num).all(|i| rd(off + i * size, 4) != 3)
+}
+
+#[test]
+fn the_wheels_install_offline_and_carry_the_static_binary() {
+    let Some(python) = which("python3") else {
+        cannot("no python3");
+        return;
+    };
+    if ok(Command::new(&python).args(["-c", "import venv, zipfile; print('ok')"])).trim() != "ok" {
+        cannot("python3 without venv");
+        return;
+    }
+    let tmp = TempDir::new("wheel");
+    let dist = tmp.join("dist");
+    let o = output(
+        Command::new("bash")
+            .arg(root().join("scripts/build-wheel.sh"))
+            .args(["x86_64", "aarch64"])
+            .current_dir(root())
+            .env("OUT", &dist)
+            .env_remove("CARGO_TARGET_DIR"),
+    );
+    assert!(
+        o.status.success(),
+        "build-wheel.sh failed:\n{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
+        .expect("dist")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    assert_eq!(wheels.len(), 2, "{wheels:?}");
+    let named = |arch: &str| -> PathBuf {
+        wheels
+            .iter()
+            .find(|w| {
+                let n = w
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                n.starts_with(&format!("ncclenv-{VERSION}-py3-none-"))
+                    && n.contains(&format!("manylinux2014_{arch}"))
+                    && n.contains(&format!("musllinux_1_1_{arch}"))
+            })
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!("no {arch} wheel named ncclenv-{VERSION}-py3-none-…: {wheels:?}")
+            })
+    };
+    let (x86, arm) = (named("x86_64"), named("aarch64"));
+    let target = target_dir();
+
+    // Offline, into a fresh venv.
+    let venv = tmp.join("venv");
+    ok(Command::new(&python).args(["-m", "venv"]).arg(&venv));
+    let pip = |w: &Path| {
+        output(
+            Command::new(venv.join("bin/python"))
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-index",
+                    "--no-cache-dir",
+                    "--disable-pip-version-check",
+                ])
+                .arg(w),
+        )
+    };
+    if machine_arch() == "x86_64" {
+        let o = pip(&x86);
+        assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+        let bin = venv.join("bin/ncclenv");
+        let v = ok(&mut Command::new(&bin).arg("--version"));
+        assert_eq!(v, format!("ncclenv {VERSION}\n"));
+        let installed = std::fs::read(&bin).expect("installed ncclenv");
+        assert!(elf_is_static(&installed), "{} is not static", bin.display());
+        assert_eq!(elf_machine(&installed), Some(62));
+        let built = std::fs::read(target.join("x86_64-unknown-linux-musl/release/ncclenv"))
+            .expect("the musl build");
+        assert!(
+            installed == built,
+            "the venv's ncclenv is not the static musl build"
+        );
+        // As an entrypoint from the venv.
+        let o = output(
+            Command::new(&bin)
+                .args(["--", "sh", "-c", "echo \"$NCCL_SOCKET_FAMILY\"; exit 3"])
+                .env("NCCLENV_LOG", "off"),
+        );
+        assert_eq!(o.status.code(), Some(3), "{o:?}");
+        assert!(text(&o.stdout).starts_with("AF_INET"), "{o:?}");
+        // The other architecture's wheel is refused here.
+        let o = pip(&arm);
+        assert!(
+            !o.status.success(),
+            "pip installed an aarch64 wheel on x86_64"
+        );
+        assert!(
+            text(&o.stderr).contains("not a supported wheel"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+
+    // The aarch64 wheel carries the aarch64 static build, which runs under qemu-user.
+    let unpack = tmp.join("arm");
+    ok(Command::new(&python)
+        .args(["-m", "zipfile", "-e"])
+        .arg(&arm)
+        .arg(&unpack));
+    let inner = unpack.join(format!("ncclenv-{VERSION}.data/scripts/ncclenv"));
+    let bytes = std::fs::read(&inner).expect("the wheel's script");
+    assert_eq!(elf_machine(&bytes), Some(183));
+    assert!(elf_is_static(&bytes));
+    let built = std::fs::read(target.join("aarch64-unknown-linux-musl/release/ncclenv"))
+        .expect("the aarch64 musl build");
+    assert!(
+        bytes == built,
+        "the aarch64 wheel does not carry the aarch64 musl build"
+    );
+    // Nothing else: the glibc helper is not in the wheel.
+    let list = ok(Command::new(&python)
+        .args(["-m", "zipfile", "-l"])
+        .arg(&x86));
+    assert!(!list.contains("ncclenv-check"), "{list}");
+    match which("qemu-aarch64") {
+        Some(q) => {
+            std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+            let v = ok(Command::new(q).arg(&inner).arg("--version"));
+            assert_eq!(v, format!("ncclenv {VERSION}\n"));
+        }
+        None => {
+            cannot("no qemu-aarch64 (apt-get install qemu-user)");
+        }
+    }
+}
+
+/// `ncclenv install DIR` with the binary cargo built (`ncclenv-check` sits beside it in the same folder).
+#[test]
+fn install_copies_both_binaries_and_says_so() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_ncclenv"));
+    let helper = PathBuf::from(env!("CARGO_BIN_EXE_ncclenv-check"));
+    assert_eq!(
+        bin.parent(),
+        helper.parent(),
+        "cargo puts both binaries in one folder"
+    );
+    let tmp = TempDir::new("install");
+    let dir = tmp.join("emptydir/bin");
+    let o = output(Command::new(&bin).arg("install").arg(&dir));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = text(&o.stdout);
+    for (name, src) in [("ncclenv", &bin), ("ncclenv-check", &helper)] {
+        let dest = dir.join(name);
+        let line = format!("copied {} to {} (", src.display(), dest.display());
+        assert!(out.contains(&line), "{line} missing:\n{out}");
+        assert_eq!(std::fs::read(&dest).ok(), std::fs::read(src).ok(), "{name}");
+        let mode = std::fs::metadata(&dest).map(|m| m.permissions().mode() & 0o7777);
+        assert_eq!(mode.ok(), Some(0o755), "{name}");
+    }
+    assert!(
+        out.contains(&format!(
+            "run: {} -- COMMAND",
+            dir.join("ncclenv").display()
+        )),
+        "{out}"
+    );
+    // The installed ncclenv runs, and finds its helper beside it.
+    let o = output(
+        Command::new(dir.join("ncclenv"))
+            .args(["--", "sh", "-c", "exit 5"])
+            .env("NCCLENV_LOG", "off"),
+    );
+    assert_eq!(o.status.code(), Some(5));
+
+    // Again: nothing to copy.
+    let o = output(Command::new(&bin).arg("install").arg(&dir));
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        text(&o.stdout).matches("already up to date: ").count(),
+        2,
+        "{}",
+        text(&o.stdout)
+    );
+    // A different older file is replaced (through a rename: a running copy is never written in place).
+    std::fs::write(dir.join("ncclenv-check"), b"old").expect("write");
+    let o = output(Command::new(&bin).arg("install").arg(&dir));
+    assert!(text(&o.stdout).contains("copied "), "{}", text(&o.stdout));
+    assert_eq!(
+        std::fs::read(dir.join("ncclenv-check")).ok(),
+        std::fs::read(&helper).ok()
+    );
+
+    // DIR cannot be made (a file is in the way): exit 1, the reason, nothing on stdout.
+    let file = tmp.join("a-file");
+    std::fs::write(&file, b"x").expect("write");
+    let o = output(Command::new(&bin).arg("install").arg(file.join("sub")));
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(o.stdout.is_empty());
+    assert!(
+        text(&o.stderr).starts_with("ncclenv: install: cannot create "),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // Usage: one directory, no command.
+    for args in [
+        &["install"][..],
+        &["install", "a", "b"][..],
+        &["install", "a", "--", "true"][..],
+    ] {
+        let o = output(Command::new(&bin).args(args));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+    }
+
+    // Without a helper beside it, only ncclenv, and it says so.
+    let lone = tmp.join("lone");
+    std::fs::create_dir_all(&lone).expect("mkdir");
+    std::fs::copy(&bin, lone.join("ncclenv")).expect("copy");
+    let o = output(
+        Command::new(lone.join("ncclenv"))
+            .arg("install")
+            .arg(tmp.join("out2")),
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        text(&o.stdout).contains("no ncclenv-check beside"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!tmp.join("out2/ncclenv-check").exists());
+}
