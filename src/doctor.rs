@@ -29,8 +29,7 @@ pub fn exit_code(plan: &Plan) -> i32 {
 
 /// The line under "NCCL alone" in the text report: where that answer comes from.
 pub const NCCL_ALONE_NOTE: &str =
-    "              (ncclenv's model of NCCL's own rules, src/nccl_rules.rs, applied \
-to what was probed; not a run of NCCL: `ncclenv check` runs the real one)\n";
+    "              (ncclenv's model of NCCL's rules, not a run of NCCL: `ncclenv check` runs the real one)\n";
 
 /// The doctor report as plain text with aligned columns: interfaces (name, state, kind, addresses, MTU,
 /// speed in Mb/s from `speeds`, the routes that use it), default routes, the route to the peer, what NCCL
@@ -760,7 +759,7 @@ mod tests {
             "memlock: soft 8 MiB, hard 8 MiB",
             "/dev/shm: 64 MiB free of 64 MiB",
             "4 (CUDA_VISIBLE_DEVICES)",
-            "model of NCCL's own rules",
+            "model of NCCL's rules, not a run of NCCL",
             "[warn] nccl-several-versions: several NCCL versions are installed (2.19.3 at",
             "NCCL_IB_DISABLE=1",
             "NCCL_SHM_DISABLE=1",

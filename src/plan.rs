@@ -43,7 +43,7 @@ pub enum Severity {
 /// One finding: what is wrong or risky, and what the user can do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Warning {
-    /// Stable identifier, e.g. `inherited-ifname-repaired` (documented in the README).
+    /// Stable identifier, e.g. `inherited-ifname-repaired` (every code: `docs/findings.md`).
     pub code: String,
     /// Info or warn.
     pub severity: Severity,

@@ -118,7 +118,7 @@ pub struct Record<'a> {
 pub enum Kind<'a> {
     /// A plain message.
     Log,
-    /// A finding of the decision (the README's findings table): its stable code, what to do, and whether
+    /// A finding of the decision (`docs/findings.md`): its stable code, what to do, and whether
     /// `NCCLENV_STRICT=1` turns it into a refusal.
     Finding {
         /// Stable code, e.g. `inherited-ifname-repaired`.

@@ -465,7 +465,7 @@ fn agrees(model: &Bootstrap, real: &Bootstrap) -> bool {
     }
 }
 
-/// The agreement figure the README states, for the versions measured.
+/// The agreement figure `docs/policy.md` states, for the versions measured.
 fn readme_sentence(versions: &[String], layouts: (usize, usize), cases: (usize, usize)) -> String {
     format!(
         "the model agrees with NCCL {} on {}/{} layouts ({}/{} cases of a layout and an inherited value)",
@@ -481,7 +481,7 @@ fn readme_sentence(versions: &[String], layouts: (usize, usize), cases: (usize, 
 /// `ncclGetUniqueId` of each pinned wheel binds, with the environment as given, on every field-case layout
 /// (`tests/common/layouts.rs`) and with every inherited value of [`inherited_values`]. The model follows the
 /// version named by `NCCLENV_NCCL_LIB`. Every case must agree; the figure is printed and must be the one
-/// the README states.
+/// `docs/policy.md` states.
 #[test]
 fn nccl_alone_model_agrees_with_the_real_nccl() {
     let Some(libs) = libraries() else { return };
@@ -533,13 +533,13 @@ fn nccl_alone_model_agrees_with_the_real_nccl() {
         misses.join("\n")
     );
     if versions == ["2.21.5", "2.27.7"] {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-            .expect("README.md");
-        // Compared with the README's line breaks and indentation folded to single spaces.
-        let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md"))
+            .expect("docs/policy.md");
+        // Compared with the document's line breaks and indentation folded to single spaces.
+        let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            readme.contains(&sentence),
-            "README.md must state the measured figure: \"{sentence}\""
+            doc.contains(&sentence),
+            "docs/policy.md must state the measured figure: \"{sentence}\""
         );
     }
 }

@@ -702,14 +702,9 @@ fn a_dead_first_match_fails_before_nccl_2_28_only() {
     assert!(!has_warning(&l.decide(), "inherited-ifname-risky"));
 }
 
-/// The codes of the README's findings table (first column, every `` `code` `` in it).
+/// The codes of the findings table in `docs/findings.md` (first column, every `` `code` `` in it).
 fn readme_codes() -> Vec<String> {
-    let readme = include_str!("../README.md");
-    let table = readme
-        .split("\n## Findings")
-        .nth(1)
-        .expect("README has a Findings section");
-    let table = table.split("\n## ").next().unwrap_or(table);
+    let table = include_str!("../docs/findings.md");
     let mut codes = Vec::new();
     for line in table.lines().filter(|l| l.starts_with("| `")) {
         let first = line.split('|').nth(1).unwrap_or("");
@@ -732,9 +727,9 @@ fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
     out
 }
 
-/// Every finding code the README lists is asserted by some test (named as `"code"` or `[code]` in
+/// Every finding code `docs/findings.md` lists is asserted by some test (named as `"code"` or `[code]` in
 /// tests/ or in a unit-test module), and every code the decision emits literally (`warn`, `warn_strict`,
-/// `info` with a string) is in the README's table.
+/// `info` with a string) is in that table.
 #[test]
 fn every_finding_code_is_documented_and_tested() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -787,6 +782,6 @@ fn every_finding_code_is_documented_and_tested() {
         .collect();
     assert!(
         undocumented.is_empty(),
-        "emitted but not in the README's findings table: {undocumented:?}"
+        "emitted but not in docs/findings.md: {undocumented:?}"
     );
 }

@@ -1448,7 +1448,7 @@ fn mount_wrap(script: &str, args: &[&str]) -> Vec<String> {
     w
 }
 
-/// NCCL's configuration files through the binary (README "How the interface is chosen", step 4):
+/// NCCL's configuration files through the binary (`docs/policy.md`, step 4):
 /// `NCCL_CONF_FILE`, else `~/.nccl.conf` (the home of the user's password entry), then `/etc/nccl.conf`,
 /// the first that sets a variable wins and the environment wins over all; a value NCCL would fail with is
 /// repaired (the warning names the file), one it works with is kept (ncclenv sets nothing over it and the

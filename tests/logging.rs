@@ -7,6 +7,7 @@
 //!   are exactly what the command received; findings carry `code` and `remedy`; refusals and usage errors are
 //!   JSON too.
 //! - The termination log: on exit 78 the reason is written to `NCCLENV_TERMINATION_LOG`.
+//! - The README's "What you see" samples are this layout's real output, line for line.
 //!
 //! Needs root (namespaces); skips without it, fails under `CI=true`.
 
@@ -312,6 +313,53 @@ fn refusals_and_usage_errors_are_json_too_and_the_refusal_reaches_the_terminatio
         .find(|r| r["kind"] == "exit")
         .expect("exit record");
     assert_eq!(exit["exit_code"], 127);
+}
+
+/// The ```text blocks of the README's "What you see" section.
+fn readme_samples() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("\n## What you see\n")
+        .expect("a What you see section");
+    let end = readme[start + 1..]
+        .find("\n## ")
+        .map_or(readme.len(), |e| start + 1 + e);
+    readme[start..end]
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next().map(String::from))
+        .collect()
+}
+
+#[test]
+fn the_readme_samples_are_real_output() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = plain();
+    let tmp = TempDir::new("logreadme");
+    let samples = readme_samples();
+    assert!(samples.len() >= 2, "{samples:?}");
+    let o = run(&ns, &tmp, &[], &["--", "true"]);
+    assert_eq!(
+        text(&o.stderr),
+        samples[0],
+        "the README's summary sample drifted"
+    );
+    let o = run(
+        &ns,
+        &tmp,
+        &[("NCCL_SOCKET_IFNAME", "ens6")],
+        &["--", "true"],
+    );
+    let err = text(&o.stderr);
+    let first = err.lines().next().unwrap_or_default();
+    assert_eq!(
+        format!("{first}\n"),
+        samples[1],
+        "the README's warning sample drifted"
+    );
 }
 
 /// A value the log format does not know is a usage error naming the variable.

@@ -1,7 +1,7 @@
 //! Choosing and validating the socket interface: `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY` and the framework
 //! companions `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME`, `POD_IP`. Pure: reads the snapshot, writes the plan.
 //!
-//! The order (README "How the interface is chosen"): the kernel's route to the peer; else the IPv4 default
+//! The order (`docs/policy.md`): the kernel's route to the peer; else the IPv4 default
 //! route with the lowest metric whose interface is a candidate; else the same for IPv6; else the only
 //! candidate; else the best-ranked candidate (with a warning); else `lo` for a single-node job.
 
