@@ -85,7 +85,7 @@ fn sh_blocks(md: &str) -> Vec<String> {
     let mut cur: Option<String> = None;
     for line in md.lines() {
         match (&mut cur, line.trim_start()) {
-            (None, l) if l == "```sh" => cur = Some(String::new()),
+            (None, "```sh") => cur = Some(String::new()),
             (Some(_), "```") => out.extend(cur.take()),
             (Some(b), _) => {
                 b.push_str(line);
@@ -290,7 +290,7 @@ fn the_wheels_install_offline_and_carry_the_static_binary() {
         let o = pip(&x86);
         assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
         let bin = venv.join("bin/ncclenv");
-        let v = ok(&mut Command::new(&bin).arg("--version"));
+        let v = ok(Command::new(&bin).arg("--version"));
         assert_eq!(v, format!("ncclenv {VERSION}\n"));
         let installed = std::fs::read(&bin).expect("installed ncclenv");
         assert!(elf_is_static(&installed), "{} is not static", bin.display());
