@@ -450,4 +450,22 @@ fn install_copies_both_binaries_and_says_so() {
         text(&o.stdout)
     );
     assert!(!tmp.join("out2/ncclenv-check").exists());
+    // And `ncclenv check` there says exactly how to get the helper.
+    let o = output(
+        Command::new(lone.join("ncclenv"))
+            .args(["check", "--json"])
+            .env_remove("NCCLENV_CHECK_HELPER")
+            .env("NCCLENV_LOG", "off"),
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("check --json");
+    assert_eq!(v["error"]["stage"], "helper", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    for how in [
+        "scripts/build.sh",
+        "cargo build --release --bin ncclenv-check",
+        "NCCLENV_CHECK_HELPER",
+    ] {
+        assert!(msg.contains(how), "{how} missing: {msg}");
+    }
 }
