@@ -23,7 +23,7 @@ NS=ncdoc$$; P=ncdocp$$
 cleanup() { ip netns del "$NS" 2>/dev/null || true; ip netns del "$P" 2>/dev/null || true; }
 trap 'cleanup; rm -rf "$T"' EXIT
 fresh() {
-  cleanup; rm -rf "$T/sys" "$T/dev"; mkdir -p "$T/sys" "$T/dev"
+  cleanup; rm -rf "${T:?}/sys" "${T:?}/dev"; mkdir -p "$T/sys" "$T/dev"
   ip netns add "$NS"; ip netns add "$P"; ip -n "$NS" link set lo up
   ip netns exec "$NS" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0
 }

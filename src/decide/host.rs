@@ -26,8 +26,8 @@ fn gpu_list(snap: &Snapshot, plan: &mut Plan) {
     );
 }
 
-/// `nccl-several-versions`: NCCL libraries of more than one version were found (`doctor` only: the start path
-/// does not search the disk). Which one a job loads depends on `LD_LIBRARY_PATH`, the loader cache and the
+/// `nccl-several-versions`: NCCL libraries of more than one version were found (by `doctor`, or by a start
+/// that looked for them: `probe::collect` searches the disk only where the version changes the decision). Which one a job loads depends on `LD_LIBRARY_PATH`, the loader cache and the
 /// framework's own wheel, so a version mismatch between nodes or with the framework is easy to miss.
 fn nccl_versions(snap: &Snapshot, plan: &mut Plan) {
     let versions = distinct_versions(&snap.nccl_installs);
