@@ -90,7 +90,14 @@ impl std::io::Write for QuietStderr {
 pub fn summary(plan: &Plan) -> String {
     let mut s = String::new();
     if plan.hands_off {
-        s.push_str("environment left untouched");
+        if plan.changes.is_empty() {
+            s.push_str("environment left untouched");
+        } else {
+            // Only the debug variables of NCCLENV_DEBUG=1 are set in a hands-off case.
+            s.push_str("network settings left untouched; set ");
+            s.push_str(&change_list(plan).join("; "));
+        }
+        push_debug_files(&mut s, plan);
         return s;
     }
     if let Some(c) = &plan.choice {
@@ -100,14 +107,7 @@ pub fn summary(plan: &Plan) -> String {
         }
         s.push_str(&format!(" ({})", c.how));
     }
-    let changes: Vec<String> = plan
-        .changes
-        .iter()
-        .map(|c| match &c.action {
-            Action::Set { value } => format!("{}={} ({})", c.name, value, c.reason),
-            Action::Unset => format!("unset {} ({})", c.name, c.reason),
-        })
-        .collect();
+    let changes = change_list(plan);
     if changes.is_empty() {
         s.push_str("; nothing to set");
     } else {
@@ -117,7 +117,26 @@ pub fn summary(plan: &Plan) -> String {
         s.push_str("set ");
         s.push_str(&changes.join("; "));
     }
+    push_debug_files(&mut s, plan);
     s
+}
+
+/// `NAME=value (reason)` / `unset NAME (reason)` for every change.
+fn change_list(plan: &Plan) -> Vec<String> {
+    plan.changes
+        .iter()
+        .map(|c| match &c.action {
+            Action::Set { value } => format!("{}={} ({})", c.name, value, c.reason),
+            Action::Unset => format!("unset {} ({})", c.name, c.reason),
+        })
+        .collect()
+}
+
+/// Under `NCCLENV_DEBUG=1`: where NCCL's log lines go.
+fn push_debug_files(s: &mut String, plan: &Plan) {
+    if let Some(f) = &plan.debug_files {
+        s.push_str(&format!("; NCCL debug logs: {f}"));
+    }
 }
 
 /// Emit the plan: warnings (with remedies) first, then the summary line; a refusal as an error.
