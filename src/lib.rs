@@ -13,6 +13,7 @@ pub mod config;
 pub mod decide;
 pub mod doctor;
 pub mod exec;
+pub mod explain;
 pub mod nccl_errors;
 pub mod nccl_log;
 pub mod nccl_rules;

@@ -53,6 +53,10 @@ fn main() -> ExitCode {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     report::init(cfg.log, no_color);
 
+    if let Mode::Explain { json, files } = &cli.mode {
+        return explain(&cfg, *json, files, &vars);
+    }
+
     if let Mode::Exec(cmd) = &cli.mode {
         if cfg.disable {
             tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
@@ -65,7 +69,7 @@ fn main() -> ExitCode {
         Mode::Exec(c) | Mode::Env(c) | Mode::Doctor { cmd: c, .. } | Mode::Check { cmd: c, .. } => {
             c
         }
-        Mode::Help | Mode::Version => &[],
+        Mode::Help | Mode::Version | Mode::Explain { .. } => &[],
     };
     let depth = match cli.mode {
         Mode::Doctor { .. } => Depth::Doctor,
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
 
     match &cli.mode {
         Mode::Env(_) => {
+            prepare_debug_dir(&mut plan);
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 err_line(&r);
@@ -134,6 +139,7 @@ fn main() -> ExitCode {
             }
         }
         Mode::Exec(cmd) => {
+            prepare_debug_dir(&mut plan);
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 err_line(&r);
@@ -176,8 +182,124 @@ fn main() -> ExitCode {
             let env = exec::final_env(&vars, &plan);
             exec_or_exit(cmd, &env)
         }
-        Mode::Help | Mode::Version => ExitCode::SUCCESS,
+        Mode::Help | Mode::Version | Mode::Explain { .. } => ExitCode::SUCCESS,
     }
+}
+
+/// `NCCLENV_DEBUG=1`: create the folder of NCCL's log files (NCCL's `fopen` does not create folders, and falls
+/// back to stdout when it fails). When it cannot be created or written, NCCL_DEBUG_FILE is not set and the
+/// `debug-dir-unwritable` warning says why; NCCL then logs to the command's stdout.
+fn prepare_debug_dir(plan: &mut ncclenv::plan::Plan) {
+    let Some(dir) = plan.debug_dir.clone() else {
+        return;
+    };
+    let made = std::fs::create_dir_all(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            nix::unistd::access(
+                dir.as_str(),
+                nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+            )
+            .map_err(|e| format!("not writable: {e}"))
+        });
+    if let Err(e) = made {
+        plan.changes.retain(|c| c.name != "NCCL_DEBUG_FILE");
+        plan.debug_dir = None;
+        plan.debug_files = Some("the command's stdout".into());
+        plan.warn(
+            "debug-dir-unwritable",
+            format!("cannot use {dir} for NCCL's log files ({e}); NCCL_DEBUG_FILE is not set, so NCCL logs to the command's stdout"),
+            "set NCCLENV_DEBUG_DIR to a writable folder (a mounted volume keeps the files after the container ends)",
+        );
+    }
+}
+
+/// `ncclenv explain`: read the logs (stdin when none, or `-`), compare with this node's decision when the log
+/// has processes of this host, print, exit 0 (nothing wrong) or 1. An input that cannot be opened is a usage
+/// error (2).
+fn explain(
+    cfg: &ncclenv::config::Config,
+    json: bool,
+    files: &[std::path::PathBuf],
+    vars: &[(OsString, OsString)],
+) -> ExitCode {
+    use ncclenv::explain::{self, Explainer, Local};
+    let mut ex = Explainer::new();
+    let stdin_only = [std::path::PathBuf::from("-")];
+    let files = if files.is_empty() {
+        &stdin_only[..]
+    } else {
+        files
+    };
+    for f in files {
+        let name = f.display().to_string();
+        ex.start_input(&name);
+        let err = if name == "-" {
+            explain::read_lines(std::io::stdin().lock(), &mut ex)
+        } else {
+            match std::fs::File::open(f) {
+                Ok(file) => explain::read_lines(std::io::BufReader::new(file), &mut ex),
+                Err(e) => {
+                    err_line(&format!(
+                        "ncclenv: explain: cannot open {name}: {e} (see ncclenv --help)"
+                    ));
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            }
+        };
+        if let Some(e) = err {
+            ex.input_error(format!("read stopped: {e}"));
+        }
+    }
+    let mut rep = ex.finish();
+    // NCCL's host name: gethostname up to the first '.' (getHostName, src/misc/utils.cc).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim().split('.').next().unwrap_or("").to_string();
+    if !host.is_empty() && rep.processes.iter().any(|p| p.host == host) {
+        let mut cfg = cfg.clone();
+        cfg.debug = false;
+        let mut peer = None;
+        if cfg.peer.is_none() {
+            // Another host's bootstrap address stands in for the master: the route to it decides.
+            if let Some(a) = explain::other_bootstraps(&rep, &host).first() {
+                cfg.peer = Some(a.to_string());
+                peer = Some(format!("{a} (another host's bootstrap address in the log)"));
+            }
+        } else {
+            peer = cfg
+                .peer
+                .clone()
+                .map(|p| format!("{p} (--peer/NCCLENV_PEER)"));
+        }
+        let snap = probe::collect(&cfg, &[], vars, Depth::Start);
+        let plan = decide::decide(&snap, &cfg);
+        let choice = plan
+            .choice
+            .as_ref()
+            .filter(|_| !plan.hands_off)
+            .map(|c| (c.ifname.clone(), c.addr, c.how.clone()));
+        let no_choice = choice.is_none().then(|| {
+            plan.warnings
+                .first()
+                .map(|w| format!("{} [{}]", w.message, w.code))
+                .unwrap_or_else(|| "ncclenv would leave the interface to NCCL here".to_string())
+        });
+        explain::compare_local(
+            &mut rep,
+            Local {
+                host,
+                choice,
+                no_choice,
+                peer,
+            },
+        );
+    }
+    if json {
+        out(&format!("{}\n", explain::render_json(&rep)));
+    } else {
+        out(&explain::render_text(&rep));
+    }
+    ExitCode::from(explain::exit_code(&rep))
 }
 
 /// Run a check with ncclenv's choice as the expected address and the other candidate interfaces as repair
