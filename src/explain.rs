@@ -7,14 +7,17 @@
 //! NCCL versions, IB on some ranks and sockets on others); and, run on a node of the job, how NCCL's choice there
 //! compares with ncclenv's ([`compare_local`]). The JSON shape is documented in `docs/explain.md`.
 //!
-//! Pure: [`Explainer`] is fed lines (the shell reads the files, bounded per line by [`read_lines`]); nothing
-//! here probes the machine. Line formats: [`crate::nccl_log`].
+//! [`Explainer`] and [`analyse`] are pure: fed lines, they build the [`Report`]. The shell around them,
+//! [`main_in_helper`], reads the inputs (bounded per line by [`read_lines`]), probes and decides for this node,
+//! and prints. It runs in the glibc helper `ncclenv-check`, which `ncclenv explain` execs: the log reader is not
+//! linked into the static entrypoint. Line formats: [`crate::nccl_log`].
 
 use crate::nccl_errors::{self, KnownError};
 use crate::nccl_log::{self, Bootstrap, Level};
 use crate::plan::Severity;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::io::BufRead;
 use std::net::IpAddr;
 
@@ -1000,6 +1003,132 @@ pub fn read_lines<R: BufRead>(mut reader: R, ex: &mut Explainer) -> Option<std::
             skipping = false;
         }
     }
+}
+
+/// The word `ncclenv explain` puts before its own arguments when it execs the helper `ncclenv-check`, which
+/// then calls [`main_in_helper`].
+pub const HELPER_WORD: &str = "__ncclenv-explain";
+
+/// `ncclenv-check __ncclenv-explain ARGS…`: parse ARGS as `ncclenv` does (they are `ncclenv`'s own), run
+/// `explain`, return the exit status (0 nothing wrong, 1 something wrong, 2 usage error).
+pub fn main_in_helper(args: &[OsString], vars: Vec<(OsString, OsString)>) -> u8 {
+    match crate::cli::parse(args, vars.iter().cloned()) {
+        Ok(crate::cli::Cli {
+            mode: crate::cli::Mode::Explain { json, files },
+            config,
+        }) => run(&config, json, &files, &vars),
+        Ok(_) => {
+            err_line("ncclenv-check: __ncclenv-explain is for ncclenv explain only");
+            2
+        }
+        Err(e) => {
+            err_line(&format!("ncclenv: {} (see ncclenv --help)", e.0));
+            2
+        }
+    }
+}
+
+/// `ncclenv explain`: read the logs (stdin when none, or `-`), compare with this node's decision when the log
+/// has processes of this host, print, exit 0 (nothing wrong) or 1. An input that cannot be opened is a usage
+/// error (2).
+fn run(
+    cfg: &crate::config::Config,
+    json: bool,
+    files: &[std::path::PathBuf],
+    vars: &[(OsString, OsString)],
+) -> u8 {
+    let mut ex = Explainer::new();
+    let stdin_only = [std::path::PathBuf::from("-")];
+    let files = if files.is_empty() {
+        &stdin_only[..]
+    } else {
+        files
+    };
+    for f in files {
+        let name = f.display().to_string();
+        ex.start_input(&name);
+        let err = if name == "-" {
+            read_lines(std::io::stdin().lock(), &mut ex)
+        } else {
+            match std::fs::File::open(f) {
+                Ok(file) => read_lines(std::io::BufReader::new(file), &mut ex),
+                Err(e) => {
+                    err_line(&format!(
+                        "ncclenv: explain: cannot open {name}: {e} (see ncclenv --help)"
+                    ));
+                    return 2;
+                }
+            }
+        };
+        if let Some(e) = err {
+            ex.input_error(format!("read stopped: {e}"));
+        }
+    }
+    let mut rep = ex.finish();
+    // NCCL's host name: gethostname up to the first '.' (getHostName, src/misc/utils.cc).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim().split('.').next().unwrap_or("").to_string();
+    if !host.is_empty() && rep.processes.iter().any(|p| p.host == host) {
+        let mut cfg = cfg.clone();
+        cfg.debug = false;
+        let mut peer = None;
+        if cfg.peer.is_none() {
+            // Another host's bootstrap address stands in for the master: the route to it decides.
+            if let Some(a) = other_bootstraps(&rep, &host).first() {
+                cfg.peer = Some(a.to_string());
+                peer = Some(format!("{a} (another host's bootstrap address in the log)"));
+            }
+        } else {
+            peer = cfg
+                .peer
+                .clone()
+                .map(|p| format!("{p} (--peer/NCCLENV_PEER)"));
+        }
+        let snap = crate::probe::collect(&cfg, &[], vars, crate::probe::Depth::Start);
+        let plan = crate::decide::decide(&snap, &cfg);
+        let choice = plan
+            .choice
+            .as_ref()
+            .filter(|_| !plan.hands_off)
+            .map(|c| (c.ifname.clone(), c.addr, c.how.clone()));
+        let no_choice = choice.is_none().then(|| {
+            plan.warnings
+                .first()
+                .map(|w| format!("{} [{}]", w.message, w.code))
+                .unwrap_or_else(|| "ncclenv would leave the interface to NCCL here".to_string())
+        });
+        compare_local(
+            &mut rep,
+            Local {
+                host,
+                choice,
+                no_choice,
+                peer,
+            },
+        );
+    }
+    if json {
+        out(&format!("{}\n", render_json(&rep)));
+    } else {
+        out(&render_text(&rep));
+    }
+    exit_code(&rep)
+}
+
+/// Write to stdout, ignoring errors (a reader that went away must not become a panic).
+fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// One line to stderr, ignoring errors.
+fn err_line(text: &str) {
+    use std::io::Write;
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.write_all(b"\n");
 }
 
 fn endpoint_opt(e: &Option<Endpoint>) -> Value {

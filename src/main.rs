@@ -53,8 +53,8 @@ fn main() -> ExitCode {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     report::init(cfg.log, no_color);
 
-    if let Mode::Explain { json, files } = &cli.mode {
-        return explain(&cfg, *json, files, &vars);
+    if let Mode::Explain { .. } = &cli.mode {
+        return explain_in_helper(&cfg, &args, &vars);
     }
 
     if let Mode::Exec(cmd) = &cli.mode {
@@ -214,92 +214,28 @@ fn prepare_debug_dir(plan: &mut ncclenv::plan::Plan) {
     }
 }
 
-/// `ncclenv explain`: read the logs (stdin when none, or `-`), compare with this node's decision when the log
-/// has processes of this host, print, exit 0 (nothing wrong) or 1. An input that cannot be opened is a usage
-/// error (2).
-fn explain(
+/// `ncclenv explain`: run in the glibc helper (`ncclenv-check`, found as for the check), which gets this
+/// process's arguments and environment unchanged. The log reader is not linked into the static entrypoint,
+/// which sits in front of every job and keeps its size budget.
+fn explain_in_helper(
     cfg: &ncclenv::config::Config,
-    json: bool,
-    files: &[std::path::PathBuf],
+    args: &[OsString],
     vars: &[(OsString, OsString)],
 ) -> ExitCode {
-    use ncclenv::explain::{self, Explainer, Local};
-    let mut ex = Explainer::new();
-    let stdin_only = [std::path::PathBuf::from("-")];
-    let files = if files.is_empty() {
-        &stdin_only[..]
-    } else {
-        files
+    let (helper, looked) = ncclenv::check::find_helper(cfg);
+    let Some(helper) = helper else {
+        err_line(&format!(
+            "ncclenv: explain runs in the helper ncclenv-check, which was not found (looked: {}); install it beside ncclenv or set NCCLENV_CHECK_HELPER",
+            looked.join("; ")
+        ));
+        return ExitCode::from(EXIT_USAGE);
     };
-    for f in files {
-        let name = f.display().to_string();
-        ex.start_input(&name);
-        let err = if name == "-" {
-            explain::read_lines(std::io::stdin().lock(), &mut ex)
-        } else {
-            match std::fs::File::open(f) {
-                Ok(file) => explain::read_lines(std::io::BufReader::new(file), &mut ex),
-                Err(e) => {
-                    err_line(&format!(
-                        "ncclenv: explain: cannot open {name}: {e} (see ncclenv --help)"
-                    ));
-                    return ExitCode::from(EXIT_USAGE);
-                }
-            }
-        };
-        if let Some(e) = err {
-            ex.input_error(format!("read stopped: {e}"));
-        }
-    }
-    let mut rep = ex.finish();
-    // NCCL's host name: gethostname up to the first '.' (getHostName, src/misc/utils.cc).
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let host = host.trim().split('.').next().unwrap_or("").to_string();
-    if !host.is_empty() && rep.processes.iter().any(|p| p.host == host) {
-        let mut cfg = cfg.clone();
-        cfg.debug = false;
-        let mut peer = None;
-        if cfg.peer.is_none() {
-            // Another host's bootstrap address stands in for the master: the route to it decides.
-            if let Some(a) = explain::other_bootstraps(&rep, &host).first() {
-                cfg.peer = Some(a.to_string());
-                peer = Some(format!("{a} (another host's bootstrap address in the log)"));
-            }
-        } else {
-            peer = cfg
-                .peer
-                .clone()
-                .map(|p| format!("{p} (--peer/NCCLENV_PEER)"));
-        }
-        let snap = probe::collect(&cfg, &[], vars, Depth::Start);
-        let plan = decide::decide(&snap, &cfg);
-        let choice = plan
-            .choice
-            .as_ref()
-            .filter(|_| !plan.hands_off)
-            .map(|c| (c.ifname.clone(), c.addr, c.how.clone()));
-        let no_choice = choice.is_none().then(|| {
-            plan.warnings
-                .first()
-                .map(|w| format!("{} [{}]", w.message, w.code))
-                .unwrap_or_else(|| "ncclenv would leave the interface to NCCL here".to_string())
-        });
-        explain::compare_local(
-            &mut rep,
-            Local {
-                host,
-                choice,
-                no_choice,
-                peer,
-            },
-        );
-    }
-    if json {
-        out(&format!("{}\n", explain::render_json(&rep)));
-    } else {
-        out(&explain::render_text(&rep));
-    }
-    ExitCode::from(explain::exit_code(&rep))
+    let mut cmd: Vec<OsString> = vec![
+        helper.into_os_string(),
+        OsString::from(ncclenv::explain::HELPER_WORD),
+    ];
+    cmd.extend(args.iter().cloned());
+    exec_or_exit(&cmd, vars)
 }
 
 /// Run a check with ncclenv's choice as the expected address and the other candidate interfaces as repair

@@ -224,7 +224,10 @@ fn parse_prefix<'a>(pre: &'a str, level: Level, message: &'a str) -> Option<Line
         source = Some(s);
     }
     if level == Level::Trace {
-        toks.next()?.parse::<f64>().ok()?;
+        let ms = toks.next()?;
+        if ms.is_empty() || !ms.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return None;
+        }
     }
     if level != Level::Call {
         let dev = toks.next()?;
