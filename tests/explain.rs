@@ -481,6 +481,42 @@ fn problems_between_hosts_in_real_logs() {
     assert_eq!(v["inputs"][0]["name"], "-");
 }
 
+/// What `NCCL_DEBUG_SUBSYS` shows, per wheel: the model in `ncclenv::nccl_log` (which subsystems each version
+/// knows, where it logs the bootstrap line, what an unknown name does) against the real library.
+#[test]
+fn the_subsystem_model_agrees_with_each_wheel() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-subsys");
+    let ns = f1();
+    for w in &wheels {
+        let v = ncclenv::nccl_log::version_code(&w.version).expect("version");
+        for value in [
+            "INIT,ENV,NET",
+            "INIT,ENV,NET,BOOTSTRAP",
+            "BOOTSTRAP",
+            "INIT",
+            "INIT,ENV,NET,NOSUCH",
+            "NOSUCH",
+            "^INIT",
+            "^BOOTSTRAP",
+            "all",
+        ] {
+            let f = nccl_log(&ns, w, None, &[("NCCL_DEBUG_SUBSYS", value)], &tmp);
+            let logged = read(&f).contains("Using eth0:172.17.0.2<");
+            let model = ncclenv::nccl_log::subsystem_enabled(
+                v,
+                Some(value),
+                ncclenv::nccl_log::bootstrap_subsystem(v),
+            );
+            assert_eq!(
+                logged, model,
+                "NCCL {} with NCCL_DEBUG_SUBSYS={value}",
+                w.version
+            );
+        }
+    }
+}
+
 /// `NCCLENV_DEBUG=1` through the entrypoint with each wheel: the bootstrap line reaches NCCL's per-process
 /// file in a folder ncclenv creates, with the subsystems chosen for the version the command loads (found
 /// through `PYTHONPATH`, as a pip-installed wheel would be); the guides' `INIT,ENV,NET` kept from the
