@@ -119,6 +119,8 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_REFUSED);
             }
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
+            // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.
+            prepare_debug_dir(&mut plan);
             let env = exec::final_env(&vars, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
             if let Some(sig) = r.interrupted_by() {

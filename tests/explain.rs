@@ -649,6 +649,30 @@ fn an_unusable_debug_folder_is_named_and_nccl_logs_to_stdout() {
     );
     assert!(!err.contains("[debug-dir-unwritable]"), "{err}");
     assert!(good.is_dir());
+    // Hands off (NCCL_COMM_ID): no network variable changes, the debug ones still apply.
+    let o = Command::new(BIN)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("NCCLENV_SYSFS", tmp.join("sys"))
+        .env("NCCLENV_DEVFS", tmp.join("dev"))
+        .env("NCCLENV_DEBUG", "1")
+        .env("NCCLENV_DEBUG_DIR", &good)
+        .env("NCCL_COMM_ID", "10.9.9.9:4242")
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo level=$NCCL_DEBUG ifname=${NCCL_SOCKET_IFNAME-unset}",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "level=INFO ifname=unset",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NCCL debug logs:"));
 }
 
 #[test]
