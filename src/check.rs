@@ -221,136 +221,26 @@ pub fn decode_unique_id(id: &[u8]) -> Result<(IpAddr, u16), u16> {
     }
 }
 
-/// Name of an NCCL result code (`ncclResult_t`, src/nccl.h.in; 8 `ncclTimeout` since 2.30).
+/// Name of an NCCL result code (`ncclResult_t`, src/nccl.h.in; 8 `ncclTimeout` since 2.30): see
+/// [`crate::nccl_errors::result_name`].
 pub fn nccl_result_name(code: i32) -> &'static str {
-    match code {
-        0 => "ncclSuccess",
-        1 => "ncclUnhandledCudaError",
-        2 => "ncclSystemError",
-        3 => "ncclInternalError",
-        4 => "ncclInvalidArgument",
-        5 => "ncclInvalidUsage",
-        6 => "ncclRemoteError",
-        7 => "ncclInProgress",
-        8 => "ncclTimeout",
-        _ => "unknown",
-    }
+    crate::nccl_errors::result_name(code)
 }
 
 /// ncclenv's explanation and remedy for an NCCL failure, from the result code, the library version and
-/// `ncclGetLastError` text (the message table of NCCL-FACTS §3). Returns `(explanation, remedy)`.
+/// `ncclGetLastError` text: a lookup in the knowledge base of NCCL's errors ([`crate::nccl_errors`], which also
+/// renders the README's table). Returns `(explanation, remedy)`.
 ///
 /// "Bootstrap : no socket interface found" comes from `bootstrapNetInit` (src/bootstrap.cc): code 3
 /// (`ncclInternalError`) up to 2.23 and 5 (`ncclInvalidUsage`) from 2.24 on; both are matched by the text.
 pub fn explain_nccl_error(code: i32, version: Option<i32>, last_error: &str) -> (String, String) {
-    let le = last_error.to_ascii_lowercase();
-    let v = version.unwrap_or(0);
-    if le.contains("no socket interface found") {
-        let expected_code = if v >= 22400 { 5 } else { 3 };
-        let note = if v > 0 && code != expected_code {
-            format!(
-                " (NCCL {} usually returns {expected_code} here)",
-                version_string(v)
-            )
-        } else {
-            String::new()
-        };
-        return (
-            format!(
-                "NCCL found no socket interface: NCCL_SOCKET_IFNAME (or NCCL_SOCKET_FAMILY) matches no interface \
-                 that has an address{}{note}",
-                if v >= 22800 { " and is RUNNING" } else { "" }
-            ),
-            "Set NCCL_SOCKET_IFNAME to an interface that exists in this container (list syntax: prefixes, \
-             `^` excludes, `=` exact; no spaces), or unset it and let ncclenv choose; check NCCL_CONF_FILE, \
-             ~/.nccl.conf and /etc/nccl.conf, which set it silently"
-                .to_string(),
-        );
-    }
-    if le.contains("no usable listening interface") {
-        return (
-            "NCCL_COMM_ID is set but no local interface is in the subnet of its address"
-                .to_string(),
-            "Fix NCCL_COMM_ID (ip:port of rank 0, reachable on a local subnet) or unset it"
-                .to_string(),
-        );
-    }
-    if le.contains("error while creating shared memory segment") || le.contains("/dev/shm") {
-        return (
-            "/dev/shm is too small for NCCL's SHM transport (about 9.2 MiB per channel and peer)".to_string(),
-            "Run the container with --shm-size=1g (Kubernetes: an emptyDir with medium Memory on /dev/shm), or set \
-             NCCL_SHM_DISABLE=1"
-                .to_string(),
-        );
-    }
-    if le.contains("ibv_reg_mr") {
-        return (
-            "RDMA memory registration failed, usually a low RLIMIT_MEMLOCK".to_string(),
-            "Run with --ulimit memlock=-1 (Docker) or raise the memlock limit".to_string(),
-        );
-    }
-    if le.contains("ibv_modify_qp") {
-        return (
-            "RDMA queue pair setup failed: usually a wrong NCCL_IB_GID_INDEX".to_string(),
-            "Unset NCCL_IB_GID_INDEX (automatic since NCCL 2.21) or pick the RoCE v2 GID of the right netdev"
-                .to_string(),
-        );
-    }
-    if le.contains("exceeded error retry count") || le.contains("connect to") {
-        return (
-            "a peer's bootstrap or data socket is unreachable".to_string(),
-            "Check the firewall between the nodes on the chosen interface and that NCCL_SOCKET_IFNAME names an \
-             interface that routes to the peers"
-                .to_string(),
-        );
-    }
-    if le.contains("duplicate gpu") || le.contains("same gpu") {
-        return (
-            "two ranks use the same GPU".to_string(),
-            "Give each rank its own GPU (CUDA_VISIBLE_DEVICES / LOCAL_RANK)".to_string(),
-        );
-    }
-    match code {
-        1 => (
-            "a CUDA call inside NCCL failed (no GPU, no driver, or a driver older than the CUDA NCCL was built for)"
-                .to_string(),
-            "Check nvidia-smi inside the container and that the NVIDIA container toolkit injected libcuda.so.1"
-                .to_string(),
-        ),
-        2 => (
-            "a system call inside NCCL failed (socket, bind, shared memory, or RDMA)".to_string(),
-            "Read NCCL's last error above; rerun with NCCL_DEBUG=INFO for the failing call".to_string(),
-        ),
-        3 => (
-            "NCCL reported an internal error, usually environmental".to_string(),
-            "Rerun with NCCL_DEBUG=INFO and read the WARN lines".to_string(),
-        ),
-        4 | 5 => (
-            "NCCL rejected a setting or a call".to_string(),
-            "Check the NCCL_* variables in the environment (and NCCL config files)".to_string(),
-        ),
-        6 => (
-            "a remote peer failed or is unreachable".to_string(),
-            "Check the firewall and the chosen interface between the ranks".to_string(),
-        ),
-        8 => (
-            "an NCCL operation timed out".to_string(),
-            "Check connectivity between the ranks".to_string(),
-        ),
-        _ => (
-            "NCCL failed".to_string(),
-            "Rerun with NCCL_DEBUG=INFO and read the WARN lines".to_string(),
-        ),
-    }
+    let v = version.and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
+    crate::nccl_errors::explain_failure(code, v, last_error)
 }
 
 /// `22105` → `2.21.5` (`ncclGetVersion` encoding: X·10000+Y·100+Z since 2.9, X·1000+Y·100+Z before).
 pub fn version_string(v: i32) -> String {
-    if v >= 10000 {
-        format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
-    } else {
-        format!("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100)
-    }
+    crate::nccl_errors::version_string(v)
 }
 
 /// Likely causes of a hang in a given step (protocol step names).

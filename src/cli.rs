@@ -35,6 +35,14 @@ pub enum Mode {
     /// `ncclenv install DIR`: copy `ncclenv` (and `ncclenv-check` when it sits beside it) into DIR, e.g. a
     /// Kubernetes `emptyDir` shared with the training container.
     Install(PathBuf),
+    /// `ncclenv explain [--json] [FILE…]`: read NCCL debug output (the files, or stdin when none or `-`) and
+    /// report what it says (see `crate::explain`).
+    Explain {
+        /// JSON instead of text.
+        json: bool,
+        /// The logs to read, in order; empty (or `-`) = standard input.
+        files: Vec<PathBuf>,
+    },
     /// `--help`.
     Help,
     /// `--version`.
@@ -65,6 +73,10 @@ usage:
   ncclenv [OPTIONS] check [bootstrap|allreduce] [--json]
                                            prove the environment with the real NCCL
   ncclenv install DIR                      copy ncclenv (and ncclenv-check beside it) into DIR
+  ncclenv [OPTIONS] explain [--json] [FILE...]
+                                           read NCCL debug logs (stdin when no FILE): per process
+                                           the bootstrap, interfaces, transport and every error with
+                                           its cause and fix (exit 0 nothing wrong, 1 something wrong)
   env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
   (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
 
@@ -90,6 +102,11 @@ options (each also read from the variable in brackets; the flag wins):
   --check-helper PATH    the ncclenv-check helper                [NCCLENV_CHECK_HELPER]
   --nccl-lib PATH        libnccl to load for the check           [NCCLENV_NCCL_LIB]
   --resolve-timeout-ms MS  bound on resolving the peer (2000)    [NCCLENV_RESOLVE_TIMEOUT_MS]
+  --debug                NCCL's own logs for the command: set the
+                         unset of NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS,
+                         NCCL_DEBUG_FILE (one file per host and
+                         process) and the launcher's debug switch  [NCCLENV_DEBUG=1]
+  --debug-dir PATH       folder of those files (/tmp/ncclenv-debug) [NCCLENV_DEBUG_DIR]
   -h, --help             this text
   -V, --version          the version
 
@@ -122,6 +139,8 @@ struct EnvVars {
     check_helper: Option<String>,
     nccl_lib: Option<String>,
     resolve_timeout_ms: Option<String>,
+    debug: Option<String>,
+    debug_dir: Option<String>,
 }
 
 fn err<T>(what: &str, value: &str, expected: &str) -> Result<T, UsageError> {
@@ -210,6 +229,15 @@ fn parse_path(what: &str, v: &str) -> Result<PathBuf, UsageError> {
     Ok(PathBuf::from(v))
 }
 
+/// An absolute path (NCCL opens `NCCL_DEBUG_FILE` relative to each rank's working directory, which launchers
+/// change).
+fn parse_abs_path(what: &str, v: &str) -> Result<PathBuf, UsageError> {
+    if !v.starts_with('/') {
+        return err(what, v, "an absolute path");
+    }
+    Ok(PathBuf::from(v))
+}
+
 fn parse_peer(what: &str, v: &str) -> Result<String, UsageError> {
     match crate::probe::job::parse_host_spec(v) {
         Ok(_) => Ok(v.to_string()),
@@ -262,13 +290,15 @@ fn apply(cfg: &mut Config, key: &str, what: &str, v: &str) -> Result<(), UsageEr
             cfg.resolve_timeout_ms =
                 parse_range(what, v, 1, MAX_RESOLVE_TIMEOUT_MS, "milliseconds")?
         }
+        "debug" => cfg.debug = parse_bool(what, v)?,
+        "debug-dir" => cfg.debug_dir = Some(parse_abs_path(what, v)?),
         _ => return Err(UsageError(format!("unknown option --{key}"))),
     }
     Ok(())
 }
 
 /// Options that take no value (`--strict` = `--strict=1`).
-const SWITCHES: &[&str] = &["strict", "disable", "check-repair"];
+const SWITCHES: &[&str] = &["strict", "disable", "check-repair", "debug"];
 /// Options that take a value.
 const VALUED: &[&str] = &[
     "peer",
@@ -288,6 +318,7 @@ const VALUED: &[&str] = &[
     "check-helper",
     "nccl-lib",
     "resolve-timeout-ms",
+    "debug-dir",
 ];
 
 /// Read the `NCCLENV_*` variables into a config. Non-UTF-8 values of these variables are usage errors; every
@@ -310,7 +341,7 @@ pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
         .from_iter(pairs)
         .map_err(|e| UsageError(format!("NCCLENV_* variables: {e}")))?;
     let mut cfg = Config::default();
-    let fields: [(&str, &Option<String>); 20] = [
+    let fields: [(&str, &Option<String>); 22] = [
         ("peer", &ev.peer),
         ("nnodes", &ev.nnodes),
         ("strict", &ev.strict),
@@ -331,6 +362,8 @@ pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
         ("check-helper", &ev.check_helper),
         ("nccl-lib", &ev.nccl_lib),
         ("resolve-timeout-ms", &ev.resolve_timeout_ms),
+        ("debug", &ev.debug),
+        ("debug-dir", &ev.debug_dir),
     ];
     for (key, value) in fields {
         if let Some(v) = value {
@@ -435,9 +468,9 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
                 mode: Mode::Exec(cmd),
                 config: cfg,
             }),
-            Some(_) => Err(UsageError("--json goes with doctor or check".into())),
+            Some(_) => Err(UsageError("--json goes with doctor, check or explain".into())),
             None => Err(UsageError(
-                "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check, install DIR"
+                "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check, explain, install DIR"
                     .into(),
             )),
         };
@@ -468,6 +501,18 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             json,
             cmd,
         },
+        "explain" => {
+            if !cmd.is_empty() {
+                return Err(UsageError(
+                    "explain reads log files, not a command: ncclenv explain [--json] [FILE...]"
+                        .into(),
+                ));
+            }
+            Mode::Explain {
+                json,
+                files: words[1..].iter().map(PathBuf::from).collect(),
+            }
+        }
         w @ ("env" | "doctor" | "check") => {
             return Err(UsageError(format!(
                 "unexpected argument after {w}: {:?} (put the job's command after --)",
@@ -480,8 +525,15 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             )))
         }
     };
-    if json && !matches!(mode, Mode::Doctor { .. } | Mode::Check { .. }) {
-        return Err(UsageError("--json goes with doctor or check".into()));
+    if json
+        && !matches!(
+            mode,
+            Mode::Doctor { .. } | Mode::Check { .. } | Mode::Explain { .. }
+        )
+    {
+        return Err(UsageError(
+            "--json goes with doctor, check or explain".into(),
+        ));
     }
     Ok(Cli { mode, config: cfg })
 }
@@ -613,6 +665,46 @@ mod tests {
     }
 
     #[test]
+    fn debug_switch_folder_and_explain_files() {
+        let c = parse(
+            &os(&["--debug", "--", "true"]),
+            env(&[("NCCLENV_DEBUG_DIR", "/var/log/nccl")]),
+        )
+        .expect("debug");
+        assert!(c.config.debug);
+        assert_eq!(
+            c.config.debug_dir.as_deref(),
+            Some(std::path::Path::new("/var/log/nccl"))
+        );
+        let c = parse(&os(&["env"]), env(&[("NCCLENV_DEBUG", "1")])).expect("env");
+        assert!(c.config.debug);
+        let e = parse(&os(&["env"]), env(&[("NCCLENV_DEBUG_DIR", "logs")])).expect_err("relative");
+        assert!(
+            e.0.contains("NCCLENV_DEBUG_DIR") && e.0.contains("absolute"),
+            "{}",
+            e.0
+        );
+        assert!(parse(&os(&["--debug-dir", "rel", "env"]), env(&[])).is_err());
+        assert_eq!(
+            parse(&os(&["explain", "--json", "a.log", "-"]), env(&[]))
+                .expect("explain")
+                .mode,
+            Mode::Explain {
+                json: true,
+                files: vec![PathBuf::from("a.log"), PathBuf::from("-")]
+            }
+        );
+        assert_eq!(
+            parse(&os(&["explain"]), env(&[])).expect("stdin").mode,
+            Mode::Explain {
+                json: false,
+                files: vec![]
+            }
+        );
+        assert!(parse(&os(&["explain", "--", "true"]), env(&[])).is_err());
+    }
+
+    #[test]
     fn numeric_options_are_bounded_and_the_message_says_the_range() {
         // (variable, largest allowed, smallest allowed)
         let cases = [
@@ -737,7 +829,8 @@ mod tests {
         #[test]
         fn garbage_in_every_variable_never_panics(v in ".{0,40}") {
             for name in ["PEER","NNODES","STRICT","LOG","LOG_FORMAT","TERMINATION_LOG","EXCLUDE","DISABLE","SYSFS","DEVFS","SHM_PATH","SHM_MIN",
-                         "CHECK","CHECK_TIMEOUT","CHECK_GPUS","CHECK_MIB","CHECK_REPAIR","CHECK_HELPER","NCCL_LIB","RESOLVE_TIMEOUT_MS"] {
+                         "CHECK","CHECK_TIMEOUT","CHECK_GPUS","CHECK_MIB","CHECK_REPAIR","CHECK_HELPER","NCCL_LIB","RESOLVE_TIMEOUT_MS",
+                         "DEBUG","DEBUG_DIR"] {
                 let var = format!("NCCLENV_{name}");
                 let r = parse(&os(&["env"]), vec![(OsString::from(&var), OsString::from(&v))]);
                 if let Err(e) = r { prop_assert!(e.0.contains(&var), "{} lacks {}", e.0, var); }

@@ -89,7 +89,16 @@ pub struct Config {
     pub nccl_lib: Option<PathBuf>,
     /// Bound on host-name resolution of the peer in milliseconds (`NCCLENV_RESOLVE_TIMEOUT_MS`, default 2000).
     pub resolve_timeout_ms: u64,
+    /// Turn on NCCL's own logs for the command (`NCCLENV_DEBUG=1`, `--debug`): see `decide::debug`.
+    pub debug: bool,
+    /// Folder of NCCL's per-process log files under `NCCLENV_DEBUG=1` (`NCCLENV_DEBUG_DIR`, an absolute path;
+    /// default [`DEFAULT_DEBUG_DIR`]).
+    pub debug_dir: Option<PathBuf>,
 }
+
+/// Where NCCL's per-process log files go under `NCCLENV_DEBUG=1` when `NCCLENV_DEBUG_DIR` is unset: a folder
+/// every container has and can write.
+pub const DEFAULT_DEBUG_DIR: &str = "/tmp/ncclenv-debug";
 
 impl Default for Config {
     fn default() -> Self {
@@ -114,6 +123,8 @@ impl Default for Config {
             check_helper: None,
             nccl_lib: None,
             resolve_timeout_ms: 2000,
+            debug: false,
+            debug_dir: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! The flow is one direction: probes (`probe`) read the kernel, sysfs, `/dev`, rlimits and the environment into
 //! a plain [`snapshot::Snapshot`]; the pure [`decide::decide`] turns it and the [`config::Config`] into a
 //! [`plan::Plan`]; the shell (`main.rs`) reports, applies and execs. NCCL's own rules (list syntax, interface
-//! order) live in [`nccl_rules`] alone.
+//! order) live in [`nccl_rules`] alone; NCCL's log format in [`nccl_log`]; NCCL's error messages in [`nccl_errors`].
 
 #![warn(missing_docs)]
 
@@ -14,6 +14,9 @@ pub mod decide;
 pub mod doctor;
 pub mod exec;
 pub mod install;
+pub mod explain;
+pub mod nccl_errors;
+pub mod nccl_log;
 pub mod nccl_rules;
 pub mod plan;
 pub mod probe;

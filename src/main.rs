@@ -58,6 +58,10 @@ fn main() -> ExitCode {
         return install(dir);
     }
 
+    if let Mode::Explain { .. } = &cli.mode {
+        return explain_in_helper(&cfg, &args, &vars);
+    }
+
     if let Mode::Exec(cmd) = &cli.mode {
         if cfg.disable {
             tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
@@ -70,7 +74,7 @@ fn main() -> ExitCode {
         Mode::Exec(c) | Mode::Env(c) | Mode::Doctor { cmd: c, .. } | Mode::Check { cmd: c, .. } => {
             c
         }
-        Mode::Help | Mode::Version | Mode::Install(_) => &[],
+        Mode::Help | Mode::Version | Mode::Install(_) | Mode::Explain { .. } => &[],
     };
     let depth = match cli.mode {
         Mode::Doctor { .. } => Depth::Doctor,
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
 
     match &cli.mode {
         Mode::Env(_) => {
+            prepare_debug_dir(&mut plan);
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 report::refused(&r, cfg.termination_log.as_deref());
@@ -122,6 +127,8 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_REFUSED);
             }
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
+            // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.
+            prepare_debug_dir(&mut plan);
             let env = exec::final_env(&vars, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
             if let Some(sig) = r.interrupted_by() {
@@ -144,6 +151,7 @@ fn main() -> ExitCode {
             }
         }
         Mode::Exec(cmd) => {
+            prepare_debug_dir(&mut plan);
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 report::refused(&r, cfg.termination_log.as_deref());
@@ -189,7 +197,7 @@ fn main() -> ExitCode {
             let env = exec::final_env(&vars, &plan);
             exec_or_exit(cmd, &env)
         }
-        Mode::Help | Mode::Version | Mode::Install(_) => ExitCode::SUCCESS,
+        Mode::Help | Mode::Version | Mode::Install(_) | Mode::Explain { .. } => ExitCode::SUCCESS,
     }
 }
 
@@ -236,6 +244,61 @@ fn install(dir: &std::path::Path) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `NCCLENV_DEBUG=1`: create the folder of NCCL's log files (NCCL's `fopen` does not create folders, and falls
+/// back to stdout when it fails). When it cannot be created or written, NCCL_DEBUG_FILE is not set and the
+/// `debug-dir-unwritable` warning says why; NCCL then logs to the command's stdout.
+fn prepare_debug_dir(plan: &mut ncclenv::plan::Plan) {
+    let Some(dir) = plan.debug_dir.clone() else {
+        return;
+    };
+    let made = std::fs::create_dir_all(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            nix::unistd::access(
+                dir.as_str(),
+                nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+            )
+            .map_err(|e| format!("not writable: {e}"))
+        });
+    if let Err(e) = made {
+        plan.changes.retain(|c| c.name != "NCCL_DEBUG_FILE");
+        plan.debug_dir = None;
+        plan.debug_files = Some("the command's stdout".into());
+        plan.warn(
+            "debug-dir-unwritable",
+            format!("cannot use {dir} for NCCL's log files ({e}); NCCL_DEBUG_FILE is not set, so NCCL logs to the command's stdout"),
+            "set NCCLENV_DEBUG_DIR to a writable folder (a mounted volume keeps the files after the container ends)",
+        );
+    }
+}
+
+/// `ncclenv explain`: run in the glibc helper (`ncclenv-check`, found as for the check), which gets this
+/// process's arguments and environment unchanged. The log reader is not linked into the static entrypoint,
+/// which sits in front of every job and keeps its size budget.
+fn explain_in_helper(
+    cfg: &ncclenv::config::Config,
+    args: &[OsString],
+    vars: &[(OsString, OsString)],
+) -> ExitCode {
+    let (helper, looked) = ncclenv::check::find_helper(cfg);
+    let Some(helper) = helper else {
+        report::exit_error(
+            &format!(
+                "explain runs in the helper ncclenv-check, which was not found (looked: {}); install it beside ncclenv or set NCCLENV_CHECK_HELPER",
+                looked.join("; ")
+            ),
+            EXIT_USAGE,
+        );
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let mut cmd: Vec<OsString> = vec![
+        helper.into_os_string(),
+        OsString::from(ncclenv::explain::HELPER_WORD),
+    ];
+    cmd.extend(args.iter().cloned());
+    exec_or_exit(&cmd, vars)
 }
 
 /// Run a check with ncclenv's choice as the expected address and the other candidate interfaces as repair

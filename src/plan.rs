@@ -99,6 +99,14 @@ pub struct Plan {
     /// Raise the soft RLIMIT_MEMLOCK to the hard limit before exec (the command inherits it; no privilege
     /// needed). Set by the RDMA rules.
     pub raise_memlock: bool,
+    /// A folder that must exist before the command runs: where `NCCL_DEBUG_FILE` points under
+    /// `NCCLENV_DEBUG=1` (NCCL opens its file with `fopen` and does not create folders). Set by `decide::debug`.
+    #[serde(default)]
+    pub debug_dir: Option<String>,
+    /// Where NCCL's debug lines go under `NCCLENV_DEBUG=1` (the `NCCL_DEBUG_FILE` pattern, or the inherited
+    /// setting), for the summary line.
+    #[serde(default)]
+    pub debug_files: Option<String>,
 }
 
 impl Default for Plan {
@@ -110,6 +118,8 @@ impl Default for Plan {
             choice: None,
             hands_off: false,
             raise_memlock: false,
+            debug_dir: None,
+            debug_files: None,
         }
     }
 }

@@ -371,8 +371,24 @@ fn brief_changes(plan: &Plan) -> Vec<String> {
 /// `interface eth0 172.17.0.2 (default route); set NCCL_SOCKET_IFNAME=eth0 NCCL_SOCKET_FAMILY=AF_INET …`.
 /// Reasons are not here: they are debug lines ([`emit`]) and in `ncclenv doctor`.
 pub fn summary(plan: &Plan) -> String {
+    let debug = plan
+        .debug_files
+        .as_ref()
+        .map(|f| format!("; NCCL debug logs: {f}"))
+        .unwrap_or_default();
+    let max = SUMMARY_MAX_CHARS
+        .saturating_sub("ncclenv: ".len() + debug.chars().count())
+        .max(40);
     if plan.hands_off {
-        return "environment left untouched".to_string();
+        let items = brief_changes(plan);
+        if items.is_empty() {
+            return format!("environment left untouched{debug}");
+        }
+        // Only the debug variables of NCCLENV_DEBUG=1 are set in a hands-off case.
+        return format!(
+            "{}{debug}",
+            fit("network settings left untouched; set", &items, max)
+        );
     }
     let mut head = String::new();
     if let Some(c) = &plan.choice {
@@ -385,9 +401,9 @@ pub fn summary(plan: &Plan) -> String {
     let items = brief_changes(plan);
     if items.is_empty() {
         return if head.is_empty() {
-            "nothing to set".to_string()
+            format!("nothing to set{debug}")
         } else {
-            format!("{head}; nothing to set")
+            format!("{head}; nothing to set{debug}")
         };
     }
     let lead = if head.is_empty() {
@@ -395,7 +411,7 @@ pub fn summary(plan: &Plan) -> String {
     } else {
         format!("{head}; set")
     };
-    fit(&lead, &items, SUMMARY_MAX_CHARS - "ncclenv: ".len())
+    format!("{}{debug}", fit(&lead, &items, max))
 }
 
 /// `lead` followed by as many of `items` (space-separated) as fit in `max` characters, and ` (+N more)` for

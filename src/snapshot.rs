@@ -303,6 +303,23 @@ pub struct JobShape {
     pub ips: Vec<String>,
     /// Launcher arguments that could not be parsed (e.g. `--nnodes=abc`), each one clear sentence.
     pub problems: Vec<String>,
+    /// The framework whose launcher runs the job, when the command names one (`torchrun`,
+    /// `python -m paddle.distributed.launch`, …; see `probe::job::framework`).
+    #[serde(default)]
+    pub framework: Option<Framework>,
+    /// The value of the launcher's own `--log_level` argument (Paddle), when the command gives one.
+    #[serde(default)]
+    pub launcher_log_level: Option<String>,
+}
+
+/// A training framework, as its launcher identifies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Framework {
+    /// PyTorch (`torchrun`, `python -m torch.distributed.run|launch`, and launchers built on it: `deepspeed`,
+    /// `accelerate launch`).
+    PyTorch,
+    /// PaddlePaddle (`python -m paddle.distributed.launch`, `fleetrun`).
+    Paddle,
 }
 
 impl JobShape {

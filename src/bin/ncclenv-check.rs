@@ -1388,6 +1388,15 @@ fn usage_error(msg: &str) -> ! {
 }
 
 fn main() {
+    // `ncclenv explain` runs here (it is not linked into the static entrypoint): stdout is its own.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .first()
+        .is_some_and(|a| a == ncclenv::explain::HELPER_WORD)
+    {
+        let code = ncclenv::explain::main_in_helper(&raw[1..], std::env::vars_os().collect());
+        std::process::exit(i32::from(code));
+    }
     setup_stdout();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = args.first() else {

@@ -1,6 +1,7 @@
 //! The pure decision: [`decide`] turns a [`Snapshot`] and a [`Config`] into a [`Plan`]. No I/O here: every
 //! rule reads plain data, so each is tested with plain values.
 
+pub mod debug;
 pub mod host;
 pub mod interface;
 pub mod rdma;
@@ -49,7 +50,8 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
 /// problems → hands-off cases (a failed probe, `NCCL_COMM_ID`, a vendor profile) → interface → RDMA →
-/// `/dev/shm` → strict mode (every finding marked `strict_refuses` becomes exit 78).
+/// `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked `strict_refuses`
+/// becomes exit 78).
 ///
 /// Fail open: when the network probe, a config file or the peer's resolution failed, the plan changes
 /// nothing and carries a warning (a refusal under `NCCLENV_STRICT=1`).
@@ -113,7 +115,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             .collect::<Vec<_>>()
             .join("; ");
         plan.warn_strict("probe-failed", msg, remedy);
-        return finish(plan, cfg);
+        return finish(plan, snap, cfg);
     }
     if let Some((v, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
         plan.hands_off = true;
@@ -123,7 +125,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "unset NCCL_COMM_ID to let ncclenv choose",
         );
         comm_id_subnet_check(snap, v, &mut plan);
-        return finish(plan, cfg);
+        return finish(plan, snap, cfg);
     }
     let vendor = vendor_profile(snap);
     if !vendor.is_empty() {
@@ -133,12 +135,12 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             format!("a vendor network profile manages NCCL's transport ({}); ncclenv reports only and changes nothing", vendor.join(", ")),
             "nothing to do; unset those variables to let ncclenv decide",
         );
-        return finish(plan, cfg);
+        return finish(plan, snap, cfg);
     }
     interface::decide_interface(snap, cfg, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
-    finish(plan, cfg)
+    finish(plan, snap, cfg)
 }
 
 /// With `NCCL_COMM_ID=ip:port`, bootstrap needs a local interface whose netmask covers that address
@@ -161,8 +163,11 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
     }
 }
 
-/// Strict mode: the first finding marked `strict_refuses` becomes the refusal.
-fn finish(mut plan: Plan, cfg: &Config) -> Plan {
+/// Last steps on every path but `NCCLENV_DISABLE`: NCCL's own logs when asked for (`NCCLENV_DEBUG=1`; set in
+/// hands-off cases too, they touch no transport variable), then strict mode: the first finding marked
+/// `strict_refuses` becomes the refusal.
+fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
+    debug::decide_debug(snap, cfg, &mut plan);
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             plan.refuse(

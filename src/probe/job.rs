@@ -1,7 +1,7 @@
 //! The job: its peer (the master), its shape (how many nodes), the inherited variables that matter, and NCCL's
 //! configuration files. Reads the command's own arguments the way the launchers do (NCCL-FACTS §8).
 
-use crate::snapshot::{ConfFile, JobShape, Peer};
+use crate::snapshot::{ConfFile, Framework, JobShape, Peer};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::{IpAddr, ToSocketAddrs};
@@ -29,6 +29,9 @@ const RECORDED: &[&str] = &[
     "VIRTUAL_ENV",
     "CONDA_PREFIX",
     "HOME",
+    "TORCH_DISTRIBUTED_DEBUG",
+    "TORCH_CPP_LOG_LEVEL",
+    "PADDLE_LOG_LEVEL",
 ];
 
 /// Proxy variables: recorded with any `user:password@` removed.
@@ -324,6 +327,61 @@ pub fn job_shape(
     shape
 }
 
+/// The framework whose launcher the command is: the program's base name (`torchrun`, `deepspeed`,
+/// `accelerate` → PyTorch; `fleetrun` → Paddle), or a Python interpreter's `-m` module
+/// (`torch.distributed.run`, `torch.distributed.launch` → PyTorch; `paddle.distributed.launch` → Paddle).
+/// `None` for anything else (a plain `python train.py` says nothing about its framework).
+pub fn framework(argv: &[OsString]) -> Option<Framework> {
+    let prog = argv.first()?.to_string_lossy();
+    let base = prog.rsplit('/').next().unwrap_or(&prog);
+    match base {
+        "torchrun" | "deepspeed" | "accelerate" => return Some(Framework::PyTorch),
+        "fleetrun" => return Some(Framework::Paddle),
+        _ => {}
+    }
+    if !base.starts_with("python") {
+        return None;
+    }
+    let args: Vec<String> = argv[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let module = args
+        .iter()
+        .position(|a| a == "-m")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .or_else(|| args.iter().find_map(|a| a.strip_prefix("-m")))?;
+    match module {
+        "torch.distributed.run" | "torch.distributed.launch" => Some(Framework::PyTorch),
+        "paddle.distributed.launch" => Some(Framework::Paddle),
+        _ => None,
+    }
+}
+
+/// The value of a launcher option (`--name value` or `--name=value`) before the training script, if given.
+pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
+    let args: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i];
+        if a.ends_with(".py") && !a.starts_with('-') {
+            return None;
+        }
+        if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+            return Some(v.to_string());
+        }
+        if a == name {
+            return args.get(i + 1).cloned();
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Resolve a peer host to addresses, waiting at most `timeout`. An address literal needs no resolver. On
 /// failure or timeout the error is recorded and `addrs` is empty (the resolver thread is left behind; `exec`
 /// ends it).
@@ -466,6 +524,57 @@ mod tests {
 
     fn argv(s: &[&str]) -> Vec<OsString> {
         s.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn frameworks_from_the_launcher() {
+        let f = |v: &[&str]| framework(&argv(v));
+        assert_eq!(
+            f(&["torchrun", "--nnodes=2", "t.py"]),
+            Some(Framework::PyTorch)
+        );
+        assert_eq!(
+            f(&["/usr/bin/python3", "-m", "torch.distributed.run", "t.py"]),
+            Some(Framework::PyTorch)
+        );
+        assert_eq!(
+            f(&[
+                "python",
+                "-m",
+                "paddle.distributed.launch",
+                "--log_level=INFO",
+                "t.py"
+            ]),
+            Some(Framework::Paddle)
+        );
+        assert_eq!(
+            f(&["python3", "-mpaddle.distributed.launch"]),
+            Some(Framework::Paddle)
+        );
+        assert_eq!(f(&["python", "train.py"]), None);
+        assert_eq!(f(&["sh", "-c", "torchrun t.py"]), None);
+        assert_eq!(f(&[]), None);
+        let cmd = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--log_level",
+            "WARNING",
+            "t.py",
+            "--log_level=x",
+        ]);
+        assert_eq!(
+            launcher_value(&cmd, "--log_level").as_deref(),
+            Some("WARNING")
+        );
+        let cmd = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "t.py",
+            "--log_level=x",
+        ]);
+        assert_eq!(launcher_value(&cmd, "--log_level"), None);
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub fn collect(
     });
     let mut shape = job::job_shape(cfg.nnodes, cmd, &env);
     shape.problems.extend(peer_problems);
+    shape.framework = job::framework(cmd);
+    shape.launcher_log_level = job::launcher_value(cmd, "--log_level");
     let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
     let rdma = rdma::probe(&cfg.sysfs, &cfg.devfs);
     let net = match depth {
@@ -70,7 +72,8 @@ pub fn collect(
     // The NCCL the command will load decides how an inherited NCCL_SOCKET_IFNAME is read: before 2.28 an
     // interface with an address but without carrier counts. The start path looks for the installations
     // (directory scans: about a millisecond) only when that can change the reading: such a value is
-    // inherited and such an interface exists.
+    // inherited and such an interface exists. `NCCLENV_DEBUG=1` also needs them: it picks NCCL's debug
+    // subsystems by that version.
     let nccl_installs = match depth {
         Depth::Doctor => nccl::installs(cfg.nccl_lib.as_deref(), &env, true),
         Depth::Start => {
@@ -81,7 +84,7 @@ pub fn collect(
                     .iter()
                     .any(|l| !l.running && n.addrs.iter().any(|a| a.index == l.index))
             });
-            if inherited && dead {
+            if (inherited && dead) || cfg.debug {
                 nccl::installs(cfg.nccl_lib.as_deref(), &env, false)
             } else {
                 Vec::new()

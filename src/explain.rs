@@ -1,0 +1,1661 @@
+//! `ncclenv explain`: read NCCL debug output (per-rank files, or a job's combined log with other lines mixed in)
+//! and say, per process (`host:pid` from NCCL's line prefix), what NCCL did: its version, the bootstrap
+//! interface and address, the interfaces NET/Socket uses, NET/IB's devices, the network and plugin, the
+//! transports, the settings NCCL read, and every WARN line with its cause and remedy from
+//! [`crate::nccl_errors`]; then what breaks jobs between processes (bootstraps in different families or
+//! networks, loopback or link-local bootstraps in a multi-host log, the same address on two hosts, different
+//! NCCL versions, IB on some ranks and sockets on others); and, run on a node of the job, how NCCL's choice there
+//! compares with ncclenv's ([`compare_local`]). The JSON shape is documented in `docs/explain.md`.
+//!
+//! [`Explainer`] and [`analyse`] are pure: fed lines, they build the [`Report`]. The shell around them,
+//! [`main_in_helper`], reads the inputs (bounded per line by [`read_lines`]), probes and decides for this node,
+//! and prints. It runs in the glibc helper `ncclenv-check`, which `ncclenv explain` execs: the log reader is not
+//! linked into the static entrypoint. Line formats: [`crate::nccl_log`].
+
+use crate::nccl_errors::{self, KnownError};
+use crate::nccl_log::{self, Bootstrap, Level};
+use crate::plan::Severity;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::io::BufRead;
+use std::net::IpAddr;
+
+/// Longest line kept (bytes); the rest of a longer line is skipped. NCCL's own lines are at most 1 KiB
+/// (`ncclDebugLog`'s buffer), plus a launcher's prefix.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// WARN lines kept per process (distinct texts; repeats are counted).
+pub const MAX_WARNINGS: usize = 100;
+
+/// An interface and its address, as NCCL logged them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Interface name.
+    pub interface: String,
+    /// Address.
+    pub addr: IpAddr,
+}
+
+impl Endpoint {
+    fn json(&self) -> Value {
+        json!({"interface": self.interface, "addr": self.addr.to_string(), "family": family(&self.addr)})
+    }
+}
+
+fn family(a: &IpAddr) -> &'static str {
+    match a {
+        IpAddr::V4(_) => "AF_INET",
+        IpAddr::V6(_) => "AF_INET6",
+    }
+}
+
+/// One distinct WARN (or quoted error) text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warn {
+    /// The message after `NCCL WARN `.
+    pub text: String,
+    /// `file.cc:line` in NCCL.
+    pub source: Option<String>,
+    /// The input (file name, `-` for stdin) and 1-based line of its first occurrence.
+    pub input: String,
+    /// 1-based line number of the first occurrence.
+    pub line: usize,
+    /// How often it occurred.
+    pub count: usize,
+    /// The knowledge-base entry it matches.
+    pub known: Option<&'static KnownError>,
+}
+
+/// Everything one process logged.
+#[derive(Debug, Clone, Default)]
+pub struct Process {
+    /// Host name (NCCL's, up to the first `.`).
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Inputs it appears in.
+    pub inputs: BTreeSet<String>,
+    /// NCCL lines.
+    pub lines: usize,
+    /// `NCCL version X.Y.Z` when logged.
+    pub nccl_version: Option<String>,
+    /// The CUDA version NCCL was built for (`+cudaA.B`).
+    pub cuda_version: Option<String>,
+    /// The bootstrap socket interface and address.
+    pub bootstrap: Option<Endpoint>,
+    /// `Some(true)` for the `Bootstrap : Using` spelling (NCCL ≤ 2.23), `Some(false)` for `Bootstrap: Using`.
+    pub bootstrap_spaced: Option<bool>,
+    /// The out-of-band network device of bootstrap (`NCCL_OOB_NET_ENABLE=1`).
+    pub bootstrap_device: Option<String>,
+    /// NET/Socket's interfaces, in order.
+    pub net_socket: Vec<Endpoint>,
+    /// NET/IB's devices (`mlx5_0:1/IB`).
+    pub net_ib: Vec<String>,
+    /// NET/IB's out-of-band interface.
+    pub ib_oob: Option<Endpoint>,
+    /// `NET/IB : No device found.` was logged.
+    pub ib_none: bool,
+    /// The network plugin: `internal`, or the external plugin's name.
+    pub plugin: Option<String>,
+    /// The network NCCL uses (`Using network X`, `Assigned NET plugin X`): `IB`, `Socket` or a plugin's name.
+    pub network: Option<String>,
+    /// Transports of the channels (`NET/Socket`, `NET/IB`, `P2P/IPC`, `SHM`, …).
+    pub transports: BTreeSet<String>,
+    /// Settings NCCL read (`X set by environment to Y`).
+    pub env: BTreeMap<String, String>,
+    /// Ranks of this process's communicators.
+    pub ranks: BTreeSet<u32>,
+    /// Communicator size.
+    pub nranks: Option<u32>,
+    /// Number of nodes NCCL counted.
+    pub nnodes: Option<u32>,
+    /// `Init COMPLETE` was logged.
+    pub init_complete: bool,
+    /// The result code at the end of NCCL's error trail (`file.cc:line -> code` INFO lines, `NCCLCHECK` in
+    /// src/include/checks.h): what the failing call returned.
+    pub returned: Option<i32>,
+    /// Distinct WARN texts, in order of first occurrence.
+    pub warnings: Vec<Warn>,
+    /// INFO lines that explain a fallback (knowledge-base entries of level INFO), by id.
+    pub notes: BTreeSet<&'static str>,
+}
+
+impl Process {
+    /// `host:pid`.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.host, self.pid)
+    }
+
+    /// The network kind: `IB`, `Socket`, a plugin's name, or `None` when the log does not say.
+    pub fn net_kind(&self) -> Option<String> {
+        if let Some(n) = &self.network {
+            if n.contains("IB") {
+                return Some("IB".into());
+            }
+            return Some(n.clone());
+        }
+        if !self.net_ib.is_empty() {
+            Some("IB".into())
+        } else if self.ib_none || !self.net_socket.is_empty() {
+            Some("Socket".into())
+        } else {
+            None
+        }
+    }
+
+    /// The NCCL version as far as the log tells: the logged version, else the era the bootstrap line's
+    /// spelling shows (`≤ 2.23`, `≥ 2.24`).
+    pub fn version_label(&self) -> Option<String> {
+        match (&self.nccl_version, self.bootstrap_spaced) {
+            (Some(v), _) => Some(v.clone()),
+            (None, Some(true)) => Some("≤ 2.23".into()),
+            (None, Some(false)) => Some("≥ 2.24".into()),
+            (None, None) => None,
+        }
+    }
+
+    /// True when this process logged with the ≥ 2.24 format (from its version or the bootstrap spelling).
+    fn new_era(&self) -> Option<bool> {
+        match (&self.nccl_version, self.bootstrap_spaced) {
+            (Some(v), _) => {
+                nccl_log::version_code(v).map(|c| c >= nccl_log::BOOTSTRAP_NO_SPACE_SINCE)
+            }
+            (None, Some(s)) => Some(!s),
+            (None, None) => None,
+        }
+    }
+
+    fn add_warning(&mut self, w: Warn) {
+        if let Some(e) = self.warnings.iter_mut().find(|e| e.text == w.text) {
+            e.count += 1;
+        } else if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push(w);
+        }
+    }
+}
+
+/// One finding of `explain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Stable code (`docs/explain.md`).
+    pub code: &'static str,
+    /// Info or warn (warn makes the exit status 1).
+    pub severity: Severity,
+    /// What was found.
+    pub message: String,
+    /// What to do.
+    pub remedy: String,
+    /// The processes concerned (`host:pid`).
+    pub processes: Vec<String>,
+    /// The knowledge-base entry, for NCCL errors.
+    pub known: Option<&'static str>,
+}
+
+/// One input read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// File name, `-` for standard input.
+    pub name: String,
+    /// Lines read.
+    pub lines: usize,
+    /// Lines with NCCL's prefix.
+    pub nccl_lines: usize,
+    /// Why it could not be read, if it could not.
+    pub error: Option<String>,
+}
+
+/// What ncclenv decides on this node now, for [`compare_local`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Local {
+    /// This host's name as NCCL writes it (up to the first `.`).
+    pub host: String,
+    /// ncclenv's choice: interface, address, how it was chosen; `None` when ncclenv would set nothing.
+    pub choice: Option<(String, Option<IpAddr>, String)>,
+    /// Why there is no choice (hands off, no candidate), when there is none.
+    pub no_choice: Option<String>,
+    /// The peer the comparison used (`--peer`, the launcher's master, or another host's bootstrap address).
+    pub peer: Option<String>,
+}
+
+/// The result of reading the inputs.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// The inputs, in order.
+    pub inputs: Vec<Input>,
+    /// Processes, in order of their first line.
+    pub processes: Vec<Process>,
+    /// Known errors found outside NCCL's lines (Gloo's, or NCCL's text quoted by a framework's exception).
+    pub quoted: Vec<Warn>,
+    /// `NCCL version …` lines that could not be tied to one process.
+    pub versions_unattributed: BTreeSet<String>,
+    /// Findings, job-wide first.
+    pub findings: Vec<Finding>,
+    /// The comparison with this node's decision, when run on a node of the job.
+    pub local: Option<LocalView>,
+}
+
+/// The comparison with this node's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalView {
+    /// This node's decision.
+    pub local: Local,
+    /// The processes of the log on this host.
+    pub processes: Vec<String>,
+    /// Where NCCL bootstrapped here (interface, address), one entry per distinct interface.
+    pub nccl: Vec<Endpoint>,
+    /// True when every process here bootstrapped on ncclenv's interface.
+    pub agrees: Option<bool>,
+}
+
+/// Feeds lines, builds the [`Report`].
+#[derive(Debug, Default)]
+pub struct Explainer {
+    report: Report,
+    index: BTreeMap<(String, u32), usize>,
+    /// Bare `NCCL version` lines per input index.
+    bare_versions: Vec<(usize, String, Option<String>)>,
+    /// Processes per input index.
+    input_procs: BTreeMap<usize, BTreeSet<usize>>,
+}
+
+impl Explainer {
+    /// An empty explainer.
+    pub fn new() -> Explainer {
+        Explainer::default()
+    }
+
+    /// Start reading the input `name` (a file name, `-` for stdin).
+    pub fn start_input(&mut self, name: &str) {
+        self.report.inputs.push(Input {
+            name: name.to_string(),
+            lines: 0,
+            nccl_lines: 0,
+            error: None,
+        });
+    }
+
+    /// Record that the current input could not be read (or not to the end).
+    pub fn input_error(&mut self, error: String) {
+        if let Some(i) = self.report.inputs.last_mut() {
+            i.error = Some(error);
+        }
+    }
+
+    /// Feed one line of the current input.
+    pub fn feed(&mut self, line: &str) {
+        if self.report.inputs.is_empty() {
+            self.start_input("-");
+        }
+        let ii = self.report.inputs.len() - 1;
+        let input = &mut self.report.inputs[ii];
+        input.lines += 1;
+        let lineno = input.lines;
+        let iname = input.name.clone();
+        let Some(l) = nccl_log::parse_line(line) else {
+            self.feed_other(ii, &iname, lineno, line);
+            return;
+        };
+        self.report.inputs[ii].nccl_lines += 1;
+        let key = (l.host.to_string(), l.pid);
+        let pi = match self.index.get(&key) {
+            Some(i) => *i,
+            None => {
+                self.report.processes.push(Process {
+                    host: l.host.to_string(),
+                    pid: l.pid,
+                    ..Process::default()
+                });
+                let i = self.report.processes.len() - 1;
+                self.index.insert(key, i);
+                i
+            }
+        };
+        self.input_procs.entry(ii).or_default().insert(pi);
+        let p = &mut self.report.processes[pi];
+        p.lines += 1;
+        p.inputs.insert(iname.clone());
+        match l.level {
+            Level::Warn => {
+                let text = l.message.trim().to_string();
+                let known = nccl_errors::lookup(&text)
+                    .filter(|k| k.level == nccl_errors::Level::Warn && !k.foreign);
+                p.add_warning(Warn {
+                    text,
+                    source: l.source.map(String::from),
+                    input: iname,
+                    line: lineno,
+                    count: 1,
+                    known,
+                });
+            }
+            Level::Info => info_line(p, l.message),
+            Level::Trace | Level::Call => {}
+        }
+    }
+
+    fn feed_other(&mut self, ii: usize, iname: &str, lineno: usize, line: &str) {
+        if let Some((v, cuda)) = nccl_log::parse_version(line) {
+            self.bare_versions.push((ii, v, cuda));
+        }
+        let Some(k) = nccl_errors::lookup(line) else {
+            return;
+        };
+        if k.level != nccl_errors::Level::Warn {
+            return;
+        }
+        let text = line.trim();
+        let text: String = text.chars().take(300).collect();
+        if let Some(e) = self
+            .report
+            .quoted
+            .iter_mut()
+            .find(|e| e.known.map(|k| k.id) == Some(k.id))
+        {
+            e.count += 1;
+            return;
+        }
+        self.report.quoted.push(Warn {
+            text,
+            source: None,
+            input: iname.to_string(),
+            line: lineno,
+            count: 1,
+            known: Some(k),
+        });
+    }
+
+    /// Finish: tie bare version lines to the only process of their input, and make the job-wide findings.
+    pub fn finish(mut self) -> Report {
+        for (ii, v, cuda) in std::mem::take(&mut self.bare_versions) {
+            let procs = self.input_procs.get(&ii);
+            match procs {
+                Some(ps) if ps.len() == 1 => {
+                    if let Some(pi) = ps.iter().next() {
+                        let p = &mut self.report.processes[*pi];
+                        p.nccl_version.get_or_insert(v);
+                        if p.cuda_version.is_none() {
+                            p.cuda_version = cuda;
+                        }
+                    }
+                }
+                _ => {
+                    self.report.versions_unattributed.insert(v);
+                }
+            }
+        }
+        let mut r = self.report;
+        r.findings = analyse(&r);
+        r
+    }
+}
+
+/// Read what an INFO message says into the process.
+fn info_line(p: &mut Process, msg: &str) {
+    if let Some(b) = nccl_log::parse_bootstrap(msg) {
+        match b {
+            Bootstrap::Socket {
+                ifname,
+                addr,
+                spaced,
+            } => {
+                p.bootstrap = Some(Endpoint {
+                    interface: ifname,
+                    addr,
+                });
+                p.bootstrap_spaced = Some(spaced);
+            }
+            Bootstrap::Device(d) => p.bootstrap_device = Some(d),
+        }
+        return;
+    }
+    if let Some((v, cuda)) = nccl_log::parse_version(msg) {
+        p.nccl_version = Some(v);
+        p.cuda_version = cuda;
+        return;
+    }
+    if let Some(list) = nccl_log::parse_net_socket(msg) {
+        p.net_socket = list
+            .into_iter()
+            .map(|(interface, addr)| Endpoint { interface, addr })
+            .collect();
+        return;
+    }
+    if let Some(ib) = nccl_log::parse_net_ib(msg) {
+        p.net_ib = ib.devices;
+        p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
+        return;
+    }
+    if let Some(k) = nccl_errors::lookup(msg).filter(|k| k.level == nccl_errors::Level::Info) {
+        if k.id == "ib-no-device" {
+            p.ib_none = true;
+        }
+        p.notes.insert(k.id);
+        return;
+    }
+    // Network and plugin (src/init.cc "Using network %s"; 2.27.7 src/plugin/net.cc "Assigned NET plugin %s
+    // to comm"; 2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal network
+    // plugin."; 2.27.7 "Successfully loaded external plugin %s").
+    if let Some(n) = msg.strip_prefix("Using network ") {
+        p.network = Some(n.trim().to_string());
+        return;
+    }
+    if let Some(n) = msg
+        .strip_prefix("Assigned NET plugin ")
+        .and_then(|r| r.strip_suffix(" to comm"))
+    {
+        p.network = Some(n.trim().to_string());
+        return;
+    }
+    if let Some(rest) = msg.strip_prefix("NET/Plugin: Loaded net plugin ") {
+        let name = rest.rsplit_once(" (v").map(|(n, _)| n).unwrap_or(rest);
+        p.plugin = Some(name.trim().to_string());
+        return;
+    }
+    if let Some(rest) = msg.strip_prefix("Successfully loaded external plugin ") {
+        p.plugin = Some(rest.trim().to_string());
+        return;
+    }
+    if msg.starts_with("NET/Plugin: Using internal net")
+        || msg.contains("Using internal net plugin")
+        || msg.contains("Using internal network plugin")
+    {
+        p.plugin.get_or_insert_with(|| "internal".to_string());
+        return;
+    }
+    // Channels (src/transport/net.cc, p2p.cc, shm.cc: "Channel %02d… via NET/%s/%d…", "via P2P/…", "via SHM/…").
+    if msg.starts_with("Channel ") {
+        if let Some((_, via)) = msg.split_once(" via ") {
+            let tok = via.split_whitespace().next().unwrap_or("");
+            let parts: Vec<&str> = tok.split('/').collect();
+            let t = match parts.as_slice() {
+                ["SHM", ..] => "SHM".to_string(),
+                [a, b, ..] => format!("{a}/{b}"),
+                [a] => a.to_string(),
+                [] => String::new(),
+            };
+            if !t.is_empty() {
+                p.transports.insert(t);
+            }
+        }
+        return;
+    }
+    // Communicator (src/init.cc: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d";
+    // "… Init COMPLETE").
+    if msg.starts_with("comm ") || msg.contains("Init COMPLETE") {
+        let words: Vec<&str> = msg.split_whitespace().collect();
+        let after = |key: &str| -> Option<u32> {
+            words
+                .iter()
+                .position(|w| *w == key)
+                .and_then(|i| words.get(i + 1))
+                .and_then(|v| v.parse().ok())
+        };
+        if let Some(r) = after("rank") {
+            p.ranks.insert(r);
+        }
+        if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
+            p.nranks = Some(n);
+        }
+        if let Some(n) = after("nNodes") {
+            p.nnodes = Some(n);
+        }
+        if msg.contains("Init COMPLETE") {
+            p.init_complete = true;
+        }
+        return;
+    }
+    // The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"): the last one is what the call returned.
+    if let Some((at, code)) = msg.rsplit_once(" -> ") {
+        if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
+            if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
+                p.returned = Some(code);
+                return;
+            }
+        }
+    }
+    // Settings (src/misc/param.cc and callers: "%s set by environment to %s", ints with a final '.').
+    if let Some((name, value)) = msg.split_once(" set by environment to ") {
+        if name.starts_with("NCCL_") && !name.contains(' ') {
+            let v = value.trim();
+            let v = match v.strip_suffix('.') {
+                Some(n) if n.parse::<i64>().is_ok() => n,
+                _ => v,
+            };
+            p.env.insert(name.to_string(), v.to_string());
+        }
+    }
+}
+
+/// Address blocks whose members do not normally route to each other's: RFC 1918 blocks, shared address
+/// space, public; ULA and global IPv6. `None` for loopback and link-local (judged separately).
+fn block(a: &IpAddr) -> Option<&'static str> {
+    match a {
+        IpAddr::V4(v) => {
+            let o = v.octets();
+            if v.is_loopback() || v.is_link_local() {
+                None
+            } else if o[0] == 10 {
+                Some("10.0.0.0/8")
+            } else if o[0] == 172 && (16..32).contains(&o[1]) {
+                Some("172.16.0.0/12 (Docker's and compose's bridges live here)")
+            } else if o[0] == 192 && o[1] == 168 {
+                Some("192.168.0.0/16 (libvirt's virbr0 lives here)")
+            } else if o[0] == 100 && (64..128).contains(&o[1]) {
+                Some("100.64.0.0/10")
+            } else {
+                Some("public")
+            }
+        }
+        IpAddr::V6(v) => {
+            let s = v.segments();
+            if v.is_loopback() || (s[0] & 0xffc0) == 0xfe80 {
+                None
+            } else if (s[0] & 0xfe00) == 0xfc00 {
+                Some("fc00::/7 (unique local)")
+            } else {
+                Some("global IPv6")
+            }
+        }
+    }
+}
+
+fn names(ps: &[&Process]) -> Vec<String> {
+    ps.iter().map(|p| p.name()).collect()
+}
+
+/// The job-wide findings (see `docs/explain.md` for each code).
+pub fn analyse(r: &Report) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let ps: Vec<&Process> = r.processes.iter().collect();
+    if ps.is_empty() {
+        out.push(Finding {
+            code: "no-nccl-lines",
+            severity: Severity::Warn,
+            message: "no line with NCCL's prefix (host:pid:tid [dev] NCCL INFO|WARN) in the input".into(),
+            remedy: "rerun the job with NCCLENV_DEBUG=1 (or NCCL_DEBUG=INFO) and give ncclenv explain NCCL's files or the job's log".into(),
+            processes: vec![],
+            known: None,
+        });
+    }
+    let hosts: BTreeSet<&str> = ps.iter().map(|p| p.host.as_str()).collect();
+    let multi_host = hosts.len() > 1 || ps.iter().any(|p| p.nnodes.is_some_and(|n| n > 1));
+
+    // NCCL's own errors, one finding per known entry (or distinct unknown text).
+    let mut groups: Vec<(String, Vec<String>, &Warn)> = Vec::new();
+    for p in &ps {
+        for w in &p.warnings {
+            let key = w
+                .known
+                .map(|k| k.id.to_string())
+                .unwrap_or_else(|| w.text.clone());
+            match groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => g.1.push(p.name()),
+                None => groups.push((key, vec![p.name()], w)),
+            }
+        }
+    }
+    for (_, procs, w) in groups {
+        let (cause, remedy) = match w.known {
+            Some(k) => (
+                format!(": {}", nccl_errors::cause_for(k, 0)),
+                k.remedy.to_string(),
+            ),
+            None => (
+                String::new(),
+                "read the lines before it in that process's log; rerun with NCCLENV_DEBUG=1 for more".to_string(),
+            ),
+        };
+        let at = w
+            .source
+            .as_deref()
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        out.push(Finding {
+            code: "nccl-warn",
+            severity: Severity::Warn,
+            message: format!("{}: NCCL WARN {}{at}{cause}", procs.join(", "), w.text),
+            remedy,
+            processes: procs,
+            known: w.known.map(|k| k.id),
+        });
+    }
+    for q in &r.quoted {
+        let Some(k) = q.known else { continue };
+        out.push(Finding {
+            code: "error-quoted",
+            severity: Severity::Warn,
+            message: format!(
+                "{} line {}: {}: {}",
+                q.input,
+                q.line,
+                q.text,
+                nccl_errors::cause_for(k, 0)
+            ),
+            remedy: k.remedy.to_string(),
+            processes: vec![],
+            known: Some(k.id),
+        });
+    }
+    // Silent fallbacks NCCL logs at INFO.
+    let mut notes: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for p in &ps {
+        for id in &p.notes {
+            notes.entry(id).or_default().push(p.name());
+        }
+    }
+    for (id, procs) in notes {
+        if let Some(k) = nccl_errors::by_id(id) {
+            out.push(Finding {
+                code: "nccl-info",
+                severity: Severity::Info,
+                message: format!("{}: {}: {}", procs.join(", "), k.message, k.cause),
+                remedy: k.remedy.to_string(),
+                processes: procs,
+                known: Some(k.id),
+            });
+        }
+    }
+
+    let with_boot: Vec<&Process> = ps
+        .iter()
+        .copied()
+        .filter(|p| p.bootstrap.is_some())
+        .collect();
+    let silent: Vec<&Process> = ps
+        .iter()
+        .copied()
+        .filter(|p| p.bootstrap.is_none() && p.bootstrap_device.is_none() && p.warnings.is_empty())
+        .collect();
+    if !silent.is_empty() {
+        out.push(Finding {
+            code: "bootstrap-not-logged",
+            severity: Severity::Info,
+            message: format!(
+                "{}: no bootstrap line (NCCL 2.23+ logs it under NCCL_DEBUG_SUBSYS=BOOTSTRAP, older versions under INIT; or the process never initialised NCCL's network)",
+                names(&silent).join(", ")
+            ),
+            remedy: "rerun with NCCLENV_DEBUG=1, which picks the subsystems for the NCCL version the command loads".into(),
+            processes: names(&silent),
+            known: None,
+        });
+    }
+    let boot = |p: &Process| p.bootstrap.clone();
+    let desc = |p: &Process| {
+        p.bootstrap
+            .as_ref()
+            .map(|b| format!("{} on {} {}", p.name(), b.interface, b.addr))
+            .unwrap_or_else(|| p.name())
+    };
+
+    // Families.
+    let v4: Vec<&Process> = with_boot
+        .iter()
+        .copied()
+        .filter(|p| boot(p).is_some_and(|b| b.addr.is_ipv4()))
+        .collect();
+    let v6: Vec<&Process> = with_boot
+        .iter()
+        .copied()
+        .filter(|p| boot(p).is_some_and(|b| b.addr.is_ipv6()))
+        .collect();
+    if !v4.is_empty() && !v6.is_empty() {
+        out.push(Finding {
+            code: "bootstrap-family-mixed",
+            severity: Severity::Warn,
+            message: format!(
+                "bootstraps in both families: IPv4 ({}), IPv6 ({}); ranks of one job must reach each other in one family",
+                v4.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", "),
+                v6.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+            ),
+            remedy: "set the same NCCL_SOCKET_FAMILY (AF_INET or AF_INET6) for every rank, or let ncclenv set it from the interface that routes to the master".into(),
+            processes: names(&with_boot),
+            known: None,
+        });
+    }
+    if multi_host {
+        let lo: Vec<&Process> = with_boot
+            .iter()
+            .copied()
+            .filter(|p| boot(p).is_some_and(|b| b.addr.is_loopback()))
+            .collect();
+        if !lo.is_empty() {
+            out.push(Finding {
+                code: "bootstrap-loopback",
+                severity: Severity::Warn,
+                message: format!(
+                    "loopback bootstrap in a multi-host job: {}; no other host can reach it",
+                    lo.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+                ),
+                remedy: "give that container a network that reaches the other nodes (not --network=none), or set NCCL_SOCKET_IFNAME to its uplink".into(),
+                processes: names(&lo),
+                known: None,
+            });
+        }
+        let ll: Vec<&Process> = with_boot
+            .iter()
+            .copied()
+            .filter(|p| boot(p).is_some_and(|b| crate::snapshot::is_link_local_ip(&b.addr)))
+            .collect();
+        if !ll.is_empty() {
+            out.push(Finding {
+                code: "bootstrap-link-local",
+                severity: Severity::Warn,
+                message: format!(
+                    "link-local bootstrap in a multi-host job: {}; it reaches only hosts on the same link (an IPv6 fe80 address needs its scope, which the other hosts lack)",
+                    ll.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+                ),
+                remedy: "set NCCL_SOCKET_IFNAME to an interface with a routable address (unless all nodes share one cable and use IPv4 169.254 addresses)".into(),
+                processes: names(&ll),
+                known: None,
+            });
+        }
+        // The same address on two hosts: NAT'd container bridges.
+        let mut by_addr: BTreeMap<IpAddr, Vec<&Process>> = BTreeMap::new();
+        for p in &with_boot {
+            if let Some(b) = &p.bootstrap {
+                if block(&b.addr).is_some() {
+                    by_addr.entry(b.addr).or_default().push(p);
+                }
+            }
+        }
+        for (addr, owners) in by_addr {
+            let hs: BTreeSet<&str> = owners.iter().map(|p| p.host.as_str()).collect();
+            if hs.len() > 1 {
+                out.push(Finding {
+                    code: "bootstrap-address-shared",
+                    severity: Severity::Warn,
+                    message: format!(
+                        "{} hosts bootstrap on the same address {addr} ({}): each is a private address behind NAT (a container bridge), the others cannot reach it",
+                        hs.len(),
+                        owners.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+                    ),
+                    remedy: "run the containers with --network=host (or a routed pod network) and let ncclenv choose the uplink".into(),
+                    processes: names(&owners),
+                    known: None,
+                });
+            }
+        }
+        // Different address blocks across hosts.
+        let mut blocks: BTreeMap<&'static str, Vec<&Process>> = BTreeMap::new();
+        for p in &with_boot {
+            if let Some(b) = &p.bootstrap {
+                if let Some(k) = block(&b.addr) {
+                    blocks.entry(k).or_default().push(p);
+                }
+            }
+        }
+        let v4_blocks = blocks
+            .keys()
+            .filter(|k| !k.contains("IPv6") && !k.contains("::"))
+            .count();
+        let v6_blocks = blocks.len() - v4_blocks;
+        if v4_blocks > 1 || v6_blocks > 1 {
+            let hosts_in: BTreeSet<&str> =
+                blocks.values().flatten().map(|p| p.host.as_str()).collect();
+            if hosts_in.len() > 1 {
+                let parts: Vec<String> = blocks
+                    .iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{k}: {}",
+                            v.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+                        )
+                    })
+                    .collect();
+                out.push(Finding {
+                    code: "bootstrap-networks-differ",
+                    severity: Severity::Warn,
+                    message: format!(
+                        "the hosts bootstrap in different address blocks, which do not route to each other unless a router joins them: {}",
+                        parts.join("; ")
+                    ),
+                    remedy: "make every rank bootstrap on the interface of the network the nodes share (ncclenv picks the one that routes to the master)".into(),
+                    processes: names(&with_boot),
+                    known: None,
+                });
+            }
+        }
+    }
+    // NCCL versions.
+    let explicit: BTreeSet<&str> = ps
+        .iter()
+        .filter_map(|p| p.nccl_version.as_deref())
+        .chain(r.versions_unattributed.iter().map(String::as_str))
+        .collect();
+    let eras: BTreeSet<bool> = ps.iter().filter_map(|p| p.new_era()).collect();
+    if explicit.len() > 1 || eras.len() > 1 {
+        let labelled: Vec<String> = ps
+            .iter()
+            .filter_map(|p| p.version_label().map(|v| format!("{} NCCL {v}", p.name())))
+            .collect();
+        let mut msg = format!(
+            "the processes run different NCCL versions: {}",
+            labelled.join(", ")
+        );
+        if !r.versions_unattributed.is_empty() {
+            msg.push_str(&format!(
+                "; version lines without a process: {}",
+                r.versions_unattributed
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        out.push(Finding {
+            code: "nccl-versions-differ",
+            severity: Severity::Warn,
+            message: msg,
+            remedy: "use one NCCL version on every node and in every image (ncclenv doctor lists the libnccl files a command can load)".into(),
+            processes: names(&ps),
+            known: None,
+        });
+    }
+    // IB on some, sockets on others.
+    let kinds: Vec<(&Process, String)> = ps
+        .iter()
+        .filter_map(|p| p.net_kind().map(|k| (*p, k)))
+        .collect();
+    let ib: Vec<&Process> = kinds
+        .iter()
+        .filter(|(_, k)| k == "IB")
+        .map(|(p, _)| *p)
+        .collect();
+    let sock: Vec<&Process> = kinds
+        .iter()
+        .filter(|(_, k)| k == "Socket")
+        .map(|(p, _)| *p)
+        .collect();
+    if !ib.is_empty() && !sock.is_empty() {
+        out.push(Finding {
+            code: "net-transport-mixed",
+            severity: Severity::Warn,
+            message: format!(
+                "InfiniBand/RoCE on {} but sockets on {}: the job runs at the sockets' speed, or fails to connect",
+                names(&ib).join(", "),
+                names(&sock).join(", ")
+            ),
+            remedy: "give every node the same RDMA access (--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1), or set NCCL_IB_DISABLE=1 everywhere".into(),
+            processes: names(&ps),
+            known: None,
+        });
+    }
+    out
+}
+
+/// Compare the processes of this host in the report with ncclenv's decision here (see [`Local`]), adding
+/// `local-choice-differs` when NCCL bootstrapped elsewhere. Does nothing when no process ran on this host.
+pub fn compare_local(r: &mut Report, local: Local) {
+    let here: Vec<&Process> = r
+        .processes
+        .iter()
+        .filter(|p| p.host == local.host)
+        .collect();
+    if here.is_empty() {
+        return;
+    }
+    let mut nccl: Vec<Endpoint> = Vec::new();
+    for p in &here {
+        if let Some(b) = &p.bootstrap {
+            if !nccl.contains(b) {
+                nccl.push(b.clone());
+            }
+        }
+    }
+    let procs: Vec<String> = here.iter().map(|p| p.name()).collect();
+    let agrees = match &local.choice {
+        Some((ifname, _, _)) if !nccl.is_empty() => {
+            Some(nccl.iter().all(|e| &e.interface == ifname))
+        }
+        _ => None,
+    };
+    if agrees == Some(false) {
+        if let Some((ifname, addr, how)) = &local.choice {
+            let got: Vec<String> = nccl
+                .iter()
+                .filter(|e| &e.interface != ifname)
+                .map(|e| format!("{} ({})", e.interface, e.addr))
+                .collect();
+            let want = match addr {
+                Some(a) => format!("{ifname} ({a})"),
+                None => ifname.clone(),
+            };
+            r.findings.push(Finding {
+                code: "local-choice-differs",
+                severity: Severity::Warn,
+                message: format!(
+                    "NCCL bootstrapped on {} here ({}); ncclenv would choose {want}: {how}",
+                    got.join(", "),
+                    procs.join(", ")
+                ),
+                remedy: format!(
+                    "run the job through ncclenv (ENTRYPOINT [\"ncclenv\", \"--\"], or eval \"$(ncclenv env)\"), or set NCCL_SOCKET_IFNAME={ifname}"
+                ),
+                processes: procs.clone(),
+                known: None,
+            });
+        }
+    }
+    r.local = Some(LocalView {
+        local,
+        processes: procs,
+        nccl,
+        agrees,
+    });
+}
+
+/// Exit status: 1 when a finding is a warning, else 0.
+pub fn exit_code(r: &Report) -> u8 {
+    if r.findings.iter().any(|f| f.severity == Severity::Warn) {
+        1
+    } else {
+        0
+    }
+}
+
+/// The other hosts' bootstrap addresses (for the comparison's stand-in peer), in order.
+pub fn other_bootstraps(r: &Report, host: &str) -> Vec<IpAddr> {
+    let mut v: Vec<IpAddr> = Vec::new();
+    for p in r.processes.iter().filter(|p| p.host != host) {
+        if let Some(b) = &p.bootstrap {
+            if !v.contains(&b.addr) {
+                v.push(b.addr);
+            }
+        }
+    }
+    v
+}
+
+/// Read `reader` line by line into `ex`, at most [`MAX_LINE`] bytes per line (the rest of a longer line is
+/// skipped), decoding lossily. Returns the I/O error that stopped it, if any.
+pub fn read_lines<R: BufRead>(mut reader: R, ex: &mut Explainer) -> Option<std::io::Error> {
+    let mut line: Vec<u8> = Vec::new();
+    let mut skipping = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Some(e),
+        };
+        if buf.is_empty() {
+            if !line.is_empty() {
+                ex.feed(&String::from_utf8_lossy(&line));
+            }
+            return None;
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !skipping {
+            let room = MAX_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if chunk.len() > room {
+                skipping = true;
+            }
+        }
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            ex.feed(&String::from_utf8_lossy(&line));
+            line.clear();
+            skipping = false;
+        }
+    }
+}
+
+/// The word `ncclenv explain` puts before its own arguments when it execs the helper `ncclenv-check`, which
+/// then calls [`main_in_helper`].
+pub const HELPER_WORD: &str = "__ncclenv-explain";
+
+/// `ncclenv-check __ncclenv-explain ARGS…`: parse ARGS as `ncclenv` does (they are `ncclenv`'s own), run
+/// `explain`, return the exit status (0 nothing wrong, 1 something wrong, 2 usage error).
+pub fn main_in_helper(args: &[OsString], vars: Vec<(OsString, OsString)>) -> u8 {
+    match crate::cli::parse(args, vars.iter().cloned()) {
+        Ok(crate::cli::Cli {
+            mode: crate::cli::Mode::Explain { json, files },
+            config,
+        }) => run(&config, json, &files, &vars),
+        Ok(_) => {
+            err_line("ncclenv-check: __ncclenv-explain is for ncclenv explain only");
+            2
+        }
+        Err(e) => {
+            err_line(&format!("ncclenv: {} (see ncclenv --help)", e.0));
+            2
+        }
+    }
+}
+
+/// `ncclenv explain`: read the logs (stdin when none, or `-`), compare with this node's decision when the log
+/// has processes of this host, print, exit 0 (nothing wrong) or 1. An input that cannot be opened is a usage
+/// error (2).
+fn run(
+    cfg: &crate::config::Config,
+    json: bool,
+    files: &[std::path::PathBuf],
+    vars: &[(OsString, OsString)],
+) -> u8 {
+    let mut ex = Explainer::new();
+    let stdin_only = [std::path::PathBuf::from("-")];
+    let files = if files.is_empty() {
+        &stdin_only[..]
+    } else {
+        files
+    };
+    for f in files {
+        let name = f.display().to_string();
+        ex.start_input(&name);
+        let err = if name == "-" {
+            read_lines(std::io::stdin().lock(), &mut ex)
+        } else {
+            match std::fs::File::open(f) {
+                Ok(file) => read_lines(std::io::BufReader::new(file), &mut ex),
+                Err(e) => {
+                    err_line(&format!(
+                        "ncclenv: explain: cannot open {name}: {e} (see ncclenv --help)"
+                    ));
+                    return 2;
+                }
+            }
+        };
+        if let Some(e) = err {
+            ex.input_error(format!("read stopped: {e}"));
+        }
+    }
+    let mut rep = ex.finish();
+    // NCCL's host name: gethostname up to the first '.' (getHostName, src/misc/utils.cc).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim().split('.').next().unwrap_or("").to_string();
+    if !host.is_empty() && rep.processes.iter().any(|p| p.host == host) {
+        let mut cfg = cfg.clone();
+        cfg.debug = false;
+        let mut peer = None;
+        if cfg.peer.is_none() {
+            // Another host's bootstrap address stands in for the master: the route to it decides.
+            if let Some(a) = other_bootstraps(&rep, &host).first() {
+                cfg.peer = Some(a.to_string());
+                peer = Some(format!("{a} (another host's bootstrap address in the log)"));
+            }
+        } else {
+            peer = cfg
+                .peer
+                .clone()
+                .map(|p| format!("{p} (--peer/NCCLENV_PEER)"));
+        }
+        let snap = crate::probe::collect(&cfg, &[], vars, crate::probe::Depth::Start);
+        let plan = crate::decide::decide(&snap, &cfg);
+        let choice = plan
+            .choice
+            .as_ref()
+            .filter(|_| !plan.hands_off)
+            .map(|c| (c.ifname.clone(), c.addr, c.how.clone()));
+        let no_choice = choice.is_none().then(|| {
+            plan.warnings
+                .first()
+                .map(|w| format!("{} [{}]", w.message, w.code))
+                .unwrap_or_else(|| "ncclenv would leave the interface to NCCL here".to_string())
+        });
+        compare_local(
+            &mut rep,
+            Local {
+                host,
+                choice,
+                no_choice,
+                peer,
+            },
+        );
+    }
+    if json {
+        out(&format!("{}\n", render_json(&rep)));
+    } else {
+        out(&render_text(&rep));
+    }
+    exit_code(&rep)
+}
+
+/// Write to stdout, ignoring errors (a reader that went away must not become a panic).
+fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// One line to stderr, ignoring errors.
+fn err_line(text: &str) {
+    use std::io::Write;
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.write_all(b"\n");
+}
+
+fn endpoint_opt(e: &Option<Endpoint>) -> Value {
+    e.as_ref().map(Endpoint::json).unwrap_or(Value::Null)
+}
+
+fn warn_json(w: &Warn) -> Value {
+    json!({
+        "text": w.text,
+        "source": w.source,
+        "input": w.input,
+        "line": w.line,
+        "count": w.count,
+        "known": w.known.map(|k| json!({
+            "id": k.id,
+            "cause": k.cause,
+            "remedy": k.remedy,
+            "ncclenv": k.ncclenv,
+            "codes": k.codes.iter().map(|c| json!({"code": c.code, "name": nccl_errors::result_name(c.code)})).collect::<Vec<_>>(),
+        })),
+    })
+}
+
+/// The report as one JSON object (shape: `docs/explain.md`).
+pub fn render_json(r: &Report) -> Value {
+    let processes: Vec<Value> = r
+        .processes
+        .iter()
+        .map(|p| {
+            json!({
+                "process": p.name(),
+                "host": p.host,
+                "pid": p.pid,
+                "inputs": p.inputs,
+                "lines": p.lines,
+                "nccl_version": p.nccl_version,
+                "nccl_version_hint": p.version_label(),
+                "cuda_version": p.cuda_version,
+                "bootstrap": endpoint_opt(&p.bootstrap),
+                "bootstrap_device": p.bootstrap_device,
+                "net_socket": p.net_socket.iter().map(Endpoint::json).collect::<Vec<_>>(),
+                "net_ib": {"devices": p.net_ib, "oob": endpoint_opt(&p.ib_oob), "no_device": p.ib_none},
+                "network": p.net_kind(),
+                "network_logged": p.network,
+                "plugin": p.plugin,
+                "transports": p.transports,
+                "settings": p.env,
+                "ranks": p.ranks,
+                "nranks": p.nranks,
+                "nnodes": p.nnodes,
+                "init_complete": p.init_complete,
+                "returned": p.returned.map(|c| json!({"code": c, "name": nccl_errors::result_name(c)})),
+                "warnings": p.warnings.iter().map(warn_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let findings: Vec<Value> = r
+        .findings
+        .iter()
+        .map(|f| {
+            json!({
+                "code": f.code,
+                "severity": match f.severity { Severity::Info => "info", Severity::Warn => "warn" },
+                "message": f.message,
+                "remedy": f.remedy,
+                "processes": f.processes,
+                "known": f.known,
+            })
+        })
+        .collect();
+    let local = r.local.as_ref().map(|l| {
+        json!({
+            "host": l.local.host,
+            "processes": l.processes,
+            "nccl_bootstrap": l.nccl.iter().map(Endpoint::json).collect::<Vec<_>>(),
+            "ncclenv_choice": l.local.choice.as_ref().map(|(i, a, how)| json!({
+                "interface": i, "addr": a.map(|a| a.to_string()), "how": how,
+            })),
+            "no_choice": l.local.no_choice,
+            "peer": l.local.peer,
+            "agrees": l.agrees,
+        })
+    });
+    let code = exit_code(r);
+    json!({
+        "inputs": r.inputs.iter().map(|i| json!({"name": i.name, "lines": i.lines, "nccl_lines": i.nccl_lines, "error": i.error})).collect::<Vec<_>>(),
+        "hosts": r.processes.iter().map(|p| p.host.clone()).collect::<BTreeSet<_>>(),
+        "processes": processes,
+        "quoted_errors": r.quoted.iter().map(warn_json).collect::<Vec<_>>(),
+        "versions_unattributed": r.versions_unattributed,
+        "findings": findings,
+        "local": local,
+        "verdict": if code == 0 { "nothing wrong found" } else { "something is wrong" },
+        "exit": code,
+    })
+}
+
+/// The report as text for a terminal or an issue.
+pub fn render_text(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let lines: usize = r.inputs.iter().map(|i| i.lines).sum();
+    let nccl: usize = r.inputs.iter().map(|i| i.nccl_lines).sum();
+    let hosts: BTreeSet<&str> = r.processes.iter().map(|p| p.host.as_str()).collect();
+    let _ = writeln!(
+        o,
+        "ncclenv explain: {} process(es) on {} host(s), from {} input(s) ({lines} lines, {nccl} from NCCL)",
+        r.processes.len(),
+        hosts.len(),
+        r.inputs.len()
+    );
+    for i in r.inputs.iter().filter(|i| i.error.is_some()) {
+        let _ = writeln!(o, "  {}: {}", i.name, i.error.as_deref().unwrap_or(""));
+    }
+    for p in &r.processes {
+        let _ = writeln!(o);
+        let mut head = p.name();
+        if let Some(v) = p.version_label() {
+            let how = if p.nccl_version.is_none() {
+                " (by the log's format)"
+            } else {
+                ""
+            };
+            let _ = write!(head, "  NCCL {v}{how}");
+            if let Some(c) = &p.cuda_version {
+                let _ = write!(head, " (CUDA {c})");
+            }
+        }
+        if !p.ranks.is_empty() {
+            let rk: Vec<String> = p.ranks.iter().map(|r| r.to_string()).collect();
+            let _ = write!(head, "  rank {}", rk.join(","));
+            if let Some(n) = p.nranks {
+                let _ = write!(head, " of {n}");
+            }
+        }
+        let _ = writeln!(o, "{head}");
+        let row = |o: &mut String, k: &str, v: String| {
+            let _ = writeln!(o, "  {k:<11}{v}");
+        };
+        match (&p.bootstrap, &p.bootstrap_device) {
+            (Some(b), _) => row(
+                &mut o,
+                "bootstrap",
+                format!(
+                    "{} {} ({})",
+                    b.interface,
+                    b.addr,
+                    if b.addr.is_ipv4() { "IPv4" } else { "IPv6" }
+                ),
+            ),
+            (None, Some(d)) => row(&mut o, "bootstrap", format!("network device {d}")),
+            (None, None) => row(&mut o, "bootstrap", "not logged".into()),
+        }
+        if !p.net_socket.is_empty() {
+            let v: Vec<String> = p
+                .net_socket
+                .iter()
+                .map(|e| format!("{} {}", e.interface, e.addr))
+                .collect();
+            row(&mut o, "NET/Socket", v.join(", "));
+        }
+        if !p.net_ib.is_empty() {
+            let oob = p
+                .ib_oob
+                .as_ref()
+                .map(|e| format!("; OOB {} {}", e.interface, e.addr))
+                .unwrap_or_default();
+            row(&mut o, "NET/IB", format!("{}{oob}", p.net_ib.join(", ")));
+        } else if p.ib_none {
+            row(
+                &mut o,
+                "NET/IB",
+                "no device found (sockets are used)".into(),
+            );
+        }
+        if let Some(k) = p.net_kind() {
+            row(&mut o, "network", k);
+        }
+        if let Some(pl) = &p.plugin {
+            row(&mut o, "net plugin", pl.clone());
+        }
+        if let Some(c) = p.returned {
+            row(
+                &mut o,
+                "returned",
+                format!("{c} ({})", nccl_errors::result_name(c)),
+            );
+        }
+        if !p.transports.is_empty() {
+            row(
+                &mut o,
+                "transports",
+                p.transports.iter().cloned().collect::<Vec<_>>().join(", "),
+            );
+        }
+        if !p.env.is_empty() {
+            let v: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            row(&mut o, "settings", v.join(" "));
+        }
+        for w in &p.warnings {
+            let n = if w.count > 1 {
+                format!(" (×{})", w.count)
+            } else {
+                String::new()
+            };
+            let src = w
+                .source
+                .as_deref()
+                .map(|s| format!("{s} "))
+                .unwrap_or_default();
+            row(&mut o, "WARN", format!("{src}{}{n}", w.text));
+            if let Some(k) = w.known {
+                let _ = writeln!(o, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
+                let _ = writeln!(o, "  {:<11}fix:   {}", "", k.remedy);
+            }
+        }
+    }
+    if let Some(l) = &r.local {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "This node ({})", l.local.host);
+        match &l.local.choice {
+            Some((i, a, how)) => {
+                let a = a.map(|a| format!(" {a}")).unwrap_or_default();
+                let _ = writeln!(o, "  ncclenv would choose {i}{a} ({how})");
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "  ncclenv would set no interface: {}",
+                    l.local.no_choice.as_deref().unwrap_or("no choice")
+                );
+            }
+        }
+        if let Some(p) = &l.local.peer {
+            let _ = writeln!(o, "  peer: {p}");
+        }
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Findings");
+    if r.findings.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for f in &r.findings {
+        let sev = match f.severity {
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+        };
+        let _ = writeln!(o, "  [{sev}] {}: {}", f.code, f.message);
+        let _ = writeln!(o, "         what to do: {}", f.remedy);
+    }
+    let code = exit_code(r);
+    let _ = writeln!(
+        o,
+        "\n{} (exit {code})",
+        if code == 0 {
+            "Nothing wrong found"
+        } else {
+            "Something is wrong"
+        }
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(inputs: &[(&str, &str)]) -> Report {
+        let mut ex = Explainer::new();
+        for (name, text) in inputs {
+            ex.start_input(name);
+            for l in text.lines() {
+                ex.feed(l);
+            }
+        }
+        ex.finish()
+    }
+
+    fn codes(r: &Report) -> Vec<&'static str> {
+        r.findings.iter().map(|f| f.code).collect()
+    }
+
+    // Lines below are written after NCCL's format strings (v2.27.7-1 unless noted): src/debug.cc prefix,
+    // src/init.cc "NCCL version %s" / "Using network %s" / "comm %p rank %d nRanks %d nNodes %d localRanks %d
+    // localRank %d MNNVL %d", src/bootstrap.cc "Bootstrap: Using%s" (2.21.5: "Bootstrap : Using%s"),
+    // src/transport/net_socket.cc "NET/Socket : Using%s" with " [%d]%s:%s", src/transport/net_ib.cc
+    // "NET/IB : Using%s %s; OOB %s:%s" with " [%d]%s:%d/%s" and "NET/IB : No device found.",
+    // src/transport/net.cc "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d%s%s%s".
+    const NODE_A_IB: &str = "\
+a1:10:10 [0] NCCL INFO NCCL version 2.27.7+cuda12.9
+a1:10:10 [0] NCCL INFO Bootstrap: Using eth0:10.1.0.11<0>
+a1:10:10 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.30.0.11<0>
+a1:10:10 [0] NCCL INFO Using network IB
+a1:10:10 [0] NCCL INFO comm 0x55d0c8e0 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0
+a1:10:10 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0
+";
+    const NODE_B_SOCKET: &str = "\
+b1:20:20 [0] NCCL INFO NCCL version 2.27.7+cuda12.9
+b1:20:20 [0] NCCL INFO Bootstrap: Using eth0:10.1.0.12<0>
+b1:20:20 [0] NCCL INFO NET/IB : No device found.
+b1:20:20 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.12<0>
+b1:20:20 [0] NCCL INFO Using network Socket
+b1:20:20 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0
+";
+
+    #[test]
+    fn ib_on_one_rank_and_sockets_on_the_other() {
+        let r = report(&[("a.log", NODE_A_IB), ("b.log", NODE_B_SOCKET)]);
+        assert_eq!(r.processes.len(), 2);
+        let a = &r.processes[0];
+        assert_eq!(a.nccl_version.as_deref(), Some("2.27.7"));
+        assert_eq!(a.cuda_version.as_deref(), Some("12.9"));
+        assert_eq!(a.net_ib, vec!["mlx5_0:1/IB"]);
+        assert_eq!(a.net_kind().as_deref(), Some("IB"));
+        assert_eq!(a.nnodes, Some(2));
+        assert!(a.transports.contains("NET/IB"));
+        assert_eq!(r.processes[1].net_kind().as_deref(), Some("Socket"));
+        let c = codes(&r);
+        assert!(c.contains(&"net-transport-mixed"), "{c:?}");
+        assert!(c.contains(&"nccl-info"), "{c:?}");
+        assert!(!c.contains(&"nccl-versions-differ"), "{c:?}");
+        assert!(!c.contains(&"bootstrap-networks-differ"), "{c:?}");
+        assert_eq!(exit_code(&r), 1);
+        // Both on sockets: no mix.
+        let r = report(&[
+            ("b.log", NODE_B_SOCKET),
+            ("c.log", &NODE_B_SOCKET.replace("b1:20:20", "c1:30:30")),
+        ]);
+        assert!(!codes(&r).contains(&"net-transport-mixed"));
+    }
+
+    #[test]
+    fn versions_differ_explicitly_or_by_the_bootstrap_spelling() {
+        let old = "x1:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.13<0>\n";
+        let r = report(&[("a.log", NODE_A_IB), ("x.log", old)]);
+        assert!(
+            codes(&r).contains(&"nccl-versions-differ"),
+            "{:?}",
+            codes(&r)
+        );
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.code == "nccl-versions-differ")
+            .expect("finding");
+        assert!(
+            f.message.contains("≤ 2.23") && f.message.contains("2.27.7"),
+            "{}",
+            f.message
+        );
+        // A bare version line (2.21.5 prints it without a prefix) belongs to the only process of its input.
+        let r = report(&[("x.log", &format!("NCCL version 2.21.5+cuda12.4\n{old}"))]);
+        assert_eq!(r.processes[0].nccl_version.as_deref(), Some("2.21.5"));
+        assert!(!codes(&r).contains(&"nccl-versions-differ"));
+        let r = report(&[("a.log", NODE_A_IB), ("b.log", NODE_B_SOCKET)]);
+        assert!(!codes(&r).contains(&"nccl-versions-differ"));
+    }
+
+    #[test]
+    fn bootstrap_addresses_across_hosts() {
+        let line =
+            |h: &str, a: &str| format!("{h}:1:1 [0] NCCL INFO Bootstrap: Using eth0:{a}<0>\n");
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "172.17.0.2") + &line("n2", "172.17.0.2")),
+        )]);
+        let c = codes(&r);
+        assert!(c.contains(&"bootstrap-address-shared"), "{c:?}");
+        assert!(!c.contains(&"bootstrap-networks-differ"), "{c:?}");
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "10.1.0.11") + &line("n2", "172.18.0.1")),
+        )]);
+        assert!(codes(&r).contains(&"bootstrap-networks-differ"));
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "10.1.0.11") + &line("n2", "10.2.0.12")),
+        )]);
+        assert!(codes(&r).is_empty(), "{:?}", codes(&r));
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "10.1.0.11") + &line("n2", "fd00::12")),
+        )]);
+        assert!(codes(&r).contains(&"bootstrap-family-mixed"));
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "10.1.0.11") + &line("n2", "127.0.0.1")),
+        )]);
+        assert!(codes(&r).contains(&"bootstrap-loopback"));
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "10.1.0.11") + &line("n2", "169.254.3.4")),
+        )]);
+        assert!(codes(&r).contains(&"bootstrap-link-local"));
+        // One host: loopback is fine (single node).
+        let r = report(&[(
+            "j.log",
+            &(line("n1", "127.0.0.1") + &line("n1", "127.0.0.1")),
+        )]);
+        assert!(codes(&r).is_empty(), "{:?}", codes(&r));
+    }
+
+    #[test]
+    fn warnings_are_explained_and_counted_and_combined_logs_work() {
+        // A job log: launcher lines, a rank prefix, NCCL's lines and a framework's exception quoting NCCL.
+        let log = "\
+LAUNCH INFO 2026-11-30 starting 2 workers
+[default0]:n1:7:9 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth9
+[default0]:
+
+[default0]:[2026-11-30 16:18:07] n1:7:9 [0] bootstrap.cc:115 NCCL WARN Bootstrap : no socket interface found
+[default0]:[2026-11-30 16:18:08] n1:7:9 [0] bootstrap.cc:115 NCCL WARN Bootstrap : no socket interface found
+[default0]:RuntimeError: ... Last error: Bootstrap : no socket interface found
+Traceback: gloo: Unable to find address for: ^lo
+";
+        let log = format!("{log}[default0]:n1:7:9 [0] NCCL INFO init.cc:84 -> 5\n");
+        let r = report(&[("-", &log)]);
+        assert_eq!(r.processes[0].returned, Some(5));
+        assert_eq!(r.processes.len(), 1);
+        let p = &r.processes[0];
+        assert_eq!(
+            p.env.get("NCCL_SOCKET_IFNAME").map(String::as_str),
+            Some("eth9")
+        );
+        assert_eq!(p.warnings.len(), 1);
+        assert_eq!(p.warnings[0].count, 2);
+        assert_eq!(
+            p.warnings[0].known.map(|k| k.id),
+            Some("no-socket-interface")
+        );
+        assert_eq!(p.warnings[0].source.as_deref(), Some("bootstrap.cc:115"));
+        let c = codes(&r);
+        assert!(
+            c.contains(&"nccl-warn") && c.contains(&"error-quoted"),
+            "{c:?}"
+        );
+        let quoted: Vec<&str> = r
+            .quoted
+            .iter()
+            .filter_map(|q| q.known.map(|k| k.id))
+            .collect();
+        assert_eq!(quoted, vec!["no-socket-interface", "gloo-no-address"]);
+        assert!(!c.contains(&"bootstrap-not-logged"), "{c:?}");
+        let text = render_text(&r);
+        assert!(text.contains("cause:") && text.contains("(×2)"), "{text}");
+        let j = render_json(&r);
+        assert_eq!(
+            j["processes"][0]["warnings"][0]["known"]["id"],
+            "no-socket-interface"
+        );
+        assert_eq!(j["exit"], 1);
+    }
+
+    #[test]
+    fn nothing_from_nccl_and_nothing_wrong() {
+        let r = report(&[("x", "hello\nworld\n")]);
+        assert_eq!(codes(&r), vec!["no-nccl-lines"]);
+        let r = report(&[(
+            "x",
+            "n1:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>\n",
+        )]);
+        assert!(r.findings.is_empty());
+        assert_eq!(exit_code(&r), 0);
+        let r = report(&[(
+            "x",
+            "n1:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n",
+        )]);
+        assert_eq!(codes(&r), vec!["bootstrap-not-logged"]);
+        assert_eq!(exit_code(&r), 0);
+    }
+
+    #[test]
+    fn local_comparison() {
+        let log = "vm:1:1 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>\nother:2:2 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.3<0>\n";
+        let local = |ifname: &str| Local {
+            host: "vm".into(),
+            choice: Some((
+                ifname.into(),
+                "10.0.0.2".parse().ok(),
+                "default route (metric 0)".into(),
+            )),
+            no_choice: None,
+            peer: None,
+        };
+        let mut r = report(&[("x", log)]);
+        assert_eq!(
+            other_bootstraps(&r, "vm"),
+            vec!["10.0.0.3".parse::<IpAddr>().expect("ip")]
+        );
+        compare_local(&mut r, local("eth0"));
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.code == "local-choice-differs")
+            .expect("differs");
+        assert!(
+            f.message.contains("docker0") && f.message.contains("eth0"),
+            "{}",
+            f.message
+        );
+        assert_eq!(r.local.as_ref().and_then(|l| l.agrees), Some(false));
+        let mut r = report(&[("x", log)]);
+        compare_local(&mut r, local("docker0"));
+        assert!(!codes(&r).contains(&"local-choice-differs"));
+        let mut r = report(&[("x", log)]);
+        compare_local(
+            &mut r,
+            Local {
+                host: "elsewhere".into(),
+                ..local("eth0")
+            },
+        );
+        assert!(r.local.is_none());
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_non_utf8_survives() {
+        let mut data = vec![b'x'; MAX_LINE + 10];
+        data.push(b'\n');
+        data.extend_from_slice(
+            b"n1:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>\n\xff\xfe\n",
+        );
+        let mut ex = Explainer::new();
+        ex.start_input("bin");
+        assert!(read_lines(std::io::Cursor::new(data), &mut ex).is_none());
+        let r = ex.finish();
+        assert_eq!(r.inputs[0].lines, 3);
+        assert_eq!(r.processes.len(), 1);
+    }
+}

@@ -1,0 +1,745 @@
+//! `NCCLENV_DEBUG=1` and `ncclenv explain` against the real NCCL: logs written by the pinned `nvidia-nccl-cu12`
+//! wheels (2.21.5 and 2.27.7, installed by scripts/install-nccl-wheels.sh; `ncclGetUniqueId` through the
+//! `ncclenv-check` helper with `NCCL_DEBUG=INFO`) in network namespaces laid out as field cases (a good bootstrap,
+//! `NCCL_SOCKET_IFNAME` matching nothing, IPv6 with a link-local tunnel first, decoy bridges, several "hosts"
+//! made with `unshare --uts` so that NCCL logs distinct host names), read back by `ncclenv explain --json`.
+//! Lines no machine here can produce (IB, transports: they need GPUs) are unit-tested in `src/explain.rs`,
+//! written after NCCL's format strings; here a few are mixed into a combined log of real lines.
+//!
+//! Needs root, `ip`, `unshare` and the wheels; skips with a message otherwise, except under `CI=true`.
+
+mod common;
+
+use common::{require_root, Netns, TempDir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
+const HELPER: &str = env!("CARGO_BIN_EXE_ncclenv-check");
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// One installed wheel.
+struct Wheel {
+    /// `2.21.5`.
+    version: String,
+    /// Its folder (a `--target` install: a site-packages-like tree with the dist-info).
+    root: PathBuf,
+    /// `…/nvidia/nccl/lib/libnccl.so.2`.
+    lib: PathBuf,
+}
+
+impl Wheel {
+    /// The ≥ 2.24 spelling and subsystem of the bootstrap line.
+    fn new_format(&self) -> bool {
+        ncclenv::nccl_log::version_code(&self.version)
+            .is_some_and(|v| v >= ncclenv::nccl_log::BOOTSTRAP_NO_SPACE_SINCE)
+    }
+}
+
+/// Every installed wheel, oldest first; `None` (with the reason printed) when the tests cannot run, a panic
+/// under `CI=true`.
+fn setup() -> Option<Vec<Wheel>> {
+    if !require_root() {
+        return None;
+    }
+    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
+    let mut v: Vec<Wheel> = std::fs::read_dir(&root)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    let version = name.strip_prefix("nccl-")?.to_string();
+                    let lib = e.path().join("nvidia/nccl/lib/libnccl.so.2");
+                    (!name.contains(".partial") && lib.is_file()).then(|| Wheel {
+                        version,
+                        root: e.path(),
+                        lib,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_by_key(|w| ncclenv::nccl_log::version_code(&w.version));
+    let why = if v.is_empty() {
+        Some(format!(
+            "no NCCL wheel under {} (scripts/install-nccl-wheels.sh)",
+            root.display()
+        ))
+    } else if Command::new("unshare").arg("--version").output().is_err() {
+        Some("no unshare command (util-linux)".to_string())
+    } else {
+        None
+    };
+    match why {
+        Some(w) => {
+            common::skip(&format!("explain: {w}"));
+            None
+        }
+        None => Some(v),
+    }
+}
+
+/// A command run in `ns` (as host `host`, in its own UTS namespace, when given), with exactly `env`.
+fn in_ns(ns: &Netns, host: Option<&str>, env: &[(&str, String)], argv: &[&str]) -> Output {
+    let mut c = ns.command("unshare");
+    c.arg("--uts").arg("sh").arg("-c");
+    match host {
+        Some(h) => c.arg(format!("hostname {h} && exec \"$0\" \"$@\"")),
+        None => c.arg("exec \"$0\" \"$@\""),
+    };
+    c.args(argv).env_clear().env("PATH", PATH);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run in namespace")
+}
+
+/// NCCL's log of one `ncclGetUniqueId` (the helper's bootstrap check) with `NCCL_DEBUG=INFO`, the subsystems
+/// that show the bootstrap on every version, and `extra` (which may override them), written by NCCL into a
+/// fresh folder under `tmp`. Returns the one file NCCL wrote.
+fn nccl_log(
+    ns: &Netns,
+    w: &Wheel,
+    host: Option<&str>,
+    extra: &[(&str, &str)],
+    tmp: &TempDir,
+) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let dir = tmp.join(&format!(
+        "log{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut env: Vec<(&str, String)> = vec![
+        ("NCCL_DEBUG", "INFO".into()),
+        ("NCCL_DEBUG_SUBSYS", "INIT,ENV,NET,BOOTSTRAP".into()),
+        (
+            "NCCL_DEBUG_FILE",
+            dir.join("nccl.%h.%p.log").display().to_string(),
+        ),
+        ("NCCLENV_NCCL_LIB", w.lib.display().to_string()),
+    ];
+    for (k, v) in extra {
+        env.retain(|(n, _)| n != k);
+        env.push((k, v.to_string()));
+    }
+    let o = in_ns(ns, host, &env, &[HELPER, "bootstrap"]);
+    one_file(&dir, &o)
+}
+
+/// The only file in `dir` (NCCL's log), with the run's output in the panic message otherwise.
+fn one_file(dir: &Path, o: &Output) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read log dir")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "{}: {files:?}\nstdout: {}\nstderr: {}",
+        dir.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    files[0].clone()
+}
+
+/// `ncclenv explain --json FILES…` (in `ns` when given, so that the node comparison sees that layout), with
+/// an empty sysfs/devfs. Returns the exit status and the JSON.
+fn explain(ns: Option<&Netns>, tmp: &TempDir, files: &[PathBuf]) -> (i32, Value) {
+    for d in ["sys", "dev"] {
+        std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
+    }
+    let mut c = match ns {
+        Some(ns) => ns.command(BIN),
+        None => Command::new(BIN),
+    };
+    c.env_clear()
+        .env("PATH", PATH)
+        .env("NCCLENV_SYSFS", tmp.join("sys"))
+        .env("NCCLENV_DEVFS", tmp.join("dev"))
+        .args(["explain", "--json"])
+        .args(files);
+    let o = c.output().expect("run explain");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "explain --json is not JSON ({e}): {text}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code().unwrap_or(-1), v)
+}
+
+fn codes(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f["code"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// F1's layout: `eth0` 172.17.0.2/16 with the default route.
+fn f1() -> Netns {
+    let ns = Netns::new("xpf1");
+    ns.plug("eth0");
+    ns.addr("eth0", "172.17.0.2/16");
+    ns.route("default via 172.17.0.1 dev eth0");
+    ns
+}
+
+#[test]
+fn a_good_bootstrap_is_read_back_and_agrees_with_ncclenv() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-good");
+    let ns = f1();
+    for w in &wheels {
+        let f = nccl_log(&ns, w, None, &[], &tmp);
+        let log = read(&f);
+        let (code, v) = explain(Some(&ns), &tmp, std::slice::from_ref(&f));
+        assert_eq!(code, 0, "{} {log}\n{v:#}", w.version);
+        let p = &v["processes"][0];
+        assert_eq!(p["bootstrap"]["interface"], "eth0", "{log}");
+        assert_eq!(p["bootstrap"]["addr"], "172.17.0.2");
+        assert_eq!(p["bootstrap"]["family"], "AF_INET");
+        assert_eq!(
+            p["nccl_version_hint"],
+            if w.new_format() {
+                "≥ 2.24"
+            } else {
+                "≤ 2.23"
+            },
+            "{}",
+            w.version
+        );
+        // The file name is NCCL's %h.%p: the process in the prefix is the file's.
+        let name = f.file_name().map(|n| n.to_string_lossy().to_string());
+        assert_eq!(
+            name,
+            Some(format!(
+                "nccl.{}.{}.log",
+                p["host"].as_str().unwrap_or("?"),
+                p["pid"]
+            ))
+        );
+        assert_eq!(v["local"]["agrees"], true, "{v:#}");
+        assert!(codes(&v).iter().all(|c| c != "local-choice-differs"));
+    }
+}
+
+#[test]
+fn an_ifname_matching_nothing_is_explained() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-noif");
+    let ns = f1();
+    for w in &wheels {
+        let f = nccl_log(&ns, w, None, &[("NCCL_SOCKET_IFNAME", "nomatch0")], &tmp);
+        let (code, v) = explain(Some(&ns), &tmp, &[f]);
+        assert_eq!(code, 1, "{v:#}");
+        let p = &v["processes"][0];
+        assert_eq!(p["settings"]["NCCL_SOCKET_IFNAME"], "nomatch0", "{v:#}");
+        let warn = &p["warnings"][0];
+        assert_eq!(warn["known"]["id"], "no-socket-interface", "{v:#}");
+        assert!(
+            warn["source"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("bootstrap.cc:"),
+            "{warn}"
+        );
+        let code_want = if w.new_format() { 5 } else { 3 };
+        let listed: Vec<i64> = warn["known"]["codes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c["code"].as_i64()).collect())
+            .unwrap_or_default();
+        assert!(listed.contains(&code_want), "{listed:?}");
+        // NCCL's error trail ("init.cc:103 -> 3") ends with what ncclGetUniqueId returned.
+        assert_eq!(p["returned"]["code"], code_want, "{v:#}");
+        assert!(codes(&v).contains(&"nccl-warn".to_string()), "{v:#}");
+        assert!(p["bootstrap"].is_null());
+    }
+}
+
+#[test]
+fn ipv6_with_a_link_local_tunnel_first() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-v6");
+    // F9: the tunnel has the lower index and only an fe80 address.
+    let ns = Netns::new("xpf9");
+    ns.vxlan("ip6tnl0");
+    ns.wait_link_local("ip6tnl0");
+    ns.plug("veth0");
+    ns.addr("veth0", "fd00:10::5/64");
+    ns.route("-6 default via fe80::1 dev veth0");
+    for w in &wheels {
+        // NCCL alone, asked for IPv6, takes the tunnel's link-local address.
+        let f = nccl_log(&ns, w, None, &[("NCCL_SOCKET_FAMILY", "AF_INET6")], &tmp);
+        let (code, v) = explain(Some(&ns), &tmp, &[f]);
+        assert_eq!(code, 1, "{v:#}");
+        let p = &v["processes"][0];
+        assert_eq!(p["bootstrap"]["interface"], "ip6tnl0", "{v:#}");
+        assert_eq!(p["bootstrap"]["family"], "AF_INET6");
+        assert!(p["bootstrap"]["addr"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("fe80:"));
+        let f = v["findings"]
+            .as_array()
+            .and_then(|a| a.iter().find(|f| f["code"] == "local-choice-differs"))
+            .unwrap_or_else(|| panic!("{v:#}"));
+        let m = f["message"].as_str().unwrap_or("");
+        assert!(m.contains("ip6tnl0") && m.contains("veth0"), "{m}");
+        // Through ncclenv (NCCLENV_DEBUG=1 writes the log): veth0, IPv6, nothing wrong.
+        let dir = tmp.join(&format!("ep-{}", w.version));
+        let o = in_ns(
+            &ns,
+            None,
+            &[
+                ("NCCLENV_DEBUG", "1".into()),
+                ("NCCLENV_DEBUG_DIR", dir.display().to_string()),
+                ("NCCLENV_NCCL_LIB", w.lib.display().to_string()),
+                ("NCCLENV_SYSFS", tmp.join("sys").display().to_string()),
+                ("NCCLENV_DEVFS", tmp.join("dev").display().to_string()),
+            ],
+            &[BIN, "--", HELPER, "bootstrap"],
+        );
+        let f = one_file(&dir, &o);
+        let (code, v) = explain(Some(&ns), &tmp, &[f]);
+        assert_eq!(code, 0, "{v:#}");
+        assert_eq!(v["processes"][0]["bootstrap"]["addr"], "fd00:10::5");
+        assert_eq!(v["processes"][0]["bootstrap"]["interface"], "veth0");
+    }
+}
+
+#[test]
+fn decoy_bridges_are_named_against_ncclenvs_choice() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-f3");
+    // F3: a compose bridge created before the uplink (lower index), the uplink with the default route.
+    let ns = Netns::new("xpf3");
+    ns.bridge("br-1a2b3c");
+    ns.addr("br-1a2b3c", "172.19.0.1/16");
+    ns.plug("bond0");
+    ns.addr("bond0", "10.10.1.11/24");
+    ns.route("default via 10.10.1.1 dev bond0");
+    for w in &wheels {
+        let f = nccl_log(&ns, w, None, &[], &tmp);
+        let (code, v) = explain(Some(&ns), &tmp, &[f]);
+        assert_eq!(code, 1, "{v:#}");
+        assert_eq!(v["processes"][0]["bootstrap"]["interface"], "br-1a2b3c");
+        assert_eq!(v["local"]["ncclenv_choice"]["interface"], "bond0", "{v:#}");
+        assert!(codes(&v).contains(&"local-choice-differs".to_string()));
+        // The same job through ncclenv: bond0, and the comparison agrees.
+        let dir = tmp.join(&format!("ep-{}", w.version));
+        let o = in_ns(
+            &ns,
+            None,
+            &[
+                ("NCCLENV_DEBUG", "1".into()),
+                ("NCCLENV_DEBUG_DIR", dir.display().to_string()),
+                ("NCCLENV_NCCL_LIB", w.lib.display().to_string()),
+            ],
+            &[BIN, "--", HELPER, "bootstrap"],
+        );
+        let f = one_file(&dir, &o);
+        let (code, v) = explain(Some(&ns), &tmp, &[f]);
+        assert_eq!(code, 0, "{v:#}");
+        assert_eq!(v["processes"][0]["bootstrap"]["interface"], "bond0");
+        assert!(!codes(&v).contains(&"local-choice-differs".to_string()));
+    }
+}
+
+/// Several "hosts" (UTS namespaces with their own names) in several network layouts.
+#[test]
+fn problems_between_hosts_in_real_logs() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-hosts");
+    let oldest = &wheels[0];
+    let newest = &wheels[wheels.len() - 1];
+    let uplink = |tag: &str, cidr: &str, gw: &str| {
+        let ns = Netns::new(tag);
+        ns.plug("eth0");
+        ns.addr("eth0", cidr);
+        ns.route(&format!("default via {gw} dev eth0"));
+        ns
+    };
+    let a = uplink("xpha", "10.1.0.11/24", "10.1.0.1");
+    let a2 = uplink("xpha2", "10.1.0.12/24", "10.1.0.1");
+    let b = uplink("xphb", "172.17.0.2/16", "172.17.0.1");
+    let lo_only = Netns::new("xphc");
+    let v6 = Netns::new("xphd");
+    v6.plug("eth0");
+    v6.addr("eth0", "fd00:20::12/64");
+    v6.route("-6 default via fd00:20::1 dev eth0");
+
+    let log_a = nccl_log(&a, newest, Some("node-a"), &[], &tmp);
+    let log_a2 = nccl_log(&a2, newest, Some("node-a2"), &[], &tmp);
+    let log_b = nccl_log(&b, oldest, Some("node-b"), &[], &tmp);
+    let log_b2 = nccl_log(&b, oldest, Some("node-e"), &[], &tmp);
+    let log_c = nccl_log(&lo_only, newest, Some("node-c"), &[], &tmp);
+    let log_d = nccl_log(
+        &v6,
+        newest,
+        Some("node-d"),
+        &[("NCCL_SOCKET_FAMILY", "AF_INET6")],
+        &tmp,
+    );
+    let has = |files: &[&PathBuf], code: &str| -> (bool, Value) {
+        let files: Vec<PathBuf> = files.iter().map(|p| (*p).clone()).collect();
+        let (_, v) = explain(None, &tmp, &files);
+        (codes(&v).iter().any(|c| c == code), v)
+    };
+    // Two hosts on one network, same version: nothing wrong.
+    let (code, v) = explain(None, &tmp, &[log_a.clone(), log_a2.clone()]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["hosts"], serde_json::json!(["node-a", "node-a2"]));
+    for c in [
+        "bootstrap-networks-differ",
+        "bootstrap-address-shared",
+        "bootstrap-loopback",
+        "bootstrap-family-mixed",
+        "nccl-versions-differ",
+    ] {
+        assert!(!codes(&v).iter().any(|x| x == c), "{c}: {v:#}");
+    }
+    let (yes, v) = has(&[&log_a, &log_b], "bootstrap-networks-differ");
+    assert!(yes, "{v:#}");
+    let (yes, v) = has(&[&log_b, &log_b2], "bootstrap-address-shared");
+    assert!(yes, "{v:#}");
+    let (yes, v) = has(&[&log_a, &log_c], "bootstrap-loopback");
+    assert!(yes, "{v:#}");
+    assert_eq!(v["processes"][1]["bootstrap"]["interface"], "lo");
+    let (yes, v) = has(&[&log_a, &log_d], "bootstrap-family-mixed");
+    assert!(yes, "{v:#}");
+    // Different versions show in the bootstrap line's spelling (2.21.5 vs 2.27.7), when both are installed.
+    let (yes, v) = has(&[&log_a, &log_b], "nccl-versions-differ");
+    assert_eq!(yes, oldest.new_format() != newest.new_format(), "{v:#}");
+
+    // The same two processes in one combined job log, with a launcher's tags and other lines, plus lines no
+    // machine here produces, written after NCCL's format strings (src/init.cc "NCCL version %s", "Using network
+    // %s"; src/transport/net_ib.cc "NET/IB : Using%s %s; OOB %s:%s"; "NET/IB : No device found."; 2.21.5 prints
+    // the version line without a prefix).
+    let pid = |v: &Value, i: usize| v["processes"][i]["pid"].as_u64().unwrap_or(0);
+    let (_, sep) = explain(None, &tmp, &[log_a.clone(), log_b.clone()]);
+    let (pa, pb) = (pid(&sep, 0), pid(&sep, 1));
+    let mut job = String::from("LAUNCH INFO starting 2 nodes\n");
+    for l in read(&log_a).lines() {
+        job.push_str(&format!("[rank0]:{l}\n"));
+    }
+    job.push_str(&format!(
+        "[rank0]:node-a:{pa}:{pa} [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.1.0.11<0>\n"
+    ));
+    job.push_str(&format!(
+        "[rank0]:node-a:{pa}:{pa} [0] NCCL INFO Using network IB\n"
+    ));
+    job.push_str("epoch 0 step 0 loss 2.3\n");
+    for l in read(&log_b).lines() {
+        job.push_str(&format!("[rank1]:{l}\n"));
+    }
+    job.push_str(&format!(
+        "[rank1]:node-b:{pb}:{pb} [0] NCCL INFO NET/IB : No device found.\n"
+    ));
+    job.push_str(&format!(
+        "[rank1]:node-b:{pb}:{pb} [0] NCCL INFO Using network Socket\n"
+    ));
+    let combined = tmp.join("job.log");
+    std::fs::write(&combined, job).expect("write job log");
+    let (code, v) = explain(None, &tmp, &[combined]);
+    assert_eq!(code, 1);
+    assert_eq!(v["processes"].as_array().map(Vec::len), Some(2), "{v:#}");
+    assert_eq!(v["processes"][0]["host"], "node-a");
+    assert_eq!(v["processes"][0]["network"], "IB");
+    assert_eq!(v["processes"][1]["network"], "Socket");
+    for c in [
+        "net-transport-mixed",
+        "bootstrap-networks-differ",
+        "nccl-info",
+    ] {
+        assert!(codes(&v).iter().any(|x| x == c), "{c}: {v:#}");
+    }
+    // stdin works as well as a file.
+    let mut c = Command::new(BIN);
+    c.env_clear()
+        .env("PATH", PATH)
+        .args(["explain", "--json"])
+        .stdin(std::fs::File::open(&log_a).expect("open"));
+    let o = c.output().expect("explain stdin");
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["processes"][0]["host"], "node-a");
+    assert_eq!(v["inputs"][0]["name"], "-");
+}
+
+/// What `NCCL_DEBUG_SUBSYS` shows, per wheel: the model in `ncclenv::nccl_log` (which subsystems each version
+/// knows, where it logs the bootstrap line, what an unknown name does) against the real library.
+#[test]
+fn the_subsystem_model_agrees_with_each_wheel() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-subsys");
+    let ns = f1();
+    for w in &wheels {
+        let v = ncclenv::nccl_log::version_code(&w.version).expect("version");
+        for value in [
+            "INIT,ENV,NET",
+            "INIT,ENV,NET,BOOTSTRAP",
+            "BOOTSTRAP",
+            "INIT",
+            "INIT,ENV,NET,NOSUCH",
+            "NOSUCH",
+            "^INIT",
+            "^BOOTSTRAP",
+            "all",
+        ] {
+            let f = nccl_log(&ns, w, None, &[("NCCL_DEBUG_SUBSYS", value)], &tmp);
+            let logged = read(&f).contains("Using eth0:172.17.0.2<");
+            let model = ncclenv::nccl_log::subsystem_enabled(
+                v,
+                Some(value),
+                ncclenv::nccl_log::bootstrap_subsystem(v),
+            );
+            assert_eq!(
+                logged, model,
+                "NCCL {} with NCCL_DEBUG_SUBSYS={value}",
+                w.version
+            );
+        }
+    }
+}
+
+/// `NCCLENV_DEBUG=1` through the entrypoint with each wheel: the bootstrap line reaches NCCL's per-process
+/// file in a folder ncclenv creates, with the subsystems chosen for the version the command loads: a wheel on
+/// `PYTHONPATH` (as pip installs it: ncclenv reads its dist-info, the command finds it there), the library named
+/// by `NCCLENV_NCCL_LIB`, or one of unknown version (a link to it on `LD_LIBRARY_PATH`: no version in the name,
+/// no wheel around it); the guides' `INIT,ENV,NET` kept from the environment hides it on 2.27.7 and is named.
+#[test]
+fn debug_through_the_entrypoint_reaches_the_per_process_file() {
+    let Some(wheels) = setup() else { return };
+    let tmp = TempDir::new("xp-debug");
+    let ns = f1();
+    for w in &wheels {
+        // The same library where nothing tells its version (no version in the name, no wheel around it): a
+        // hard link (a copy across file systems).
+        let bare = tmp.join(&format!("bare-{}", w.version));
+        std::fs::create_dir_all(&bare).expect("mkdir");
+        if std::fs::hard_link(&w.lib, bare.join("libnccl.so.2")).is_err() {
+            std::fs::copy(&w.lib, bare.join("libnccl.so.2")).expect("copy libnccl");
+        }
+        let lib_dir = bare.display().to_string();
+        let root = w.root.display().to_string();
+        let lib = w.lib.display().to_string();
+        for (case, how, subsys) in [
+            ("pip", ("PYTHONPATH", root.clone()), None),
+            ("explicit", ("NCCLENV_NCCL_LIB", lib.clone()), None),
+            ("unknown", ("LD_LIBRARY_PATH", lib_dir.clone()), None),
+            (
+                "guides",
+                ("NCCLENV_NCCL_LIB", lib.clone()),
+                Some("INIT,ENV,NET"),
+            ),
+        ] {
+            let dir = tmp.join(&format!("{}-{case}/not/yet", w.version));
+            let mut env: Vec<(&str, String)> = vec![
+                ("NCCLENV_DEBUG", "1".into()),
+                ("NCCLENV_DEBUG_DIR", dir.display().to_string()),
+                how,
+            ];
+            if let Some(s) = subsys {
+                env.push(("NCCL_DEBUG_SUBSYS", s.into()));
+            }
+            let o = in_ns(&ns, None, &env, &[BIN, "--", HELPER, "bootstrap"]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("\"ok\":true"),
+                "{case}: {err}"
+            );
+            // The summary line says where the files go.
+            assert!(err.contains(&dir.display().to_string()), "{err}");
+            let f = one_file(&dir, &o);
+            let log = read(&f);
+            let line = if w.new_format() {
+                "NCCL INFO Bootstrap: Using eth0:172.17.0.2<"
+            } else {
+                "NCCL INFO Bootstrap : Using eth0:172.17.0.2<"
+            };
+            let hides = case == "guides" && w.new_format();
+            assert_eq!(
+                log.contains(line),
+                !hides,
+                "{} {case}: {log}\n{err}",
+                w.version
+            );
+            assert_eq!(err.contains("[debug-hides-bootstrap]"), hides, "{err}");
+            let summary: String = err
+                .lines()
+                .filter(|l| !l.contains("warning:"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let chosen_subsys = summary
+                .split("NCCL_DEBUG_SUBSYS=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .map(String::from);
+            match case {
+                "pip" | "explicit" => assert_eq!(
+                    chosen_subsys.as_deref(),
+                    Some(if w.new_format() {
+                        "INIT,ENV,NET,BOOTSTRAP"
+                    } else {
+                        "INIT,ENV,NET"
+                    }),
+                    "{err}"
+                ),
+                "unknown" => {
+                    assert_eq!(
+                        chosen_subsys.as_deref(),
+                        Some("INIT,ENV,NET,BOOTSTRAP"),
+                        "{err}"
+                    )
+                }
+                _ => assert_eq!(chosen_subsys, None, "kept, not set: {err}"),
+            }
+            if !hides {
+                let (code, v) = explain(Some(&ns), &tmp, &[f]);
+                assert_eq!(code, 0, "{v:#}");
+                assert_eq!(v["processes"][0]["bootstrap"]["interface"], "eth0");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unusable_debug_folder_is_named_and_nccl_logs_to_stdout() {
+    let tmp = TempDir::new("xp-dir");
+    for d in ["sys", "dev"] {
+        std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
+    }
+    let run = |dir: &str| -> Output {
+        Command::new(BIN)
+            .env_clear()
+            .env("PATH", PATH)
+            .env("NCCLENV_SYSFS", tmp.join("sys"))
+            .env("NCCLENV_DEVFS", tmp.join("dev"))
+            .env("NCCLENV_DEBUG", "1")
+            .env("NCCLENV_DEBUG_DIR", dir)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "echo file=${NCCL_DEBUG_FILE-unset} level=$NCCL_DEBUG",
+            ])
+            .output()
+            .expect("run")
+    };
+    let o = run("/proc/ncclenv-cannot-be-here");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "file=unset level=INFO"
+    );
+    assert!(err.contains("[debug-dir-unwritable]"), "{err}");
+    let good = tmp.join("logs");
+    let o = run(&good.display().to_string());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("file={}/nccl.%h.%p.log level=INFO", good.display())
+    );
+    assert!(!err.contains("[debug-dir-unwritable]"), "{err}");
+    assert!(good.is_dir());
+    // Hands off (NCCL_COMM_ID): no network variable changes, the debug ones still apply.
+    let o = Command::new(BIN)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("NCCLENV_SYSFS", tmp.join("sys"))
+        .env("NCCLENV_DEVFS", tmp.join("dev"))
+        .env("NCCLENV_DEBUG", "1")
+        .env("NCCLENV_DEBUG_DIR", &good)
+        .env("NCCL_COMM_ID", "10.9.9.9:4242")
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo level=$NCCL_DEBUG ifname=${NCCL_SOCKET_IFNAME-unset}",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "level=INFO ifname=unset",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NCCL debug logs:"));
+}
+
+#[test]
+fn the_launchers_debug_switch_and_explains_usage_errors() {
+    let tmp = TempDir::new("xp-fw");
+    for d in ["sys", "dev"] {
+        std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
+    }
+    let env_lines = |debug: &str, cmd: &[&str]| -> String {
+        let o = Command::new(BIN)
+            .env_clear()
+            .env("PATH", PATH)
+            .env("NCCLENV_SYSFS", tmp.join("sys"))
+            .env("NCCLENV_DEVFS", tmp.join("dev"))
+            .env("NCCLENV_DEBUG", debug)
+            .env("NCCLENV_DEBUG_DIR", tmp.join("d"))
+            .arg("env")
+            .arg("--")
+            .args(cmd)
+            .output()
+            .expect("ncclenv env");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let t = env_lines("1", &["torchrun", "--nnodes=1", "train.py"]);
+    assert!(t.contains("export TORCH_DISTRIBUTED_DEBUG='INFO'"), "{t}");
+    assert!(t.contains("export TORCH_CPP_LOG_LEVEL='INFO'"), "{t}");
+    assert!(!t.contains("PADDLE_LOG_LEVEL"), "{t}");
+    let p = env_lines(
+        "1",
+        &["python3", "-m", "paddle.distributed.launch", "train.py"],
+    );
+    assert!(p.contains("export PADDLE_LOG_LEVEL='DEBUG'"), "{p}");
+    assert!(!p.contains("TORCH_"), "{p}");
+    let off = env_lines("0", &["torchrun", "train.py"]);
+    assert!(
+        !off.contains("NCCL_DEBUG") && !off.contains("TORCH_"),
+        "{off}"
+    );
+
+    let o = Command::new(BIN)
+        .env_clear()
+        .args(["explain", "/nonexistent/nccl.log"])
+        .output()
+        .expect("explain");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/nccl.log"));
+    // explain runs in the helper: without it beside ncclenv, a usage error that says so.
+    let alone = tmp.join("alone");
+    std::fs::create_dir_all(&alone).expect("mkdir");
+    std::fs::copy(BIN, alone.join("ncclenv")).expect("copy ncclenv");
+    let o = Command::new(alone.join("ncclenv"))
+        .env_clear()
+        .args(["explain", "/dev/null"])
+        .output()
+        .expect("explain without helper");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("ncclenv-check"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
