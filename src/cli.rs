@@ -153,7 +153,7 @@ fn parse_range(what: &str, v: &str, min: u64, max: u64, unit: &str) -> Result<u6
 }
 
 fn parse_nnodes(what: &str, v: &str) -> Result<u32, UsageError> {
-    crate::probe::job::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
+    crate::launcher::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
 }
 
 fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
@@ -211,7 +211,7 @@ fn parse_path(what: &str, v: &str) -> Result<PathBuf, UsageError> {
 }
 
 fn parse_peer(what: &str, v: &str) -> Result<String, UsageError> {
-    match crate::probe::job::parse_host_spec(v) {
+    match crate::launcher::parse_host_spec(v) {
         Ok(_) => Ok(v.to_string()),
         Err(why) => Err(UsageError(format!(
             "{what}: invalid value {v:?} ({why}; expected a host name or address, optionally with :port)"

@@ -3,7 +3,8 @@
 //! The flow is one direction: probes (`probe`) read the kernel, sysfs, `/dev`, rlimits and the environment into
 //! a plain [`snapshot::Snapshot`]; the pure [`decide::decide`] turns it and the [`config::Config`] into a
 //! [`plan::Plan`]; the shell (`main.rs`) reports, applies and execs. NCCL's own rules (list syntax, interface
-//! order) live in [`nccl_rules`] alone.
+//! order) live in [`nccl_rules`] alone; what launchers say about the job (master, node count, node rank,
+//! this node's address) lives in [`launcher`] alone.
 
 #![warn(missing_docs)]
 
@@ -14,6 +15,7 @@ pub mod decide;
 pub mod doctor;
 pub mod exec;
 pub mod install;
+pub mod launcher;
 pub mod nccl_rules;
 pub mod plan;
 pub mod probe;

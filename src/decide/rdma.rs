@@ -407,6 +407,10 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
 fn vendor_plugin(env: &BTreeMap<String, String>) -> Option<String> {
     for k in ["NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"] {
         if let Some(v) = env.get(k) {
+            // NCCL_NET_PLUGIN=none loads no plugin (see `decide::vendor_profile`).
+            if k == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")) {
+                continue;
+            }
             return Some(format!("{k}={v}"));
         }
     }
