@@ -220,7 +220,8 @@ fn empty_lookup(dest: IpAddr) -> RouteLookup {
     }
 }
 
-/// The `RTM_GETROUTE` request of `ip route get DEST` (see [`Rtnl::route_get`]).
+/// The `RTM_GETROUTE` request of `ip route get DEST` (see [`Rtnl::route_get`]): family, host prefix length,
+/// `RTM_F_LOOKUP_TABLE`, `RTA_DST`.
 fn route_get_request(dest: IpAddr) -> RouteMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = match dest {
@@ -228,6 +229,9 @@ fn route_get_request(dest: IpAddr) -> RouteMessage {
         IpAddr::V6(_) => AddressFamily::Inet6,
     };
     m.header.destination_prefix_length = if dest.is_ipv4() { 32 } else { 128 };
+    // RTM_F_LOOKUP_TABLE: report the table the FIB lookup used (net/ipv4/route.c `inet_rtm_getroute`;
+    // without it RTA_TABLE says main whatever `ip rule` chose). iproute2's `ip route get` sets it too.
+    m.header.flags = RouteFlags::LookupTable;
     m.attributes
         .push(RouteAttribute::Destination(RouteAddress::from(dest)));
     m
@@ -609,8 +613,9 @@ impl Rtnl {
         Ok(())
     }
 
-    /// `ip route get DEST`: an `RTM_GETROUTE` request (no dump flag) with `RTA_DST` = `dest` and the host
-    /// prefix length, all other header fields 0 (no table, protocol, scope or type filter). The kernel answers
+    /// `ip route get DEST`: an `RTM_GETROUTE` request (no dump flag) with `RTA_DST` = `dest`, the host
+    /// prefix length and `RTM_F_LOOKUP_TABLE`, all other header fields 0 (no table, protocol, scope or type
+    /// filter). The kernel answers
     /// with the route it would use (a FIB lookup through the policy rules, net/ipv4/route.c
     /// `inet_rtm_getroute`, net/ipv6/route.c `inet6_rtm_getroute`) or an errno, which lands in
     /// [`RouteLookup::error`].
