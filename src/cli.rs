@@ -214,7 +214,8 @@ fn parse_peer(what: &str, v: &str) -> Result<String, UsageError> {
     match crate::launcher::parse_host_spec(v) {
         Ok(_) => Ok(v.to_string()),
         Err(why) => Err(UsageError(format!(
-            "{what}: invalid value {v:?} ({why}; expected a host name or address, optionally with :port)"
+            "{what}: invalid value {:?} ({why}; expected a host name or address, optionally with :port)",
+            crate::launcher::redact_userinfo(v)
         ))),
     }
 }
@@ -694,6 +695,20 @@ mod tests {
             let c = parse(&os(&["env"]), env(&[("NCCLENV_PEER", good)]));
             assert!(c.is_ok(), "{good}: {c:?}");
         }
+    }
+
+    #[test]
+    fn a_bad_peer_url_is_quoted_without_its_password() {
+        let e = parse(
+            &os(&["env"]),
+            env(&[("NCCLENV_PEER", "etcd://root:S3CR3T@10.0.0.5:99999")]),
+        )
+        .expect_err("bad port");
+        assert!(
+            e.0.contains("NCCLENV_PEER") && e.0.contains("***@10.0.0.5") && !e.0.contains("S3CR3T"),
+            "{}",
+            e.0
+        );
     }
 
     #[test]
