@@ -80,7 +80,9 @@ pub fn render_text(
             for r in defaults {
                 let _ = writeln!(o, "  {}", route_text(net, r));
             }
-            for lk in &net.default_lookups {
+            // The kernel's own answer through every ip rule (a failed lookup, e.g. IPv6 on an IPv4-only
+            // host, says nothing the list above does not).
+            for lk in net.default_lookups.iter().filter(|l| l.error.is_none()) {
                 let _ = writeln!(
                     o,
                     "  {}",
