@@ -2095,11 +2095,7 @@ fn f18_vendor_profile_sets_only_the_bootstrap_interface() {
         return;
     }
     let ns = Netns::new("f18");
-    ns.plug("enp73s0");
-    ns.addr("enp73s0", "10.1.239.200/16");
-    ns.route("default via 10.1.0.1 dev enp73s0");
-    ns.bridge("docker0");
-    ns.addr("docker0", "172.17.0.1/16");
+    common::layouts::f18(&ns);
     let mut job = Job::new(&ns);
     job.set("FI_PROVIDER", "efa").set("NCCL_NET_PLUGIN", "ofi");
     let o = job.check(&[
@@ -2389,11 +2385,7 @@ fn f27_sglang_ipv6_init_address() {
         return;
     }
     let ns = Netns::new("f27");
-    ns.plug("eth0");
-    ns.addr("eth0", "10.30.0.11/24");
-    ns.route("default via 10.30.0.1 dev eth0");
-    ns.plug("net1");
-    ns.addr("net1", "fd00:20::12/64");
+    common::layouts::f27(&ns);
     assert_eq!(route_get_dev(&ns, "fd00:20::11"), "net1");
     let mut job = Job::new(&ns);
     job.launch(&[
@@ -2432,14 +2424,7 @@ fn f28_default_route_in_another_table() {
         return;
     }
     let ns = Netns::new("f28");
-    ns.plug("ens5");
-    ns.addr("ens5", "10.7.1.10/24");
-    ns.plug("ens6");
-    ns.addr("ens6", "10.7.2.10/24");
-    ns.route("default via 10.7.2.1 dev ens6 table 300");
-    ns.ip(&[
-        "rule", "add", "from", "all", "lookup", "300", "pref", "1000",
-    ]);
+    common::layouts::f28(&ns);
     assert_eq!(default_dev(&ns), None, "table main has no default route");
     assert_eq!(route_get_dev(&ns, "198.51.100.1"), "ens6");
     let job = Job::new(&ns);

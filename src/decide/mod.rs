@@ -150,6 +150,11 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "nothing to do",
         );
         interface::decide_interface(snap, cfg, &mut plan, true);
+        // The RDMA rules only say that the plugin owns the transport (`rdma-vendor-plugin`) and change
+        // nothing, when they see the profile in the environment (a profile from a config file: skipped).
+        if vendor.iter().any(|k| snap.env.contains_key(k)) {
+            rdma::decide_rdma(snap, cfg, &mut plan);
+        }
         shm::decide_shm(snap, cfg, &mut plan);
         return finish(plan, cfg);
     }
