@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 echo "== packages (the Docker engine itself must already run: docker info)"
 need=()
 for p in iproute2 file gcc libc6-dev util-linux python3-pip python3-venv hostname qemu-user \
-         busybox-static tini shellcheck git; do
+         busybox-static tini shellcheck git nftables; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

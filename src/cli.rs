@@ -172,7 +172,7 @@ fn parse_range(what: &str, v: &str, min: u64, max: u64, unit: &str) -> Result<u6
 }
 
 fn parse_nnodes(what: &str, v: &str) -> Result<u32, UsageError> {
-    crate::probe::job::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
+    crate::launcher::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
 }
 
 fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
@@ -239,10 +239,11 @@ fn parse_abs_path(what: &str, v: &str) -> Result<PathBuf, UsageError> {
 }
 
 fn parse_peer(what: &str, v: &str) -> Result<String, UsageError> {
-    match crate::probe::job::parse_host_spec(v) {
+    match crate::launcher::parse_host_spec(v) {
         Ok(_) => Ok(v.to_string()),
         Err(why) => Err(UsageError(format!(
-            "{what}: invalid value {v:?} ({why}; expected a host name or address, optionally with :port)"
+            "{what}: invalid value {:?} ({why}; expected a host name or address, optionally with :port)",
+            crate::launcher::redact_userinfo(v)
         ))),
     }
 }
@@ -786,6 +787,20 @@ mod tests {
             let c = parse(&os(&["env"]), env(&[("NCCLENV_PEER", good)]));
             assert!(c.is_ok(), "{good}: {c:?}");
         }
+    }
+
+    #[test]
+    fn a_bad_peer_url_is_quoted_without_its_password() {
+        let e = parse(
+            &os(&["env"]),
+            env(&[("NCCLENV_PEER", "etcd://root:S3CR3T@10.0.0.5:99999")]),
+        )
+        .expect_err("bad port");
+        assert!(
+            e.0.contains("NCCLENV_PEER") && e.0.contains("***@10.0.0.5") && !e.0.contains("S3CR3T"),
+            "{}",
+            e.0
+        );
     }
 
     #[test]

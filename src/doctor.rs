@@ -80,6 +80,15 @@ pub fn render_text(
             for r in defaults {
                 let _ = writeln!(o, "  {}", route_text(net, r));
             }
+            // The kernel's own answer through every ip rule (a failed lookup, e.g. IPv6 on an IPv4-only
+            // host, says nothing the list above does not).
+            for lk in net.default_lookups.iter().filter(|l| l.error.is_none()) {
+                let _ = writeln!(
+                    o,
+                    "  {}",
+                    lookup_text(net, lk, &format!("kernel's route to off-link {}", lk.dest))
+                );
+            }
         }
         Err(e) => {
             let _ = writeln!(o, "  network probe failed: {e}");
@@ -87,51 +96,7 @@ pub fn render_text(
     }
 
     section(&mut o, "Peer");
-    match &snap.peer {
-        None => o.push_str("  none named (single node, or no launcher variable seen)\n"),
-        Some(p) => {
-            let addrs: Vec<String> = p.addrs.iter().map(|a| a.to_string()).collect();
-            let _ = writeln!(
-                o,
-                "  {} from {} -> {}{}",
-                p.host,
-                p.source,
-                dash(addrs.join(", ")),
-                p.error
-                    .as_ref()
-                    .map_or(String::new(), |e| format!(" (resolution failed: {e})"))
-            );
-            if let Ok(net) = &snap.net {
-                for lk in &net.peer_routes {
-                    let dev = lk.oif.map_or("-".to_string(), |i| link_name(net, i));
-                    let mut line = format!("  route to {}: dev {dev}", lk.dest);
-                    if let Some(s) = lk.prefsrc {
-                        let _ = write!(line, " src {s}");
-                    }
-                    if let Some(g) = lk.gateway {
-                        let _ = write!(line, " via {g}");
-                    }
-                    if lk.local {
-                        line.push_str(" (local: the peer is this host)");
-                    }
-                    if let Some(e) = &lk.error {
-                        let _ = write!(line, " error: {e}");
-                    }
-                    let _ = writeln!(o, "{line}");
-                }
-            }
-        }
-    }
-    if let Some(n) = snap.job.nnodes {
-        let _ = writeln!(
-            o,
-            "  nodes: {n}{}",
-            snap.job
-                .source
-                .as_ref()
-                .map_or(String::new(), |s| format!(" ({s})"))
-        );
-    }
+    peer_text(&mut o, snap);
 
     section(&mut o, "Interface choice");
     let _ = writeln!(
@@ -335,9 +300,11 @@ pub fn render_text(
 ///                     "speed_mbps", "mac", "addresses": [ {"addr", "prefix_len", "scope", …} ],
 ///                     "used_by": ["default", "peer 10.0.0.1", …] } ],
 ///   "net_error": null | "text",
-///   "routes": { "default": [Route], "all": [Route] },
-///   "peer": null | { "source", "host", "addrs", "error", "routes": [RouteLookup] },
-///   "job": { "nnodes", "source" },
+///   "routes": { "default": [Route], "all": [Route], "lookups": [RouteLookup] },
+///   "peer": null | { "source", "host", "port", "addrs", "error", "resolve_ms", "resolve_attempts",
+///                    "routes": [RouteLookup] },
+///   "job": JobShape (nnodes, source, launcher, master_port(+_source), node_rank(+_source),
+///                    self_addr(+_source), rendezvous, ips, problems),
 ///   "rdma": null | RdmaSnapshot,  "shm": null | ShmInfo,  "gpus": null | GpuInfo,
 ///   "nccl_installs": [NcclInstall],  "nccl_versions": ["2.21.5", …],
 ///   "conf_files": [ConfFile],
@@ -379,13 +346,13 @@ pub fn render_json(
             let defaults: Vec<&Route> = net.routes.iter().filter(|r| r.is_default()).collect();
             (
                 ifs,
-                json!({ "default": defaults, "all": net.routes }),
+                json!({ "default": defaults, "all": net.routes, "lookups": net.default_lookups }),
                 Value::Null,
             )
         }
         Err(e) => (
             Vec::new(),
-            json!({ "default": [], "all": [] }),
+            json!({ "default": [], "all": [], "lookups": [] }),
             Value::String(e.clone()),
         ),
     };
@@ -400,8 +367,11 @@ pub fn render_json(
             json!({
                 "source": p.source,
                 "host": p.host,
+                "port": p.port,
                 "addrs": p.addrs,
                 "error": p.error,
+                "resolve_ms": p.resolve_ms,
+                "resolve_attempts": p.resolve_attempts,
                 "routes": lookups,
             })
         }
@@ -438,6 +408,114 @@ pub fn render_json(
 
 fn section(o: &mut String, title: &str) {
     let _ = writeln!(o, "\n{title}");
+}
+
+/// The Peer section: the master, how it was found (flag, `PET_*`, variable), its addresses or how long
+/// resolution was tried, the kernel's route to it, the rendezvous, and what the launcher says about the job.
+fn peer_text(o: &mut String, snap: &Snapshot) {
+    let job = &snap.job;
+    match &snap.peer {
+        None => o.push_str("  none named (single node, or no launcher variable seen)\n"),
+        Some(p) => {
+            let addrs: Vec<String> = p.addrs.iter().map(|a| a.to_string()).collect();
+            let resolved = if p.resolve_attempts == 0 {
+                String::new()
+            } else if p.addrs.is_empty() {
+                format!(
+                    " (not resolved: tried for {} ms, {} attempt(s){})",
+                    p.resolve_ms,
+                    p.resolve_attempts,
+                    p.error
+                        .as_ref()
+                        .map_or(String::new(), |e| format!("; last: {e}"))
+                )
+            } else {
+                format!(" (resolved in {} ms)", p.resolve_ms)
+            };
+            let _ = writeln!(
+                o,
+                "  {}{} from {}{} -> {}{resolved}",
+                p.host,
+                p.port.map_or(String::new(), |n| format!(" port {n}")),
+                p.source,
+                job.launcher
+                    .map_or(String::new(), |l| format!(" ({})", l.name())),
+                dash(addrs.join(", ")),
+            );
+            if let Ok(net) = &snap.net {
+                for lk in &net.peer_routes {
+                    let _ = writeln!(
+                        o,
+                        "  {}",
+                        lookup_text(net, lk, &format!("route to {}", lk.dest))
+                    );
+                }
+            }
+        }
+    }
+    if let Some(r) = &job.rendezvous {
+        let _ = writeln!(
+            o,
+            "  rendezvous: {} at {}{} ({}, from {})",
+            r.owner,
+            r.host,
+            r.port.map_or(String::new(), |n| format!(":{n}")),
+            match r.protocol {
+                crate::snapshot::RdzvProtocol::Tcp => "TCP",
+                crate::snapshot::RdzvProtocol::Http if r.tls => "HTTPS",
+                crate::snapshot::RdzvProtocol::Http => "HTTP",
+            },
+            r.source
+        );
+    }
+    let mut facts = Vec::new();
+    if let Some(n) = job.nnodes {
+        facts.push(format!("nodes: {n}{}", paren(&job.source)));
+    }
+    if let Some(r) = job.node_rank {
+        facts.push(format!("node rank: {r}{}", paren(&job.node_rank_source)));
+    }
+    if let Some(p) = job.master_port {
+        facts.push(format!(
+            "master port: {p}{}",
+            paren(&job.master_port_source)
+        ));
+    }
+    if let Some(a) = &job.self_addr {
+        facts.push(format!(
+            "this node's address: {a}{}",
+            paren(&job.self_addr_source)
+        ));
+    }
+    if !facts.is_empty() {
+        let _ = writeln!(o, "  {}", facts.join("; "));
+    }
+}
+
+fn paren(s: &Option<String>) -> String {
+    s.as_ref().map_or(String::new(), |s| format!(" ({s})"))
+}
+
+/// One route lookup as `LABEL: dev IF src A via G table T` (or its error).
+fn lookup_text(net: &NetSnapshot, lk: &crate::snapshot::RouteLookup, label: &str) -> String {
+    let dev = lk.oif.map_or("-".to_string(), |i| link_name(net, i));
+    let mut line = format!("{label}: dev {dev}");
+    if let Some(s) = lk.prefsrc {
+        let _ = write!(line, " src {s}");
+    }
+    if let Some(g) = lk.gateway {
+        let _ = write!(line, " via {g}");
+    }
+    if let Some(t) = lk.table.filter(|t| *t != 254) {
+        let _ = write!(line, " table {t}");
+    }
+    if lk.local {
+        line.push_str(" (local: the peer is this host)");
+    }
+    if let Some(e) = &lk.error {
+        let _ = write!(line, " error: {e}");
+    }
+    line
 }
 
 fn row(cells: &[&str]) -> Vec<String> {
@@ -673,8 +751,10 @@ mod tests {
                 gateway: None,
                 local: false,
                 error: None,
+                table: Some(254),
             }],
             ipv6_routes_probed: true,
+            default_lookups: vec![],
         };
         let snap = Snapshot {
             net: Ok(net),
@@ -683,6 +763,9 @@ mod tests {
                 host: "10.0.0.5".into(),
                 addrs: vec![ip("10.0.0.5")],
                 error: None,
+                port: None,
+                resolve_ms: 0,
+                resolve_attempts: 0,
             }),
             rdma: Some(RdmaSnapshot {
                 devices: vec![RdmaDevice {

@@ -3,7 +3,9 @@
 //! The flow is one direction: probes (`probe`) read the kernel, sysfs, `/dev`, rlimits and the environment into
 //! a plain [`snapshot::Snapshot`]; the pure [`decide::decide`] turns it and the [`config::Config`] into a
 //! [`plan::Plan`]; the shell (`main.rs`) reports, applies and execs. NCCL's own rules (list syntax, interface
-//! order) live in [`nccl_rules`] alone; NCCL's log format in [`nccl_log`]; NCCL's error messages in [`nccl_errors`].
+//! order) live in [`nccl_rules`] alone; NCCL's log format in [`nccl_log`]; NCCL's error messages in
+//! [`nccl_errors`]; what launchers say about the job (master, node count, node rank, this node's address,
+//! the framework) lives in [`launcher`] alone.
 
 #![warn(missing_docs)]
 
@@ -15,6 +17,7 @@ pub mod doctor;
 pub mod exec;
 pub mod explain;
 pub mod install;
+pub mod launcher;
 pub mod nccl_errors;
 pub mod nccl_log;
 pub mod nccl_rules;

@@ -660,6 +660,13 @@ fn list<T: fmt::Display>(v: &[T]) -> String {
     }
 }
 
+/// ` (from SOURCE)`, or nothing.
+fn from(source: &Option<String>) -> String {
+    source
+        .as_ref()
+        .map_or(String::new(), |s| format!(" (from {s})"))
+}
+
 /// Debug lines with the probed facts (`NCCLENV_LOG=debug`): links with flags and addresses, default routes,
 /// the route to the peer, the job's shape, RDMA, `/dev/shm`, GPUs, NCCL config files. Plain words, `-` for
 /// what is unknown; only ncclenv's own variables appear, nothing else of the environment.
@@ -733,13 +740,14 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
                     r.metric
                 ));
             }
-            for p in &net.peer_routes {
+            for p in net.peer_routes.iter().chain(&net.default_lookups) {
                 let mut s = format!(
-                    "route to {}: dev {} src {} via {}",
+                    "route to {}: dev {} src {} via {} table {}",
                     p.dest,
                     p.oif.map_or_else(|| "-".to_string(), name),
                     opt(p.prefsrc),
-                    opt(p.gateway)
+                    opt(p.gateway),
+                    opt(p.table)
                 );
                 if p.local {
                     s.push_str(" (local)");
@@ -754,10 +762,13 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
     match &snap.peer {
         Some(p) => {
             let mut s = format!(
-                "peer {} (from {}) resolves to {}",
+                "peer {}{} (from {}) resolves to {} ({} resolver call(s), {} ms)",
                 p.host,
+                p.port.map_or(String::new(), |n| format!(" port {n}")),
                 p.source,
-                list(&p.addrs)
+                list(&p.addrs),
+                p.resolve_attempts,
+                p.resolve_ms
             );
             if let Some(e) = &p.error {
                 s.push_str(&format!(" (error: {e})"));
@@ -766,15 +777,30 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
         }
         None => out.push("no peer named".to_string()),
     }
+    let j = &snap.job;
     out.push(format!(
-        "job: {} node(s){}; --ips {}",
-        opt(snap.job.nnodes),
-        snap.job
-            .source
-            .as_ref()
-            .map_or(String::new(), |s| format!(" (from {s})")),
-        list(&snap.job.ips)
+        "job: {} node(s){}; launcher {}; node rank {}{}; master port {}{}; this node's address {}{}; --ips {}",
+        opt(j.nnodes),
+        from(&j.source),
+        j.launcher.map_or("-", |l| l.name()),
+        opt(j.node_rank),
+        from(&j.node_rank_source),
+        opt(j.master_port),
+        from(&j.master_port_source),
+        j.self_addr.as_deref().unwrap_or("-"),
+        from(&j.self_addr_source),
+        list(&j.ips)
     ));
+    if let Some(r) = &j.rendezvous {
+        out.push(format!(
+            "rendezvous: {} at {} port {} ({:?}, from {})",
+            r.owner,
+            r.host,
+            opt(r.port),
+            r.protocol,
+            r.source
+        ));
+    }
     for f in &snap.conf_files {
         let keys: Vec<&str> = f.values.iter().map(|(k, _)| k.as_str()).collect();
         let mut s = format!("NCCL config file {} sets {}", f.path, list(&keys));

@@ -93,6 +93,12 @@ pub struct NetSnapshot {
     pub routes: Vec<Route>,
     /// The kernel's answer to `ip route get PEER` for each resolved peer address (empty without a peer).
     pub peer_routes: Vec<RouteLookup>,
+    /// The kernel's answer to `ip route get` for one off-link destination per family (see
+    /// `probe::net::offlink_dest`): the route it would take to a host no connected prefix covers, through
+    /// every `ip rule` and table. The decision's default-route step follows it when it came from a table
+    /// other than main (policy routing). IPv4 always; IPv6 when [`NetSnapshot::ipv6_routes_probed`].
+    #[serde(default)]
+    pub default_lookups: Vec<RouteLookup>,
     /// True when [`NetSnapshot::routes`] holds the IPv6 routes of table main; false when the IPv6 route dump
     /// was skipped (`probe::net::probe_start` skips it when the decision cannot reach the IPv6 default routes),
     /// so that "no IPv6 route" and "IPv6 routes not probed" can be told apart. The full probe (`doctor`)
@@ -276,23 +282,108 @@ pub struct RouteLookup {
     pub local: bool,
     /// The kernel's error (e.g. `ENETUNREACH`), when the lookup failed.
     pub error: Option<String>,
+    /// The routing table the answer came from (`RTA_TABLE`: 254 main; another number when an `ip rule`
+    /// steered the lookup elsewhere). `None` when the kernel did not say or the lookup failed.
+    #[serde(default)]
+    pub table: Option<u32>,
 }
 
 /// The job's master (peer) as named by the configuration, a launcher argument or the environment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peer {
-    /// Where the peer was found: `NCCLENV_PEER`, `--master`, `--ips`, `--master-addr`, `--rdzv-endpoint`,
-    /// `PADDLE_MASTER`, `MASTER_ADDR`, `PADDLE_TRAINER_ENDPOINTS`.
+    /// Where the peer was found: `NCCLENV_PEER`, a launcher flag as written (`--master`, `--master-addr`,
+    /// `--rdzv-endpoint`, `--dist-init-addr`, `--address`, …) or a variable (`PET_RDZV_ENDPOINT`,
+    /// `PADDLE_MASTER`, `MASTER_ADDR`, …); see `crate::launcher`.
     pub source: String,
-    /// The host as written (name or address, without port or brackets).
+    /// The host as written (name or address), without scheme, user information, port or brackets.
     pub host: String,
     /// Addresses it resolved to (empty when resolution failed or timed out).
     pub addrs: Vec<IpAddr>,
-    /// The resolver's error, when resolution failed or timed out.
+    /// The resolver's last error, when resolution failed or timed out.
     pub error: Option<String>,
+    /// The port written with the host, if any (1–65535).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Milliseconds spent resolving the host name (0 for an address literal). With a name that does not
+    /// resolve (yet), resolution is retried until `NCCLENV_RESOLVE_TIMEOUT_MS`.
+    #[serde(default)]
+    pub resolve_ms: u64,
+    /// Resolver calls made (0 for an address literal).
+    #[serde(default)]
+    pub resolve_attempts: u32,
 }
 
-/// How many nodes the job spans.
+/// The launcher a job's command is, as `crate::launcher::detect` recognises it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launcher {
+    /// `torchrun`, `python -m torch.distributed.run` / `torch.distributed.launch`.
+    Torchrun,
+    /// `python -m paddle.distributed.launch` (and `paddle.distributed.fleet.launch`).
+    Paddle,
+    /// `deepspeed` (`deepspeed.launcher.runner`) and `python -m deepspeed.launcher.launch`.
+    Deepspeed,
+    /// `python -m sglang.launch_server` (any `sglang.` module, or the `sglang` command).
+    Sglang,
+    /// `vllm serve`, `python -m vllm.…`.
+    Vllm,
+    /// `ray start`.
+    Ray,
+    /// `horovodrun`.
+    Horovod,
+    /// `mpirun`, `mpiexec`, `orterun`, `prterun`.
+    Mpi,
+}
+
+impl Launcher {
+    /// The launcher's name as users type it (`torchrun`, `paddle.distributed.launch`, `deepspeed`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Launcher::Torchrun => "torchrun",
+            Launcher::Paddle => "paddle.distributed.launch",
+            Launcher::Deepspeed => "deepspeed",
+            Launcher::Sglang => "sglang",
+            Launcher::Vllm => "vllm",
+            Launcher::Ray => "ray start",
+            Launcher::Horovod => "horovodrun",
+            Launcher::Mpi => "mpirun",
+        }
+    }
+}
+
+/// How a launcher talks to its rendezvous endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RdzvProtocol {
+    /// Plain TCP (PyTorch's `TCPStore`: torchrun's static and c10d rendezvous, `env://`, SGLang, DeepSpeed;
+    /// Ray's GCS over gRPC): HTTP proxy variables do not apply.
+    Tcp,
+    /// HTTP (Paddle's HTTP master, etcd endpoints): HTTP proxy variables apply.
+    Http,
+}
+
+/// The rendezvous endpoint the launcher connects to, where the job names one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rendezvous {
+    /// The protocol spoken to it.
+    pub protocol: RdzvProtocol,
+    /// Whose rendezvous, in words: `Paddle's HTTP master`, `torchrun's etcd rendezvous`, ….
+    pub owner: String,
+    /// Where it was named (`--master`, `PET_RDZV_ENDPOINT`, …).
+    pub source: String,
+    /// The host, without scheme, user information or port.
+    pub host: String,
+    /// The port, when written.
+    pub port: Option<u16>,
+    /// True for an `https://` endpoint (then `HTTPS_PROXY` applies instead of `HTTP_PROXY`).
+    pub tls: bool,
+    /// Proxy variables the launcher removes from its own environment before connecting (Paddle's launcher
+    /// clears `http_proxy` and `https_proxy`): they are no risk to this rendezvous.
+    pub clears: Vec<String>,
+}
+
+/// The job as its launcher describes it: how many nodes, which node this is, where the master listens, and
+/// the address this node declares for itself. Filled by `crate::launcher::read` (and `NCCLENV_NNODES`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobShape {
     /// Number of nodes (the largest, for `--nnodes N:M`); `None` when nothing says.
@@ -301,8 +392,35 @@ pub struct JobShape {
     pub source: Option<String>,
     /// Hosts the launcher will advertise as the nodes' addresses (Paddle's `--ips`), as written.
     pub ips: Vec<String>,
-    /// Launcher arguments that could not be parsed (e.g. `--nnodes=abc`), each one clear sentence.
+    /// Launcher arguments that could not be parsed (e.g. `--nnodes=abc`), each one clear sentence (user
+    /// information of URLs removed).
     pub problems: Vec<String>,
+    /// The launcher recognised in the command, if any.
+    #[serde(default)]
+    pub launcher: Option<Launcher>,
+    /// The master's port (1–65535), when the job names one or the launcher has a default for it.
+    #[serde(default)]
+    pub master_port: Option<u16>,
+    /// Where [`JobShape::master_port`] came from (`--master-port`, `PET_MASTER_PORT`, `MASTER_PORT`,
+    /// `--dist-init-addr`, `torchrun's default`, …).
+    #[serde(default)]
+    pub master_port_source: Option<String>,
+    /// This node's rank among the nodes (0 = the master's node), when the job says.
+    #[serde(default)]
+    pub node_rank: Option<u32>,
+    /// Where [`JobShape::node_rank`] came from (`--node-rank`, `PET_NODE_RANK`, `PADDLE_TRAINER_ID`, …).
+    #[serde(default)]
+    pub node_rank_source: Option<String>,
+    /// The address this node declares for itself (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's
+    /// `--local-addr`, Paddle's `POD_IP`/`--host`), as written.
+    #[serde(default)]
+    pub self_addr: Option<String>,
+    /// Where [`JobShape::self_addr`] came from.
+    #[serde(default)]
+    pub self_addr_source: Option<String>,
+    /// The rendezvous endpoint the launcher connects to, when one is named.
+    #[serde(default)]
+    pub rendezvous: Option<Rendezvous>,
     /// The framework whose launcher runs the job, when the command names one (`torchrun`,
     /// `python -m paddle.distributed.launch`, …; see `probe::job::framework`).
     #[serde(default)]

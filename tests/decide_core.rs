@@ -1,5 +1,6 @@
-//! The decision core with plain data: every field case F1–F12 (shared/FIELD-CASES.md) as a hand-written
-//! snapshot, no kernel involved. The same cases run against real namespaces in `tests/field_cases.rs`.
+//! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/policy.md) as
+//! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
+//! `tests/field_cases.rs`.
 
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
@@ -20,6 +21,7 @@ struct Lay {
     job: JobShape,
     /// The NCCL installations found (empty: none, so the version is unknown).
     nccl: Vec<NcclInstall>,
+    rdma: Option<RdmaSnapshot>,
 }
 
 impl Lay {
@@ -30,6 +32,7 @@ impl Lay {
             peer: None,
             job: JobShape::default(),
             nccl: Vec::new(),
+            rdma: None,
         };
         let i = l.link("lo", true, None);
         l.net.links[0].loopback = true;
@@ -56,7 +59,13 @@ impl Lay {
     fn addr(&mut self, index: u32, cidr: &str) {
         let (a, p) = cidr.split_once('/').expect("cidr");
         let addr = ip(a);
-        let scope = if addr.is_loopback() { 254 } else { 0 };
+        let scope = if addr.is_loopback() {
+            254
+        } else if is_link_local_ip(&addr) {
+            253
+        } else {
+            0
+        };
         self.net.addrs.push(Addr {
             index,
             addr,
@@ -102,6 +111,9 @@ impl Lay {
             host: dest.into(),
             addrs: vec![ip(dest)],
             error: None,
+            port: None,
+            resolve_ms: 0,
+            resolve_attempts: 0,
         });
         self.net.peer_routes.push(RouteLookup {
             dest: ip(dest),
@@ -110,6 +122,53 @@ impl Lay {
             gateway: None,
             local,
             error: None,
+            table: Some(254),
+        });
+    }
+    /// The peer is reached through `oif` via the gateway `gw` (another subnet).
+    fn peer_via(&mut self, source: &str, dest: &str, oif: u32, gw: &str) {
+        self.peer(source, dest, Some(oif), false);
+        if let Some(l) = self.net.peer_routes.last_mut() {
+            l.gateway = Some(ip(gw));
+        }
+    }
+    /// A peer name that did not resolve: tried for `ms` milliseconds.
+    fn unresolved(&mut self, source: &str, host: &str, ms: u64) {
+        self.peer = Some(Peer {
+            source: source.into(),
+            host: host.into(),
+            addrs: vec![],
+            error: Some("cannot resolve: failed to lookup address information".into()),
+            port: None,
+            resolve_ms: ms,
+            resolve_attempts: 7,
+        });
+    }
+    /// The kernel's lookup of an off-link destination answered from `table` through `oif` via `gw`.
+    fn offlink(&mut self, dest: &str, oif: u32, gw: &str, table: u32) {
+        self.net.default_lookups.push(RouteLookup {
+            dest: ip(dest),
+            oif: Some(oif),
+            prefsrc: None,
+            gateway: Some(ip(gw)),
+            local: false,
+            error: None,
+            table: Some(table),
+        });
+    }
+    fn rendezvous(&mut self, protocol: RdzvProtocol, owner: &str, source: &str, host: &str) {
+        self.job.rendezvous = Some(Rendezvous {
+            protocol,
+            owner: owner.into(),
+            source: source.into(),
+            host: host.into(),
+            port: None,
+            tls: false,
+            clears: if owner.starts_with("Paddle") {
+                vec!["http_proxy".into(), "https_proxy".into()]
+            } else {
+                vec![]
+            },
         });
     }
     fn env(&mut self, k: &str, v: &str) {
@@ -134,6 +193,7 @@ impl Lay {
             job: self.job.clone(),
             env: self.env.clone(),
             nccl_installs: self.nccl.clone(),
+            rdma: self.rdma.clone(),
             ..Snapshot::default()
         };
         decide(&snap, cfg)
@@ -407,6 +467,7 @@ fn f12_peer_on_secondary_network() {
         peer: None,
         job: l.job.clone(),
         nccl: Vec::new(),
+        rdma: None,
     };
     remote.peer("MASTER_ADDR", "10.100.0.12", Some(n), false);
     let p = remote.decide();
@@ -432,12 +493,12 @@ fn no_route_and_several_candidates_warns_and_ranks() {
 }
 
 #[test]
-fn comm_id_and_vendor_profiles_change_nothing() {
+fn comm_id_changes_nothing() {
     let mut l = f5();
     l.env("NCCL_COMM_ID", "10.0.0.1:1234");
     let p = l.decide();
     assert!(p.hands_off && p.changes.is_empty());
-    let mut l = f5();
+    // Even with a vendor profile: NCCL_COMM_ID stays fully hands off.
     l.env("FI_PROVIDER", "efa");
     let p = l.decide();
     assert!(p.hands_off && p.changes.is_empty());
@@ -463,9 +524,15 @@ fn failed_probe_fails_open_or_refuses_strictly() {
 }
 
 #[test]
-fn proxy_without_no_proxy_warns() {
+fn proxy_without_no_proxy_warns_for_an_http_rendezvous() {
     let mut l = f5();
-    l.peer("MASTER_ADDR", "10.0.0.9", Some(2), false);
+    l.peer("--master", "10.0.0.9", Some(2), false);
+    l.rendezvous(
+        RdzvProtocol::Http,
+        "Paddle's HTTP master",
+        "--master",
+        "10.0.0.9",
+    );
     l.env("HTTP_PROXY", "http://proxy:3128");
     assert!(has_warning(&l.decide(), "proxy-catches-peer"));
     l.env("NO_PROXY", "10.0.0.0/8");
@@ -784,4 +851,622 @@ fn every_finding_code_is_documented_and_tested() {
         undocumented.is_empty(),
         "emitted but not in docs/findings.md: {undocumented:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// F16–F21, F26–F29: the peer decides (docs/policy.md)
+
+/// F16: a direct cable with IPv4 link-local addresses only. The master 169.254.60.61 is on the cable.
+fn f16(default_nic: bool) -> (Lay, u32) {
+    let mut l = Lay::new();
+    if default_nic {
+        let e = l.plug("eno1", &["10.20.0.5/24"]);
+        l.default_via("10.20.0.1", e, 0, false);
+    }
+    let c = l.plug("enp3s0", &["169.254.94.75/16"]);
+    l.nnodes(2);
+    (l, c)
+}
+
+#[test]
+fn f16_link_local_is_usable_when_the_peer_is_on_that_link() {
+    for default_nic in [false, true] {
+        let (mut l, c) = f16(default_nic);
+        l.peer("--master", "169.254.60.61", Some(c), false);
+        let p = l.decide();
+        assert!(!refused(&p), "{:?}", p.verdict);
+        for k in [
+            "NCCL_SOCKET_IFNAME",
+            "GLOO_SOCKET_IFNAME",
+            "TP_SOCKET_IFNAME",
+        ] {
+            assert_eq!(
+                val(&p, k),
+                Some("enp3s0"),
+                "{k} (default NIC {default_nic})"
+            );
+        }
+        assert_eq!(val(&p, "POD_IP"), Some("169.254.94.75"));
+        assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+        assert!(!p.has_warnings(), "{:#?}", p.warnings);
+        // An inherited value naming the cable is kept, not called risky or repaired.
+        l.env("NCCL_SOCKET_IFNAME", "enp3s0");
+        let p = l.decide();
+        assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept");
+        assert!(
+            !has_warning(&p, "inherited-ifname-repaired"),
+            "{:#?}",
+            p.warnings
+        );
+        assert!(
+            !has_warning(&p, "inherited-ifname-risky"),
+            "{:#?}",
+            p.warnings
+        );
+    }
+    // This node is the master on the cable: the interface owning the address.
+    let (mut l, c) = f16(true);
+    l.peer("--master", "169.254.94.75", Some(1), true);
+    let _ = c;
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("enp3s0"));
+}
+
+#[test]
+fn f16_link_local_is_never_taken_without_the_peer() {
+    // No peer: the default route's eno1, never the link-local cable.
+    let (l, _) = f16(true);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eno1"));
+    // No default route either: eno1 is the only candidate (the cable is not one).
+    let mut l = Lay::new();
+    l.plug("eno1", &["10.20.0.5/24"]);
+    l.plug("enp3s0", &["169.254.94.75/16"]);
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("eno1"));
+    // A peer reached through a gateway on that link does not make link-local usable.
+    let (mut l, c) = f16(false);
+    l.peer_via("MASTER_ADDR", "10.9.0.1", c, "169.254.0.1");
+    let p = l.decide();
+    assert!(refused(&p), "{:#?}", p);
+    // Without the peer an inherited link-local-only value in a 2-node job is still repaired.
+    let (mut l, _) = f16(true);
+    l.env("NCCL_SOCKET_IFNAME", "enp3s0");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eno1"));
+    assert!(has_warning(&p, "inherited-ifname-repaired"));
+}
+
+#[test]
+fn an_ipv6_link_local_master_is_warned_and_never_used() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.0.0.5/24", "fd00::5/64", "fe80::5/64"]);
+    l.default_via("10.0.0.1", e, 0, false);
+    l.peer("MASTER_ADDR", "fe80::9", Some(e), false);
+    let p = l.decide();
+    let w = warning(&p, "peer-link-local");
+    assert!(
+        w.message.contains("fe80::9") && w.message.contains("zone"),
+        "{}",
+        w.message
+    );
+    // The route to a link-local peer decides nothing: the default route does.
+    assert!(
+        p.choice
+            .as_ref()
+            .is_some_and(|c| c.how.starts_with("default route")),
+        "{:?}",
+        p.choice
+    );
+    let mut l = f5();
+    l.peer("MASTER_ADDR", "10.0.0.9", Some(2), false);
+    assert!(!has_warning(&l.decide(), "peer-link-local"));
+}
+
+/// F17: the master's name does not resolve (yet): peer-unresolved, then a normal decision.
+#[test]
+fn f17_an_unresolved_peer_still_leaves_a_decided_environment() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.244.1.7/24"]);
+    l.default_via("10.244.1.1", e, 0, false);
+    l.nnodes(2);
+    l.unresolved("MASTER_ADDR", "job-master-0", 2003);
+    let p = l.decide();
+    let w = warning(&p, "peer-unresolved");
+    assert!(
+        w.message.contains("job-master-0")
+            && w.message.contains("2003 ms")
+            && w.message.contains("MASTER_ADDR"),
+        "{}",
+        w.message
+    );
+    assert!(w.strict_refuses);
+    assert!(!p.hands_off && !has_warning(&p, "probe-failed"));
+    assert!(!has_warning(&p, "peer-unreachable") && !has_warning(&p, "no-route-decided"));
+    for k in [
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+    ] {
+        assert_eq!(val(&p, k), Some("eth0"), "{k}");
+    }
+    // The image's broken Gloo value is repaired as usual.
+    l.env("GLOO_SOCKET_IFNAME", "^lo,docker");
+    let p = l.decide();
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
+    assert!(has_warning(&p, "gloo-ifname-repaired"));
+    assert!(refused(&l.strict()));
+    // A resolved peer: no such warning.
+    let mut l = f5();
+    l.peer("MASTER_ADDR", "10.0.0.9", Some(2), false);
+    assert!(!has_warning(&l.decide(), "peer-unresolved"));
+}
+
+/// F18: a vendor profile hands off the transport, not the bootstrap.
+#[test]
+fn f18_vendor_profile_sets_the_bootstrap_interface_and_repairs_nothing() {
+    let host = || {
+        let mut l = Lay::new();
+        let e = l.link("enp73s0", true, None);
+        l.addr(e, "10.1.239.200/16");
+        l.default_via("10.1.0.1", e, 0, false);
+        let d = l.link("docker0", true, Some("bridge"));
+        l.addr(d, "172.17.0.1/16");
+        l.rdma = Some(RdmaSnapshot::default());
+        l
+    };
+    // Control: without the profile NCCL_IB_DISABLE=1 is set (no RDMA device).
+    assert_eq!(val(&host().decide(), "NCCL_IB_DISABLE"), Some("1"));
+    let mut l = host();
+    l.env("FI_PROVIDER", "efa");
+    l.env("NCCL_NET_PLUGIN", "ofi");
+    let p = l.decide();
+    assert!(!p.hands_off);
+    assert!(has_warning(&p, "vendor-profile"));
+    for k in [
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+    ] {
+        assert_eq!(val(&p, k), Some("enp73s0"), "{k}");
+    }
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+    for c in &p.changes {
+        assert!(
+            !c.name.starts_with("NCCL_IB_") && !c.name.starts_with("NCCL_NET"),
+            "a transport variable changed: {c:?}"
+        );
+    }
+    // An inherited value that would fail is kept and warned, never repaired.
+    l.env("NCCL_SOCKET_IFNAME", "eth9");
+    l.env("GLOO_SOCKET_IFNAME", "^lo");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), None);
+    assert!(
+        p.changes.iter().all(|c| c.replaced.is_none()),
+        "{:?}",
+        p.changes
+    );
+    assert!(
+        !has_warning(&p, "inherited-ifname-repaired") && !has_warning(&p, "gloo-ifname-repaired")
+    );
+    let kept: Vec<&str> = p
+        .warnings
+        .iter()
+        .filter(|w| w.code == "vendor-value-kept")
+        .map(|w| w.message.as_str())
+        .collect();
+    assert!(
+        kept.iter()
+            .any(|m| m.contains("NCCL_SOCKET_IFNAME=\"eth9\""))
+            && kept
+                .iter()
+                .any(|m| m.contains("GLOO_SOCKET_IFNAME=\"^lo\"")),
+        "{kept:?}"
+    );
+    assert!(refused(&l.strict()));
+    // NCCL_NET_PLUGIN=none is no profile.
+    let mut l = host();
+    l.env("NCCL_NET_PLUGIN", "none");
+    let p = l.decide();
+    assert!(!has_warning(&p, "vendor-profile"));
+    assert_eq!(val(&p, "NCCL_IB_DISABLE"), Some("1"));
+}
+
+/// F19: PyTorchJob's PET_RDZV_ENDPOINT on the Multus network (the parsing: `launcher` unit tests).
+#[test]
+fn f19_the_rendezvous_endpoint_on_the_secondary_network_decides() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.244.0.5/24"]);
+    l.default_via("10.244.0.1", e, 0, false);
+    let n = l.plug("net1", &["10.100.0.7/24"]);
+    l.nnodes(2);
+    l.peer("PET_RDZV_ENDPOINT", "10.100.0.5", Some(n), false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("net1"));
+    assert!(!p.has_warnings(), "{:#?}", p.warnings);
+}
+
+/// F20: the proxy warning is for HTTP rendezvous only, names whose, and knows what Paddle clears.
+#[test]
+fn f20_proxies_only_matter_to_http_rendezvous() {
+    let pod = || {
+        let mut l = Lay::new();
+        let e = l.plug("eth0", &["10.244.0.5/24"]);
+        l.default_via("10.244.0.1", e, 0, false);
+        let n = l.plug("net1", &["10.100.0.7/24"]);
+        l.nnodes(2);
+        l.peer("--master-addr", "10.100.0.5", Some(n), false);
+        l
+    };
+    // torchrun's static rendezvous: raw TCP.
+    let mut l = pod();
+    l.rendezvous(
+        RdzvProtocol::Tcp,
+        "torchrun's static rendezvous (TCPStore)",
+        "--master-addr",
+        "10.100.0.5",
+    );
+    l.env("HTTPS_PROXY", "http://proxy.example:3128");
+    l.env("HTTP_PROXY", "http://proxy.example:3128");
+    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
+    // Paddle's HTTP master with HTTP_PROXY: the warning names Paddle's master.
+    let mut l = pod();
+    l.rendezvous(
+        RdzvProtocol::Http,
+        "Paddle's HTTP master",
+        "--master",
+        "10.100.0.5",
+    );
+    l.env("HTTP_PROXY", "http://proxy.example:3128");
+    let p = l.decide();
+    let w = warning(&p, "proxy-catches-peer");
+    assert!(
+        w.message.contains("Paddle's HTTP master") && w.message.contains("HTTP_PROXY"),
+        "{}",
+        w.message
+    );
+    // Lower-case proxies alone: Paddle's launcher clears them. HTTPS_PROXY: not for an http:// master.
+    let mut l = pod();
+    l.rendezvous(
+        RdzvProtocol::Http,
+        "Paddle's HTTP master",
+        "--master",
+        "10.100.0.5",
+    );
+    l.env("http_proxy", "http://proxy.example:3128");
+    l.env("https_proxy", "http://proxy.example:3128");
+    l.env("HTTPS_PROXY", "http://proxy.example:3128");
+    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
+    // ALL_PROXY counts; NO_PROXY naming the host exempts it.
+    l.env("ALL_PROXY", "socks5://proxy.example:1080");
+    assert!(has_warning(&l.decide(), "proxy-catches-peer"));
+    l.env("NO_PROXY", "10.100.0.5");
+    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
+    // Paddle with --ips only: no rendezvous server, no warning.
+    let mut l = pod();
+    l.env("HTTP_PROXY", "http://proxy.example:3128");
+    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
+}
+
+/// F26: Horovod's, Open MPI's and UCX's interface variables, each in its own syntax.
+#[test]
+fn f26_other_launchers_interface_variables() {
+    let lay = || {
+        let mut l = Lay::new();
+        let a = l.plug("em1", &["10.5.1.11/24"]);
+        l.default_via("10.5.1.1", a, 0, false);
+        l.plug("em2", &["10.5.2.11/24"]);
+        l.env("NCCL_SOCKET_IFNAME", "em2");
+        l
+    };
+    for bad in ["eth0", "em1,enp129s0f1"] {
+        let mut l = lay();
+        l.env("HOROVOD_GLOO_IFACE", bad);
+        let p = l.decide();
+        assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "NCCL keeps em2");
+        assert_eq!(val(&p, "HOROVOD_GLOO_IFACE"), Some("em2"), "{bad}");
+        let c = p
+            .changes
+            .iter()
+            .find(|c| c.name == "HOROVOD_GLOO_IFACE")
+            .expect("change");
+        assert_eq!(c.replaced.as_deref(), Some(bad));
+        let w = warning(&p, "launcher-ifname-repaired");
+        assert!(w.message.contains(bad) && w.strict_refuses, "{}", w.message);
+        assert!(refused(&l.strict()));
+    }
+    let mut l = lay();
+    l.env("HOROVOD_GLOO_IFACE", "em1");
+    let p = l.decide();
+    assert_eq!(val(&p, "HOROVOD_GLOO_IFACE"), None);
+    assert!(warning(&p, "companion-differs")
+        .message
+        .contains("HOROVOD_GLOO_IFACE"));
+    assert!(!has_warning(&p, "launcher-ifname-repaired"));
+    // Unset: set only for horovodrun.
+    assert_eq!(val(&lay().decide(), "HOROVOD_GLOO_IFACE"), None);
+    let mut l = lay();
+    l.job.launcher = Some(Launcher::Horovod);
+    assert_eq!(val(&l.decide(), "HOROVOD_GLOO_IFACE"), Some("em2"));
+    // Open MPI: names or CIDR networks.
+    for (value, repaired, differs) in [
+        ("eth9", true, false),
+        ("em2,10.99.0.0/16", true, false),
+        ("10.5.2.0/24", false, false),
+        ("em2", false, false),
+        ("em1", false, true),
+    ] {
+        let mut l = lay();
+        l.env("OMPI_MCA_btl_tcp_if_include", value);
+        let p = l.decide();
+        assert_eq!(
+            has_warning(&p, "launcher-ifname-repaired"),
+            repaired,
+            "{value}: {:#?}",
+            p.warnings
+        );
+        assert_eq!(
+            has_warning(&p, "companion-differs"),
+            differs,
+            "{value}: {:#?}",
+            p.warnings
+        );
+        assert_eq!(
+            val(&p, "OMPI_MCA_btl_tcp_if_include"),
+            if repaired { Some("em2") } else { None },
+            "{value}"
+        );
+    }
+    let mut l = lay();
+    l.job.launcher = Some(Launcher::Mpi);
+    let p = l.decide();
+    assert_eq!(val(&p, "OMPI_MCA_btl_tcp_if_include"), Some("em2"));
+    assert_eq!(val(&p, "OMPI_MCA_oob_tcp_if_include"), Some("em2"));
+    // UCX: a missing netdev is repaired; beside RDMA devices it is only warned; never set when unset.
+    let mut l = lay();
+    l.env("UCX_NET_DEVICES", "eth9");
+    assert_eq!(val(&l.decide(), "UCX_NET_DEVICES"), Some("em2"));
+    let mut l = lay();
+    l.env("UCX_NET_DEVICES", "mlx5_0:1,eth9");
+    let p = l.decide();
+    assert_eq!(val(&p, "UCX_NET_DEVICES"), None);
+    assert!(warning(&p, "companion-differs").message.contains("eth9"));
+    let mut l = lay();
+    l.env("UCX_NET_DEVICES", "all");
+    assert!(!lay().decide().has_warnings() && !l.decide().has_warnings());
+    l.job.launcher = Some(Launcher::Mpi);
+    assert_eq!(val(&lay().decide(), "UCX_NET_DEVICES"), None);
+}
+
+/// F27: SGLang's IPv6 init address on net1.
+#[test]
+fn f27_an_ipv6_peer_on_the_secondary_network() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.30.0.11/24"]);
+    l.default_via("10.30.0.1", e, 0, false);
+    let n = l.plug("net1", &["fd00:20::12/64"]);
+    l.nnodes(2);
+    l.peer("--dist-init-addr", "fd00:20::11", Some(n), false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET6"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("net1"));
+    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("net1"));
+    assert_eq!(val(&p, "POD_IP"), None);
+}
+
+/// F28: the default route lives in table 300, reached by an ip rule.
+#[test]
+fn f28_policy_routing_decides_the_default_route() {
+    let lay = || {
+        let mut l = Lay::new();
+        l.plug("ens5", &["10.7.1.10/24"]);
+        let b = l.plug("ens6", &["10.7.2.10/24"]);
+        (l, b)
+    };
+    let (mut l, b) = lay();
+    l.offlink("198.51.100.1", b, "10.7.2.1", 300);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ens6"));
+    assert!(!has_warning(&p, "no-route-decided"), "{:#?}", p.warnings);
+    assert!(
+        p.choice
+            .as_ref()
+            .is_some_and(|c| c.how.contains("table 300")),
+        "{:?}",
+        p.choice
+    );
+    // Control: without the rule's answer nothing tells them apart.
+    let (l, _) = lay();
+    let p = l.decide();
+    assert!(has_warning(&p, "no-route-decided"));
+    // An answer from table main changes nothing: main's default routes (metric, dead links) decide.
+    let (mut l, b) = lay();
+    let a = 2;
+    l.default_via("10.7.1.1", a, 0, false);
+    l.offlink("198.51.100.1", b, "10.7.2.1", 254);
+    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens5"));
+}
+
+/// F29: vLLM names this node's address; with no peer route it decides.
+#[test]
+fn f29_this_nodes_declared_address_decides_without_a_peer() {
+    let lay = || {
+        let mut l = Lay::new();
+        let a = l.plug("eth0", &["10.0.1.12/24"]);
+        let b = l.plug("eth1", &["10.8.0.12/24"]);
+        l.default_via("10.8.0.1", b, 0, false);
+        l.job.self_addr = Some("10.0.1.12".into());
+        l.job.self_addr_source = Some("VLLM_HOST_IP".into());
+        (l, a, b)
+    };
+    let (l, _, _) = lay();
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
+    assert!(!p.has_warnings(), "{:#?}", p.warnings);
+    // A peer route elsewhere wins, and the disagreement is said.
+    let (mut l, _, b) = lay();
+    l.peer_via("--address", "10.9.0.1", b, "10.8.0.1");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
+    let w = warning(&p, "advertised-address-differs");
+    assert!(
+        w.message.contains("VLLM_HOST_IP") && w.message.contains("eth0"),
+        "{}",
+        w.message
+    );
+    // An address no interface has: the default route, and a warning.
+    let (mut l, _, _) = lay();
+    l.job.self_addr = Some("10.0.7.7".into());
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
+    assert!(has_warning(&p, "advertised-address-differs"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Warnings that are true
+
+#[test]
+fn a_loopback_pod_ip_in_a_multi_node_job_is_repaired() {
+    let mut l = f5();
+    l.env("POD_IP", "127.0.1.1");
+    l.nnodes(2);
+    let p = l.decide();
+    assert_eq!(val(&p, "POD_IP"), Some("10.0.0.5"));
+    let c = p
+        .changes
+        .iter()
+        .find(|c| c.name == "POD_IP")
+        .expect("change");
+    assert_eq!(c.replaced.as_deref(), Some("127.0.1.1"));
+    assert!(warning(&p, "pod-ip-repaired").strict_refuses);
+    assert!(refused(&l.strict()));
+    // Single node or unknown shape: only the difference is said.
+    let mut l = f5();
+    l.env("POD_IP", "127.0.1.1");
+    let p = l.decide();
+    assert_eq!(val(&p, "POD_IP"), None);
+    assert!(!has_warning(&p, "pod-ip-repaired") && has_warning(&p, "advertised-address-differs"));
+    // IPv6 only: unset, since Paddle's POD_IP is IPv4.
+    let mut l = Lay::new();
+    let v = l.plug("veth0", &["fd00:10::5/64"]);
+    l.default_via("fe80::1", v, 1024, false);
+    l.env("POD_IP", "127.0.0.1");
+    l.nnodes(2);
+    let p = l.decide();
+    assert!(p
+        .changes
+        .iter()
+        .any(|c| c.name == "POD_IP" && c.action == ncclenv::plan::Action::Unset));
+    assert!(has_warning(&p, "pod-ip-repaired"));
+}
+
+/// A bridged container whose master is on another host: NAT hides it from the other nodes.
+#[test]
+fn a_container_bridge_behind_nat_is_warned_in_a_multi_node_job() {
+    let lay = |addr: &str, gw: &str| {
+        let mut l = Lay::new();
+        let e = l.plug("eth0", &[addr]);
+        l.default_via(gw, e, 0, false);
+        l.peer_via("MASTER_ADDR", "10.100.0.5", e, gw);
+        l.nnodes(2);
+        l
+    };
+    let l = lay("172.17.0.2/16", "172.17.0.1");
+    let p = l.decide();
+    let w = warning(&p, "container-bridge-nat");
+    assert!(
+        w.message.contains("172.17.0.2") && w.remedy.contains("--network=host"),
+        "{w:?}"
+    );
+    assert!(!w.strict_refuses);
+    for l in [
+        // a routable pod network
+        lay("10.244.1.7/24", "10.244.1.1"),
+        // single node
+        {
+            let mut l = lay("172.17.0.2/16", "172.17.0.1");
+            l.nnodes(1);
+            l
+        },
+        // the master on the same bridge
+        {
+            let mut l = lay("172.17.0.2/16", "172.17.0.1");
+            if let Some(r) = l.net.peer_routes.last_mut() {
+                r.gateway = None;
+            }
+            l
+        },
+    ] {
+        assert!(!has_warning(&l.decide(), "container-bridge-nat"));
+    }
+    // A NIC (no link kind) in that range is the host's own network.
+    let mut l = Lay::new();
+    let e = l.link("ens3", true, None);
+    l.addr(e, "192.168.1.5/24");
+    l.default_via("192.168.1.1", e, 0, false);
+    l.peer_via("MASTER_ADDR", "10.100.0.5", e, "192.168.1.1");
+    l.nnodes(2);
+    assert!(!has_warning(&l.decide(), "container-bridge-nat"));
+}
+
+#[test]
+fn a_host_uplink_bridge_is_not_a_risky_container_bridge() {
+    let mut l = Lay::new();
+    let b = l.link("br0", true, Some("bridge"));
+    l.addr(b, "10.10.1.11/24");
+    l.default_via("10.10.1.1", b, 0, false);
+    let d = l.link("docker0", true, Some("bridge"));
+    l.addr(d, "172.17.0.1/16");
+    l.env("NCCL_SOCKET_IFNAME", "br0");
+    let p = l.decide();
+    assert!(
+        !has_warning(&p, "inherited-ifname-risky"),
+        "{:#?}",
+        p.warnings
+    );
+    // ncclenv's own pick is the same bridge, without a warning either.
+    l.env.clear();
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("br0"));
+    assert!(!p.has_warnings());
+    // docker0 inherited: risky.
+    l.env("NCCL_SOCKET_IFNAME", "docker0");
+    assert!(has_warning(&l.decide(), "inherited-ifname-risky"));
+}
+
+#[test]
+fn no_route_to_the_peer_is_said_only_with_a_peer() {
+    let mut l = Lay::new();
+    l.plug("vethx", &["10.5.0.2/24"]);
+    l.plug("vethy", &["10.6.0.2/24"]);
+    let p = l.decide();
+    let w = warning(&p, "no-route-decided");
+    assert!(!w.message.contains("route to the peer"), "{}", w.message);
+    assert!(
+        !p.choice.as_ref().is_some_and(|c| c.how.contains("peer")),
+        "{:?}",
+        p.choice
+    );
+    l.peer("MASTER_ADDR", "10.9.0.1", None, false);
+    let w = warning(&l.decide(), "no-route-decided").message.clone();
+    assert!(w.contains("route to the peer"), "{w}");
+}
+
+#[test]
+fn a_multi_node_refusal_suggests_no_nat_bridge() {
+    let mut l = Lay::new();
+    l.nnodes(2);
+    match &l.decide().verdict {
+        Verdict::Refuse { remedy, .. } => {
+            assert!(!remedy.contains("the default bridge,"), "{remedy}");
+            assert!(
+                remedy.contains("--network=host") && remedy.contains("Multus"),
+                "{remedy}"
+            );
+        }
+        v => panic!("{v:?}"),
+    }
 }

@@ -8,6 +8,17 @@ use common::{require_root, Netns, TempDir};
 use std::process::{Command, Output, Stdio};
 
 fn doctor(ns: &Netns, sysfs: &TempDir, extra: &[(&str, &str)], json: bool) -> Output {
+    doctor_cmd(ns, sysfs, extra, &[], json)
+}
+
+/// `ncclenv doctor [--json] [-- CMD…]` in `ns` with a cleared environment plus `extra`.
+fn doctor_cmd(
+    ns: &Netns,
+    sysfs: &TempDir,
+    extra: &[(&str, &str)],
+    cmd: &[&str],
+    json: bool,
+) -> Output {
     let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
     c.env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -20,6 +31,9 @@ fn doctor(ns: &Netns, sysfs: &TempDir, extra: &[(&str, &str)], json: bool) -> Ou
     c.arg("doctor");
     if json {
         c.arg("--json");
+    }
+    if !cmd.is_empty() {
+        c.arg("--").args(cmd);
     }
     c.output().expect("run ncclenv doctor")
 }
@@ -200,4 +214,64 @@ fn doctor_samples_document_is_the_scripts_output() {
     ] {
         assert!(doc_n.contains(needle), "{needle}");
     }
+}
+
+/// The Peer section: the master, how it was found (flag, `PET_*`, variable), the launcher's facts, and for a
+/// name that did not resolve how long it was tried; the JSON of each against the schema. A URL's password is
+/// in neither.
+#[test]
+fn doctor_shows_the_peer_and_how_it_was_found() {
+    if !require_root() {
+        return;
+    }
+    let ns = Netns::new("docpeer");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.244.0.5/24");
+    ns.route("default via 10.244.0.1 dev eth0");
+    ns.plug("net1");
+    ns.addr("net1", "10.100.0.7/24");
+    let sysfs = TempDir::new("docpeer");
+    let run = |extra: &[(&str, &str)], cmd: &[&str]| {
+        let t = doctor_cmd(&ns, &sysfs, extra, cmd, false);
+        let j = doctor_cmd(&ns, &sysfs, extra, cmd, true);
+        validate(&j.stdout);
+        let v: serde_json::Value = serde_json::from_slice(&j.stdout).expect("json");
+        (String::from_utf8_lossy(&t.stdout).into_owned(), v, j.stdout)
+    };
+    let (t, v, raw) = run(
+        &[("PET_NODE_RANK", "1")],
+        &[
+            "torchrun",
+            "--nnodes=2",
+            "--rdzv-endpoint=etcd://root:S3CR3T@10.100.0.5:2379",
+            "train.py",
+        ],
+    );
+    for want in [
+        "10.100.0.5 port 2379 from --rdzv-endpoint (torchrun)",
+        "route to 10.100.0.5: dev net1",
+        "rendezvous: torchrun's etcd rendezvous at 10.100.0.5:2379 (HTTP",
+        "node rank: 1 (PET_NODE_RANK)",
+        "kernel's route to off-link",
+    ] {
+        assert!(t.contains(want), "doctor text lacks {want:?}:\n{t}");
+    }
+    assert!(!t.contains("S3CR3T") && !String::from_utf8_lossy(&raw).contains("S3CR3T"));
+    assert_eq!(v["peer"]["source"], "--rdzv-endpoint");
+    assert_eq!(v["job"]["rendezvous"]["protocol"], "http");
+    assert_eq!(v["job"]["node_rank_source"], "PET_NODE_RANK");
+    // A name that does not resolve: how long it was tried.
+    let (t, v, _) = run(
+        &[
+            ("MASTER_ADDR", "no-such-master.invalid"),
+            ("NCCLENV_RESOLVE_TIMEOUT_MS", "300"),
+        ],
+        &[],
+    );
+    assert!(t.contains("no-such-master.invalid from MASTER_ADDR"), "{t}");
+    assert!(t.contains("not resolved: tried for"), "{t}");
+    assert!(t.contains("peer-unresolved"), "{t}");
+    let ms = v["peer"]["resolve_ms"].as_u64().expect("resolve_ms");
+    assert!(ms >= 300, "{}", v["peer"]);
+    assert!(v["peer"]["resolve_attempts"].as_u64() >= Some(1));
 }

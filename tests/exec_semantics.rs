@@ -1166,7 +1166,9 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
         &vars,
         &[
             "--",
-            "torchrun",
+            "python",
+            "-m",
+            "paddle.distributed.launch",
             "--nnodes",
             "2:1",
             "--master=:8090",
@@ -1190,7 +1192,7 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     // env: the launcher argument is read (its problem is reported); nothing runs.
     let o = output(&mut ncclenv(
         &vars,
-        &["env", "--", "torchrun", "--master=:8090", "touch", &m],
+        &["env", "--", "torchrun", "--master-addr=:8090", "touch", &m],
     ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("export "));

@@ -1,4 +1,4 @@
-//! Field cases F1–F13 (shared/FIELD-CASES.md) end to end, with the real binary. Each layout is built in a
+//! Field cases F1–F13 and F16–F21, F26–F29 (docs/policy.md) end to end, with the real binary. Each layout is built in a
 //! throw-away network namespace; `ncclenv` runs there as the entrypoint (`ncclenv -- COMMAND`) with a cleared
 //! environment (PATH, an empty sysfs and devfs so that no RDMA device or GPU node is seen, and the case's own
 //! variables), and the test reads:
@@ -35,6 +35,24 @@ const DUMP: &str = "touch \"$1\" && exec /usr/bin/env -0";
 /// environment NUL-separated.
 const EVAL: &str = "eval \"$(\"$0\" \"$@\" env)\" && exec /usr/bin/env -0";
 
+/// `sh -c EVAL_CMD BIN [ncclenv options…] env -- COMMAND…`: `eval "$(ncclenv … env -- COMMAND…)"` (the job's
+/// command read, not run), then the resulting environment NUL-separated.
+const EVAL_CMD: &str = "eval \"$(\"$0\" \"$@\")\" && exec /usr/bin/env -0";
+
+/// The launchers a test can run as the job's command: each is a script in the job's own `bin/`, first on
+/// PATH, that touches `$FC_MARKER` and prints its environment NUL-separated (ncclenv recognises the launcher
+/// by the program's name, so a script with the name stands in for it).
+const FAKE_LAUNCHERS: &[&str] = &[
+    "torchrun",
+    "python",
+    "python3",
+    "deepspeed",
+    "ray",
+    "vllm",
+    "horovodrun",
+    "mpirun",
+];
+
 /// One job started in a namespace: the inherited environment, the launcher arguments of the command, and
 /// the ncclenv options that say the same to `ncclenv env` (which has no command to read them from).
 struct Job<'a> {
@@ -49,6 +67,9 @@ struct Job<'a> {
     wrap: Vec<String>,
     /// ncclenv's own options, before `--` (and before `env`), e.g. `--exclude=eth1`.
     opts: Vec<String>,
+    /// The job's command when it is a launcher (one of [`FAKE_LAUNCHERS`] and its arguments); `None` runs
+    /// the plain dump command with [`Job::launcher`] after it. `ncclenv env` then reads it after `--`.
+    program: Option<Vec<String>>,
     runs: Cell<u32>,
 }
 
@@ -140,11 +161,24 @@ impl<'a> Job<'a> {
         };
         common::oracle::check_start(ns, &[], &needs);
         let tmp = TempDir::new("fc");
-        for d in ["sys", "dev"] {
+        for d in ["sys", "dev", "bin"] {
             std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
         }
+        for name in FAKE_LAUNCHERS {
+            use std::os::unix::fs::PermissionsExt;
+            let path = tmp.join("bin").join(name);
+            std::fs::write(
+                &path,
+                "#!/bin/sh\ntouch \"$FC_MARKER\" && exec /usr/bin/env -0\n",
+            )
+            .expect("write launcher");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
         let mut vars = BTreeMap::new();
-        vars.insert("PATH".to_string(), PATH.to_string());
+        vars.insert(
+            "PATH".to_string(),
+            format!("{}:{PATH}", tmp.join("bin").display()),
+        );
         vars.insert(
             "NCCLENV_SYSFS".to_string(),
             tmp.join("sys").display().to_string(),
@@ -163,8 +197,17 @@ impl<'a> Job<'a> {
             env_opts: Vec::new(),
             wrap: Vec::new(),
             opts: Vec::new(),
+            program: None,
             runs: Cell::new(0),
         }
+    }
+
+    /// The job's command is `argv` (a launcher of [`FAKE_LAUNCHERS`] and its arguments).
+    fn launch(&mut self, argv: &[&str]) -> &mut Self {
+        self.program = Some(argv.iter().map(|a| a.to_string()).collect());
+        self.launcher.clear();
+        self.env_opts.clear();
+        self
     }
 
     fn set(&mut self, k: &str, v: &str) -> &mut Self {
@@ -207,16 +250,20 @@ impl<'a> Job<'a> {
         let marker = self.tmp.join(&format!("ran-{n}"));
         let mut args: Vec<String> = vec![BIN.into()];
         args.extend(self.opts.iter().cloned());
-        args.extend([
-            "--".into(),
-            "/bin/sh".into(),
-            "-c".into(),
-            DUMP.into(),
-            "sh".into(),
-            marker.display().to_string(),
-        ]);
-        args.extend(self.launcher.iter().cloned());
-        let out = self.output(&args);
+        args.push("--".into());
+        match &self.program {
+            Some(p) => args.extend(p.iter().cloned()),
+            None => {
+                args.extend(["/bin/sh", "-c", DUMP, "sh"].map(String::from));
+                args.push(marker.display().to_string());
+                args.extend(self.launcher.iter().cloned());
+            }
+        }
+        let mut c = self.command(&args);
+        c.env("FC_MARKER", &marker);
+        let out = c
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!stderr.contains("panicked"), "ncclenv panicked:\n{stderr}");
         let ran = marker.exists();
@@ -233,12 +280,16 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// Raw `ncclenv [OPTS] env`: (exit code, stdout, stderr).
+    /// Raw `ncclenv [OPTS] env` (or `ncclenv env -- COMMAND…` for a launcher): (exit code, stdout, stderr).
     fn env_raw(&self) -> (Option<i32>, String, String) {
         let mut args = vec![BIN.to_string()];
         args.extend(self.opts.iter().cloned());
         args.extend(self.env_opts.iter().cloned());
         args.push("env".into());
+        if let Some(p) = &self.program {
+            args.push("--".into());
+            args.extend(p.iter().cloned());
+        }
         let out = self.output(&args);
         (
             out.status.code(),
@@ -266,9 +317,20 @@ impl<'a> Job<'a> {
 
     /// `sh -c 'eval "$(ncclenv [OPTS] env)" && exec env -0'`: (exit code, resulting environment, stderr).
     fn env_eval(&self) -> (Option<i32>, BTreeMap<String, String>, String) {
-        let mut args: Vec<String> = vec!["/bin/sh".into(), "-c".into(), EVAL.into(), BIN.into()];
-        args.extend(self.opts.iter().cloned());
-        args.extend(self.env_opts.iter().cloned());
+        let mut args: Vec<String> = vec!["/bin/sh".into(), "-c".into()];
+        match &self.program {
+            Some(p) => {
+                args.extend([EVAL_CMD.to_string(), BIN.to_string()]);
+                args.extend(self.opts.iter().cloned());
+                args.extend(["env".to_string(), "--".to_string()]);
+                args.extend(p.iter().cloned());
+            }
+            None => {
+                args.extend([EVAL.to_string(), BIN.to_string()]);
+                args.extend(self.opts.iter().cloned());
+                args.extend(self.env_opts.iter().cloned());
+            }
+        }
         let out = self.output(&args);
         (
             out.status.code(),
@@ -337,6 +399,45 @@ impl<'a> Job<'a> {
         }
     }
 
+    /// `ncclenv doctor [--json] [-- COMMAND…]` with the job's environment: (exit code, stdout, stderr).
+    fn doctor_out(&self, json: bool) -> (Option<i32>, String, String) {
+        let mut args = vec![BIN.to_string()];
+        args.extend(self.opts.iter().cloned());
+        args.push("doctor".to_string());
+        if json {
+            args.push("--json".into());
+        }
+        match &self.program {
+            Some(p) => {
+                args.push("--".into());
+                args.extend(p.iter().cloned());
+            }
+            None => {
+                // The plain command carries the launcher arguments, as in `exec`.
+                if !self.launcher.is_empty() {
+                    args.extend(["--", "/bin/sh", "-c", "true", "sh", "x"].map(String::from));
+                    args.extend(self.launcher.iter().cloned());
+                }
+            }
+        }
+        let out = self.output(&args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `ncclenv doctor --json [-- COMMAND…]`, parsed.
+    fn doctor_json(&self) -> Value {
+        let (code, out, err) = self.doctor_out(true);
+        assert!(
+            matches!(code, Some(0 | 1 | 78)),
+            "doctor --json: {code:?} {err}"
+        );
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("doctor --json: {e}: {out}\n{err}"))
+    }
+
     /// `NCCLENV_STRICT=1`: exit 78, the command does not run, the refusal names strict mode; `ncclenv env`
     /// exits 78 too and its eval stops the shell.
     fn strict_refuses(&mut self) -> Outcome {
@@ -352,6 +453,17 @@ impl<'a> Job<'a> {
             "{}",
             o.stderr
         );
+        // Nothing was set: no summary line before the refusal, only findings (warnings, and info lines that
+        // end with their `[code]`) and the refusal itself.
+        for line in o.stderr.lines() {
+            assert!(
+                line.starts_with("ncclenv: warning: ")
+                    || line.starts_with("ncclenv: refused")
+                    || line.ends_with(']'),
+                "a line other than a warning before a refusal: {line:?}\n{}",
+                o.stderr
+            );
+        }
         assert_eq!(code, Some(78), "eval of a strict refusal: {eval_err}");
         assert!(env.is_empty(), "the shell went on after eval: {env:?}");
         assert!(eval_err.contains("refused (exit 78)"), "{eval_err}");
@@ -438,9 +550,10 @@ fn oracle(ns: &Netns, o: &Outcome) {
         "chosen {name} is not RUNNING: {flags:?}"
     );
     let a = addrs(ns, name);
+    // Global IPv4 addresses, and IPv4 link-local ones (F16: the peer on a link-local cable).
     let global4: Vec<&str> = a
         .iter()
-        .filter(|(f, _, s)| f == "inet" && s == "global")
+        .filter(|(f, l, s)| f == "inet" && (s == "global" || l.starts_with("169.254.")))
         .map(|(_, l, _)| l.as_str())
         .collect();
     match o.var("POD_IP") {
@@ -1713,4 +1826,719 @@ fn a_dead_first_match_follows_the_nccl_version() {
             assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// F16–F21, F26–F29: the peer decides
+
+/// F16: node B's `enp3s0` 169.254.94.75/16 (scope link, as link-local autoconfiguration adds it) on a direct
+/// cable to the master 169.254.60.61 (the cable's far end); no default route.
+fn f16(ns: &Netns) {
+    let far = ns.plug("enp3s0");
+    ns.ip(&[
+        "addr",
+        "add",
+        "169.254.94.75/16",
+        "scope",
+        "link",
+        "dev",
+        "enp3s0",
+    ]);
+    ns.peer_ip(&["addr", "add", "169.254.60.61/16", "dev", &far]);
+}
+
+fn paddle_master(master: &str) -> [String; 7] {
+    [
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        &format!("--master={master}"),
+        "--nnodes=2",
+        "train.py",
+        "--lr=0.1",
+    ]
+    .map(String::from)
+}
+
+#[test]
+fn f16_direct_cable_with_link_local_addresses() {
+    if !common::require_root() {
+        return;
+    }
+    let cable = [
+        ("NCCL_SOCKET_IFNAME", Some("enp3s0")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+        ("GLOO_SOCKET_IFNAME", Some("enp3s0")),
+        ("TP_SOCKET_IFNAME", Some("enp3s0")),
+        ("POD_IP", Some("169.254.94.75")),
+    ];
+    let ns = Netns::new("f16");
+    f16(&ns);
+    assert_eq!(route_get_dev(&ns, "169.254.60.61"), "enp3s0");
+    let mut job = Job::new(&ns);
+    let cmd = paddle_master("169.254.60.61:36011");
+    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = job.check(&cable);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    // This node is the master: the interface owning 169.254.94.75.
+    let cmd = paddle_master("169.254.94.75:36011");
+    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
+    job.check(&cable);
+    // Control: the same 2-node job without the master has no usable interface but lo.
+    let mut bare = Job::new(&ns);
+    bare.launch(&[
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        "--nnodes=2",
+        "t.py",
+    ]);
+    assert_eq!(bare.exec().code, Some(78));
+
+    // Variant: a second NIC holds the default route; the route to the master still uses the cable.
+    ns.plug("eno1");
+    ns.addr("eno1", "10.20.0.5/24");
+    ns.route("default via 10.20.0.1 dev eno1");
+    assert_eq!(route_get_dev(&ns, "169.254.60.61"), "enp3s0");
+    let mut job = Job::new(&ns);
+    let cmd = paddle_master("169.254.60.61:36011");
+    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
+    job.check(&cable);
+    // Variant: no peer named → eno1 (link-local is never taken by the default route or ranking).
+    let job = Job::new(&ns);
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("eno1")),
+        ("POD_IP", Some("10.20.0.5")),
+    ]);
+    assert_eq!(default_dev(&ns).as_deref(), Some("eno1"));
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+}
+
+/// A DNS server on 127.0.0.1:53 inside a namespace, run by a thread of the test: `answer` false reads
+/// queries and never answers; true answers each with NXDOMAIN (RCODE 3). Counts the queries it saw.
+struct Dns {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Dns {
+    fn start(ns: &Netns, answer: bool) -> Dns {
+        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(AtomicU32::new(0));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let path = format!("/run/netns/{}", ns.name);
+        let (stop2, seen2) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            let fd = std::fs::File::open(&path).expect("netns");
+            nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+            let sock = std::net::UdpSocket::bind("127.0.0.1:53").expect("bind 127.0.0.1:53");
+            sock.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+                .expect("timeout");
+            ready_tx.send(()).expect("ready");
+            let mut buf = [0u8; 1500];
+            while !stop2.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                if n < 12 {
+                    continue;
+                }
+                seen2.fetch_add(1, Ordering::Relaxed);
+                if answer {
+                    // The query itself as the answer: QR set, RA set, RCODE 3 (NXDOMAIN), no answers.
+                    let mut r = buf[..n].to_vec();
+                    r[2] |= 0x80;
+                    r[3] = 0x83;
+                    r[6..10].fill(0);
+                    let _ = sock.send_to(&r, from);
+                }
+            }
+        });
+        ready_rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("DNS responder did not start");
+        Dns {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+    fn queries(&self) -> u32 {
+        self.seen.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Dns {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// F17: the master's name does not resolve (yet). The job runs in a private mount namespace whose
+/// `/etc/resolv.conf` is empty (so the resolver asks 127.0.0.1), with nothing, a silent server or an
+/// NXDOMAIN server on 127.0.0.1:53. ncclenv retries until NCCLENV_RESOLVE_TIMEOUT_MS, warns
+/// `peer-unresolved` with the time waited, and decides by the default route.
+#[test]
+fn f17_master_name_does_not_resolve_yet() {
+    if !common::require_root() {
+        return;
+    }
+    const TIMEOUT_MS: u64 = 1500;
+    let ns = Netns::new("f17");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.244.1.7/24");
+    ns.route("default via 10.244.1.1 dev eth0");
+    let eth0 = [
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("TP_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.244.1.7")),
+    ];
+    let mut job = Job::new(&ns);
+    let resolv = job.tmp.join("resolv.conf");
+    std::fs::write(&resolv, "").expect("empty resolv.conf");
+    job.wrap = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+        "mount --bind \"$1\" /etc/resolv.conf && shift && exec \"$@\"",
+        "sh",
+        &resolv.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    job.set("MASTER_ADDR", "job-master-0")
+        .set("NCCLENV_RESOLVE_TIMEOUT_MS", &TIMEOUT_MS.to_string())
+        .launch(&["torchrun", "--nnodes=2", "--nproc-per-node=8", "train.py"]);
+
+    for (what, dns) in [
+        ("no server", None),
+        ("a silent server", Some(false)),
+        ("an NXDOMAIN server", Some(true)),
+    ] {
+        let server = dns.map(|answer| Dns::start(&ns, answer));
+        let t0 = std::time::Instant::now();
+        let o = job.exec();
+        let waited = t0.elapsed().as_millis() as u64;
+        assert_eq!((o.code, o.ran), (Some(0), true), "{what}: {o:#?}");
+        for (k, v) in eth0 {
+            assert_eq!(o.var(k), v, "{what}: {k}");
+        }
+        if dns.is_none() {
+            // Once, the whole check: `ncclenv env` agrees and the ip -j oracle holds.
+            job.check(&eth0);
+        }
+        let w = o.warning("peer-unresolved");
+        assert!(
+            w.contains("job-master-0") && w.contains("MASTER_ADDR") && w.contains(" ms"),
+            "{what}: {w}"
+        );
+        assert!(!o.has_warning("probe-failed") && !o.has_warning("no-route-decided"));
+        // The time waited: at least the timeout, and not much more (the process and namespace start).
+        assert!(
+            (TIMEOUT_MS..TIMEOUT_MS + 3000).contains(&waited),
+            "{what}: the run took {waited} ms"
+        );
+        let d = job.doctor_json();
+        let peer = &d["peer"];
+        assert_eq!(peer["host"], "job-master-0", "{what}: {peer}");
+        assert_eq!(peer["source"], "MASTER_ADDR");
+        assert!(peer["addrs"].as_array().is_some_and(Vec::is_empty));
+        let ms = peer["resolve_ms"].as_u64().expect("resolve_ms");
+        let attempts = peer["resolve_attempts"].as_u64().expect("attempts");
+        assert!(
+            (TIMEOUT_MS..TIMEOUT_MS + 1000).contains(&ms),
+            "{what}: {peer}"
+        );
+        match dns {
+            // The resolver's call blocks past the deadline: one call, abandoned.
+            Some(false) => assert_eq!(attempts, 1, "{what}: {peer}"),
+            // Each call fails at once: retried until the deadline.
+            _ => assert!(attempts >= 2, "{what}: {peer}"),
+        }
+        if let Some(s) = &server {
+            assert!(
+                s.queries() > 0,
+                "{what}: the resolver never asked 127.0.0.1:53"
+            );
+        }
+        let (_, text, _) = job.doctor_out(false);
+        assert!(text.contains("tried for"), "{what}: {text}");
+    }
+
+    // The image's broken Gloo value is repaired as usual; strict mode refuses.
+    job.set("GLOO_SOCKET_IFNAME", "^lo,docker");
+    let o = job.check(&eth0);
+    assert!(o.warning("gloo-ifname-repaired").contains("^lo,docker"));
+    job.unset("GLOO_SOCKET_IFNAME");
+    let s = job.strict_refuses();
+    assert!(s.stderr.contains("peer-unresolved"), "{}", s.stderr);
+    // A name that resolves (/etc/hosts is read first): no warning.
+    job.set("MASTER_ADDR", "localhost");
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(!o.has_warning("peer-unresolved"), "{}", o.stderr);
+}
+
+/// F18: an EFA-style vendor profile: the bootstrap interface is set, the transport left alone.
+#[test]
+fn f18_vendor_profile_sets_only_the_bootstrap_interface() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f18");
+    common::layouts::f18(&ns);
+    let mut job = Job::new(&ns);
+    job.set("FI_PROVIDER", "efa").set("NCCL_NET_PLUGIN", "ofi");
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("enp73s0")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+        ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
+        ("TP_SOCKET_IFNAME", Some("enp73s0")),
+        ("NCCL_IB_DISABLE", None),
+    ]);
+    assert!(o.has_warning("vendor-profile"), "{}", o.stderr);
+    for k in o.env.keys() {
+        if k.starts_with("NCCL_IB_") || k.starts_with("NCCL_NET") {
+            assert!(job.vars.contains_key(k), "{k} was added: {:?}", o.env);
+        }
+    }
+    // Control: without the profile ncclenv disables IB (no RDMA device).
+    let plain = Job::new(&ns);
+    plain.check(&[("NCCL_IB_DISABLE", Some("1"))]);
+    // An inherited value that would fail is kept, warned, never repaired; strict refuses.
+    job.set("NCCL_SOCKET_IFNAME", "eth9");
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("eth9")),
+        ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
+        ("NCCL_IB_DISABLE", None),
+    ]);
+    assert!(o.warning("vendor-value-kept").contains("eth9"));
+    assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
+    job.strict_refuses();
+}
+
+/// F19: Kubeflow's PyTorchJob: `torchrun train.py` with PET_* variables only.
+fn f19(ns: &Netns) {
+    ns.plug("eth0");
+    ns.addr("eth0", "10.244.0.5/24");
+    ns.route("default via 10.244.0.1 dev eth0");
+    ns.plug("net1");
+    ns.addr("net1", "10.100.0.7/24");
+}
+
+#[test]
+fn f19_pytorchjob_pet_variables() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f19");
+    f19(&ns);
+    let net1 = [
+        ("NCCL_SOCKET_IFNAME", Some("net1")),
+        ("GLOO_SOCKET_IFNAME", Some("net1")),
+        ("TP_SOCKET_IFNAME", Some("net1")),
+        ("POD_IP", Some("10.100.0.7")),
+    ];
+    assert_eq!(route_get_dev(&ns, "10.100.0.5"), "net1");
+    let mut job = Job::new(&ns);
+    job.set("PET_NNODES", "2")
+        .set("PET_RDZV_ENDPOINT", "10.100.0.5:29400")
+        .set("PET_NODE_RANK", "1")
+        .launch(&["torchrun", "train.py"]);
+    let o = job.check(&net1);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let d = job.doctor_json();
+    assert_eq!(d["peer"]["source"], "PET_RDZV_ENDPOINT", "{}", d["peer"]);
+    assert_eq!(d["peer"]["port"], 29400);
+    let j = &d["job"];
+    assert_eq!(
+        (
+            &j["launcher"],
+            &j["nnodes"],
+            &j["source"],
+            &j["node_rank"],
+            &j["node_rank_source"],
+            &j["master_port"]
+        ),
+        (
+            &Value::from("torchrun"),
+            &Value::from(2),
+            &Value::from("PET_NNODES"),
+            &Value::from(1),
+            &Value::from("PET_NODE_RANK"),
+            &Value::from(29400)
+        ),
+        "{j}"
+    );
+    let (_, text, _) = job.doctor_out(false);
+    assert!(text.contains("from PET_RDZV_ENDPOINT (torchrun)"), "{text}");
+
+    // The same with PET_MASTER_ADDR and PET_MASTER_PORT.
+    let mut job = Job::new(&ns);
+    job.set("PET_NNODES", "2")
+        .set("PET_MASTER_ADDR", "10.100.0.5")
+        .set("PET_MASTER_PORT", "23456")
+        .launch(&["torchrun", "train.py"]);
+    job.check(&net1);
+    assert_eq!(job.doctor_json()["job"]["master_port"], 23456);
+    // A flag wins over its PET_ variable, as in torchrun: the master on eth0's network.
+    job.launch(&["torchrun", "--master-addr", "10.244.0.9", "train.py"]);
+    job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+
+    // PET_NNODES makes it a 2-node job: with only lo, refused.
+    let lo = Netns::new("f19lo");
+    let mut job = Job::new(&lo);
+    job.set("PET_NNODES", "2").launch(&["torchrun", "train.py"]);
+    let o = job.exec();
+    assert_eq!(o.code, Some(78), "{o:#?}");
+    assert!(o.stderr.contains("PET_NNODES"), "{}", o.stderr);
+}
+
+/// F20: proxies matter to HTTP rendezvous only (Paddle's HTTP master), not to torchrun's raw TCP.
+#[test]
+fn f20_proxies_and_raw_tcp_rendezvous() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f20");
+    f19(&ns);
+    let net1 = [("NCCL_SOCKET_IFNAME", Some("net1"))];
+    let mut job = Job::new(&ns);
+    job.set("HTTPS_PROXY", "http://proxy.example:3128")
+        .set("HTTP_PROXY", "http://proxy.example:3128")
+        .launch(&[
+            "torchrun",
+            "--nnodes=2",
+            "--master-addr=10.100.0.5",
+            "train.py",
+        ]);
+    let o = job.check(&net1);
+    assert!(!o.has_warning("proxy-catches-peer"), "{}", o.stderr);
+
+    let cmd = paddle_master("10.100.0.5:8090");
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let mut paddle = Job::new(&ns);
+    paddle
+        .set("HTTP_PROXY", "http://proxy.example:3128")
+        .launch(&cmd);
+    let o = paddle.check(&net1);
+    let w = o.warning("proxy-catches-peer");
+    assert!(
+        w.contains("Paddle's HTTP master") && w.contains("HTTP_PROXY") && w.contains("10.100.0.5"),
+        "{w}"
+    );
+    paddle.set("NO_PROXY", "10.100.0.0/16");
+    assert!(!paddle.check(&net1).has_warning("proxy-catches-peer"));
+    // Lower-case proxies alone: Paddle's launcher clears them itself.
+    let mut lower = Job::new(&ns);
+    lower
+        .set("http_proxy", "http://proxy.example:3128")
+        .set("https_proxy", "http://proxy.example:3128")
+        .launch(&cmd);
+    assert!(!lower.check(&net1).has_warning("proxy-catches-peer"));
+    // Paddle with --ips only: no HTTP rendezvous.
+    let mut ips = Job::new(&ns);
+    ips.set("HTTP_PROXY", "http://proxy.example:3128").launch(&[
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        "--ips=10.100.0.5,10.100.0.7",
+        "train.py",
+    ]);
+    let o = ips.check(&net1);
+    assert!(!o.has_warning("proxy-catches-peer"), "{}", o.stderr);
+}
+
+/// F21: credentials in a rendezvous endpoint appear nowhere.
+#[test]
+fn f21_credentials_in_a_rendezvous_endpoint() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f21");
+    f19(&ns);
+    let mut job = Job::new(&ns);
+    job.set("NCCLENV_LOG", "debug").launch(&[
+        "torchrun",
+        "--nnodes=2",
+        "--rdzv-endpoint=etcd://root:S3CR3T@10.100.0.5:2379",
+        "train.py",
+    ]);
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("net1"))]);
+    assert!(o.stderr.contains("10.100.0.5"), "{}", o.stderr);
+    let mut seen = vec![("exec stderr", o.stderr.clone())];
+    let (_, out, err) = job.env_raw();
+    seen.push(("env stdout", out));
+    seen.push(("env stderr", err));
+    for json in [false, true] {
+        let (_, out, err) = job.doctor_out(json);
+        seen.push(("doctor", out));
+        seen.push(("doctor stderr", err));
+    }
+    let d = job.doctor_json();
+    assert_eq!(d["peer"]["host"], "10.100.0.5");
+    assert_eq!(d["job"]["rendezvous"]["protocol"], "http");
+    // The same secret in PET_RDZV_ENDPOINT, and in an endpoint whose port is wrong (a launcher-argument
+    // warning quotes the value).
+    let mut bad = Job::new(&ns);
+    bad.set("NCCLENV_LOG", "debug")
+        .set("PET_RDZV_ENDPOINT", "etcd://root:S3CR3T@10.100.0.5:2379")
+        .launch(&[
+            "torchrun",
+            "--nnodes=2",
+            "--rdzv-endpoint=etcd://root:S3CR3T@10.100.0.5:99999",
+            "train.py",
+        ]);
+    let o = bad.exec();
+    assert!(o.has_warning("launcher-argument"), "{}", o.stderr);
+    seen.push(("bad exec stderr", o.stderr.clone()));
+    for json in [false, true] {
+        let (_, out, err) = bad.doctor_out(json);
+        seen.push(("bad doctor", out));
+        seen.push(("bad doctor stderr", err));
+    }
+    for (what, text) in &seen {
+        assert!(
+            !text.contains("S3CR3T"),
+            "{what} shows the password:\n{text}"
+        );
+    }
+}
+
+/// F26: Horovod's own interface variable, and Open MPI's.
+#[test]
+fn f26_horovod_and_mpi_interface_variables() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f26");
+    ns.plug("em1");
+    ns.addr("em1", "10.5.1.11/24");
+    ns.route("default via 10.5.1.1 dev em1");
+    ns.plug("em2");
+    ns.addr("em2", "10.5.2.11/24");
+    let horovodrun = [
+        "horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "node-a:1,node-b:1",
+        "python",
+        "train.py",
+    ];
+    for bad in ["eth0", "em1,enp129s0f1"] {
+        let mut job = Job::new(&ns);
+        job.set("HOROVOD_GLOO_IFACE", bad)
+            .set("NCCL_SOCKET_IFNAME", "em2")
+            .launch(&horovodrun);
+        let o = job.check(&[
+            ("NCCL_SOCKET_IFNAME", Some("em2")),
+            ("GLOO_SOCKET_IFNAME", Some("em2")),
+            ("HOROVOD_GLOO_IFACE", Some("em2")),
+        ]);
+        assert!(
+            o.warning("launcher-ifname-repaired").contains(bad),
+            "{}",
+            o.stderr
+        );
+        job.strict_refuses();
+    }
+    // Unset: horovodrun gets NCCL's interface; another command does not.
+    let mut job = Job::new(&ns);
+    job.set("NCCL_SOCKET_IFNAME", "em2").launch(&horovodrun);
+    job.check(&[("HOROVOD_GLOO_IFACE", Some("em2"))]);
+    job.launch(&["torchrun", "train.py"]);
+    job.check(&[("HOROVOD_GLOO_IFACE", None)]);
+    // Open MPI: a missing name is repaired, a CIDR covering em2 is kept; mpirun gets both when unset.
+    let mut job = Job::new(&ns);
+    job.set("OMPI_MCA_btl_tcp_if_include", "eth9")
+        .set("OMPI_MCA_oob_tcp_if_include", "10.5.2.0/24")
+        .launch(&["mpirun", "-np", "2", "-H", "a,b", "python", "train.py"]);
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("em1")),
+        ("OMPI_MCA_btl_tcp_if_include", Some("em1")),
+        ("OMPI_MCA_oob_tcp_if_include", Some("10.5.2.0/24")),
+    ]);
+    assert!(o.warning("launcher-ifname-repaired").contains("eth9"));
+    assert!(o.warning("companion-differs").contains("10.5.2.0/24"));
+    let mut job = Job::new(&ns);
+    job.launch(&["mpirun", "-np", "2", "python", "train.py"]);
+    job.check(&[
+        ("OMPI_MCA_btl_tcp_if_include", Some("em1")),
+        ("OMPI_MCA_oob_tcp_if_include", Some("em1")),
+    ]);
+}
+
+/// F27: SGLang's `--dist-init-addr [fd00:20::11]:5000` on an IPv6-only secondary network.
+#[test]
+fn f27_sglang_ipv6_init_address() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f27");
+    common::layouts::f27(&ns);
+    assert_eq!(route_get_dev(&ns, "fd00:20::11"), "net1");
+    let mut job = Job::new(&ns);
+    job.launch(&[
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--dist-init-addr",
+        "[fd00:20::11]:5000",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+    ]);
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("net1")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
+        ("GLOO_SOCKET_IFNAME", Some("net1")),
+        ("TP_SOCKET_IFNAME", Some("net1")),
+        ("POD_IP", None),
+    ]);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let j = &job.doctor_json()["job"];
+    assert_eq!(
+        (&j["node_rank"], &j["master_port"], &j["launcher"]),
+        (&Value::from(1), &Value::from(5000), &Value::from("sglang")),
+        "{j}"
+    );
+}
+
+/// F28: the default route lives in table 300, reached by `ip rule add from all lookup 300`.
+#[test]
+fn f28_default_route_in_another_table() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f28");
+    common::layouts::f28(&ns);
+    assert_eq!(default_dev(&ns), None, "table main has no default route");
+    assert_eq!(route_get_dev(&ns, "198.51.100.1"), "ens6");
+    let job = Job::new(&ns);
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("ens6")),
+        ("GLOO_SOCKET_IFNAME", Some("ens6")),
+        ("POD_IP", Some("10.7.2.10")),
+    ]);
+    assert!(!o.has_warning("no-route-decided"), "{}", o.stderr);
+    let d = job.doctor_json();
+    let lookups = d["routes"]["lookups"].as_array().expect("lookups");
+    assert!(lookups.iter().any(|l| l["table"] == 300), "{lookups:?}");
+    // Control: without the rule nothing tells ens5 and ens6 apart.
+    ns.ip(&["rule", "del", "pref", "1000"]);
+    let o = Job::new(&ns).exec();
+    assert!(o.has_warning("no-route-decided"), "{}", o.stderr);
+}
+
+/// F29: vLLM (or Ray) names this node's address; the interface owning it is the choice.
+#[test]
+fn f29_vllm_host_ip_names_this_nodes_address() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("f29");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.0.1.12/24");
+    ns.plug("eth1");
+    ns.addr("eth1", "10.8.0.12/24");
+    ns.route("default via 10.8.0.1 dev eth1");
+    let eth0 = [
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.0.1.12")),
+    ];
+    let mut job = Job::new(&ns);
+    job.set("VLLM_HOST_IP", "10.0.1.12").launch(&[
+        "vllm",
+        "serve",
+        "model",
+        "--tensor-parallel-size",
+        "16",
+    ]);
+    let o = job.check(&eth0);
+    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let mut ray = Job::new(&ns);
+    ray.launch(&["ray", "start", "--head", "--node-ip-address=10.0.1.12"]);
+    ray.check(&eth0);
+    assert_eq!(
+        ray.doctor_json()["job"]["self_addr_source"],
+        "--node-ip-address"
+    );
+    // A Ray worker whose head is reached through eth1: the route decides, the disagreement is said.
+    ray.launch(&[
+        "ray",
+        "start",
+        "--address=10.8.0.50:6379",
+        "--node-ip-address=10.0.1.12",
+    ]);
+    let o = ray.check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
+    assert!(
+        o.warning("advertised-address-differs")
+            .contains("--node-ip-address"),
+        "{}",
+        o.stderr
+    );
+    // Control: no declared address → the default route.
+    Job::new(&ns).check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
+}
+
+/// A bridged container (Docker's default bridge, NAT'd by the host with nftables) in a multi-node job whose
+/// master is on another host: `container-bridge-nat`. A loopback POD_IP in a multi-node job: repaired.
+#[test]
+fn nat_bridge_and_loopback_pod_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("nat");
+    let far = ns.plug("eth0");
+    ns.addr("eth0", "172.17.0.2/16");
+    ns.route("default via 172.17.0.1 dev eth0");
+    // The "host": docker0 with the container's veth, masquerading what leaves elsewhere.
+    ns.peer_ip(&["link", "add", "docker0", "type", "bridge"]);
+    ns.peer_ip(&["link", "set", &far, "master", "docker0"]);
+    ns.peer_ip(&["addr", "add", "172.17.0.1/16", "dev", "docker0"]);
+    ns.peer_ip(&["link", "set", "docker0", "up"]);
+    common::run(Command::new("ip").args([
+        "netns",
+        "exec",
+        &ns.peer,
+        "nft",
+        "add table ip nat; add chain ip nat post { type nat hook postrouting priority 100; }; \
+         add rule ip nat post ip saddr 172.17.0.0/16 oifname != \"docker0\" masquerade",
+    ]));
+    let mut job = Job::new(&ns);
+    job.set("MASTER_ADDR", "10.100.0.5").nnodes(2);
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("172.17.0.2")),
+    ]);
+    let w = o.warning("container-bridge-nat");
+    assert!(
+        w.contains("172.17.0.2") && w.contains("--network=host"),
+        "{w}"
+    );
+    // One node: nobody needs to connect back.
+    let mut one = Job::new(&ns);
+    one.set("MASTER_ADDR", "10.100.0.5")
+        .set("NCCLENV_NNODES", "1");
+    assert!(!one.check(&[]).has_warning("container-bridge-nat"));
+
+    // Paddle's POD_IP from `gethostbyname(getfqdn())` under host networking: 127.0.1.1.
+    job.set("POD_IP", "127.0.1.1");
+    let o = job.check(&[("POD_IP", Some("172.17.0.2"))]);
+    assert!(o.warning("pod-ip-repaired").contains("127.0.1.1"));
+    job.strict_refuses();
 }

@@ -1,15 +1,21 @@
 //! Choosing and validating the socket interface: `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY` and the framework
 //! companions `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME`, `POD_IP`. Pure: reads the snapshot, writes the plan.
 //!
-//! The order (`docs/policy.md`): the kernel's route to the peer; else the IPv4 default
-//! route with the lowest metric whose interface is a candidate; else the same for IPv6; else the only
-//! candidate; else the best-ranked candidate (with a warning); else `lo` for a single-node job.
+//! The order (`docs/policy.md`): the kernel's route to the peer (an IPv4
+//! link-local address counts when the peer is on that link); else the interface owning the address this node
+//! declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, …); else the kernel's route to an off-link
+//! destination when an `ip rule` takes it out of table main; else the IPv4 default route of table main with
+//! the lowest metric whose interface is a candidate; else the same for IPv6; else the only candidate; else
+//! the best-ranked candidate (with a warning); else `lo` for a single-node job.
 
 use crate::config::Config;
 use crate::nccl_rules::{self, Era, Found, PickSource};
 use crate::plan::{Choice, Plan};
-use crate::probe::job::{effective, PROXY_VARS};
-use crate::snapshot::{is_link_local_ip, Addr, Family, Link, NetSnapshot, Snapshot};
+use crate::probe::job::effective;
+use crate::snapshot::{
+    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, NetSnapshot, RdzvProtocol,
+    Snapshot,
+};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -30,6 +36,12 @@ pub fn is_bridge_like(link: &Link) -> bool {
         || BRIDGE_PREFIXES.iter().any(|p| link.name.starts_with(p))
 }
 
+/// True for an IPv4 link-local (169.254/16) address that can be bound: not tentative, deprecated or
+/// DAD-failed.
+fn usable_link_local_v4(a: &Addr) -> bool {
+    a.addr.is_ipv4() && a.is_link_local() && !a.tentative && !a.deprecated && !a.dad_failed
+}
+
 /// Read-only helpers over the network snapshot, with links and usable addresses indexed once (the cost
 /// stays linear in interfaces and addresses: a host can have thousands of veths).
 struct Net<'a> {
@@ -38,6 +50,15 @@ struct Net<'a> {
     links: HashMap<u32, &'a Link>,
     /// Usable addresses per link index, IPv4 before IPv6, kernel order within a family.
     usable: HashMap<u32, Vec<&'a Addr>>,
+    /// The first IPv4 link-local address per link index (not tentative, deprecated or DAD-failed).
+    ll4: HashMap<u32, &'a Addr>,
+    /// Links on which an IPv4 link-local address is usable: the kernel's route to the peer leaves through
+    /// them with no gateway (the peer is on that link, F16), or the peer is this host's own link-local
+    /// address there. Filled by [`Net::for_job`].
+    ll_ok: Vec<u32>,
+    /// Output interfaces of the default routes of table main and of the kernel's off-link lookups: the
+    /// uplinks (a bridge among them carries the host's own traffic; it is no container bridge).
+    uplinks: Vec<u32>,
 }
 
 impl<'a> Net<'a> {
@@ -50,12 +71,82 @@ impl<'a> Net<'a> {
         for v in usable.values_mut() {
             v.sort_by_key(|a| a.family());
         }
+        let mut ll4: HashMap<u32, &'a Addr> = HashMap::new();
+        for a in net.addrs.iter().filter(|a| usable_link_local_v4(a)) {
+            ll4.entry(a.index).or_insert(a);
+        }
+        let uplinks = net
+            .routes
+            .iter()
+            .filter(|r| r.is_default())
+            .flat_map(|r| r.paths())
+            .map(|p| p.oif)
+            .chain(
+                net.default_lookups
+                    .iter()
+                    .filter(|l| l.error.is_none() && !l.local)
+                    .filter_map(|l| l.oif),
+            )
+            .collect();
         Net {
             net,
             exclude,
             links,
             usable,
+            ll4,
+            ll_ok: Vec::new(),
+            uplinks,
         }
+    }
+    /// The links where the job's peer makes an IPv4 link-local address usable (see [`Net::ll_ok`]).
+    fn for_job(mut self, snap: &Snapshot) -> Net<'a> {
+        if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
+            for l in self.net.peer_routes.iter().filter(|l| l.error.is_none()) {
+                if !l.dest.is_ipv4() {
+                    continue;
+                }
+                if l.local {
+                    if let Some(a) = self.net.addrs.iter().find(|a| a.addr == l.dest) {
+                        self.ll_ok.push(a.index);
+                    }
+                } else if let (Some(oif), None) = (l.oif, l.gateway) {
+                    self.ll_ok.push(oif);
+                }
+            }
+        }
+        self
+    }
+    /// True when `link` is excluded by `NCCLENV_EXCLUDE`.
+    fn excluded(&self, link: &Link) -> bool {
+        self.exclude.iter().any(|e| e == &link.name)
+    }
+    /// A candidate for the route to the peer: [`Net::candidate`], or, on a link where the peer makes it
+    /// usable ([`Net::ll_ok`]), a RUNNING, non-loopback, non-excluded link's IPv4 link-local address.
+    fn candidate_for_peer(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
+        self.candidate(link, family).or_else(|| {
+            if family == Some(Family::Inet6)
+                || !self.ll_ok.contains(&link.index)
+                || !link.running
+                || link.loopback
+                || self.excluded(link)
+            {
+                return None;
+            }
+            self.ll4.get(&link.index).copied()
+        })
+    }
+    /// True when an address NCCL would use on `link_name` is fine although link-local: IPv4 on a link
+    /// where the peer is ([`Net::ll_ok`]).
+    fn link_local_ok(&self, link_name: &str, addr: &IpAddr) -> bool {
+        addr.is_ipv4()
+            && self
+                .link_by_name(link_name)
+                .is_some_and(|l| self.ll_ok.contains(&l.index))
+    }
+    /// A container or virtualisation bridge that is not an uplink ([`Net::uplinks`]): a host's `br0` that
+    /// carries the default route is the host's own network.
+    fn container_bridge(&self, link: &Link) -> bool {
+        is_bridge_like(link) && !self.uplinks.contains(&link.index)
     }
     fn link(&self, index: u32) -> Option<&'a Link> {
         self.links.get(&index).copied()
@@ -73,7 +164,7 @@ impl<'a> Net<'a> {
     }
     /// A candidate: RUNNING, not loopback, not excluded, with a usable address of the family.
     fn candidate(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
-        if !link.running || link.loopback || self.exclude.iter().any(|e| e == &link.name) {
+        if !link.running || link.loopback || self.excluded(link) {
             return None;
         }
         self.usable_addr(link, family)
@@ -150,85 +241,172 @@ fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
     (u8::from(addr.family() == Family::Inet6), class, link.index)
 }
 
+/// ncclenv's own choice, in the order of the module docs. Warnings about the peer's route are added to
+/// `plan` on the way.
 fn choose<'a>(
     snap: &Snapshot,
     v: &Net<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    // 1. The kernel's route to the peer.
-    if let Some(peer) = &snap.peer {
-        for lookup in &v.net.peer_routes {
-            if family.is_some_and(|f| Family::of(&lookup.dest) != f) {
-                continue;
-            }
-            let peer_fam = Some(Family::of(&lookup.dest));
-            if let Some(err) = &lookup.error {
-                plan.warn(
-                    "peer-unreachable",
-                    format!(
-                        "the kernel has no route to the peer {} ({} from {}): {err}",
-                        lookup.dest, peer.host, peer.source
-                    ),
-                    "check the peer address and this container's network; falling back to the default route",
-                );
-                continue;
-            }
-            if lookup.local {
-                // The peer is this host: the interface owning the address.
-                let owner = v
-                    .net
-                    .addrs
-                    .iter()
-                    .find(|a| a.addr == lookup.dest)
-                    .and_then(|a| v.link(a.index));
-                if let Some(l) = owner {
-                    if let Some(a) = v.candidate(l, peer_fam) {
-                        return Some(Pick {
-                            link: l,
-                            addr: Some(a),
-                            how: format!(
-                                "this host is the peer {} ({}); the interface owning that address",
-                                lookup.dest, peer.source
-                            ),
-                            routed: true,
-                        });
-                    }
-                }
-                continue;
-            }
-            let Some(l) = lookup.oif.and_then(|i| v.link(i)) else {
-                continue;
-            };
-            match v.candidate(l, peer_fam) {
-                Some(a) => {
+    if let Some(p) = peer_route(snap, v, family, plan) {
+        return Some(p);
+    }
+    if let Some(p) = declared_address(snap, v, family) {
+        return Some(p);
+    }
+    default_route(snap, v, family, plan)
+}
+
+/// Step 1, the kernel's route to the peer: the interface it leaves through (its IPv4 link-local address
+/// counts when the peer is on that link, F16), or, when the peer is this host, the interface owning the
+/// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used: such an address
+/// needs a scope (this host's interface index), which means nothing to the other nodes that NCCL's unique
+/// id is handed to.
+fn peer_route<'a>(
+    snap: &Snapshot,
+    v: &Net<'a>,
+    family: Option<Family>,
+    plan: &mut Plan,
+) -> Option<Pick<'a>> {
+    let peer = snap.peer.as_ref().filter(|p| !p.addrs.is_empty())?;
+    for a in peer
+        .addrs
+        .iter()
+        .filter(|a| a.is_ipv6() && is_link_local_ip(a))
+    {
+        plan.warn(
+            "peer-link-local",
+            format!(
+                "the master {} (from {}) is the IPv6 link-local address {a}{}: NCCL's unique id carries no scope id, so other nodes cannot connect to it",
+                peer.host,
+                peer.source,
+                if peer.host.contains('%') { "" } else { " without a zone (fe80::…%IFACE)" }
+            ),
+            "give the launcher the master's global or unique-local (fd00::/8) address, or an IPv4 address",
+        );
+    }
+    for lookup in &v.net.peer_routes {
+        if family.is_some_and(|f| Family::of(&lookup.dest) != f)
+            || (lookup.dest.is_ipv6() && is_link_local_ip(&lookup.dest))
+        {
+            continue;
+        }
+        let peer_fam = Some(Family::of(&lookup.dest));
+        if let Some(err) = &lookup.error {
+            plan.warn(
+                "peer-unreachable",
+                format!(
+                    "the kernel has no route to the peer {} ({} from {}): {err}",
+                    lookup.dest, peer.host, peer.source
+                ),
+                "check the peer address and this container's network; falling back to the default route",
+            );
+            continue;
+        }
+        if lookup.local {
+            // The peer is this host: the interface owning the address.
+            let owner = v.net.addrs.iter().find(|a| a.addr == lookup.dest);
+            if let Some((l, own)) = owner.and_then(|a| v.link(a.index).map(|l| (l, a))) {
+                if let Some(a) = v.candidate_for_peer(l, peer_fam).or_else(|| {
+                    // The owned address itself, when nothing better on the link is usable.
+                    (usable_link_local_v4(own) && l.running && !l.loopback && !v.excluded(l))
+                        .then_some(own)
+                }) {
                     return Some(Pick {
                         link: l,
                         addr: Some(a),
                         how: format!(
-                            "route to peer {} ({} from {})",
-                            lookup.dest, peer.host, peer.source
+                            "this host is the peer {} ({}); the interface owning that address",
+                            lookup.dest, peer.source
                         ),
                         routed: true,
-                    })
+                    });
                 }
-                None => plan.warn(
-                    "peer-route-unusable",
-                    format!(
-                        "the route to the peer {} leaves through {}, but {}",
-                        lookup.dest,
-                        l.name,
-                        v.why_not(l, peer_fam)
-                    ),
-                    "fix that interface or the route; falling back to the default route",
-                ),
             }
+            continue;
+        }
+        let Some(l) = lookup.oif.and_then(|i| v.link(i)) else {
+            continue;
+        };
+        match v.candidate_for_peer(l, peer_fam) {
+            Some(a) => {
+                return Some(Pick {
+                    link: l,
+                    addr: Some(a),
+                    how: format!(
+                        "route to peer {} ({} from {}){}",
+                        lookup.dest,
+                        peer.host,
+                        peer.source,
+                        if a.is_link_local() {
+                            "; the peer is on that link, so its link-local address works"
+                        } else {
+                            ""
+                        }
+                    ),
+                    routed: true,
+                })
+            }
+            None => plan.warn(
+                "peer-route-unusable",
+                format!(
+                    "the route to the peer {} leaves through {}, but {}",
+                    lookup.dest,
+                    l.name,
+                    v.why_not(l, peer_fam)
+                ),
+                "fix that interface or the route; falling back to the default route",
+            ),
         }
     }
-    // 2./3. Default routes, IPv4 then IPv6, lowest metric first.
+    None
+}
+
+/// Step 1b, the address this node declares for itself (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's
+/// `--local-addr`, Paddle's `POD_IP`; F29): the interface that owns it, when it is a candidate (an IPv4
+/// link-local address counts: the user named it).
+fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) -> Option<Pick<'a>> {
+    let text = snap.job.self_addr.as_deref()?;
+    let ip = text.parse::<IpAddr>().ok()?;
+    if ip.is_loopback() || family.is_some_and(|f| Family::of(&ip) != f) {
+        return None;
+    }
+    let own = v.net.addrs.iter().find(|a| a.addr == ip)?;
+    let l = v.link(own.index)?;
+    let a = v.candidate(l, Some(Family::of(&ip))).or_else(|| {
+        (usable_link_local_v4(own) && l.running && !l.loopback && !v.excluded(l)).then_some(own)
+    })?;
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how: format!(
+            "{}={ip} names this node's address; the interface owning it",
+            snap.job
+                .self_addr_source
+                .as_deref()
+                .unwrap_or("the launcher")
+        ),
+        routed: true,
+    })
+}
+
+/// Steps 2–5, no peer decided: the kernel's route to an off-link destination when an `ip rule` takes it out of
+/// table main (F28), the default routes of table main (IPv4, then IPv6, lowest metric first; one over a dead
+/// link is skipped with a warning, F11), the only candidate, the best-ranked candidate.
+fn default_route<'a>(
+    snap: &Snapshot,
+    v: &Net<'a>,
+    family: Option<Family>,
+    plan: &mut Plan,
+) -> Option<Pick<'a>> {
+    // 2./3. Default routes, IPv4 then IPv6: policy routing first, then table main by metric.
     for fam in [Family::Inet, Family::Inet6] {
         if family.is_some_and(|f| f != fam) {
             continue;
+        }
+        if let Some(p) = policy_default(v, fam) {
+            return Some(p);
         }
         let mut defaults: Vec<_> = v
             .net
@@ -280,11 +458,15 @@ fn choose<'a>(
     let mut cands = v.candidates(family);
     cands.sort_by_key(|(l, a)| rank(l, a));
     if let Some((l, a)) = cands.first() {
-        let how = if cands.len() == 1 {
-            "the only usable interface (no route to the peer or default route names one)"
-                .to_string()
+        let routes = if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
+            "no route to the peer or default route names one"
         } else {
-            "best ranked of several usable interfaces (no route told)".to_string()
+            "no default route names one"
+        };
+        let how = if cands.len() == 1 {
+            format!("the only usable interface ({routes})")
+        } else {
+            format!("best ranked of several usable interfaces ({routes})")
         };
         return Some(Pick {
             link: l,
@@ -296,6 +478,31 @@ fn choose<'a>(
     None
 }
 
+/// The kernel's route to an off-link destination ([`NetSnapshot::default_lookups`]) when it came from a
+/// table other than main: an `ip rule` steers this host's traffic there (cloud images with per-interface
+/// tables, Cilium, source routing; F28), so that table's default route is the one in use.
+fn policy_default<'a>(v: &Net<'a>, fam: Family) -> Option<Pick<'a>> {
+    let main = 254;
+    let l = v.net.default_lookups.iter().find(|l| {
+        Family::of(&l.dest) == fam
+            && l.error.is_none()
+            && !l.local
+            && l.table.is_some_and(|t| t != main)
+    })?;
+    let link = v.link(l.oif?)?;
+    let a = v.candidate(link, Some(fam))?;
+    Some(Pick {
+        link,
+        addr: Some(a),
+        how: format!(
+            "default route of table {} (an ip rule sends off-link traffic there{})",
+            l.table.unwrap_or(0),
+            l.gateway.map_or(String::new(), |g| format!("; via {g}"))
+        ),
+        routed: true,
+    })
+}
+
 fn is_multi(snap: &Snapshot) -> bool {
     snap.job.is_multi_node()
 }
@@ -303,9 +510,10 @@ fn is_multi(snap: &Snapshot) -> bool {
 /// Decide `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`, `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `POD_IP`,
 /// and warn about what is visible and dangerous. Requires `snap.net` to be `Ok` (the caller handles a failed
 /// probe). Field cases F1–F12 (shared/FIELD-CASES.md).
-pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
+pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
     let Ok(net) = &snap.net else { return };
-    let v = Net::new(net, &cfg.exclude);
+    let v = Net::new(net, &cfg.exclude).for_job(snap);
+    let fix = Fix { vendor };
     let env = &snap.env;
     let conf = &snap.conf_files;
     let multi = is_multi(snap);
@@ -372,31 +580,38 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                     f.name,
                     f.addr
                 )),
-                Some(f) if multi && (f.loopback || is_link_local_ip(&f.addr)) => Some(format!(
+                Some(f)
+                    if multi
+                        && (f.loopback
+                            || (is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr))) =>
+                {
+                    Some(format!(
                     "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
                     f.name,
                     f.addr,
                     snap.job.nnodes.unwrap_or(2)
-                )),
+                ))
+                }
                 _ => None,
             };
             match fatal {
                 Some(why) => {
                     if let Some(p) = own.as_ref() {
                         let new = v.nccl_value(&p.link.name);
-                        plan.repair(
-                            "NCCL_SOCKET_IFNAME",
-                            val,
-                            new.clone(),
-                            format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                        );
-                        plan.warn_strict(
-                            "inherited-ifname-repaired",
-                            format!(
-                                "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {new:?}: {why}. Usable interfaces: {}",
-                                v.usable_list(fam)
-                            ),
-                            format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {new}"),
+                        fix.apply(
+                            plan,
+                            Repair {
+                                name: "NCCL_SOCKET_IFNAME",
+                                old: val,
+                                new: Some(new.clone()),
+                                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
+                                code: "inherited-ifname-repaired",
+                                message: format!(
+                                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {new:?}: {why}. Usable interfaces: {}",
+                                    v.usable_list(fam)
+                                ),
+                                remedy: format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {new}"),
+                            },
                         );
                     }
                     // No own choice: handled below with the loopback fallback.
@@ -464,10 +679,17 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             );
         }
         if !p.routed {
+            let lead = match &snap.peer {
+                Some(peer) if !peer.addrs.is_empty() => {
+                    "no route to the peer and no default route named an interface"
+                }
+                Some(_) => "the peer did not resolve and no default route named an interface",
+                None => "no peer is named and no default route names an interface",
+            };
             plan.warn_strict(
                 "no-route-decided",
                 format!(
-                    "no route to the peer and no default route named an interface; took {} as the {}. Usable: {}",
+                    "{lead}; took {} as the {}. Usable: {}",
                     p.link.name,
                     p.how,
                     v.usable_list(fam)
@@ -506,7 +728,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                     snap.job.nnodes.unwrap_or(2),
                     snap.job.source.as_deref().unwrap_or("launcher")
                 ),
-                "run the container on a network that reaches the other nodes (not --network=none): the default bridge, --network=host, or a Kubernetes pod network",
+                "give the container a network the other nodes can connect back to: --network=host, a routable pod network, or a Multus interface on the nodes' network (not --network=none; Docker's default bridge hides the container behind NAT)",
             );
             return;
         }
@@ -526,19 +748,18 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             .map(|a| a.addr);
         let value = v.nccl_value(&lo.name);
         match &inherited {
-            Some((val, origin)) if nccl_rules::ifname_counts(val) => {
-                plan.repair(
-                    "NCCL_SOCKET_IFNAME",
-                    val,
-                    value.clone(),
-                    format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                );
-                plan.warn_strict(
-                    "inherited-ifname-repaired",
-                    format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                    "remove NCCL_SOCKET_IFNAME from the image or config file",
-                );
-            }
+            Some((val, origin)) if nccl_rules::ifname_counts(val) => fix.apply(
+                plan,
+                Repair {
+                    name: "NCCL_SOCKET_IFNAME",
+                    old: val,
+                    new: Some(value.clone()),
+                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                    code: "inherited-ifname-repaired",
+                    message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                    remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
+                },
+            ),
             _ => plan.set(
                 "NCCL_SOCKET_IFNAME",
                 value,
@@ -578,24 +799,25 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     // NCCL_SOCKET_FAMILY matching the chosen address.
     if let (Some((val, origin)), Some(a)) = (&fam_repair, addr) {
         let new = Family::of(&a).nccl_name();
-        plan.repair(
-            "NCCL_SOCKET_FAMILY",
-            val,
-            new,
-            format!(
-                "inherited {val} (from {origin}) matches no usable address; {ifname}'s address {a}"
-            ),
-        );
-        plan.warn_strict(
-            "inherited-family-repaired",
-            format!(
-                "NCCL_SOCKET_FAMILY={val} (from {origin}) replaced by {new}: no interface has a usable {} address, so NCCL would bootstrap on a link-local one or find none",
-                if val == "AF_INET6" { "IPv6" } else { "IPv4" }
-            ),
-            format!(
-                "remove NCCL_SOCKET_FAMILY from the image or config file, or give the interfaces {} addresses",
-                if val == "AF_INET6" { "global IPv6" } else { "IPv4" }
-            ),
+        fix.apply(
+            plan,
+            Repair {
+                name: "NCCL_SOCKET_FAMILY",
+                old: val,
+                new: Some(new.to_string()),
+                reason: format!(
+                    "inherited {val} (from {origin}) matches no usable address; {ifname}'s address {a}"
+                ),
+                code: "inherited-family-repaired",
+                message: format!(
+                    "NCCL_SOCKET_FAMILY={val} (from {origin}) replaced by {new}: no interface has a usable {} address, so NCCL would bootstrap on a link-local one or find none",
+                    if val == "AF_INET6" { "IPv6" } else { "IPv4" }
+                ),
+                remedy: format!(
+                    "remove NCCL_SOCKET_FAMILY from the image or config file, or give the interfaces {} addresses",
+                    if val == "AF_INET6" { "global IPv6" } else { "IPv4" }
+                ),
+            },
         );
     } else if fam_value.is_none() {
         if let Some(a) = addr {
@@ -612,23 +834,11 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
 
     // Framework companions: exact interface names only.
     for var in ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"] {
-        companion(&v, env, var, &ifname, plan);
+        companion(&v, env, var, &ifname, &fix, plan);
     }
-
-    // POD_IP: Paddle's node address (IPv4 only).
-    match (env.get("POD_IP"), addr) {
-        (None, Some(a @ IpAddr::V4(_))) if !a.is_loopback() => plan.set(
-            "POD_IP",
-            a.to_string(),
-            format!("Paddle advertises POD_IP as this node's address: {ifname}'s address"),
-        ),
-        (Some(p), Some(a)) if p.parse::<IpAddr>().ok() != Some(a) => plan.warn(
-            "advertised-address-differs",
-            format!("POD_IP={p} is what Paddle advertises, but NCCL binds {a} on {ifname}"),
-            "unset POD_IP or make it the address of the chosen interface",
-        ),
-        _ => {}
-    }
+    other_launchers(&v, snap, &ifname, addr, &fix, plan);
+    pod_ip(snap, &ifname, addr, multi, &fix, plan);
+    declared_differs(&v, snap, &ifname, addr, plan);
     if let (false, Some(a)) = (snap.job.ips.is_empty(), addr) {
         let ips: Vec<IpAddr> = snap.job.ips.iter().filter_map(|h| h.parse().ok()).collect();
         if ips.len() == snap.job.ips.len() && !ips.contains(&a) {
@@ -644,6 +854,9 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
 
     overlapping_prefixes(&v, plan);
+    if multi {
+        container_bridge_nat(&v, snap, &ifname, addr, plan);
+    }
     proxy_warning(snap, plan);
 }
 
@@ -665,9 +878,9 @@ fn risk_warnings(
             Some("is the loopback interface")
         } else if !f.running {
             Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
-        } else if is_link_local_ip(&f.addr) {
+        } else if is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr) {
             Some("has only a link-local address")
-        } else if link.is_some_and(is_bridge_like) {
+        } else if link.is_some_and(|l| v.container_bridge(l)) {
             Some("is a container or virtualisation bridge")
         } else {
             None
@@ -770,14 +983,72 @@ fn unmatched_entries(v: &Net, val: &str, origin: &str, plan: &mut Plan) {
     }
 }
 
-/// `GLOO_SOCKET_IFNAME` / `TP_SOCKET_IFNAME`: exact interface names (PyTorch: a comma list; Paddle: one name).
-/// Set when unset; repaired when it holds NCCL syntax or a name that does not exist (Gloo then fails with
-/// "Unable to find address for: …"); warned when it names another interface than NCCL's.
+/// One replacement of an inherited value (see [`Fix`]).
+struct Repair<'a> {
+    /// The variable.
+    name: &'a str,
+    /// Its inherited value.
+    old: &'a str,
+    /// The new value; `None` unsets the variable.
+    new: Option<String>,
+    /// The change's reason (the `Changes` line).
+    reason: String,
+    /// The finding's code.
+    code: &'a str,
+    /// The finding's message.
+    message: String,
+    /// What the user can do.
+    remedy: String,
+}
+
+/// Repairs of inherited values. Under a vendor network profile ncclenv repairs nothing (F18: the vendor's
+/// variables and the user's are kept, warn only): the finding is then `vendor-value-kept`, naming what
+/// ncclenv would have done.
+struct Fix {
+    vendor: bool,
+}
+
+impl Fix {
+    fn apply(&self, plan: &mut Plan, r: Repair) {
+        if self.vendor {
+            plan.warn_strict(
+                "vendor-value-kept",
+                format!(
+                    "{}; a vendor network profile is present, so ncclenv keeps {}={:?}{}",
+                    r.message,
+                    r.name,
+                    r.old,
+                    match &r.new {
+                        Some(n) => format!(" (it would set {n:?})"),
+                        None => " (it would unset it)".to_string(),
+                    }
+                ),
+                r.remedy,
+            );
+            return;
+        }
+        match &r.new {
+            Some(n) => plan.repair(r.name, r.old, n.clone(), r.reason),
+            None => {
+                plan.unset(r.name, r.reason);
+                if let Some(c) = plan.changes.last_mut() {
+                    c.replaced = Some(r.old.to_string());
+                }
+            }
+        }
+        plan.warn_strict(r.code, r.message, r.remedy);
+    }
+}
+
+/// `GLOO_SOCKET_IFNAME` / `TP_SOCKET_IFNAME`: exact interface names only (PyTorch: a comma list; Paddle: one
+/// name). Set when unset; repaired when it holds NCCL syntax or a name that does not exist (Gloo then fails
+/// with "Unable to find address for: …"); warned when it names another interface than NCCL's.
 fn companion(
     v: &Net,
     env: &std::collections::BTreeMap<String, String>,
     var: &str,
     ifname: &str,
+    fix: &Fix,
     plan: &mut Plan,
 ) {
     match env.get(var) {
@@ -805,16 +1076,17 @@ fn companion(
                 } else {
                     format!("no interface named {bad:?} exists here")
                 };
-                plan.repair(
-                    var,
-                    val,
-                    ifname,
-                    format!("inherited {var}={val:?} would fail: {why}"),
-                );
-                plan.warn_strict(
-                    "gloo-ifname-repaired",
-                    format!("{var}={val:?} replaced by {ifname:?}: {why}; Gloo would fail with \"Unable to find address for\""),
-                    format!("set {var} to one plain interface name, e.g. {ifname}"),
+                fix.apply(
+                    plan,
+                    Repair {
+                        name: var,
+                        old: val,
+                        new: Some(ifname.to_string()),
+                        reason: format!("inherited {var}={val:?} would fail: {why}"),
+                        code: "gloo-ifname-repaired",
+                        message: format!("{var}={val:?} replaced by {ifname:?}: {why}; Gloo would fail with \"Unable to find address for\""),
+                        remedy: format!("set {var} to one plain interface name, e.g. {ifname}"),
+                    },
                 );
             } else if !names.contains(&ifname) {
                 plan.warn(
@@ -827,6 +1099,303 @@ fn companion(
             }
         }
     }
+}
+
+/// The other launchers' interface variables, each in its own syntax (F26). An inherited value naming an
+/// interface that does not exist is repaired (`launcher-ifname-repaired`), one that selects another
+/// interface than NCCL's is warned (`companion-differs`); an unset one is set only for the launcher that
+/// reads it (its command is the job's):
+///
+/// * `HOROVOD_GLOO_IFACE`: one exact name (horovod/common/utils/env_parser.cc `ParseGlooIface`;
+///   horovodrun sets it to the first of its NICs, horovod/runner/gloo_run.py). Set for `horovodrun`.
+/// * `OMPI_MCA_btl_tcp_if_include`, `OMPI_MCA_oob_tcp_if_include`: comma-separated exact names or CIDR
+///   networks (Open MPI's `btl_tcp_if_include`/`oob_tcp_if_include` MCA parameters). Set for `mpirun`. Open
+///   MPI forwards `OMPI_MCA_*` to every node: the name must be the same there.
+/// * `UCX_NET_DEVICES`: comma-separated devices: netdev names, RDMA `device:port` entries, or `all`. Only
+///   evaluated (never set: it would take UCX off RDMA); a value with RDMA entries is warned, not repaired.
+fn other_launchers(
+    v: &Net,
+    snap: &Snapshot,
+    ifname: &str,
+    addr: Option<IpAddr>,
+    fix: &Fix,
+    plan: &mut Plan,
+) {
+    let env = &snap.env;
+    let launcher = snap.job.launcher;
+    let differs = |plan: &mut Plan, var: &str, val: &str| {
+        plan.warn(
+            "companion-differs",
+            format!("{var}={val} selects another interface than NCCL's {ifname}"),
+            format!("set {var} to {ifname} so that every library of the job uses one interface"),
+        )
+    };
+    let repair = |plan: &mut Plan, var: &'static str, val: &str, why: String| {
+        fix.apply(
+            plan,
+            Repair {
+                name: var,
+                old: val,
+                new: Some(ifname.to_string()),
+                reason: format!("inherited {var}={val:?} would fail: {why}"),
+                code: "launcher-ifname-repaired",
+                message: format!("{var}={val:?} replaced by {ifname:?}: {why}"),
+                remedy: format!("set {var} to an interface that exists here, e.g. {ifname}"),
+            },
+        )
+    };
+
+    match env.get("HOROVOD_GLOO_IFACE") {
+        Some(val) => {
+            let missing: Vec<&str> = val
+                .split(',')
+                .filter(|n| v.link_by_name(n).is_none())
+                .collect();
+            if val.contains(',') || !missing.is_empty() {
+                let why = if val.contains(',') {
+                    format!(
+                        "HOROVOD_GLOO_IFACE takes one interface name, not a list{}",
+                        if missing.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (and {} does not exist here)", missing.join(", "))
+                        }
+                    )
+                } else {
+                    format!("no interface named {val:?} exists here")
+                };
+                repair(plan, "HOROVOD_GLOO_IFACE", val, why);
+            } else if val != ifname {
+                differs(plan, "HOROVOD_GLOO_IFACE", val);
+            }
+        }
+        None if launcher == Some(Launcher::Horovod) => plan.set(
+            "HOROVOD_GLOO_IFACE",
+            ifname,
+            "the same interface as NCCL, for horovodrun's Gloo (one exact name)",
+        ),
+        None => {}
+    }
+
+    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
+        match env.get(var) {
+            Some(val) => {
+                let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+                let mut bad: Vec<String> = Vec::new();
+                let mut selects = false;
+                for e in &entries {
+                    match e.split_once('/') {
+                        Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
+                            (Ok(n), Ok(l)) => {
+                                if !v.net.addrs.iter().any(|a| prefix_contains(&n, l, &a.addr)) {
+                                    bad.push(format!("{e} (no address here is in it)"));
+                                }
+                                selects |= addr.is_some_and(|a| prefix_contains(&n, l, &a));
+                            }
+                            _ => bad.push(format!("{e} (not a CIDR network)")),
+                        },
+                        None => {
+                            if v.link_by_name(e).is_none() {
+                                bad.push(format!("{e} (no such interface)"));
+                            }
+                            selects |= *e == ifname;
+                        }
+                    }
+                }
+                if entries.is_empty() || !bad.is_empty() {
+                    let why = if entries.is_empty() {
+                        "it names nothing".to_string()
+                    } else {
+                        format!("Open MPI cannot use {}", bad.join(", "))
+                    };
+                    repair(plan, var, val, why);
+                } else if !selects {
+                    differs(plan, var, val);
+                }
+            }
+            None if launcher == Some(Launcher::Mpi) => plan.set(
+                var,
+                ifname,
+                "the same interface as NCCL, for Open MPI's TCP transport (Open MPI forwards it to every node)",
+            ),
+            None => {}
+        }
+    }
+
+    if let Some(val) = env.get("UCX_NET_DEVICES") {
+        let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+        if !entries.contains(&"all") {
+            let (rdma, netdevs): (Vec<&str>, Vec<&str>) =
+                entries.iter().partition(|e| e.contains(':'));
+            let missing: Vec<&str> = netdevs
+                .iter()
+                .copied()
+                .filter(|n| v.link_by_name(n).is_none())
+                .collect();
+            if !missing.is_empty() && rdma.is_empty() {
+                repair(
+                    plan,
+                    "UCX_NET_DEVICES",
+                    val,
+                    format!("no interface named {} exists here", missing.join(", ")),
+                );
+            } else if !missing.is_empty() {
+                plan.warn(
+                    "companion-differs",
+                    format!(
+                        "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
+                        missing.join(", ")
+                    ),
+                    format!("remove the missing names or use {ifname}"),
+                );
+            } else if rdma.is_empty() && !netdevs.contains(&ifname) {
+                differs(plan, "UCX_NET_DEVICES", val);
+            }
+        }
+    }
+}
+
+/// `POD_IP`, Paddle's node address (IPv4 only): set when unset; a loopback value in a multi-node job is a
+/// certain failure (Paddle advertises it and the other nodes connect to their own loopback): repaired to the
+/// chosen address, or unset when that is not IPv4 (`pod-ip-repaired`); any other difference is warned.
+fn pod_ip(
+    snap: &Snapshot,
+    ifname: &str,
+    addr: Option<IpAddr>,
+    multi: bool,
+    fix: &Fix,
+    plan: &mut Plan,
+) {
+    let inherited = snap.env.get("POD_IP");
+    match (inherited, addr) {
+        (None, Some(a @ IpAddr::V4(_))) if !a.is_loopback() => plan.set(
+            "POD_IP",
+            a.to_string(),
+            format!("Paddle advertises POD_IP as this node's address: {ifname}'s address"),
+        ),
+        (Some(p), _) if multi && p.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) => {
+            let new = addr.filter(|a| a.is_ipv4() && !a.is_loopback());
+            let nodes = snap.job.nnodes.unwrap_or(2);
+            fix.apply(
+                plan,
+                Repair {
+                    name: "POD_IP",
+                    old: p,
+                    new: new.map(|a| a.to_string()),
+                    reason: format!(
+                        "inherited POD_IP={p} is a loopback address in a {nodes}-node job: Paddle would advertise it to the other nodes"
+                    ),
+                    code: "pod-ip-repaired",
+                    message: format!(
+                        "POD_IP={p} is a loopback address, which Paddle advertises as this node's address in a {nodes}-node job: the other nodes would connect to themselves; {}",
+                        match new {
+                            Some(a) => format!("replaced by {ifname}'s address {a}"),
+                            None => "unset (the chosen address is not IPv4)".to_string(),
+                        }
+                    ),
+                    remedy: "do not set POD_IP to a loopback address (Kubernetes: status.podIP; under host networking, give the host name its real address in /etc/hosts)".into(),
+                },
+            );
+        }
+        (Some(p), Some(a)) if p.parse::<IpAddr>().ok() != Some(a) => plan.warn(
+            "advertised-address-differs",
+            format!("POD_IP={p} is what Paddle advertises, but NCCL binds {a} on {ifname}"),
+            "unset POD_IP or make it the address of the chosen interface",
+        ),
+        _ => {}
+    }
+}
+
+/// The address this node declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's `--local-addr`;
+/// `POD_IP` is [`pod_ip`]'s) disagrees with the interface chosen, or belongs to no interface here:
+/// `advertised-address-differs`.
+fn declared_differs(v: &Net, snap: &Snapshot, ifname: &str, addr: Option<IpAddr>, plan: &mut Plan) {
+    let (Some(text), Some(src)) = (&snap.job.self_addr, &snap.job.self_addr_source) else {
+        return;
+    };
+    if src == "POD_IP" {
+        return;
+    }
+    let Ok(ip) = text.parse::<IpAddr>() else {
+        return;
+    };
+    let owner = v
+        .net
+        .addrs
+        .iter()
+        .find(|a| a.addr == ip)
+        .and_then(|a| v.link(a.index));
+    let bound = addr.map_or(String::new(), |a| format!(" {a}"));
+    match owner {
+        None => plan.warn(
+            "advertised-address-differs",
+            format!("{src}={ip} names this node's address, but no interface here has it: the launcher will advertise an address this node does not own; NCCL binds{bound} on {ifname}"),
+            format!("set {src} to this node's address on {ifname}, or unset it"),
+        ),
+        Some(l) if l.name != ifname => plan.warn(
+            "advertised-address-differs",
+            format!("{src}={ip} names this node's address, which is on {}, but NCCL binds{bound} on {ifname}: the job would use two networks", l.name),
+            format!("set {src} to this node's address on {ifname}, or make the route to the master leave through {}", l.name),
+        ),
+        _ => {}
+    }
+}
+
+/// Address blocks container engines hand to their NAT'd bridges by default: Docker's local address pools
+/// (moby libnetwork/ipamutils/utils.go `localScopeDefaultNetworks`: 172.17.0.0/16 … 172.28.0.0/14, i.e.
+/// 172.17.0.0–172.31.255.255, and 192.168.0.0/16 split into /20s) and Podman's default network
+/// (containers/common `default_subnet` 10.88.0.0/16).
+const NAT_BRIDGE_POOLS: &[([u8; 4], u8)] = &[
+    ([172, 17, 0, 0], 16),
+    ([172, 18, 0, 0], 15),
+    ([172, 20, 0, 0], 14),
+    ([172, 24, 0, 0], 13),
+    ([192, 168, 0, 0], 16),
+    ([10, 88, 0, 0], 16),
+];
+
+/// A multi-node job whose address sits on a container bridge behind NAT cannot be connected back to by the
+/// other nodes (they would need this container's address, which only its host can reach): warn
+/// `container-bridge-nat`. Seen from inside the container (the NAT itself lives in the host's namespace):
+/// the chosen interface is a veth, its IPv4 address lies in a container engine's default bridge pool
+/// ([`NAT_BRIDGE_POOLS`]), and the route to the master leaves through it via a gateway (the master is on
+/// another host). A heuristic: a warning, never a refusal.
+fn container_bridge_nat(
+    v: &Net,
+    snap: &Snapshot,
+    ifname: &str,
+    addr: Option<IpAddr>,
+    plan: &mut Plan,
+) {
+    let Some(IpAddr::V4(a)) = addr else { return };
+    let Some(link) = v.link_by_name(ifname) else {
+        return;
+    };
+    if link.kind.as_deref() != Some("veth") {
+        return;
+    }
+    let in_pool = NAT_BRIDGE_POOLS
+        .iter()
+        .any(|(net, len)| prefix_contains(&IpAddr::from(*net), *len, &IpAddr::V4(a)));
+    let Some(peer) = snap.peer.as_ref() else {
+        return;
+    };
+    let via = v.net.peer_routes.iter().find_map(|l| {
+        (l.error.is_none() && !l.local && l.oif == Some(link.index))
+            .then_some(l.gateway)
+            .flatten()
+    });
+    let (true, Some(gw)) = (in_pool, via) else {
+        return;
+    };
+    plan.warn(
+        "container-bridge-nat",
+        format!(
+            "this node's address {a} on {ifname} looks like a container bridge behind NAT (a veth in a Docker/Podman default address pool; the master {} is reached through {gw}): the other nodes cannot connect back to {a}",
+            peer.host
+        ),
+        "run the container with --network=host, give the pod a routable network, or attach a Multus interface on the nodes' network",
+    );
 }
 
 /// Two candidate interfaces whose connected prefixes overlap: the kernel sources traffic from the first
@@ -853,13 +1422,27 @@ fn overlapping_prefixes(v: &Net, plan: &mut Plan) {
     }
 }
 
-/// A proxy variable that does not exempt the peer: launchers' HTTP rendezvous (Paddle's master, torchrun's
-/// c10d/etcd) would go to the proxy.
+/// A proxy variable that the launcher's HTTP rendezvous would use and `NO_PROXY` does not exempt its host:
+/// the rendezvous (Paddle's HTTP master, an etcd endpoint) goes to the proxy (F20). Only HTTP rendezvous
+/// count: torchrun's static/c10d rendezvous, `env://`, SGLang and DeepSpeed speak raw TCP to a `TCPStore`.
+/// An `http://` endpoint uses `HTTP_PROXY`/`http_proxy`, an `https://` one `HTTPS_PROXY`/`https_proxy`,
+/// both `ALL_PROXY`/`all_proxy`; variables the launcher clears itself (Paddle: `http_proxy`, `https_proxy`)
+/// are no risk.
 fn proxy_warning(snap: &Snapshot, plan: &mut Plan) {
-    let Some(peer) = &snap.peer else { return };
-    let set: Vec<&str> = PROXY_VARS
-        .iter()
-        .copied()
+    let Some(r) = snap.job.rendezvous.as_ref() else {
+        return;
+    };
+    if r.protocol != RdzvProtocol::Http {
+        return;
+    }
+    let names: [&str; 4] = if r.tls {
+        ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+    } else {
+        ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+    };
+    let set: Vec<&str> = names
+        .into_iter()
+        .filter(|k| !r.clears.iter().any(|c| c == k))
         .filter(|k| snap.env.get(*k).is_some_and(|v| !v.is_empty()))
         .collect();
     if set.is_empty() {
@@ -871,17 +1454,23 @@ fn proxy_warning(snap: &Snapshot, plan: &mut Plan) {
         .flat_map(|v| v.split(',').map(|s| s.trim().to_string()))
         .filter(|s| !s.is_empty())
         .collect();
-    if no_proxy_exempts(&no_proxy, &peer.host, &peer.addrs) {
+    let addrs: Vec<IpAddr> = match &snap.peer {
+        Some(p) if p.host == r.host => p.addrs.clone(),
+        _ => r.host.parse().into_iter().collect(),
+    };
+    if no_proxy_exempts(&no_proxy, &r.host, &addrs) {
         return;
     }
     plan.warn(
         "proxy-catches-peer",
         format!(
-            "{} is set and NO_PROXY does not exempt the peer {}: the launcher's HTTP rendezvous would go to the proxy",
+            "{} is set and NO_PROXY does not exempt {}: {} ({}) would be reached through the proxy",
             set.join(", "),
-            peer.host
+            r.host,
+            r.owner,
+            r.source
         ),
-        format!("add {} to NO_PROXY and no_proxy", peer.host),
+        format!("add {} to NO_PROXY and no_proxy", r.host),
     );
 }
 

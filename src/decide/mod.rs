@@ -14,9 +14,11 @@ use crate::snapshot::Snapshot;
 
 /// Variables (or prefixes) that mean a vendor network plugin manages NCCL's transport: AWS EFA
 /// (`FI_PROVIDER`, aws-ofi-nccl), GKE GPUDirect-TCPX/TCPXO (`NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*`, enforced
-/// by a config checker), or any explicit `NCCL_NET`. NCCL-FACTS §6.
+/// by a config checker), an explicit `NCCL_NET`, or a `NCCL_NET_PLUGIN` other than `none` (with `none`
+/// NCCL's net-plugin loader, src/plugin/, loads no plugin).
 const VENDOR_KEYS: &[&str] = &[
     "NCCL_NET",
+    "NCCL_NET_PLUGIN",
     "FI_PROVIDER",
     "NCCL_GPUDIRECTTCPX_",
     "NCCL_FASTRAK_",
@@ -26,12 +28,16 @@ const VENDOR_KEYS: &[&str] = &[
 pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
     let mut keys: Vec<String> = snap
         .env
-        .keys()
+        .iter()
         .chain(
             snap.conf_files
                 .iter()
-                .flat_map(|f| f.values.iter().map(|(k, _)| k)),
+                .flat_map(|f| f.values.iter().map(|(k, v)| (k, v))),
         )
+        .filter(|(k, v)| {
+            !(k.as_str() == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")))
+        })
+        .map(|(k, _)| k)
         .filter(|k| {
             VENDOR_KEYS.iter().any(|v| {
                 if v.ends_with('_') {
@@ -49,12 +55,15 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 }
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
-/// problems → hands-off cases (a failed probe, `NCCL_COMM_ID`, a vendor profile) → interface → RDMA →
-/// `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked `strict_refuses`
-/// becomes exit 78).
+/// problems → a peer that did not resolve → hands-off cases (a failed probe, `NCCL_COMM_ID`) → interface →
+/// RDMA → `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked
+/// `strict_refuses` becomes exit 78). Under a vendor network profile (F18) the interface is decided without
+/// repairing any inherited value and RDMA is left alone.
 ///
-/// Fail open: when the network probe, a config file or the peer's resolution failed, the plan changes
-/// nothing and carries a warning (a refusal under `NCCLENV_STRICT=1`).
+/// Fail open: when the network probe or a config file failed, the plan changes nothing and carries a
+/// warning (a refusal under `NCCLENV_STRICT=1`). A peer whose name did not resolve within
+/// `NCCLENV_RESOLVE_TIMEOUT_MS` is not a probe failure: `peer-unresolved` (strict), then the decision goes
+/// on as if no peer were named (F17).
 pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     let mut plan = Plan::default();
     if cfg.disable {
@@ -74,6 +83,21 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "fix the launcher argument; ncclenv ignored it",
         );
     }
+    if let Some(p) = snap.peer.as_ref().filter(|p| p.addrs.is_empty()) {
+        plan.warn_strict(
+            "peer-unresolved",
+            format!(
+                "the master's name {} (from {}) did not resolve: tried for {} ms ({} attempt{}){}; deciding as if no master were named",
+                p.host,
+                p.source,
+                p.resolve_ms,
+                p.resolve_attempts,
+                if p.resolve_attempts == 1 { "" } else { "s" },
+                p.error.as_ref().map_or(String::new(), |e| format!(", last: {e}"))
+            ),
+            "make the name resolvable before the job starts (a headless Service for the master pod, DNS), raise NCCLENV_RESOLVE_TIMEOUT_MS, or give the master as an address",
+        );
+    }
     // Fail open on probe errors.
     // (what failed, what the user can do)
     let mut failures: Vec<(String, &str)> = Vec::new();
@@ -88,14 +112,6 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             failures.push((
                 format!("cannot read NCCL config file {}: {e}", f.path),
                 "make the NCCL config file readable, fix NCCL_CONF_FILE, or remove the file",
-            ));
-        }
-    }
-    if let Some(p) = &snap.peer {
-        if let Some(e) = &p.error {
-            failures.push((
-                format!("cannot resolve the peer {} (from {}): {e}", p.host, p.source),
-                "give the master as an address (NCCLENV_PEER or the launcher's master), or fix name resolution",
             ));
         }
     }
@@ -129,15 +145,21 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     }
     let vendor = vendor_profile(snap);
     if !vendor.is_empty() {
-        plan.hands_off = true;
         plan.info(
             "vendor-profile",
-            format!("a vendor network profile manages NCCL's transport ({}); ncclenv reports only and changes nothing", vendor.join(", ")),
-            "nothing to do; unset those variables to let ncclenv decide",
+            format!("a vendor network profile manages NCCL's transport ({}): ncclenv leaves NCCL_IB_*, NCCL_NET* and the plugin's variables alone and repairs no inherited value; NCCL's bootstrap and Gloo still use plain sockets, so it sets NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY and the companions where unset", vendor.join(", ")),
+            "nothing to do",
         );
+        interface::decide_interface(snap, cfg, &mut plan, true);
+        // The RDMA rules only say that the plugin owns the transport (`rdma-vendor-plugin`) and change
+        // nothing, when they see the profile in the environment (a profile from a config file: skipped).
+        if vendor.iter().any(|k| snap.env.contains_key(k)) {
+            rdma::decide_rdma(snap, cfg, &mut plan);
+        }
+        shm::decide_shm(snap, cfg, &mut plan);
         return finish(plan, snap, cfg);
     }
-    interface::decide_interface(snap, cfg, &mut plan);
+    interface::decide_interface(snap, cfg, &mut plan, false);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
     finish(plan, snap, cfg)
@@ -148,7 +170,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
 /// found" (`ncclSystemError`).
 fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
     let Ok(net) = &snap.net else { return };
-    let Some(host) = crate::probe::job::parse_host(comm_id) else {
+    let Some(host) = crate::launcher::parse_host(comm_id) else {
         return;
     };
     let Ok(ip) = host.parse::<std::net::IpAddr>() else {

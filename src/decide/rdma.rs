@@ -407,6 +407,10 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
 fn vendor_plugin(env: &BTreeMap<String, String>) -> Option<String> {
     for k in ["NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"] {
         if let Some(v) = env.get(k) {
+            // NCCL_NET_PLUGIN=none loads no plugin (see `decide::vendor_profile`).
+            if k == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")) {
+                continue;
+            }
             return Some(format!("{k}={v}"));
         }
     }
@@ -774,9 +778,8 @@ mod tests {
         assert!(p.warnings.iter().all(|w| w.severity == Severity::Info));
     }
 
-    /// `NCCL_NET_PLUGIN` is the vendor variable that reaches this decision (the others make the whole decision
-    /// hands off before it, see `vendor_profiles_leave_rdma_alone_on_the_real_path`): an RDMA setup that would
-    /// otherwise be disabled (no verbs node, 8 MiB memlock) is left to the plugin.
+    /// A vendor plugin (`NCCL_NET_PLUGIN` here; see also `vendor_profiles_leave_rdma_alone_on_the_real_path`):
+    /// an RDMA setup that would otherwise be disabled (no verbs node, 8 MiB memlock) is left to the plugin.
     #[test]
     fn a_net_plugin_leaves_rdma_to_it() {
         let r = rdma(

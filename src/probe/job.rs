@@ -1,24 +1,48 @@
-//! The job: its peer (the master), its shape (how many nodes), the inherited variables that matter, and NCCL's
-//! configuration files. Reads the command's own arguments the way the launchers do (NCCL-FACTS §8).
+//! The job: its peer (the master) resolved to addresses, its shape (read by `crate::launcher`), the inherited
+//! variables that matter, and NCCL's configuration files.
 
-use crate::snapshot::{ConfFile, Framework, JobShape, Peer};
+use crate::launcher::{self, Endpoint, Sourced};
+use crate::snapshot::{ConfFile, JobShape, Peer};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Variables recorded in the snapshot by exact name. Anything else is never recorded (secrets).
+/// The job's peer (not yet resolved) and shape: `NCCLENV_PEER` (`cfg_peer`) names the peer when set, else
+/// the launcher does (`launcher::read`); `NCCLENV_NNODES` (`cfg_nnodes`) sets the node count when set,
+/// else the launcher does. `env` is the recorded environment ([`record_env`]).
+pub fn job(
+    cfg_peer: Option<&str>,
+    cfg_nnodes: Option<u32>,
+    argv: &[OsString],
+    env: &BTreeMap<String, String>,
+) -> (Option<Sourced<Endpoint>>, JobShape) {
+    let info = launcher::read(argv, env);
+    let mut shape = info.shape;
+    if let Some(n) = cfg_nnodes {
+        shape.nnodes = Some(n);
+        shape.source = Some("--nnodes/NCCLENV_NNODES".into());
+    }
+    let own = cfg_peer
+        .and_then(|p| launcher::parse_endpoint(p).ok())
+        .map(|e| Sourced {
+            value: e,
+            source: "NCCLENV_PEER".into(),
+        });
+    (own.or(info.master), shape)
+}
+
+/// Variables recorded in the snapshot by exact name, besides the launchers' (`launcher::VARS`). Anything
+/// else is never recorded (secrets).
 const RECORDED: &[&str] = &[
     "GLOO_SOCKET_IFNAME",
     "TP_SOCKET_IFNAME",
-    "POD_IP",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "PADDLE_MASTER",
-    "PADDLE_NNODES",
-    "PADDLE_TRAINER_ENDPOINTS",
+    "HOROVOD_GLOO_IFACE",
+    "OMPI_MCA_btl_tcp_if_include",
+    "OMPI_MCA_oob_tcp_if_include",
+    "UCX_NET_DEVICES",
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
     "FI_PROVIDER",
@@ -46,24 +70,15 @@ pub const PROXY_VARS: &[&str] = &[
 
 /// True for the variables the snapshot records: every `NCCL_*`, the launcher, GPU, library-path and proxy variables listed in this module.
 pub fn is_recorded(name: &str) -> bool {
-    name.starts_with("NCCL_") || RECORDED.contains(&name) || PROXY_VARS.contains(&name)
+    name.starts_with("NCCL_")
+        || RECORDED.contains(&name)
+        || PROXY_VARS.contains(&name)
+        || launcher::VARS.contains(&name)
 }
 
-/// Remove `user:password@` from a proxy URL so that it can be recorded and reported.
-pub fn redact_proxy(value: &str) -> String {
-    let (scheme, rest) = match value.find("://") {
-        Some(i) => (&value[..i + 3], &value[i + 3..]),
-        None => ("", value),
-    };
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_end].rfind('@') {
-        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
-        None => value.to_string(),
-    }
-}
-
-/// Record the relevant inherited variables (see [`is_recorded`]). Non-UTF-8 values are recorded lossily (they
-/// pass to the command unchanged; only the record is lossy).
+/// Record the relevant inherited variables (see [`is_recorded`]), each with the user information of URLs
+/// replaced by `***` (`launcher::redact_userinfo`: proxies and rendezvous endpoints carry passwords).
+/// Non-UTF-8 values are recorded lossily (they pass to the command unchanged; only the record is lossy).
 pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
     vars: I,
 ) -> BTreeMap<String, String> {
@@ -73,373 +88,100 @@ pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
         if !is_recorded(k) {
             continue;
         }
-        let v = v.to_string_lossy().into_owned();
-        let v = if PROXY_VARS.contains(&k) {
-            redact_proxy(&v)
-        } else {
-            v
-        };
+        let v = launcher::redact_userinfo(&v.to_string_lossy());
         out.insert(k.to_string(), v);
     }
     out
 }
 
-/// Parse `host[:port]`, `[v6]:port`, `[v6]` or a bare IPv6 address, after an optional scheme (`etcd://`,
-/// `tcp://`) and before an optional `/path`, into the host alone. A port, when written, is 1 to 65535 in
-/// digits; a `[` must close. The error is a short reason for a message.
-pub fn parse_host_spec(spec: &str) -> Result<String, String> {
-    let s = spec.trim();
-    let s = match s.find("://") {
-        Some(i) => &s[i + 3..],
-        None => s,
-    };
-    let s = s.split('/').next().unwrap_or("");
-    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-        let Some((host, after)) = rest.split_once(']') else {
-            return Err("the '[' is not closed by ']'".into());
-        };
-        match after {
-            "" => (host, None),
-            _ => match after.strip_prefix(':') {
-                Some(p) => (host, Some(p)),
-                None => return Err(format!("unexpected {after:?} after ']'")),
-            },
-        }
-    } else if s.matches(':').count() > 1 {
-        // A bare IPv6 address: no port can be told apart.
-        (s, None)
-    } else {
-        match s.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (s, None),
-        }
-    };
-    if host.is_empty() {
-        return Err("no host".into());
-    }
-    if host
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '[' || c == ']')
-    {
-        return Err(format!("{host:?} is not a host name or address"));
-    }
-    if let Some(p) = port {
-        let ok = !p.is_empty()
-            && p.len() <= 5
-            && p.bytes().all(|b| b.is_ascii_digit())
-            && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n));
-        if !ok {
-            return Err(format!("port {p:?} is not a number from 1 to 65535"));
-        }
-    }
-    Ok(host.to_string())
-}
+/// First pause between two resolver calls for a name that does not resolve (yet); it doubles up to
+/// [`RESOLVE_RETRY_MAX`].
+const RESOLVE_RETRY_FIRST: Duration = Duration::from_millis(50);
+/// Longest pause between two resolver calls.
+const RESOLVE_RETRY_MAX: Duration = Duration::from_millis(500);
 
-/// [`parse_host_spec`] without the reason: `None` for anything it rejects (an empty host, a bad port, an
-/// unclosed `[`).
-pub fn parse_host(spec: &str) -> Option<String> {
-    parse_host_spec(spec).ok()
-}
-
-/// The launcher options read from the command, each with its value: `--name value` or `--name=value`, and
-/// torchrun's `--standalone` (with an empty value). Scanning stops at the training script (the first `*.py` argument after the program), after which
-/// arguments belong to the script.
-fn launcher_options(argv: &[OsString]) -> Vec<(String, String)> {
-    const NAMES: &[&str] = &[
-        "--master",
-        "--ips",
-        "--nnodes",
-        "--master-addr",
-        "--master_addr",
-        "--rdzv-endpoint",
-        "--rdzv_endpoint",
-    ];
-    let args: Vec<String> = argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if i >= 1 && a.ends_with(".py") && !a.starts_with('-') {
+/// Resolve a peer host to addresses within `timeout`. An address literal needs no resolver. A name is
+/// looked up with the system resolver (`getaddrinfo`, through `ToSocketAddrs`) on a helper thread; when the
+/// lookup fails (NXDOMAIN, no resolver reachable, an empty answer) it is retried, with pauses of 50 ms
+/// doubling to 500 ms, until `timeout` has passed — a Kubernetes headless service often appears seconds
+/// after its pods start. A call still running at the deadline is abandoned (its thread is left behind;
+/// `exec` ends it). The result records the time spent ([`Peer::resolve_ms`]), the number of calls and, on
+/// failure, the last error; its `addrs` are then empty.
+pub fn resolve_peer(source: String, host: String, port: Option<u16>, timeout: Duration) -> Peer {
+    let mut peer = Peer {
+        source,
+        host,
+        addrs: vec![],
+        error: None,
+        port,
+        resolve_ms: 0,
+        resolve_attempts: 0,
+    };
+    if let Ok(ip) = peer.host.parse::<IpAddr>() {
+        peer.addrs = vec![ip];
+        return peer;
+    }
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let mut pause = RESOLVE_RETRY_FIRST;
+    loop {
+        peer.resolve_attempts += 1;
+        match resolve_once(
+            &peer.host,
+            deadline.saturating_duration_since(Instant::now()),
+        ) {
+            Ok(addrs) => {
+                peer.addrs = addrs;
+                peer.error = None;
+                break;
+            }
+            Err((e, timed_out)) => {
+                peer.error = Some(e);
+                if timed_out {
+                    break;
+                }
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             break;
         }
-        if let Some((name, value)) = a.split_once('=') {
-            if NAMES.contains(&name) {
-                out.push((name.to_string(), value.to_string()));
-            }
-        } else if NAMES.contains(&a.as_str()) {
-            if let Some(v) = args.get(i + 1) {
-                out.push((a.clone(), v.clone()));
-                i += 1;
-            }
-        } else if a == "--standalone" {
-            // torchrun's single-node switch takes no value.
-            out.push((a.clone(), String::new()));
-        }
-        i += 1;
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(RESOLVE_RETRY_MAX);
     }
-    out
+    peer.resolve_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    peer
 }
 
-/// Find the job's peer (master): `NCCLENV_PEER` (`cfg_peer`); else the launcher's arguments (`--master`, the
-/// first host of `--ips`, `--master-addr`/`--master_addr`, `--rdzv-endpoint`); else `PADDLE_MASTER`,
-/// `MASTER_ADDR`, the first host of `PADDLE_TRAINER_ENDPOINTS`. Returns (source, host) without resolving.
-pub fn find_peer(
-    cfg_peer: Option<&str>,
-    argv: &[OsString],
-    env: &BTreeMap<String, String>,
-) -> Option<(String, String)> {
-    find_peer_checked(cfg_peer, argv, env).0
-}
-
-/// [`find_peer`], and one sentence for each launcher argument or variable looked at before the peer was found
-/// whose value is not a host (`MASTER_ADDR='a b'`, `--master=:8090`): it is skipped, and the sentences go to
-/// [`JobShape::problems`] (`launcher-argument` warnings) instead of being dropped silently.
-pub fn find_peer_checked(
-    cfg_peer: Option<&str>,
-    argv: &[OsString],
-    env: &BTreeMap<String, String>,
-) -> (Option<(String, String)>, Vec<String>) {
-    let mut problems = Vec::new();
-    if let Some(p) = cfg_peer.and_then(parse_host) {
-        return (Some(("NCCLENV_PEER".into(), p)), problems);
-    }
-    let opts = launcher_options(argv);
-    for want in [
-        "--master",
-        "--ips",
-        "--master-addr",
-        "--master_addr",
-        "--rdzv-endpoint",
-        "--rdzv_endpoint",
-    ] {
-        if let Some((_, v)) = opts.iter().find(|(n, _)| n == want) {
-            let first = v.split(',').next().unwrap_or("");
-            match parse_host_spec(first) {
-                Ok(h) => return (Some((want.to_string(), h)), problems),
-                Err(e) => problems.push(format!(
-                    "launcher argument {want} {v:?}: {e}; not used as the peer"
-                )),
-            }
-        }
-    }
-    for var in ["PADDLE_MASTER", "MASTER_ADDR", "PADDLE_TRAINER_ENDPOINTS"] {
-        if let Some(v) = env.get(var) {
-            let first = v.split(',').next().unwrap_or("");
-            match parse_host_spec(first) {
-                Ok(h) => return (Some((var.to_string(), h)), problems),
-                Err(e) => problems.push(format!("{var}={v:?}: {e}; not used as the peer")),
-            }
-        }
-    }
-    (None, problems)
-}
-
-/// Parse a node count: `N` or `N:M` (torchrun's elastic range, `1 <= N <= M`; counts as M, the largest
-/// size).
-pub fn parse_nnodes(v: &str) -> Result<u32, String> {
-    let count = |part: &str| -> Result<u32, String> {
-        match part.trim().parse::<u32>() {
-            Ok(0) => Err(format!("'{v}' is not a node count (must be at least 1)")),
-            Ok(n) => Ok(n),
-            Err(_) => Err(format!("'{v}' is not a node count (N or N:M)")),
-        }
-    };
-    match v.split_once(':') {
-        None => count(v),
-        Some((min, max)) => {
-            let (min, max) = (count(min)?, count(max)?);
-            if min > max {
-                return Err(format!(
-                    "'{v}' is not a node range: the minimum {min} is larger than the maximum {max}"
-                ));
-            }
-            Ok(max)
-        }
-    }
-}
-
-/// The job's shape: `NCCLENV_NNODES`/`--nnodes` given to ncclenv (`cfg_nnodes`) wins; else torchrun's
-/// `--standalone` (one node); else the launcher's `--nnodes` (N or N:M → M), the number of hosts in `--ips`,
-/// `PADDLE_NNODES`, the number of distinct hosts in `PADDLE_TRAINER_ENDPOINTS`. Unparseable launcher values
-/// are recorded in `problems` and ignored.
-pub fn job_shape(
-    cfg_nnodes: Option<u32>,
-    argv: &[OsString],
-    env: &BTreeMap<String, String>,
-) -> JobShape {
-    let opts = launcher_options(argv);
-    let mut shape = JobShape::default();
-    if let Some((_, ips)) = opts.iter().find(|(n, _)| n == "--ips") {
-        shape.ips = ips.split(',').filter_map(parse_host).collect::<Vec<_>>();
-    }
-    if let Some(n) = cfg_nnodes {
-        shape.nnodes = Some(n);
-        shape.source = Some("--nnodes/NCCLENV_NNODES".into());
-        return shape;
-    }
-    if opts.iter().any(|(n, _)| n == "--standalone") {
-        shape.nnodes = Some(1);
-        shape.source = Some("--standalone".into());
-        return shape;
-    }
-    if let Some((_, v)) = opts.iter().find(|(n, _)| n == "--nnodes") {
-        match parse_nnodes(v) {
-            Ok(n) => {
-                shape.nnodes = Some(n);
-                shape.source = Some("--nnodes".into());
-                return shape;
-            }
-            Err(e) => shape
-                .problems
-                .push(format!("launcher argument --nnodes: {e}")),
-        }
-    }
-    if !shape.ips.is_empty() {
-        let mut hosts = shape.ips.clone();
-        hosts.sort();
-        hosts.dedup();
-        shape.nnodes = Some(hosts.len() as u32);
-        shape.source = Some("--ips".into());
-        return shape;
-    }
-    if let Some(v) = env.get("PADDLE_NNODES") {
-        match parse_nnodes(v) {
-            Ok(n) => {
-                shape.nnodes = Some(n);
-                shape.source = Some("PADDLE_NNODES".into());
-                return shape;
-            }
-            Err(e) => shape.problems.push(format!("PADDLE_NNODES: {e}")),
-        }
-    }
-    if let Some(v) = env.get("PADDLE_TRAINER_ENDPOINTS") {
-        let mut hosts: Vec<String> = v.split(',').filter_map(parse_host).collect();
-        hosts.sort();
-        hosts.dedup();
-        if !hosts.is_empty() {
-            shape.nnodes = Some(hosts.len() as u32);
-            shape.source = Some("PADDLE_TRAINER_ENDPOINTS".into());
-        }
-    }
-    shape
-}
-
-/// The framework whose launcher the command is: the program's base name (`torchrun`, `deepspeed`,
-/// `accelerate` → PyTorch; `fleetrun` → Paddle), or a Python interpreter's `-m` module
-/// (`torch.distributed.run`, `torch.distributed.launch` → PyTorch; `paddle.distributed.launch` → Paddle).
-/// `None` for anything else (a plain `python train.py` says nothing about its framework).
-pub fn framework(argv: &[OsString]) -> Option<Framework> {
-    let prog = argv.first()?.to_string_lossy();
-    let base = prog.rsplit('/').next().unwrap_or(&prog);
-    match base {
-        "torchrun" | "deepspeed" | "accelerate" => return Some(Framework::PyTorch),
-        "fleetrun" => return Some(Framework::Paddle),
-        _ => {}
-    }
-    if !base.starts_with("python") {
-        return None;
-    }
-    let args: Vec<String> = argv[1..]
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let module = args
-        .iter()
-        .position(|a| a == "-m")
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-        .or_else(|| args.iter().find_map(|a| a.strip_prefix("-m")))?;
-    match module {
-        "torch.distributed.run" | "torch.distributed.launch" => Some(Framework::PyTorch),
-        "paddle.distributed.launch" => Some(Framework::Paddle),
-        _ => None,
-    }
-}
-
-/// The value of a launcher option (`--name value` or `--name=value`) before the training script, if given.
-pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
-    let args: Vec<String> = argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let mut i = 1;
-    while i < args.len() {
-        let a = &args[i];
-        if a.ends_with(".py") && !a.starts_with('-') {
-            return None;
-        }
-        if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
-            return Some(v.to_string());
-        }
-        if a == name {
-            return args.get(i + 1).cloned();
-        }
-        i += 1;
-    }
-    None
-}
-
-/// Resolve a peer host to addresses, waiting at most `timeout`. An address literal needs no resolver. On
-/// failure or timeout the error is recorded and `addrs` is empty (the resolver thread is left behind; `exec`
-/// ends it).
-pub fn resolve_peer(source: String, host: String, timeout: Duration) -> Peer {
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Peer {
-            source,
-            host,
-            addrs: vec![ip],
-            error: None,
-        };
-    }
+/// One resolver call for `host`, waiting at most `wait`. `Err((reason, true))` when the wait ran out.
+fn resolve_once(host: &str, wait: Duration) -> Result<Vec<IpAddr>, (String, bool)> {
     let (tx, rx) = mpsc::channel();
-    let h = host.clone();
-    let spawned = std::thread::Builder::new()
+    let h = host.to_string();
+    std::thread::Builder::new()
         .name("ncclenv-resolve".into())
         .spawn(move || {
             let r = (h.as_str(), 0u16)
                 .to_socket_addrs()
                 .map(|it| it.map(|sa| sa.ip()).collect::<Vec<_>>());
             let _ = tx.send(r);
-        });
-    let result = match spawned {
-        Err(e) => Err(format!("cannot start the resolver: {e}")),
-        Ok(_) => match rx.recv_timeout(timeout) {
-            Ok(Ok(mut addrs)) => {
-                let mut seen = Vec::new();
-                addrs.retain(|a| {
-                    let new = !seen.contains(a);
-                    seen.push(*a);
-                    new
-                });
-                if addrs.is_empty() {
-                    Err("the resolver returned no address".to_string())
-                } else {
-                    Ok(addrs)
-                }
+        })
+        .map_err(|e| (format!("cannot start the resolver: {e}"), true))?;
+    match rx.recv_timeout(wait) {
+        Ok(Ok(mut addrs)) => {
+            let mut seen = Vec::new();
+            addrs.retain(|a| {
+                let new = !seen.contains(a);
+                seen.push(*a);
+                new
+            });
+            if addrs.is_empty() {
+                Err(("the resolver returned no address".to_string(), false))
+            } else {
+                Ok(addrs)
             }
-            Ok(Err(e)) => Err(format!("cannot resolve: {e}")),
-            Err(_) => Err(format!(
-                "no answer from the resolver within {} ms",
-                timeout.as_millis()
-            )),
-        },
-    };
-    match result {
-        Ok(addrs) => Peer {
-            source,
-            host,
-            addrs,
-            error: None,
-        },
-        Err(e) => Peer {
-            source,
-            host,
-            addrs: vec![],
-            error: Some(e),
-        },
+        }
+        Ok(Err(e)) => Err((format!("cannot resolve: {e}"), false)),
+        Err(_) => Err(("no answer from the resolver".to_string(), true)),
     }
 }
 
@@ -520,61 +262,29 @@ pub fn effective<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launcher::{parse_host, parse_host_spec, parse_nnodes, redact_userinfo};
     use proptest::prelude::*;
 
     fn argv(s: &[&str]) -> Vec<OsString> {
         s.iter().map(OsString::from).collect()
     }
-
-    #[test]
-    fn frameworks_from_the_launcher() {
-        let f = |v: &[&str]| framework(&argv(v));
-        assert_eq!(
-            f(&["torchrun", "--nnodes=2", "t.py"]),
-            Some(Framework::PyTorch)
-        );
-        assert_eq!(
-            f(&["/usr/bin/python3", "-m", "torch.distributed.run", "t.py"]),
-            Some(Framework::PyTorch)
-        );
-        assert_eq!(
-            f(&[
-                "python",
-                "-m",
-                "paddle.distributed.launch",
-                "--log_level=INFO",
-                "t.py"
-            ]),
-            Some(Framework::Paddle)
-        );
-        assert_eq!(
-            f(&["python3", "-mpaddle.distributed.launch"]),
-            Some(Framework::Paddle)
-        );
-        assert_eq!(f(&["python", "train.py"]), None);
-        assert_eq!(f(&["sh", "-c", "torchrun t.py"]), None);
-        assert_eq!(f(&[]), None);
-        let cmd = argv(&[
-            "python",
-            "-m",
-            "paddle.distributed.launch",
-            "--log_level",
-            "WARNING",
-            "t.py",
-            "--log_level=x",
-        ]);
-        assert_eq!(
-            launcher_value(&cmd, "--log_level").as_deref(),
-            Some("WARNING")
-        );
-        let cmd = argv(&[
-            "python",
-            "-m",
-            "paddle.distributed.launch",
-            "t.py",
-            "--log_level=x",
-        ]);
-        assert_eq!(launcher_value(&cmd, "--log_level"), None);
+    fn find_peer_checked(
+        cfg: Option<&str>,
+        cmd: &[OsString],
+        env: &BTreeMap<String, String>,
+    ) -> (Option<(String, String)>, Vec<String>) {
+        let (peer, shape) = job(cfg, None, cmd, env);
+        (peer.map(|p| (p.source, p.value.host)), shape.problems)
+    }
+    fn find_peer(
+        cfg: Option<&str>,
+        cmd: &[OsString],
+        env: &BTreeMap<String, String>,
+    ) -> Option<(String, String)> {
+        find_peer_checked(cfg, cmd, env).0
+    }
+    fn job_shape(cfg: Option<u32>, cmd: &[OsString], env: &BTreeMap<String, String>) -> JobShape {
+        job(None, cfg, cmd, env).1
     }
 
     #[test]
@@ -827,20 +537,36 @@ mod tests {
     }
 
     #[test]
-    fn resolves_literals_and_reports_failures() {
-        let p = resolve_peer("x".into(), "10.0.0.1".into(), Duration::from_millis(10));
+    fn resolves_literals_and_retries_failures_until_the_deadline() {
+        let p = resolve_peer(
+            "x".into(),
+            "10.0.0.1".into(),
+            Some(80),
+            Duration::from_millis(10),
+        );
         assert_eq!(p.addrs, vec!["10.0.0.1".parse::<IpAddr>().expect("ip")]);
-        let p = resolve_peer("x".into(), "localhost".into(), Duration::from_millis(2000));
+        assert_eq!((p.resolve_attempts, p.port), (0, Some(80)));
+        let p = resolve_peer(
+            "x".into(),
+            "localhost".into(),
+            None,
+            Duration::from_millis(2000),
+        );
         assert!(
             p.addrs.iter().all(|a| a.is_loopback()) && !p.addrs.is_empty(),
             "{p:?}"
         );
+        assert_eq!(p.resolve_attempts, 1);
+        // `.invalid` never resolves (RFC 6761): retried until the deadline, then the last error.
         let p = resolve_peer(
             "x".into(),
             "no-such-host.invalid".into(),
-            Duration::from_millis(2000),
+            None,
+            Duration::from_millis(400),
         );
-        assert!(p.addrs.is_empty() && p.error.is_some());
+        assert!(p.addrs.is_empty() && p.error.is_some(), "{p:?}");
+        assert!(p.resolve_ms >= 400, "{p:?}");
+        assert!(p.resolve_attempts >= 2, "{p:?}");
     }
 
     proptest! {
@@ -855,7 +581,7 @@ mod tests {
             let _ = job_shape(None, &a, &env);
             let _ = parse_nnodes(&v);
             let _ = parse_host(&v);
-            let _ = redact_proxy(&v);
+            let _ = redact_userinfo(&v);
             let _ = parse_conf(&v);
         }
     }

@@ -7,6 +7,7 @@ pub mod net;
 pub mod rdma;
 
 use crate::config::Config;
+use crate::launcher;
 use crate::snapshot::Snapshot;
 use std::ffi::OsString;
 use std::path::Path;
@@ -23,8 +24,9 @@ pub enum Depth {
 }
 
 /// Run every probe and assemble the snapshot. `cmd` is the job's command (launcher arguments are read from
-/// it; empty when there is none), `vars` the inherited environment. Peer values that are not hosts are recorded
-/// in the job shape's `problems`. Never fails: each probe records its own error.
+/// it by `crate::launcher`; empty when there is none), `vars` the inherited environment. Launcher values that
+/// cannot be parsed are recorded in the job shape's `problems`. Never fails: each probe records its own
+/// error (a peer that does not resolve within `NCCLENV_RESOLVE_TIMEOUT_MS` is recorded in the peer).
 pub fn collect(
     cfg: &Config,
     cmd: &[OsString],
@@ -33,14 +35,18 @@ pub fn collect(
 ) -> Snapshot {
     let env = job::record_env(vars.iter().cloned());
     let conf_files = job::read_conf_files(&env, Path::new("/etc"));
-    let (peer, peer_problems) = job::find_peer_checked(cfg.peer.as_deref(), cmd, &env);
-    let peer = peer.map(|(source, host)| {
-        job::resolve_peer(source, host, Duration::from_millis(cfg.resolve_timeout_ms))
+    let (peer, shape) = job::job(cfg.peer.as_deref(), cfg.nnodes, cmd, &env);
+    let peer = peer.map(|p| {
+        job::resolve_peer(
+            p.source,
+            p.value.host,
+            p.value.port,
+            Duration::from_millis(cfg.resolve_timeout_ms),
+        )
     });
-    let mut shape = job::job_shape(cfg.nnodes, cmd, &env);
-    shape.problems.extend(peer_problems);
-    shape.framework = job::framework(cmd);
-    shape.launcher_log_level = job::launcher_value(cmd, "--log_level");
+    let mut shape = shape;
+    shape.framework = launcher::framework(cmd);
+    shape.launcher_log_level = launcher::launcher_value(cmd, "--log_level");
     let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
     let rdma = rdma::probe(&cfg.sysfs, &cfg.devfs);
     let net = match depth {

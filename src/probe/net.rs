@@ -11,7 +11,9 @@
 //! 3. `RTM_GETROUTE` dumps for `AF_INET`, then `AF_INET6` → [`Route`]s of table main (254), filtered here
 //!    rather than in the request (NCCL-FACTS §9: rtnetlink's `RouteMessageBuilder` defaults act as filters);
 //! 4. one `RTM_GETROUTE` request with `RTA_DST` per peer address (what `ip route get ADDR` sends) →
-//!    [`RouteLookup`]s.
+//!    [`RouteLookup`]s;
+//! 5. the same request for one off-link destination per family ([`offlink_dest`]): the route the kernel
+//!    takes to a host no connected prefix covers, through every `ip rule` (policy routing).
 //!
 //! A dump the kernel marks `NLM_F_DUMP_INTR` (the table changed while it was read) is read again, up to three
 //! times in all.
@@ -65,7 +67,8 @@ const DUMP_ATTEMPTS: usize = 3;
 /// * Returns the [`NetSnapshot`] filled as the docstrings of `crate::snapshot` describe: links in kernel order
 ///   (ascending index); addresses in kernel order (every IPv4 address before every IPv6 one); routes of table
 ///   main (254), IPv4 then IPv6, each in kernel order, every route type kept (`Route::kind`), cache clones
-///   (`RTM_F_CLONED`) skipped.
+///   (`RTM_F_CLONED`) skipped; the kernel's lookup of one off-link destination per family ([`offlink_dest`])
+///   in [`NetSnapshot::default_lookups`] (IPv4, then IPv6).
 /// * Errors: `Err(one sentence)` when the socket cannot be opened or any of the dumps fails (the kernel's
 ///   errno is in the text). A failed peer lookup (`ENETUNREACH`, `EHOSTUNREACH`, …) is not an
 ///   error: it is recorded in [`RouteLookup::error`].
@@ -94,7 +97,42 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
     route_dump(&mut nl, AddressFamily::Inet, &mut snap.routes)?;
     append_ipv6_routes(&mut nl, &mut snap.routes)?;
     snap.peer_routes = peer_lookups(&mut nl, peer_addrs);
+    snap.default_lookups = [Family::Inet, Family::Inet6]
+        .into_iter()
+        .map(|f| nl.route_get(offlink_dest(f, &snap.routes, &snap.addrs)))
+        .collect();
     Ok(snap)
+}
+
+/// A destination no connected prefix and no non-default main-table route covers, for the default-route
+/// lookups ([`NetSnapshot::default_lookups`]): the first of the documentation prefixes (RFC 5737 for IPv4:
+/// 198.51.100.1, 203.0.113.1, 192.0.2.1; RFC 3849 and RFC 9637 for IPv6: 2001:db8::1, 3fff::1) that no
+/// address prefix and no route of table main other than a default route contains. Labs and test machines
+/// use the documentation prefixes on real links, hence the check; when all are taken the first is returned
+/// (the answer is then that link's route, which the decision only follows from a table other than main).
+pub fn offlink_dest(family: Family, routes: &[Route], addrs: &[Addr]) -> IpAddr {
+    let cands: &[IpAddr] = match family {
+        Family::Inet => &[
+            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
+            IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)),
+            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+        ],
+        Family::Inet6 => &[
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
+            IpAddr::V6(Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 1)),
+        ],
+    };
+    cands
+        .iter()
+        .copied()
+        .find(|d| {
+            !addrs.iter().any(|a| a.covers(d))
+                && !routes.iter().any(|r| {
+                    r.dst
+                        .is_some_and(|(n, l)| crate::snapshot::prefix_contains(&n, l, d))
+                })
+        })
+        .unwrap_or(cands[0])
 }
 
 /// The IPv6 main-table routes, appended after the IPv4 ones (the order `ip route` prints them in).
@@ -178,10 +216,12 @@ fn empty_lookup(dest: IpAddr) -> RouteLookup {
         gateway: None,
         local: false,
         error: None,
+        table: None,
     }
 }
 
-/// The `RTM_GETROUTE` request of `ip route get DEST` (see [`Rtnl::route_get`]).
+/// The `RTM_GETROUTE` request of `ip route get DEST` (see [`Rtnl::route_get`]): family, host prefix length,
+/// `RTM_F_LOOKUP_TABLE`, `RTA_DST`.
 fn route_get_request(dest: IpAddr) -> RouteMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = match dest {
@@ -189,17 +229,22 @@ fn route_get_request(dest: IpAddr) -> RouteMessage {
         IpAddr::V6(_) => AddressFamily::Inet6,
     };
     m.header.destination_prefix_length = if dest.is_ipv4() { 32 } else { 128 };
+    // RTM_F_LOOKUP_TABLE: report the table the FIB lookup used (net/ipv4/route.c `inet_rtm_getroute`;
+    // without it RTA_TABLE says main whatever `ip rule` chose). iproute2's `ip route get` sets it too.
+    m.header.flags = RouteFlags::LookupTable;
     m.attributes
         .push(RouteAttribute::Destination(RouteAddress::from(dest)));
     m
 }
 
 /// Copies the kernel's answer to a route lookup into `lookup`: `RTA_OIF`, `RTA_PREFSRC`, `RTA_GATEWAY` or
-/// `RTA_VIA`, and whether it is a `local` route.
+/// `RTA_VIA`, `RTA_TABLE` (else `rtm_table`), and whether it is a `local` route.
 fn fill_lookup(lookup: &mut RouteLookup, r: RouteMessage) {
     lookup.local = r.header.kind == RouteType::Local;
+    lookup.table = Some(u32::from(r.header.table));
     for attr in r.attributes {
         match attr {
+            RouteAttribute::Table(t) => lookup.table = Some(t),
             RouteAttribute::Oif(i) => lookup.oif = Some(i),
             RouteAttribute::PrefSource(a) => lookup.prefsrc = ip_of(&a),
             RouteAttribute::Gateway(a) => lookup.gateway = ip_of(&a),
@@ -568,8 +613,9 @@ impl Rtnl {
         Ok(())
     }
 
-    /// `ip route get DEST`: an `RTM_GETROUTE` request (no dump flag) with `RTA_DST` = `dest` and the host
-    /// prefix length, all other header fields 0 (no table, protocol, scope or type filter). The kernel answers
+    /// `ip route get DEST`: an `RTM_GETROUTE` request (no dump flag) with `RTA_DST` = `dest`, the host
+    /// prefix length and `RTM_F_LOOKUP_TABLE`, all other header fields 0 (no table, protocol, scope or type
+    /// filter). The kernel answers
     /// with the route it would use (a FIB lookup through the policy rules, net/ipv4/route.c
     /// `inet_rtm_getroute`, net/ipv6/route.c `inet6_rtm_getroute`) or an errno, which lands in
     /// [`RouteLookup::error`].
@@ -754,6 +800,10 @@ fn flags_link(index: u32, name: String, flags: u32) -> Link {
 ///    RUNNING, non-loopback, non-excluded link with a usable IPv4 address; or when a peer address is IPv6;
 ///    or when [`StartNeeds::ipv6_family`]. [`NetSnapshot::ipv6_routes_probed`] records which.
 /// 4. `peer_routes`: as in the full probe (one `RTM_GETROUTE` lookup per peer address).
+/// 5. `default_lookups`: one `RTM_GETROUTE` lookup of an off-link IPv4 destination ([`offlink_dest`]), and
+///    of an IPv6 one when the IPv6 routes are read: the policy-routing answer of the default-route step. A
+///    default route that lives in another table than main (`ip rule … lookup 300`) also settles the
+///    interface, so the IPv6 routes are not read then either.
 ///
 /// One blocking `NETLINK_ROUTE` socket, no runtime. Errors as [`probe_full`]. Never panics on kernel data.
 pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnapshot, String> {
@@ -785,11 +835,16 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnaps
     }
 
     route_dump(&mut nl, AddressFamily::Inet, &mut snap.routes)?;
+    let v4 = nl.route_get(offlink_dest(Family::Inet, &snap.routes, &snap.addrs));
     snap.ipv6_routes_probed = needs.ipv6_family
         || peer_addrs.iter().any(IpAddr::is_ipv6)
-        || !ipv4_default_decides(&snap.routes, &links, &snap.addrs, needs.exclude);
+        || !(ipv4_default_decides(&snap.routes, &links, &snap.addrs, needs.exclude)
+            || policy_default_decides(&v4, &links, &snap.addrs, needs.exclude));
+    snap.default_lookups.push(v4);
     if snap.ipv6_routes_probed {
         append_ipv6_routes(&mut nl, &mut snap.routes)?;
+        let v6 = offlink_dest(Family::Inet6, &snap.routes, &snap.addrs);
+        snap.default_lookups.push(nl.route_get(v6));
     }
     snap.peer_routes = peer_lookups(&mut nl, peer_addrs);
 
@@ -807,6 +862,7 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnaps
                 .map(|p| p.oif),
         )
         .chain(snap.peer_routes.iter().filter_map(|r| r.oif))
+        .chain(snap.default_lookups.iter().filter_map(|r| r.oif))
         .collect();
     detail.sort_unstable();
     detail.dedup();
@@ -823,10 +879,8 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnaps
 }
 
 /// True when an IPv4 default route settles the interface, so that the decision never reads IPv6 routes: a
-/// unicast default route of table main with a path that is not link-down through a RUNNING, non-loopback
-/// link outside `exclude` that holds a usable IPv4 address (`decide::interface::usable_addr`: not
-/// tentative, deprecated, DAD-failed, link-local or loopback). Mirrors the candidate test of
-/// `decide::interface` (`Net::candidate`).
+/// unicast default route of table main with a path that is not link-down through a usable IPv4 link
+/// ([`usable_v4_link`]). Mirrors the candidate test of `decide::interface` (`Net::candidate`).
 fn ipv4_default_decides(
     routes: &[Route],
     links: &[Link],
@@ -838,19 +892,41 @@ fn ipv4_default_decides(
         .filter(|r| r.family == Family::Inet && r.is_default() && r.kind == 1)
         .flat_map(|r| r.paths())
         .filter(|p| !p.linkdown)
-        .any(|p| {
-            links.iter().any(|l| {
-                l.index == p.oif
-                    && l.running
-                    && !l.loopback
-                    && !exclude.iter().any(|e| e == &l.name)
-                    && addrs.iter().any(|a| {
-                        a.index == l.index
-                            && a.family() == Family::Inet
-                            && crate::decide::interface::usable_addr(a)
-                    })
+        .any(|p| usable_v4_link(p.oif, links, addrs, exclude))
+}
+
+/// True when the kernel's IPv4 lookup of an off-link destination came from a table other than main (an
+/// `ip rule` steered it) through a usable IPv4 link: `decide::interface` then takes that interface.
+fn policy_default_decides(
+    lookup: &RouteLookup,
+    links: &[Link],
+    addrs: &[Addr],
+    exclude: &[String],
+) -> bool {
+    lookup.error.is_none()
+        && !lookup.local
+        && lookup
+            .table
+            .is_some_and(|t| t != u32::from(RouteHeader::RT_TABLE_MAIN))
+        && lookup
+            .oif
+            .is_some_and(|oif| usable_v4_link(oif, links, addrs, exclude))
+}
+
+/// A RUNNING, non-loopback link outside `exclude` with a usable IPv4 address
+/// (`decide::interface::usable_addr`: not tentative, deprecated, DAD-failed, link-local or loopback).
+fn usable_v4_link(oif: u32, links: &[Link], addrs: &[Addr], exclude: &[String]) -> bool {
+    links.iter().any(|l| {
+        l.index == oif
+            && l.running
+            && !l.loopback
+            && !exclude.iter().any(|e| e == &l.name)
+            && addrs.iter().any(|a| {
+                a.index == l.index
+                    && a.family() == Family::Inet
+                    && crate::decide::interface::usable_addr(a)
             })
-        })
+    })
 }
 
 #[cfg(test)]

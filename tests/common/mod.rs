@@ -179,12 +179,13 @@ impl Netns {
     }
 
     /// A plug: veth `name` (up) whose peer sits, up, in the peer namespace, so `name` is RUNNING. Waits
-    /// until the kernel reports it RUNNING.
-    pub fn plug(&self, name: &str) {
+    /// until the kernel reports it RUNNING. Returns the far end's name (in the peer namespace).
+    pub fn plug(&self, name: &str) -> String {
         let peer = self.veth(name);
         self.peer_ip(&["link", "set", &peer, "up"]);
         self.up(name);
         self.wait_running(name);
+        peer
     }
 
     /// A stub: veth `name` (up) whose peer is left down in the peer namespace: NO-CARRIER, not RUNNING.
@@ -398,6 +399,10 @@ pub const OURS: &[&str] = &[
     "GLOO_SOCKET_IFNAME",
     "TP_SOCKET_IFNAME",
     "POD_IP",
+    "HOROVOD_GLOO_IFACE",
+    "OMPI_MCA_btl_tcp_if_include",
+    "OMPI_MCA_oob_tcp_if_include",
+    "UCX_NET_DEVICES",
     "NCCL_IB_DISABLE",
     "NCCL_IB_HCA",
     "NCCL_SHM_DISABLE",

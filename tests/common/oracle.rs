@@ -19,6 +19,7 @@ struct IpView {
     addrs: Vec<Addr>,
     routes: Vec<Route>,
     peer_routes: Vec<RouteLookup>,
+    default_lookups: Vec<RouteLookup>,
 }
 
 /// Runs `ip -j ARGS` in `ns` (or the host's namespace); `Err(stderr)` when ip fails.
@@ -107,7 +108,44 @@ fn error_text(s: &str) -> String {
         .to_string()
 }
 
-fn ip_view(ns: Option<&Netns>, peers: &[IpAddr]) -> IpView {
+/// iproute2's table names (lib/rt_names.c) → numbers.
+fn table_num(v: &Value) -> Option<u32> {
+    match v.as_str()? {
+        "main" => Some(254),
+        "local" => Some(255),
+        "default" => Some(253),
+        n => Some(n.parse().unwrap_or_else(|_| panic!("table {n}"))),
+    }
+}
+
+/// `ip -d -j route get DEST` (details: the table is always printed) in the snapshot's shape.
+fn route_get(ns: Option<&Netns>, dev: &dyn Fn(&Value) -> Option<u32>, p: IpAddr) -> RouteLookup {
+    match ip_j(ns, &["-d", "route", "get", &p.to_string()]) {
+        Ok(v) => {
+            let r = &arr(&v)[0];
+            RouteLookup {
+                dest: p,
+                oif: dev(&r["dev"]),
+                prefsrc: ip_addr(&r["prefsrc"]),
+                gateway: ip_addr(&r["gateway"]).or_else(|| ip_addr(&r["via"]["host"])),
+                local: r["type"].as_str() == Some("local"),
+                error: None,
+                table: table_num(&r["table"]),
+            }
+        }
+        Err(e) => RouteLookup {
+            dest: p,
+            oif: None,
+            prefsrc: None,
+            gateway: None,
+            local: false,
+            error: Some(error_text(&e)),
+            table: None,
+        },
+    }
+}
+
+fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
     let links_j = ip_j(ns, &["-d", "link", "show"]).expect("ip link");
     let index: HashMap<&str, u32> = arr(&links_j)
         .iter()
@@ -207,36 +245,15 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr]) -> IpView {
         }
     }
 
-    let peer_routes = peers
-        .iter()
-        .map(|p| match ip_j(ns, &["route", "get", &p.to_string()]) {
-            Ok(v) => {
-                let r = &arr(&v)[0];
-                RouteLookup {
-                    dest: *p,
-                    oif: dev(&r["dev"]),
-                    prefsrc: ip_addr(&r["prefsrc"]),
-                    gateway: ip_addr(&r["gateway"]).or_else(|| ip_addr(&r["via"]["host"])),
-                    local: r["type"].as_str() == Some("local"),
-                    error: None,
-                }
-            }
-            Err(e) => RouteLookup {
-                dest: *p,
-                oif: None,
-                prefsrc: None,
-                gateway: None,
-                local: false,
-                error: Some(error_text(&e)),
-            },
-        })
-        .collect();
+    let peer_routes = peers.iter().map(|p| route_get(ns, &dev, *p)).collect();
+    let default_lookups = offlink.iter().map(|p| route_get(ns, &dev, *p)).collect();
 
     IpView {
         links,
         addrs,
         routes,
         peer_routes,
+        default_lookups,
     }
 }
 
@@ -273,6 +290,14 @@ fn probe_view(snap: &NetSnapshot) -> IpView {
                 ..r.clone()
             })
             .collect(),
+        default_lookups: snap
+            .default_lookups
+            .iter()
+            .map(|r| RouteLookup {
+                error: r.error.as_deref().map(error_text),
+                ..r.clone()
+            })
+            .collect(),
     }
 }
 
@@ -280,13 +305,31 @@ fn probe_view(snap: &NetSnapshot) -> IpView {
 /// just after (retried while those two differ: a link state or address lifetime changed meanwhile).
 pub fn check(ns: Option<&Netns>, peers: &[IpAddr]) -> NetSnapshot {
     for _ in 0..5 {
-        let before = ip_view(ns, peers);
         let snap = match ns {
             Some(ns) => ns.in_netns(|| probe(peers)),
             None => probe(peers),
         }
         .expect("probe");
-        let after = ip_view(ns, peers);
+        // The off-link destinations the probe chose: they must avoid every local prefix and route.
+        let offlink: Vec<IpAddr> = snap.default_lookups.iter().map(|l| l.dest).collect();
+        assert_eq!(
+            offlink.iter().map(|d| d.is_ipv4()).collect::<Vec<_>>(),
+            vec![true, false],
+            "one IPv4, then one IPv6 off-link lookup"
+        );
+        for d in &offlink {
+            assert!(
+                !snap.addrs.iter().any(|a| a.covers(d)),
+                "off-link destination {d} is on a local prefix"
+            );
+        }
+        let before = ip_view(ns, peers, &offlink);
+        let snap = match ns {
+            Some(ns) => ns.in_netns(|| probe(peers)),
+            None => probe(peers),
+        }
+        .expect("probe");
+        let after = ip_view(ns, peers, &offlink);
         if before != after {
             std::thread::sleep(std::time::Duration::from_millis(200));
             continue;
@@ -307,6 +350,10 @@ pub fn check(ns: Option<&Netns>, peers: &[IpAddr]) -> NetSnapshot {
         assert_eq!(
             got.peer_routes, before.peer_routes,
             "lookups differ from `ip -j route get`"
+        );
+        assert_eq!(
+            got.default_lookups, before.default_lookups,
+            "off-link lookups differ from `ip -d -j route get`"
         );
         return snap;
     }
@@ -337,6 +384,16 @@ pub fn check_start(ns: &Netns, peers: &[IpAddr], needs: &StartNeeds) -> bool {
         assert!(full.ipv6_routes_probed);
         assert_eq!(start.addrs, full.addrs, "addresses differ");
         assert_eq!(start.peer_routes, full.peer_routes, "peer lookups differ");
+        // The start path looks up the IPv4 off-link destination always, the IPv6 one with the IPv6 routes.
+        let want_lookups = if start.ipv6_routes_probed {
+            full.default_lookups.clone()
+        } else {
+            full.default_lookups[..1].to_vec()
+        };
+        assert_eq!(
+            start.default_lookups, want_lookups,
+            "off-link lookups differ"
+        );
         let want_routes: Vec<Route> = if start.ipv6_routes_probed {
             full.routes.clone()
         } else {
@@ -373,6 +430,7 @@ pub fn check_start(ns: &Netns, peers: &[IpAddr], needs: &StartNeeds) -> bool {
                     .map(|p| p.oif),
             )
             .chain(full.peer_routes.iter().filter_map(|r| r.oif))
+            .chain(start.default_lookups.iter().filter_map(|r| r.oif))
             .collect();
         for i in owners.iter().chain(&detailed) {
             let f = full_link(*i);

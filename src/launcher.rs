@@ -1,0 +1,1650 @@
+//! What a job's command line and environment say about the job: which launcher runs it, where its master
+//! (the peer) listens and over which protocol, how many nodes it spans, which node this is, and the address
+//! this node declares for itself. Pure functions over plain data (argv and a map of variables); the probe
+//! (`probe::job`), the command line (`cli`) and the decision read the result.
+//!
+//! Each launcher is read the way its own source reads it:
+//!
+//! * **torchrun** (`torch/distributed/run.py`, `torch/distributed/argparse_util.py`, PyTorch 2.x): every
+//!   option also comes from `PET_<DEST>` (the `env` action takes the variable as the default, so a flag
+//!   wins); `--standalone`/`PET_STANDALONE` is one node; the master is `--rdzv-endpoint`, except that the
+//!   static backend (the default) without an endpoint uses `--master-addr:--master-port` (`get_rdzv_endpoint`);
+//!   `--node-rank`, `--nnodes` (`N` or `N:M`), `--local-addr` (this node's address). static and c10d
+//!   rendezvous are PyTorch's `TCPStore` (raw TCP); the etcd backends speak HTTP.
+//! * **Paddle** (`python/paddle/distributed/launch/context/args_envs.py`, `context/__init__.py`): the
+//!   variables of `env_args_mapping` *override* the flags (`set_env_in_args` runs after `parse_args`):
+//!   `PADDLE_MASTER` over `--master`, `PADDLE_NNODES` over `--nnodes`, `PADDLE_IPS` over `--ips`, `POD_IP`
+//!   over `--host` (this node's address), `PADDLE_RANK` over `PADDLE_TRAINER_ID` over `--rank` (the node
+//!   rank; negative = unset). `--master` is an HTTP store (an `etcd://` master is etcd, also HTTP); with
+//!   `--ips` alone there is no rendezvous server. `fetch_envs` removes `http_proxy` and `https_proxy`.
+//! * **Kubernetes operators**: Kubeflow's PaddleJob sets `PADDLE_MASTER`, `PADDLE_NNODES`
+//!   (training-operator `pkg/controller.v1/paddlepaddle/envvar.go`); PaddleFlow's paddle-operator sets
+//!   `POD_IP`, `PADDLE_TRAINER_ID`, `PADDLE_TRAINERS_NUM`, `PADDLE_TRAINERS`, `PADDLE_TRAINER_ENDPOINTS`
+//!   (`controllers/paddlejob_helper.go`); PyTorchJob sets `MASTER_ADDR`, `MASTER_PORT` and torchrun's `PET_*`.
+//! * **DeepSpeed** (`deepspeed/launcher/runner.py`, `launch.py`): `--master_addr`, `--master_port` (default
+//!   29500), `--num_nodes`, `--node_rank`; PyTorch's `TCPStore`.
+//! * **SGLang** (`python/sglang/srt/server_args.py`): `--dist-init-addr` (alias `--nccl-init-addr`,
+//!   `host:port` or `[v6]:port`), `--nnodes`, `--node-rank`.
+//! * **Ray** (`python/ray/scripts/scripts.py`, `ray start`): `--address` is the head's GCS (gRPC),
+//!   `--node-ip-address` this node's address.
+//! * **vLLM** (`vllm/envs.py`): `VLLM_HOST_IP` is this node's address, for any command.
+//! * **horovodrun / mpirun**: `-H`/`--host`/`--hosts` lists the hosts (`host[:slots]`): the node count.
+//! * Any other command (or one wrapped in a shell): the launcher options above by name, then `PADDLE_MASTER`,
+//!   `MASTER_ADDR`, `PADDLE_TRAINER_ENDPOINTS`, `PADDLE_TRAINERS`, then torchrun's `PET_*`.
+//!
+//! Scanning stops at the training script (the first argument ending in `.py` after the program) or at `--`:
+//! what follows belongs to the script. A value given twice counts with its last occurrence (argparse).
+//!
+//! A rendezvous endpoint may be a URL (`etcd://user:password@host:2379/prefix`): the host is taken after the
+//! user information, which is never stored (see [`redact_userinfo`]).
+
+use crate::snapshot::{Framework, JobShape, Launcher, RdzvProtocol, Rendezvous};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+/// Every variable a launcher reads that ncclenv looks at (recorded in the snapshot with user information
+/// removed; see `probe::job::record_env`).
+pub const VARS: &[&str] = &[
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "PET_NNODES",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "PET_RDZV_ENDPOINT",
+    "PET_RDZV_BACKEND",
+    "PET_STANDALONE",
+    "PET_LOCAL_ADDR",
+    "PADDLE_MASTER",
+    "PADDLE_NNODES",
+    "PADDLE_IPS",
+    "PADDLE_RANK",
+    "PADDLE_TRAINER_ID",
+    "PADDLE_TRAINERS_NUM",
+    "PADDLE_TRAINER_ENDPOINTS",
+    "PADDLE_TRAINERS",
+    "POD_IP",
+    "VLLM_HOST_IP",
+];
+
+/// torchrun's and DeepSpeed's default master port (`--master-port` default in torch/distributed/run.py;
+/// `TORCH_DISTRIBUTED_DEFAULT_PORT` in deepspeed/constants.py).
+pub const TORCH_DEFAULT_PORT: u16 = 29500;
+
+/// A value and where it came from (a flag as written, or a variable's name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// A parsed `host[:port]`, `[v6][:port]`, bare IPv6 address or URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The host, without brackets, user information or port.
+    pub host: String,
+    /// The port, when written (1–65535).
+    pub port: Option<u16>,
+    /// The URL scheme in lower case (`etcd`, `http`, `https`, `tcp`), when written.
+    pub scheme: Option<String>,
+}
+
+/// Parse an endpoint: an optional `scheme://`, optional user information up to the last `@` (dropped, never
+/// stored), then `host[:port]`, `[v6]:port`, `[v6]` or a bare IPv6 address, then an optional `/path`. A port,
+/// when written, is 1 to 65535 in digits; a `[` must close. The error is a short reason for a message and
+/// never contains the user information.
+pub fn parse_endpoint(spec: &str) -> Result<Endpoint, String> {
+    let s = spec.trim();
+    let (scheme, s) = match s.find("://") {
+        Some(i) => (Some(s[..i].to_ascii_lowercase()), &s[i + 3..]),
+        None => (None, s),
+    };
+    let s = s.split('/').next().unwrap_or("");
+    // User information: everything up to the last '@' of the authority.
+    let s = match s.rfind('@') {
+        Some(at) => &s[at + 1..],
+        None => s,
+    };
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let Some((host, after)) = rest.split_once(']') else {
+            return Err("the '[' is not closed by ']'".into());
+        };
+        match after {
+            "" => (host, None),
+            _ => match after.strip_prefix(':') {
+                Some(p) => (host, Some(p)),
+                None => return Err(format!("unexpected {after:?} after ']'")),
+            },
+        }
+    } else if s.matches(':').count() > 1 {
+        // A bare IPv6 address: no port can be told apart.
+        (s, None)
+    } else {
+        match s.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    if host
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '[' || c == ']')
+    {
+        return Err(format!("{host:?} is not a host name or address"));
+    }
+    let port = match port {
+        None => None,
+        Some(p) => Some(parse_port(p)?),
+    };
+    Ok(Endpoint {
+        host: host.to_string(),
+        port,
+        scheme,
+    })
+}
+
+/// A port: 1 to 65535, digits only.
+pub fn parse_port(p: &str) -> Result<u16, String> {
+    let ok = !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
+    match p.parse::<u32>() {
+        Ok(n) if ok && (1..=65535).contains(&n) => Ok(n as u16),
+        _ => Err(format!("port {p:?} is not a number from 1 to 65535")),
+    }
+}
+
+/// [`parse_endpoint`], the host alone.
+pub fn parse_host_spec(spec: &str) -> Result<String, String> {
+    parse_endpoint(spec).map(|e| e.host)
+}
+
+/// [`parse_host_spec`] without the reason: `None` for anything it rejects.
+pub fn parse_host(spec: &str) -> Option<String> {
+    parse_host_spec(spec).ok()
+}
+
+/// Parse a node count: `N` or `N:M` (torchrun's elastic range, `1 <= N <= M`; counts as M, the largest
+/// size).
+pub fn parse_nnodes(v: &str) -> Result<u32, String> {
+    let count = |part: &str| -> Result<u32, String> {
+        match part.trim().parse::<u32>() {
+            Ok(0) => Err(format!("'{v}' is not a node count (must be at least 1)")),
+            Ok(n) => Ok(n),
+            Err(_) => Err(format!("'{v}' is not a node count (N or N:M)")),
+        }
+    };
+    match v.split_once(':') {
+        None => count(v),
+        Some((min, max)) => {
+            let (min, max) = (count(min)?, count(max)?);
+            if min > max {
+                return Err(format!(
+                    "'{v}' is not a node range: the minimum {min} is larger than the maximum {max}"
+                ));
+            }
+            Ok(max)
+        }
+    }
+}
+
+/// Replace the user information of every URL-shaped item of a comma-separated value with `***`:
+/// `etcd://root:S3CR3T@10.0.0.5:2379` → `etcd://***@10.0.0.5:2379`, `u:p@host:80` → `***@host:80`. Values
+/// without `@` before their first `/` are returned unchanged.
+pub fn redact_userinfo(value: &str) -> String {
+    if !value.contains('@') {
+        return value.to_string();
+    }
+    value
+        .split(',')
+        .map(|item| {
+            let (scheme, rest) = match item.find("://") {
+                Some(i) => (&item[..i + 3], &item[i + 3..]),
+                None => ("", item),
+            };
+            let end = rest.find('/').unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
+                None => item.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The launcher `argv` runs, and the index of its first own argument. Recognised: the program's base name
+/// (`torchrun`, `deepspeed`, `sglang`, `vllm`, `horovodrun`, `mpirun`/`mpiexec`/`orterun`/`prterun`,
+/// `ray` with `start`), and `python[3[.x]] [-u …] -m MODULE` or `python SCRIPT` with the script's base name
+/// (`torch.distributed.run`/`.launch`, `paddle.distributed.launch`/`.fleet.launch`,
+/// `deepspeed.launcher.runner`/`.launch`, `sglang.*`, `vllm.*`, `horovod.runner.launch`). `None` for
+/// anything else (a plain script, a shell wrapper).
+pub fn detect(argv: &[String]) -> Option<(Launcher, usize)> {
+    let program = argv.first()?;
+    let base = basename(program);
+    if is_python(base) {
+        let mut i = 1;
+        while i < argv.len() {
+            let a = argv[i].as_str();
+            if a == "-m" {
+                return by_module(argv.get(i + 1)?).map(|l| (l, i + 2));
+            }
+            if let Some(m) = a
+                .strip_prefix("-m")
+                .filter(|m| !m.is_empty() && !a.starts_with("--"))
+            {
+                return by_module(m).map(|l| (l, i + 1));
+            }
+            if a == "-c" || a == "-" {
+                return None;
+            }
+            if a == "-X" || a == "-W" || a == "--check-hash-based-pycs" {
+                i += 2;
+                continue;
+            }
+            if a.starts_with('-') {
+                i += 1;
+                continue;
+            }
+            // A script: launchers installed as scripts run as `python /usr/bin/torchrun …`.
+            return by_program(basename(a), argv.get(i + 1).map(String::as_str))
+                .map(|(l, skip)| (l, i + 1 + skip));
+        }
+        return None;
+    }
+    by_program(base, argv.get(1).map(String::as_str)).map(|(l, skip)| (l, 1 + skip))
+}
+
+fn basename(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+fn is_python(base: &str) -> bool {
+    base.strip_prefix("python")
+        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+/// A program's base name (and its first argument, for `ray start`) → the launcher and how many words after
+/// the program to skip.
+fn by_program(base: &str, first: Option<&str>) -> Option<(Launcher, usize)> {
+    Some(match base {
+        "torchrun" => (Launcher::Torchrun, 0),
+        "deepspeed" => (Launcher::Deepspeed, 0),
+        "sglang" => (Launcher::Sglang, 0),
+        "vllm" => (Launcher::Vllm, 0),
+        "horovodrun" => (Launcher::Horovod, 0),
+        "mpirun" | "mpiexec" | "orterun" | "prterun" => (Launcher::Mpi, 0),
+        "ray" if first == Some("start") => (Launcher::Ray, 1),
+        _ => return None,
+    })
+}
+
+fn by_module(m: &str) -> Option<Launcher> {
+    Some(match m {
+        "torch.distributed.run" | "torch.distributed.launch" => Launcher::Torchrun,
+        "paddle.distributed.launch" | "paddle.distributed.fleet.launch" => Launcher::Paddle,
+        "deepspeed.launcher.runner" | "deepspeed.launcher.launch" | "deepspeed" => {
+            Launcher::Deepspeed
+        }
+        "horovod.runner.launch" | "horovod.runner" => Launcher::Horovod,
+        "ray.scripts.scripts" => Launcher::Ray,
+        _ if m == "sglang" || m.starts_with("sglang.") => Launcher::Sglang,
+        _ if m == "vllm" || m.starts_with("vllm.") => Launcher::Vllm,
+        _ => return None,
+    })
+}
+
+/// Options of the command: `--name value`, `--name=value`, `-H value`, and switches (empty value), in order,
+/// from `start` to the training script (the first `*.py` argument) or `--`. `valued` are the names that take
+/// their value from the next word; `switches` take none.
+fn scan(
+    argv: &[String],
+    start: usize,
+    valued: &[&str],
+    switches: &[&str],
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut i = start;
+    while i < argv.len() {
+        let a = &argv[i];
+        if a == "--" || (a.ends_with(".py") && !a.starts_with('-')) {
+            break;
+        }
+        if let Some((name, value)) = a.split_once('=').filter(|(n, _)| n.starts_with('-')) {
+            if valued.contains(&name) {
+                out.push((name.to_string(), value.to_string()));
+            }
+        } else if valued.contains(&a.as_str()) {
+            if let Some(v) = argv.get(i + 1) {
+                out.push((a.clone(), v.clone()));
+                i += 1;
+            }
+        } else if switches.contains(&a.as_str()) {
+            out.push((a.clone(), String::new()));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The last value of any of `names` (argparse: the last occurrence wins), with the name as written.
+fn opt<'a>(opts: &'a [(String, String)], names: &[&str]) -> Option<(&'a str, &'a str)> {
+    opts.iter()
+        .rev()
+        .find(|(n, _)| names.contains(&n.as_str()))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+}
+
+/// A variable's value, when set and not empty.
+fn var<'a>(env: &'a BTreeMap<String, String>, name: &str) -> Option<(&'static str, &'a str)> {
+    // The names are the constants of VARS; return them with a static lifetime for `Sourced`.
+    let name: &'static str = VARS.iter().copied().find(|v| *v == name)?;
+    env.get(name)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .map(|v| (name, v))
+}
+
+/// The first of the flag (as `(name, value)`) and the variable that is set: torchrun's `env` action, where a
+/// flag wins over `PET_<DEST>`.
+fn flag_or_var<'a>(
+    flag: Option<(&'a str, &'a str)>,
+    v: Option<(&'static str, &'a str)>,
+) -> Option<(&'a str, &'a str)> {
+    flag.or(v)
+}
+
+/// How a candidate value for the master is read.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// One endpoint.
+    One,
+    /// A comma-separated list whose first entry is the master (`--ips`, `PADDLE_TRAINER_ENDPOINTS`).
+    First,
+}
+
+/// One place the master may be named, in the order the launcher consults them.
+struct Candidate<'a> {
+    source: String,
+    value: &'a str,
+    shape: Shape,
+    /// The rendezvous it describes (protocol, owner); `None` for host lists without a rendezvous server.
+    rdzv: Option<(RdzvProtocol, String)>,
+    /// A port named separately (`--master-port`, `MASTER_PORT`) or the launcher's default.
+    port: Option<Sourced<&'a str>>,
+    /// Proxy variables the launcher clears (Paddle).
+    clears: &'static [&'static str],
+}
+
+/// Everything [`read`] found; `probe::job` turns it into the snapshot's `Peer` and [`JobShape`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LaunchInfo {
+    /// The job's master: its endpoint and where it was named.
+    pub master: Option<Sourced<Endpoint>>,
+    /// The job's shape: nodes, node rank, master port, this node's address, rendezvous, launcher, problems.
+    pub shape: JobShape,
+}
+
+/// Read what the command `argv` (program first; empty when there is none) and the variables `env` (only
+/// those of [`VARS`] are read) say about the job, as each launcher reads them (see the module docs). Values
+/// that cannot be parsed are skipped and described in `shape.problems`, with user information removed.
+pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
+    let args: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let detected = detect(&args);
+    let mut info = LaunchInfo::default();
+    info.shape.launcher = detected.map(|(l, _)| l);
+    let opts = match detected {
+        Some((Launcher::Torchrun, at)) => scan(&args, at, TORCHRUN_VALUED, &["--standalone"]),
+        Some((Launcher::Paddle, at)) => scan(&args, at, PADDLE_VALUED, &[]),
+        Some((Launcher::Deepspeed, at)) => scan(&args, at, DEEPSPEED_VALUED, &[]),
+        Some((Launcher::Sglang, at)) => scan(&args, at, SGLANG_VALUED, &[]),
+        Some((Launcher::Ray, at)) => scan(&args, at, RAY_VALUED, &[]),
+        Some((Launcher::Horovod | Launcher::Mpi, at)) => scan(&args, at, HOSTS_VALUED, &[]),
+        Some((Launcher::Vllm, _)) => Vec::new(),
+        None if args.is_empty() => Vec::new(),
+        None => scan(&args, 1, GENERIC_VALUED, &["--standalone"]),
+    };
+    let launcher = info.shape.launcher;
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut standalone: Option<String> = None;
+    match launcher {
+        Some(Launcher::Torchrun) => {
+            torchrun(&opts, env, true, &mut cands, &mut info, &mut standalone)
+        }
+        Some(Launcher::Paddle) => paddle(&opts, env, &mut cands, &mut info),
+        Some(Launcher::Deepspeed) => deepspeed(&opts, &mut cands, &mut info),
+        Some(Launcher::Sglang) => sglang(&opts, &mut cands, &mut info),
+        Some(Launcher::Ray) => ray(&opts, &mut cands, &mut info),
+        Some(Launcher::Horovod | Launcher::Mpi) => hosts(&opts, &mut info),
+        Some(Launcher::Vllm) => {}
+        None => {
+            // Any other command: every launcher's own option names, in a fixed order (a node count
+            // written as such before one counted from --ips).
+            if let Some((n, v)) = opt(&opts, &["--nnodes"]) {
+                set_nnodes(&mut info, v, n);
+            }
+            paddle_flags(&opts, &mut cands, &mut info);
+            torchrun(&opts, env, false, &mut cands, &mut info, &mut standalone);
+            deepspeed(&opts, &mut cands, &mut info);
+            sglang(&opts, &mut cands, &mut info);
+        }
+    }
+    generic_env(env, launcher, &mut cands, &mut info);
+    if launcher != Some(Launcher::Torchrun) {
+        // PET_* only mean torchrun, but a wrapped torchrun (`sh -c "torchrun …"`) still reads them.
+        torchrun(&[], env, true, &mut cands, &mut info, &mut standalone);
+    }
+    if let Some(s) = standalone {
+        info.shape.nnodes = Some(1);
+        info.shape.source = Some(s);
+        cands.clear();
+    }
+    choose_master(cands, &mut info);
+    if info.shape.self_addr.is_none() {
+        if let Some((name, v)) = var(env, "VLLM_HOST_IP") {
+            set_self(&mut info, v, name);
+        }
+    }
+    info
+}
+
+const TORCHRUN_VALUED: &[&str] = &[
+    "--nnodes",
+    "--node-rank",
+    "--node_rank",
+    "--master-addr",
+    "--master_addr",
+    "--master-port",
+    "--master_port",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "--local-addr",
+    "--local_addr",
+];
+const PADDLE_VALUED: &[&str] = &["--master", "--ips", "--nnodes", "--rank", "--host"];
+const DEEPSPEED_VALUED: &[&str] = &[
+    "--master_addr",
+    "--master_port",
+    "--num_nodes",
+    "--node_rank",
+];
+const SGLANG_VALUED: &[&str] = &[
+    "--dist-init-addr",
+    "--nccl-init-addr",
+    "--nnodes",
+    "--node-rank",
+];
+const RAY_VALUED: &[&str] = &["--address", "--node-ip-address"];
+const HOSTS_VALUED: &[&str] = &["-H", "--host", "--hosts"];
+/// Option names read from a command no launcher was recognised in (ray's `--address` and `-H` are too
+/// common elsewhere to count).
+const GENERIC_VALUED: &[&str] = &[
+    "--master",
+    "--ips",
+    "--nnodes",
+    "--master-addr",
+    "--master_addr",
+    "--master-port",
+    "--master_port",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "--node-rank",
+    "--node_rank",
+    "--num_nodes",
+    "--dist-init-addr",
+    "--nccl-init-addr",
+];
+
+/// torchrun: flags win over `PET_*` (`argparse_util.env`). With `flags_only`, the `PET_*` variables are not
+/// read (a command that is not torchrun); with an empty `opts`, only they are (a wrapped torchrun).
+fn torchrun<'a>(
+    opts: &'a [(String, String)],
+    env: &'a BTreeMap<String, String>,
+    with_vars: bool,
+    cands: &mut Vec<Candidate<'a>>,
+    info: &mut LaunchInfo,
+    standalone: &mut Option<String>,
+) {
+    let pet = |name: &str| if with_vars { var(env, name) } else { None };
+    if standalone.is_none() {
+        if let Some((n, _)) = opt(opts, &["--standalone"]) {
+            *standalone = Some(n.to_string());
+        } else if let Some((n, v)) = pet("PET_STANDALONE") {
+            // `check_env`: bool(int(value)).
+            if v.trim().parse::<i64>().is_ok_and(|x| x != 0) {
+                *standalone = Some(n.to_string());
+            }
+        }
+    }
+    if let Some((n, v)) = flag_or_var(opt(opts, &["--nnodes"]), pet("PET_NNODES")) {
+        set_nnodes(info, v, n);
+    }
+    if let Some((n, v)) = flag_or_var(
+        opt(opts, &["--node-rank", "--node_rank"]),
+        pet("PET_NODE_RANK"),
+    ) {
+        set_rank(info, v, n, false);
+    }
+    if let Some((n, v)) = flag_or_var(
+        opt(opts, &["--local-addr", "--local_addr"]),
+        pet("PET_LOCAL_ADDR"),
+    ) {
+        set_self(info, v, n);
+    }
+    let backend = flag_or_var(
+        opt(opts, &["--rdzv-backend", "--rdzv_backend"]),
+        pet("PET_RDZV_BACKEND"),
+    )
+    .map_or("static", |(_, v)| v);
+    let endpoint = flag_or_var(
+        opt(opts, &["--rdzv-endpoint", "--rdzv_endpoint"]),
+        pet("PET_RDZV_ENDPOINT"),
+    );
+    let port = flag_or_var(
+        opt(opts, &["--master-port", "--master_port"]),
+        pet("PET_MASTER_PORT"),
+    );
+    let addr = flag_or_var(
+        opt(opts, &["--master-addr", "--master_addr"]),
+        pet("PET_MASTER_ADDR"),
+    );
+    match endpoint {
+        // get_rdzv_endpoint: the static backend without an endpoint uses master_addr:master_port.
+        None if backend == "static" => {
+            if let Some((n, v)) = addr {
+                cands.push(Candidate {
+                    source: n.to_string(),
+                    value: v,
+                    shape: Shape::One,
+                    rdzv: Some((
+                        RdzvProtocol::Tcp,
+                        "torchrun's static rendezvous (TCPStore)".into(),
+                    )),
+                    port: Some(match port {
+                        Some((pn, pv)) => Sourced {
+                            value: pv,
+                            source: pn.to_string(),
+                        },
+                        None => Sourced {
+                            value: "29500",
+                            source: "torchrun's default".into(),
+                        },
+                    }),
+                    clears: &[],
+                });
+            }
+        }
+        None => {}
+        Some((n, v)) => {
+            let http = matches!(backend, "etcd" | "etcd-v2")
+                || parse_endpoint(v)
+                    .ok()
+                    .and_then(|e| e.scheme)
+                    .is_some_and(|s| matches!(s.as_str(), "etcd" | "http" | "https"));
+            let owner = if http {
+                "torchrun's etcd rendezvous".to_string()
+            } else {
+                format!("torchrun's {backend} rendezvous (TCPStore)")
+            };
+            cands.push(Candidate {
+                source: n.to_string(),
+                value: v,
+                shape: Shape::One,
+                rdzv: Some((
+                    if http {
+                        RdzvProtocol::Http
+                    } else {
+                        RdzvProtocol::Tcp
+                    },
+                    owner,
+                )),
+                port: None,
+                clears: &[],
+            });
+        }
+    }
+}
+
+/// Paddle's launcher: variables override flags (`set_env_in_args`).
+fn paddle<'a>(
+    opts: &'a [(String, String)],
+    env: &'a BTreeMap<String, String>,
+    cands: &mut Vec<Candidate<'a>>,
+    info: &mut LaunchInfo,
+) {
+    if let Some((n, v)) = var(env, "PADDLE_MASTER").or(opt(opts, &["--master"])) {
+        cands.push(paddle_master(n, v));
+    }
+    if let Some((n, v)) = var(env, "PADDLE_NNODES").or(opt(opts, &["--nnodes"])) {
+        set_nnodes(info, v, n);
+    }
+    if let Some((n, v)) = var(env, "PADDLE_IPS").or(opt(opts, &["--ips"])) {
+        set_ips(info, cands, n, v);
+    }
+    for (n, v) in [
+        var(env, "PADDLE_RANK"),
+        var(env, "PADDLE_TRAINER_ID"),
+        opt(opts, &["--rank"]),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        // Paddle treats a negative rank as unset (args_envs.py: `env_rank >= 0`, `--rank` default -1).
+        if v.trim().starts_with('-') {
+            continue;
+        }
+        set_rank(info, v, n, false);
+        break;
+    }
+    if let Some((n, v)) = var(env, "POD_IP").or(opt(opts, &["--host"])) {
+        set_self(info, v, n);
+    }
+}
+
+/// Paddle's flags alone (a command that is not Paddle's launcher but carries `--master`/`--ips`).
+fn paddle_flags<'a>(
+    opts: &'a [(String, String)],
+    cands: &mut Vec<Candidate<'a>>,
+    info: &mut LaunchInfo,
+) {
+    if let Some((n, v)) = opt(opts, &["--master"]) {
+        cands.push(paddle_master(n, v));
+    }
+    if let Some((n, v)) = opt(opts, &["--ips"]) {
+        set_ips(info, cands, n, v);
+    }
+}
+
+fn paddle_master<'a>(n: &str, v: &'a str) -> Candidate<'a> {
+    let etcd = v.trim_start().to_ascii_lowercase().starts_with("etcd://");
+    Candidate {
+        source: n.to_string(),
+        value: v,
+        shape: Shape::One,
+        rdzv: Some((
+            RdzvProtocol::Http,
+            if etcd {
+                "Paddle's etcd master".into()
+            } else {
+                "Paddle's HTTP master".into()
+            },
+        )),
+        port: None,
+        clears: &["http_proxy", "https_proxy"],
+    }
+}
+
+fn set_ips<'a>(info: &mut LaunchInfo, cands: &mut Vec<Candidate<'a>>, n: &str, v: &'a str) {
+    if info.shape.ips.is_empty() {
+        info.shape.ips = v.split(',').filter_map(parse_host).collect();
+        if !info.shape.ips.is_empty() {
+            set_count(info, count_hosts(&info.shape.ips), n);
+        }
+    }
+    cands.push(Candidate {
+        source: n.to_string(),
+        value: v,
+        shape: Shape::First,
+        rdzv: None,
+        port: None,
+        clears: &[],
+    });
+}
+
+fn deepspeed<'a>(
+    opts: &'a [(String, String)],
+    cands: &mut Vec<Candidate<'a>>,
+    info: &mut LaunchInfo,
+) {
+    if let Some((n, v)) = opt(opts, &["--num_nodes"]) {
+        // The runner's default is -1 (all hosts of the hostfile).
+        if !v.trim().starts_with('-') {
+            set_nnodes(info, v, n);
+        }
+    }
+    if let Some((n, v)) = opt(opts, &["--node_rank"]) {
+        set_rank(info, v, n, false);
+    }
+    if let Some((n, v)) = opt(opts, &["--master_addr"]) {
+        if cands.iter().any(|c| c.source == "--master_addr") {
+            return; // torchrun's alias, already taken.
+        }
+        let port = opt(opts, &["--master_port"]);
+        cands.push(Candidate {
+            source: n.to_string(),
+            value: v,
+            shape: Shape::One,
+            rdzv: Some((RdzvProtocol::Tcp, "DeepSpeed's master (TCPStore)".into())),
+            port: Some(match port {
+                Some((pn, pv)) => Sourced {
+                    value: pv,
+                    source: pn.to_string(),
+                },
+                None => Sourced {
+                    value: "29500",
+                    source: "DeepSpeed's default".into(),
+                },
+            }),
+            clears: &[],
+        });
+    }
+}
+
+fn sglang<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info: &mut LaunchInfo) {
+    if let Some((n, v)) = opt(opts, &["--dist-init-addr", "--nccl-init-addr"]) {
+        cands.push(Candidate {
+            source: n.to_string(),
+            value: v,
+            shape: Shape::One,
+            rdzv: Some((
+                RdzvProtocol::Tcp,
+                "SGLang's distributed init (TCPStore)".into(),
+            )),
+            port: None,
+            clears: &[],
+        });
+    }
+    if info.shape.launcher == Some(Launcher::Sglang) {
+        if let Some((n, v)) = opt(opts, &["--nnodes"]) {
+            set_nnodes(info, v, n);
+        }
+        if let Some((n, v)) = opt(opts, &["--node-rank"]) {
+            set_rank(info, v, n, false);
+        }
+    }
+}
+
+fn ray<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info: &mut LaunchInfo) {
+    if let Some((n, v)) = opt(opts, &["--address"]) {
+        cands.push(Candidate {
+            source: n.to_string(),
+            value: v,
+            shape: Shape::One,
+            rdzv: Some((RdzvProtocol::Tcp, "Ray's head (GCS, gRPC)".into())),
+            port: None,
+            clears: &[],
+        });
+    }
+    if let Some((n, v)) = opt(opts, &["--node-ip-address"]) {
+        set_self(info, v, n);
+    }
+}
+
+/// horovodrun/mpirun `-H host[:slots],…`: the node count.
+fn hosts(opts: &[(String, String)], info: &mut LaunchInfo) {
+    if let Some((n, v)) = opt(opts, HOSTS_VALUED) {
+        let hosts: Vec<String> = v
+            .split(',')
+            .map(|h| h.split(':').next().unwrap_or("").trim().to_string())
+            .filter(|h| !h.is_empty())
+            .collect();
+        if !hosts.is_empty() {
+            set_count(info, count_hosts(&hosts), n);
+        }
+    }
+}
+
+/// Variables any command may rely on, after the launcher's own sources.
+fn generic_env<'a>(
+    env: &'a BTreeMap<String, String>,
+    launcher: Option<Launcher>,
+    cands: &mut Vec<Candidate<'a>>,
+    info: &mut LaunchInfo,
+) {
+    if launcher != Some(Launcher::Paddle) {
+        if let Some((n, v)) = var(env, "PADDLE_MASTER") {
+            cands.push(paddle_master(n, v));
+        }
+    }
+    if let Some((n, v)) = var(env, "MASTER_ADDR") {
+        cands.push(Candidate {
+            source: n.to_string(),
+            value: v,
+            shape: Shape::One,
+            rdzv: Some((
+                RdzvProtocol::Tcp,
+                "PyTorch's env:// rendezvous (TCPStore)".into(),
+            )),
+            port: var(env, "MASTER_PORT").map(|(pn, pv)| Sourced {
+                value: pv,
+                source: pn.to_string(),
+            }),
+            clears: &[],
+        });
+    }
+    for name in ["PADDLE_TRAINER_ENDPOINTS", "PADDLE_TRAINERS"] {
+        if let Some((n, v)) = var(env, name) {
+            cands.push(Candidate {
+                source: n.to_string(),
+                value: v,
+                shape: Shape::First,
+                rdzv: None,
+                port: None,
+                clears: &[],
+            });
+        }
+    }
+    if launcher != Some(Launcher::Paddle) {
+        if let Some((n, v)) = var(env, "PADDLE_NNODES") {
+            set_nnodes(info, v, n);
+        }
+    }
+    if let Some((n, v)) = var(env, "PADDLE_TRAINERS_NUM") {
+        set_nnodes(info, v, n);
+    }
+    for name in ["PADDLE_TRAINER_ENDPOINTS", "PADDLE_TRAINERS"] {
+        if let Some((n, v)) = var(env, name) {
+            let hosts: Vec<String> = v.split(',').filter_map(parse_host).collect();
+            if !hosts.is_empty() {
+                set_count(info, count_hosts(&hosts), n);
+            }
+        }
+    }
+    for name in ["NODE_RANK", "PADDLE_TRAINER_ID"] {
+        if let Some((n, v)) = var(env, name) {
+            set_rank(info, v, n, name == "PADDLE_TRAINER_ID");
+        }
+    }
+}
+
+fn count_hosts(hosts: &[String]) -> u32 {
+    let mut h: Vec<&String> = hosts.iter().collect();
+    h.sort();
+    h.dedup();
+    u32::try_from(h.len()).unwrap_or(u32::MAX)
+}
+
+/// The node count from `v` unless one is already known; a value that is not a count is a problem.
+fn set_nnodes(info: &mut LaunchInfo, v: &str, source: &str) {
+    if info.shape.nnodes.is_some() {
+        return;
+    }
+    match parse_nnodes(v) {
+        Ok(n) => set_count(info, n, source),
+        Err(e) => problem(info, format!("{}: {e}", what(source))),
+    }
+}
+
+/// Record a problem once (a value may be looked at by two launchers' rules).
+fn problem(info: &mut LaunchInfo, text: String) {
+    if !info.shape.problems.contains(&text) {
+        info.shape.problems.push(text);
+    }
+}
+
+fn set_count(info: &mut LaunchInfo, n: u32, source: &str) {
+    if info.shape.nnodes.is_none() {
+        info.shape.nnodes = Some(n);
+        info.shape.source = Some(source.to_string());
+    }
+}
+
+/// The node rank from `v` unless one is already known. `quiet_negative`: a negative value means unset.
+fn set_rank(info: &mut LaunchInfo, v: &str, source: &str, quiet_negative: bool) {
+    if info.shape.node_rank.is_some() {
+        return;
+    }
+    match v.trim().parse::<u32>() {
+        Ok(r) => {
+            info.shape.node_rank = Some(r);
+            info.shape.node_rank_source = Some(source.to_string());
+        }
+        Err(_) if quiet_negative && v.trim().starts_with('-') => {}
+        Err(_) => problem(
+            info,
+            format!(
+                "{}: not a node rank (a whole number from 0)",
+                written(source, v)
+            ),
+        ),
+    }
+}
+
+/// This node's declared address, unless one is known: an address or host as written (brackets removed).
+fn set_self(info: &mut LaunchInfo, v: &str, source: &str) {
+    if info.shape.self_addr.is_some() {
+        return;
+    }
+    match parse_endpoint(v) {
+        Ok(e) => {
+            info.shape.self_addr = Some(e.host);
+            info.shape.self_addr_source = Some(source.to_string());
+        }
+        Err(e) => problem(
+            info,
+            format!(
+                "{}: {e}; not used as this node's address",
+                written(source, v)
+            ),
+        ),
+    }
+}
+
+/// `launcher argument --x "value"` for flags, `NAME="value"` for variables, user information removed.
+fn written(source: &str, value: &str) -> String {
+    if source.starts_with('-') {
+        format!("launcher argument {source} {:?}", redact_userinfo(value))
+    } else {
+        format!("{source}={:?}", redact_userinfo(value))
+    }
+}
+
+/// `launcher argument --x` for flags, the variable's name otherwise.
+fn what(source: &str) -> String {
+    if source.starts_with('-') {
+        format!("launcher argument {source}")
+    } else {
+        source.to_string()
+    }
+}
+
+/// The first candidate that parses is the master; those before it that do not are problems.
+fn choose_master(cands: Vec<Candidate>, info: &mut LaunchInfo) {
+    for c in cands {
+        let text = match c.shape {
+            Shape::One => c.value,
+            Shape::First => c.value.split(',').next().unwrap_or(""),
+        };
+        let e = match parse_endpoint(text) {
+            Ok(e) => e,
+            Err(e) => {
+                problem(
+                    info,
+                    format!("{}: {e}; not used as the peer", written(&c.source, c.value)),
+                );
+                continue;
+            }
+        };
+        // The port: written with the host, else named separately (or the launcher's default).
+        let mut port = e.port.map(|p| (p, c.source.clone()));
+        if port.is_none() {
+            if let Some(p) = &c.port {
+                match parse_port(p.value.trim()) {
+                    Ok(n) => port = Some((n, p.source.clone())),
+                    Err(err) => problem(info, format!("{}: {err}", what(&p.source))),
+                }
+            }
+        }
+        if let Some((p, s)) = &port {
+            info.shape.master_port = Some(*p);
+            info.shape.master_port_source = Some(s.clone());
+        }
+        if let Some((protocol, owner)) = c.rdzv {
+            info.shape.rendezvous = Some(Rendezvous {
+                protocol,
+                owner,
+                source: c.source.clone(),
+                host: e.host.clone(),
+                port: port.map(|(p, _)| p),
+                tls: e.scheme.as_deref() == Some("https"),
+                clears: c.clears.iter().map(|s| s.to_string()).collect(),
+            });
+        }
+        info.master = Some(Sourced {
+            value: e,
+            source: c.source,
+        });
+        return;
+    }
+}
+
+/// The framework whose launcher the command is: the program's base name (`torchrun`, `deepspeed`,
+/// `accelerate` → PyTorch; `fleetrun` → Paddle), or a Python interpreter's `-m` module
+/// (`torch.distributed.run`, `torch.distributed.launch` → PyTorch; `paddle.distributed.launch` → Paddle).
+/// `None` for anything else (a plain `python train.py` says nothing about its framework).
+pub fn framework(argv: &[OsString]) -> Option<Framework> {
+    let prog = argv.first()?.to_string_lossy();
+    let base = prog.rsplit('/').next().unwrap_or(&prog);
+    match base {
+        "torchrun" | "deepspeed" | "accelerate" => return Some(Framework::PyTorch),
+        "fleetrun" => return Some(Framework::Paddle),
+        _ => {}
+    }
+    if !base.starts_with("python") {
+        return None;
+    }
+    let args: Vec<String> = argv[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let module = args
+        .iter()
+        .position(|a| a == "-m")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .or_else(|| args.iter().find_map(|a| a.strip_prefix("-m")))?;
+    match module {
+        "torch.distributed.run" | "torch.distributed.launch" => Some(Framework::PyTorch),
+        "paddle.distributed.launch" => Some(Framework::Paddle),
+        _ => None,
+    }
+}
+
+/// The value of a launcher option (`--name value` or `--name=value`) before the training script, if given.
+pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
+    let args: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i];
+        if a.ends_with(".py") && !a.starts_with('-') {
+            return None;
+        }
+        if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+            return Some(v.to_string());
+        }
+        if a == name {
+            return args.get(i + 1).cloned();
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::snapshot::Framework;
+
+    fn os_argv(s: &[&str]) -> Vec<OsString> {
+        s.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn frameworks_from_the_launcher() {
+        let f = |v: &[&str]| framework(&os_argv(v));
+        assert_eq!(
+            f(&["torchrun", "--nnodes=2", "t.py"]),
+            Some(Framework::PyTorch)
+        );
+        assert_eq!(
+            f(&["/usr/bin/python3", "-m", "torch.distributed.run", "t.py"]),
+            Some(Framework::PyTorch)
+        );
+        assert_eq!(
+            f(&[
+                "python",
+                "-m",
+                "paddle.distributed.launch",
+                "--log_level=INFO",
+                "t.py"
+            ]),
+            Some(Framework::Paddle)
+        );
+        assert_eq!(
+            f(&["python3", "-mpaddle.distributed.launch"]),
+            Some(Framework::Paddle)
+        );
+        assert_eq!(f(&["python", "train.py"]), None);
+        assert_eq!(f(&["sh", "-c", "torchrun t.py"]), None);
+        assert_eq!(f(&[]), None);
+        let cmd = os_argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--log_level",
+            "WARNING",
+            "t.py",
+            "--log_level=x",
+        ]);
+        assert_eq!(
+            launcher_value(&cmd, "--log_level").as_deref(),
+            Some("WARNING")
+        );
+        let cmd = os_argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "t.py",
+            "--log_level=x",
+        ]);
+        assert_eq!(launcher_value(&cmd, "--log_level"), None);
+    }
+
+    use super::*;
+    use proptest::prelude::*;
+
+    fn argv(s: &[&str]) -> Vec<OsString> {
+        s.iter().map(OsString::from).collect()
+    }
+    fn env(v: &[(&str, &str)]) -> BTreeMap<String, String> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+    fn master(i: &LaunchInfo) -> Option<(String, String)> {
+        i.master
+            .as_ref()
+            .map(|m| (m.source.clone(), m.value.host.clone()))
+    }
+    fn m(source: &str, host: &str) -> Option<(String, String)> {
+        Some((source.to_string(), host.to_string()))
+    }
+
+    #[test]
+    fn endpoints_lose_scheme_userinfo_port_and_brackets() {
+        let e = parse_endpoint("etcd://root:S3CR3T@10.100.0.5:2379/v3").expect("etcd");
+        assert_eq!(
+            e,
+            Endpoint {
+                host: "10.100.0.5".into(),
+                port: Some(2379),
+                scheme: Some("etcd".into())
+            }
+        );
+        assert_eq!(
+            parse_host("[fd00:20::11]:5000").as_deref(),
+            Some("fd00:20::11")
+        );
+        assert_eq!(parse_host("fd00::1").as_deref(), Some("fd00::1"));
+        assert_eq!(parse_host("u:p@m.example:80").as_deref(), Some("m.example"));
+        for bad in ["etcd://root:S3CR3T@:2379", "etcd://root:S3CR3T@h:99999"] {
+            let err = parse_endpoint(bad).expect_err(bad);
+            assert!(!err.contains("S3CR3T"), "{err}");
+        }
+        assert_eq!(parse_port("65535"), Ok(65535));
+        assert!(parse_port("0").is_err() && parse_port("+1").is_err() && parse_port("").is_err());
+    }
+
+    #[test]
+    fn userinfo_is_redacted_item_by_item() {
+        assert_eq!(
+            redact_userinfo("etcd://root:S3CR3T@10.0.0.5:2379/x"),
+            "etcd://***@10.0.0.5:2379/x"
+        );
+        assert_eq!(redact_userinfo("u:p@h:1,h2:2"), "***@h:1,h2:2");
+        assert_eq!(redact_userinfo("http://h/a@b"), "http://h/a@b");
+        assert_eq!(redact_userinfo("10.0.0.1:80"), "10.0.0.1:80");
+    }
+
+    #[test]
+    fn launchers_are_recognised_by_program_and_module() {
+        let d = |s: &[&str]| detect(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(d(&["torchrun", "t.py"]), Some((Launcher::Torchrun, 1)));
+        assert_eq!(
+            d(&[
+                "/usr/bin/python3.10",
+                "-u",
+                "-m",
+                "torch.distributed.run",
+                "x"
+            ]),
+            Some((Launcher::Torchrun, 4))
+        );
+        assert_eq!(
+            d(&["python", "-mpaddle.distributed.launch"]),
+            Some((Launcher::Paddle, 2))
+        );
+        assert_eq!(
+            d(&["python", "/usr/local/bin/deepspeed", "--num_nodes=2"]),
+            Some((Launcher::Deepspeed, 2))
+        );
+        assert_eq!(
+            d(&["python3", "-m", "sglang.launch_server"]),
+            Some((Launcher::Sglang, 3))
+        );
+        assert_eq!(d(&["ray", "start", "--head"]), Some((Launcher::Ray, 2)));
+        assert_eq!(d(&["ray", "status"]), None);
+        assert_eq!(d(&["vllm", "serve", "m"]), Some((Launcher::Vllm, 1)));
+        assert_eq!(d(&["horovodrun", "-np", "2"]), Some((Launcher::Horovod, 1)));
+        assert_eq!(d(&["mpiexec"]), Some((Launcher::Mpi, 1)));
+        assert_eq!(d(&["python", "train.py"]), None);
+        assert_eq!(d(&["python", "-c", "import x"]), None);
+        assert_eq!(d(&["sh", "-c", "torchrun t.py"]), None);
+        assert_eq!(d(&["pythonista"]), None);
+    }
+
+    /// F19: PyTorchJob's PET_* variables; a flag wins over its variable, as in torchrun.
+    #[test]
+    fn torchrun_reads_pet_variables_and_flags_win() {
+        let e = env(&[
+            ("PET_NNODES", "2"),
+            ("PET_RDZV_ENDPOINT", "10.100.0.5:29400"),
+            ("PET_NODE_RANK", "1"),
+        ]);
+        let i = read(&argv(&["torchrun", "train.py"]), &e);
+        assert_eq!(master(&i), m("PET_RDZV_ENDPOINT", "10.100.0.5"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.source.as_deref()),
+            (Some(2), Some("PET_NNODES"))
+        );
+        assert_eq!(
+            (i.shape.node_rank, i.shape.node_rank_source.as_deref()),
+            (Some(1), Some("PET_NODE_RANK"))
+        );
+        assert_eq!(i.shape.master_port, Some(29400));
+        assert_eq!(i.shape.launcher, Some(Launcher::Torchrun));
+        let r = i.shape.rendezvous.as_ref().expect("rdzv");
+        assert_eq!(r.protocol, RdzvProtocol::Tcp);
+
+        let e = env(&[
+            ("PET_NNODES", "2"),
+            ("PET_MASTER_ADDR", "10.100.0.5"),
+            ("PET_MASTER_PORT", "23456"),
+        ]);
+        let i = read(&argv(&["torchrun", "train.py"]), &e);
+        assert_eq!(master(&i), m("PET_MASTER_ADDR", "10.100.0.5"));
+        assert_eq!(
+            (i.shape.master_port, i.shape.master_port_source.as_deref()),
+            (Some(23456), Some("PET_MASTER_PORT"))
+        );
+        // Flags win, each on its own.
+        let i = read(
+            &argv(&[
+                "torchrun",
+                "--nnodes=3",
+                "--master-addr",
+                "10.9.0.1",
+                "--node_rank=0",
+                "train.py",
+            ]),
+            &e,
+        );
+        assert_eq!(master(&i), m("--master-addr", "10.9.0.1"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.source.as_deref()),
+            (Some(3), Some("--nnodes"))
+        );
+        assert_eq!(i.shape.node_rank_source.as_deref(), Some("--node_rank"));
+        assert_eq!(
+            i.shape.master_port_source.as_deref(),
+            Some("PET_MASTER_PORT")
+        );
+        // The static backend without a port: torchrun's default, said so.
+        let i = read(
+            &argv(&["torchrun", "--master_addr=m", "t.py"]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            (i.shape.master_port, i.shape.master_port_source.as_deref()),
+            (Some(29500), Some("torchrun's default"))
+        );
+        // An endpoint wins over master_addr (get_rdzv_endpoint), and c10d ignores master_addr.
+        let i = read(
+            &argv(&[
+                "torchrun",
+                "--rdzv-backend=c10d",
+                "--master-addr=a",
+                "--rdzv-endpoint=b:1",
+                "t.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), m("--rdzv-endpoint", "b"));
+        let i = read(
+            &argv(&["torchrun", "--rdzv-backend=c10d", "--master-addr=a", "t.py"]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), None);
+        // --standalone (flag or PET_STANDALONE=1): one node, no master.
+        let i = read(
+            &argv(&["torchrun", "--standalone", "t.py"]),
+            &env(&[("PET_NNODES", "2")]),
+        );
+        assert_eq!((i.shape.nnodes, master(&i)), (Some(1), None));
+        let i = read(
+            &argv(&["torchrun", "t.py"]),
+            &env(&[("PET_STANDALONE", "1")]),
+        );
+        assert_eq!(i.shape.source.as_deref(), Some("PET_STANDALONE"));
+        let i = read(
+            &argv(&["torchrun", "t.py"]),
+            &env(&[("PET_STANDALONE", "0")]),
+        );
+        assert_eq!(i.shape.nnodes, None);
+        // After the script, arguments belong to the script.
+        let i = read(&argv(&["torchrun", "t.py", "--nnodes=2"]), &BTreeMap::new());
+        assert_eq!(i.shape.nnodes, None);
+    }
+
+    /// F21: an etcd URL with user information: the host after the '@', HTTP, and nothing of the secret.
+    #[test]
+    fn etcd_urls_are_http_and_keep_no_secret() {
+        let i = read(
+            &argv(&[
+                "torchrun",
+                "--nnodes=2",
+                "--rdzv-endpoint=etcd://root:S3CR3T@10.100.0.5:2379",
+                "train.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), m("--rdzv-endpoint", "10.100.0.5"));
+        let r = i.shape.rendezvous.expect("rdzv");
+        assert_eq!((r.protocol, r.port), (RdzvProtocol::Http, Some(2379)));
+        assert!(r.owner.contains("etcd"), "{}", r.owner);
+        let i = read(
+            &argv(&[
+                "torchrun",
+                "--rdzv-endpoint=etcd://root:S3CR3T@10.100.0.5:0",
+                "t.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(i.master, None);
+        assert!(!format!("{i:?}").contains("S3CR3T"), "{i:?}");
+        assert_eq!(i.shape.problems.len(), 1, "{:?}", i.shape.problems);
+    }
+
+    /// Paddle: variables override flags; --master is an HTTP master whose launcher clears the lower-case
+    /// proxies; --ips alone has no rendezvous.
+    #[test]
+    fn paddle_variables_override_flags() {
+        let cmd = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--master=10.1.0.1:8090",
+            "--nnodes=2",
+            "--rank=1",
+            "train.py",
+        ]);
+        let i = read(&cmd, &BTreeMap::new());
+        assert_eq!(master(&i), m("--master", "10.1.0.1"));
+        assert_eq!(i.shape.node_rank, Some(1));
+        let r = i.shape.rendezvous.as_ref().expect("rdzv");
+        assert_eq!(r.protocol, RdzvProtocol::Http);
+        assert_eq!(r.clears, vec!["http_proxy", "https_proxy"]);
+        assert_eq!(
+            (i.shape.master_port, i.shape.master_port_source.as_deref()),
+            (Some(8090), Some("--master"))
+        );
+        let e = env(&[
+            ("PADDLE_MASTER", "10.2.0.1:8090"),
+            ("PADDLE_NNODES", "4"),
+            ("PADDLE_TRAINER_ID", "3"),
+            ("POD_IP", "10.2.0.7"),
+        ]);
+        let i = read(&cmd, &e);
+        assert_eq!(master(&i), m("PADDLE_MASTER", "10.2.0.1"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.source.as_deref()),
+            (Some(4), Some("PADDLE_NNODES"))
+        );
+        assert_eq!(
+            i.shape.node_rank_source.as_deref(),
+            Some("PADDLE_TRAINER_ID")
+        );
+        assert_eq!(
+            (
+                i.shape.self_addr.as_deref(),
+                i.shape.self_addr_source.as_deref()
+            ),
+            (Some("10.2.0.7"), Some("POD_IP"))
+        );
+        // A negative PADDLE_TRAINER_ID is unset: --rank counts.
+        let i = read(&cmd, &env(&[("PADDLE_TRAINER_ID", "-1")]));
+        assert_eq!(i.shape.node_rank_source.as_deref(), Some("--rank"));
+        // --ips only: the first host, no rendezvous server.
+        let i = read(
+            &argv(&[
+                "python",
+                "-m",
+                "paddle.distributed.launch",
+                "--ips",
+                "10.3.0.1,10.3.0.2",
+                "t.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), m("--ips", "10.3.0.1"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.rendezvous.as_ref()),
+            (Some(2), None)
+        );
+    }
+
+    /// The operators' variables: PaddleFlow's PADDLE_TRAINERS_NUM and trainer list, Kubeflow's PADDLE_MASTER.
+    #[test]
+    fn operator_variables_give_shape_and_rank() {
+        let e = env(&[
+            ("PADDLE_TRAINERS_NUM", "2"),
+            ("PADDLE_TRAINERS", "job-worker-0,job-worker-1"),
+            ("PADDLE_TRAINER_ID", "1"),
+        ]);
+        let i = read(&argv(&["python", "train.py"]), &e);
+        assert_eq!(
+            (i.shape.nnodes, i.shape.source.as_deref()),
+            (Some(2), Some("PADDLE_TRAINERS_NUM"))
+        );
+        assert_eq!(master(&i), m("PADDLE_TRAINERS", "job-worker-0"));
+        assert_eq!(i.shape.node_rank, Some(1));
+        let i = read(
+            &argv(&["python", "train.py"]),
+            &env(&[("PADDLE_MASTER", "m:37777")]),
+        );
+        assert_eq!(
+            i.shape.rendezvous.as_ref().map(|r| r.owner.as_str()),
+            Some("Paddle's HTTP master")
+        );
+        assert_eq!(i.shape.master_port, Some(37777));
+    }
+
+    #[test]
+    fn deepspeed_sglang_ray_and_vllm() {
+        let i = read(
+            &argv(&[
+                "deepspeed",
+                "--num_nodes",
+                "2",
+                "--master_addr",
+                "10.0.0.1",
+                "--master_port=2222",
+                "t.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), m("--master_addr", "10.0.0.1"));
+        assert_eq!((i.shape.nnodes, i.shape.master_port), (Some(2), Some(2222)));
+        let i = read(
+            &argv(&["deepspeed", "--num_nodes=-1", "t.py"]),
+            &BTreeMap::new(),
+        );
+        assert_eq!((i.shape.nnodes, i.shape.problems.len()), (None, 0));
+        let i = read(
+            &argv(&[
+                "python",
+                "-m",
+                "deepspeed.launcher.launch",
+                "--node_rank=1",
+                "--master_addr=m",
+                "t.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            (i.shape.node_rank, i.shape.master_port),
+            (Some(1), Some(29500))
+        );
+        // F27: SGLang, IPv6 in brackets.
+        let i = read(
+            &argv(&[
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--dist-init-addr",
+                "[fd00:20::11]:5000",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "1",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), m("--dist-init-addr", "fd00:20::11"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.node_rank, i.shape.master_port),
+            (Some(2), Some(1), Some(5000))
+        );
+        // Ray: the head and this node's address.
+        let i = read(
+            &argv(&[
+                "ray",
+                "start",
+                "--address=10.0.0.1:6379",
+                "--node-ip-address",
+                "10.0.1.12",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), m("--address", "10.0.0.1"));
+        assert_eq!(i.shape.self_addr.as_deref(), Some("10.0.1.12"));
+        assert_eq!(
+            i.shape.rendezvous.as_ref().map(|r| r.protocol),
+            Some(RdzvProtocol::Tcp)
+        );
+        // `--address` means nothing to other commands.
+        let i = read(
+            &argv(&["python", "x", "--address=10.0.0.1"]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(master(&i), None);
+        // F29: VLLM_HOST_IP, for any command.
+        let i = read(
+            &argv(&["vllm", "serve", "m"]),
+            &env(&[("VLLM_HOST_IP", "10.0.1.12")]),
+        );
+        assert_eq!(
+            (
+                i.shape.self_addr.as_deref(),
+                i.shape.self_addr_source.as_deref()
+            ),
+            (Some("10.0.1.12"), Some("VLLM_HOST_IP"))
+        );
+        // horovodrun -H: the node count.
+        let i = read(
+            &argv(&[
+                "horovodrun",
+                "-np",
+                "2",
+                "-H",
+                "node-a:1,node-b:1",
+                "python",
+                "train.py",
+            ]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            (i.shape.nnodes, i.shape.source.as_deref()),
+            (Some(2), Some("-H"))
+        );
+    }
+
+    #[test]
+    fn other_commands_read_every_launchers_names_then_variables() {
+        let e = env(&[("MASTER_ADDR", "10.0.0.9"), ("MASTER_PORT", "1234")]);
+        let i = read(
+            &argv(&["sh", "-c", "x", "sh", "--master=10.1.0.1:8090"]),
+            &e,
+        );
+        assert_eq!(master(&i), m("--master", "10.1.0.1"));
+        let i = read(&argv(&["python", "t.py", "--master=10.1.0.1"]), &e);
+        assert_eq!(master(&i), m("MASTER_ADDR", "10.0.0.9"));
+        assert_eq!(
+            (i.shape.master_port, i.shape.master_port_source.as_deref()),
+            (Some(1234), Some("MASTER_PORT"))
+        );
+        // A wrapped torchrun still reads PET_*, after the others.
+        let i = read(
+            &argv(&["bash", "-c", "torchrun t.py"]),
+            &env(&[("PET_NNODES", "2")]),
+        );
+        assert_eq!(i.shape.nnodes, Some(2));
+        // NODE_RANK for anything.
+        let i = read(&argv(&["python", "t.py"]), &env(&[("NODE_RANK", "x")]));
+        assert_eq!(i.shape.node_rank, None);
+        assert!(
+            i.shape.problems[0].starts_with("NODE_RANK"),
+            "{:?}",
+            i.shape.problems
+        );
+    }
+
+    #[test]
+    fn bad_values_become_problems_and_the_next_source_counts() {
+        let e = env(&[("MASTER_ADDR", "10.0.0.9")]);
+        let cmd = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--master=:8090",
+            "t.py",
+        ]);
+        let i = read(&cmd, &e);
+        assert_eq!(master(&i), m("MASTER_ADDR", "10.0.0.9"));
+        assert!(
+            i.shape.problems.len() == 1 && i.shape.problems[0].contains("--master"),
+            "{:?}",
+            i.shape.problems
+        );
+        // Sources after the one used are not looked at.
+        let e = env(&[
+            ("MASTER_ADDR", "10.0.0.9"),
+            ("PADDLE_TRAINER_ENDPOINTS", "x:abc"),
+        ]);
+        let i = read(&argv(&["python"]), &e);
+        assert!(i.shape.problems.is_empty(), "{:?}", i.shape.problems);
+        let i = read(
+            &argv(&["torchrun", "--nnodes", "2:1", "t.py"]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(i.shape.nnodes, None);
+        assert!(
+            i.shape.problems[0].contains("--nnodes"),
+            "{:?}",
+            i.shape.problems
+        );
+        let i = read(
+            &argv(&["torchrun", "--master-addr=m", "--master-port=99999", "t.py"]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(i.shape.master_port, None);
+        assert!(
+            i.shape.problems[0].contains("--master-port"),
+            "{:?}",
+            i.shape.problems
+        );
+    }
+
+    #[test]
+    fn nnodes_ranges() {
+        assert_eq!(parse_nnodes("1:4"), Ok(4));
+        assert_eq!(parse_nnodes("3"), Ok(3));
+        assert!(parse_nnodes("2:1").expect_err("2:1").contains("minimum 2"));
+        assert!(parse_nnodes("0:1").is_err());
+        assert!(parse_nnodes("1:2:3").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_never_keeps_userinfo(args in proptest::collection::vec(".{0,24}", 0..8), v in ".{0,32}") {
+            let mut a: Vec<OsString> = args.iter().map(OsString::from).collect();
+            let secret = format!("etcd://u:S3CR3T@{v}");
+            a.push(OsString::from(format!("--rdzv-endpoint={secret}")));
+            let mut e = BTreeMap::new();
+            for k in VARS {
+                e.insert(k.to_string(), v.clone());
+            }
+            e.insert("PET_RDZV_ENDPOINT".to_string(), secret.clone());
+            for prog in ["torchrun", "python", "sh"] {
+                let mut cmd = vec![OsString::from(prog)];
+                cmd.extend(a.iter().cloned());
+                let shown = format!("{:?}", read(&cmd, &e));
+                prop_assert!(!shown.contains("S3CR3T"), "{}", shown);
+            }
+            let _ = parse_endpoint(&v);
+            let _ = parse_nnodes(&v);
+            let _ = redact_userinfo(&v);
+        }
+    }
+}
