@@ -579,16 +579,14 @@ fn debug_through_the_entrypoint_reaches_the_per_process_file() {
                 w.version
             );
             assert_eq!(err.contains("[debug-hides-bootstrap]"), hides, "{err}");
-            let summary: String = err
+            // What the command got: `ncclenv env` prints the same decision as `export` lines (the summary line
+            // is short and may leave variables out).
+            let e = in_ns(&ns, None, &env, &[BIN, "env"]);
+            let exports = String::from_utf8_lossy(&e.stdout);
+            let chosen_subsys = exports
                 .lines()
-                .filter(|l| !l.contains("warning:"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let chosen_subsys = summary
-                .split("NCCL_DEBUG_SUBSYS=")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .map(String::from);
+                .find_map(|l| l.strip_prefix("export NCCL_DEBUG_SUBSYS="))
+                .map(|v| v.trim_matches('\'').to_string());
             match case {
                 "pip" | "explicit" => assert_eq!(
                     chosen_subsys.as_deref(),
