@@ -89,6 +89,10 @@ pub struct Config {
     pub nccl_lib: Option<PathBuf>,
     /// Bound on host-name resolution of the peer in milliseconds (`NCCLENV_RESOLVE_TIMEOUT_MS`, default 2000).
     pub resolve_timeout_ms: u64,
+    /// `NCCLENV_*` variables in the environment that are not options (another case, a typo, bytes that are
+    /// not UTF-8): `(name as text, nearest known name)`. Never read as options; reported as
+    /// `unknown-variable` findings.
+    pub unknown_vars: Vec<(String, Option<String>)>,
 }
 
 impl Default for Config {
@@ -114,6 +118,7 @@ impl Default for Config {
             check_helper: None,
             nccl_lib: None,
             resolve_timeout_ms: 2000,
+            unknown_vars: Vec::new(),
         }
     }
 }
