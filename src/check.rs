@@ -45,13 +45,13 @@
 //! Exit status of the helper: 0 when a result line was written (whatever its verdict), 2 on bad usage.
 
 use crate::config::{CheckMode, Config};
-use serde::{Deserialize, Serialize};
 use crate::environ::Environ;
 use crate::probe::read;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
@@ -548,10 +548,16 @@ fn is_executable(p: &Path) -> bool {
 /// Longest helper stdout line kept, in bytes (1 MiB: an allreduce result of 1024 ranks is about 300 KiB).
 /// A longer line is dropped whole and counted (`lines_too_long`); `cat /dev/zero` is one endless line.
 pub const MAX_LINE: usize = 1 << 20;
-/// Lines read but not yet handled: the reader waits (and the helper blocks on its pipe) beyond this many.
-const LINE_QUEUE: usize = 256;
-/// Protocol events kept per attempt (the latest ones; older ones are counted in `events_dropped`).
+/// Lines read but not yet handled: the reader waits (and the helper blocks on its pipe) beyond this many
+/// (at most 16 MiB queued with [`MAX_LINE`]).
+const LINE_QUEUE: usize = 16;
+/// Protocol events kept per attempt, and the bytes of their lines: the latest ones within both bounds
+/// (older ones are counted in `events_dropped`).
 const MAX_EVENTS: usize = 4096;
+/// See [`MAX_EVENTS`] (16 MiB).
+const MAX_EVENT_BYTES: usize = 16 << 20;
+/// Events written into a report (`events`), the latest ones; the rest are counted in `events_not_shown`.
+const REPORTED_EVENTS: usize = 256;
 /// Stray (non-protocol) lines kept, each cut to 300 characters.
 const MAX_JUNK: usize = 50;
 /// After the helper exited without its stdout closing (a child of it still holds the pipe), how long lines
@@ -565,6 +571,10 @@ struct Attempt {
     result: Option<HelperMsg>,
     /// Protocol lines, in order (`result` included): the latest [`MAX_EVENTS`].
     events: VecDeque<HelperMsg>,
+    /// The length in bytes of each line in [`Attempt::events`], and their sum.
+    event_sizes: VecDeque<usize>,
+    /// Sum of [`Attempt::event_sizes`], at most [`MAX_EVENT_BYTES`].
+    event_bytes: usize,
     /// Protocol lines dropped to keep [`Attempt::events`] bounded.
     events_dropped: u64,
     /// Lines on stdout that were not protocol (should not happen), the first [`MAX_JUNK`], cut.
@@ -670,7 +680,7 @@ impl LineSplitter {
 }
 
 /// Handle one protocol line of an attempt: a [`HelperMsg`] becomes an event (the `result` also its verdict),
-/// anything else stray output. Bounded: see [`MAX_EVENTS`], [`MAX_JUNK`].
+/// anything else stray output. Bounded: see [`MAX_EVENTS`], [`MAX_EVENT_BYTES`], [`MAX_JUNK`].
 fn take_line(att: &mut Attempt, s: &str, start: Instant) {
     if s.is_empty() {
         return;
@@ -681,11 +691,16 @@ fn take_line(att: &mut Attempt, s: &str, start: Instant) {
                 att.result = Some(m.clone());
                 att.elapsed_ms = start.elapsed().as_millis() as u64;
             }
-            if att.events.len() >= MAX_EVENTS {
+            while !att.events.is_empty()
+                && (att.events.len() >= MAX_EVENTS || att.event_bytes + s.len() > MAX_EVENT_BYTES)
+            {
                 att.events.pop_front();
+                att.event_bytes -= att.event_sizes.pop_front().unwrap_or(0);
                 att.events_dropped += 1;
             }
             att.events.push_back(m);
+            att.event_sizes.push_back(s.len());
+            att.event_bytes += s.len();
         }
         _ => {
             if att.junk.len() < MAX_JUNK {
@@ -1057,12 +1072,20 @@ fn judge(
     if !att.junk.is_empty() {
         d.insert("stray_output".into(), json!(att.junk));
     }
+    // The report keeps the last REPORTED_EVENTS events (a flood must not flood the report either).
+    let shown: Vec<&HelperMsg> = att.events.iter().filter(|e| e.ev != "result").collect();
+    let skip = shown.len().saturating_sub(REPORTED_EVENTS);
+    if skip > 0 || att.events_dropped > 0 {
+        d.insert(
+            "events_not_shown".into(),
+            json!(skip as u64 + att.events_dropped),
+        );
+    }
     d.insert(
         "events".into(),
         Value::Array(
-            att.events
+            shown[skip..]
                 .iter()
-                .filter(|e| e.ev != "result")
                 .filter_map(|e| serde_json::to_value(e).ok())
                 .collect(),
         ),
@@ -1485,7 +1508,8 @@ fn check_env(cfg: &Config, env: &Environ, extra: &[(String, String)]) -> Environ
 }
 
 /// The human verdict block for a report: a headline, the numbers, the error with its explanation and remedy,
-/// a hang's step and causes, and the repair found. Ends with a newline.
+/// a hang's step and causes, and the repair found. Ends with a newline. Every line is escaped
+/// ([`crate::text::escape`]).
 pub fn render_check(report: &CheckReport) -> String {
     let d = &report.detail;
     let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
@@ -1549,7 +1573,8 @@ pub fn render_check(report: &CheckReport) -> String {
             }
         }
     }
-    out
+    // NCCL's messages and the helper's stderr may hold control characters: every line leaves inert.
+    crate::text::escape_lines(&out)
 }
 
 #[cfg(test)]
@@ -1615,5 +1640,154 @@ mod tests {
         c.rank = Some(0);
         let s = last_steps(&[a, b, c]);
         assert_eq!(s, vec![(Some(1), "collective".to_string())]);
+    }
+
+    /// Generated cases of each helper-protocol property test (README "Reliability").
+    const PROPTEST_PROTOCOL_CASES: u32 = 2000;
+
+    /// Lines the way a reference splitter cuts them: at each `\n`, the last piece only when not empty.
+    fn reference_lines(stream: &[u8], max: usize) -> Vec<Line> {
+        let mut out = Vec::new();
+        let mut parts: Vec<&[u8]> = stream.split(|b| *b == b'\n').collect();
+        if parts.last().is_some_and(|p| p.is_empty()) {
+            parts.pop();
+        }
+        for p in parts {
+            if p.len() > max {
+                out.push(Line::TooLong(p.len()));
+            } else {
+                out.push(Line::Out(String::from_utf8_lossy(p).trim_end().to_string()));
+            }
+        }
+        out.push(Line::Eof);
+        out
+    }
+
+    fn protocol_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(|f| serde_json::json!(f)),
+            ".{0,12}".prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+            Just(serde_json::json!([{"ev": "step"}, 1, "x"])),
+            Just(serde_json::json!({"stage": 3, "code": "x"})),
+        ];
+        let key = proptest::sample::select(vec![
+            "ev",
+            "mode",
+            "rank",
+            "step",
+            "t_ms",
+            "ok",
+            "what",
+            "path",
+            "nccl_version",
+            "addr",
+            "port",
+            "family",
+            "id",
+            "nranks",
+            "bytes",
+            "seconds",
+            "first_mismatch",
+            "error",
+            "ranks",
+            "note",
+            "zz",
+        ]);
+        let ev = proptest::sample::select(vec![
+            "step",
+            "lib",
+            "id",
+            "nogpu",
+            "rank_result",
+            "result",
+            "",
+            "other",
+        ]);
+        prop_oneof![
+            3 => (ev, proptest::collection::vec((key, value), 0..8)).prop_map(|(ev, kv)| {
+                let mut m = serde_json::Map::new();
+                m.insert("ev".into(), ev.into());
+                for (k, v) in kv {
+                    m.insert(k.into(), v);
+                }
+                serde_json::Value::Object(m).to_string()
+            }),
+            1 => proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)
+                .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(PROPTEST_PROTOCOL_CASES))]
+
+        /// However the stream is cut into reads, the splitter gives the reference's lines, none longer than
+        /// its bound.
+        #[test]
+        fn lines_are_split_and_bounded_whatever_the_chunks(
+            stream in proptest::collection::vec(
+                proptest::prop_oneof![4 => proptest::sample::select(b"ab{}\n\r\xff".to_vec()),
+                                       1 => proptest::prelude::any::<u8>()], 0..400),
+            cuts in proptest::collection::vec(1usize..64, 1..20),
+            max in 1usize..40,
+        ) {
+            let mut got = Vec::new();
+            let mut sp = LineSplitter::new(max);
+            let mut rest: &[u8] = &stream;
+            let mut i = 0;
+            while !rest.is_empty() {
+                let n = cuts[i % cuts.len()].min(rest.len());
+                sp.push(&rest[..n], &mut |l| got.push(l));
+                rest = &rest[n..];
+                i += 1;
+            }
+            sp.finish(&mut |l| got.push(l));
+            proptest::prop_assert_eq!(&got, &reference_lines(&stream, max));
+            for l in &got {
+                if let Line::Out(s) = l {
+                    proptest::prop_assert!(s.len() <= 3 * max);
+                }
+            }
+        }
+
+        /// Any sequence of protocol lines (valid messages with fields of any type, and garbage): recording
+        /// and judging never panic, and the records stay within their bounds.
+        #[test]
+        fn any_protocol_lines_are_judged(
+            lines in proptest::collection::vec(protocol_line(), 0..40),
+            timed_out in proptest::prelude::any::<bool>(),
+        ) {
+            let mut att = Attempt { timed_out, exit: "exit 0".into(), ..Attempt::default() };
+            let start = Instant::now();
+            for l in &lines {
+                take_line(&mut att, l, start);
+            }
+            proptest::prop_assert!(att.events.len() <= MAX_EVENTS && att.junk.len() <= MAX_JUNK);
+            let ip: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+            for mode in [CheckMode::Bootstrap, CheckMode::Allreduce] {
+                let v = judge(&att, mode, Some(("eth0", ip)), Duration::from_secs(1));
+                proptest::prop_assert!(!v.summary.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn events_are_bounded_under_a_flood() {
+        let mut att = Attempt::default();
+        let start = Instant::now();
+        let line = r#"{"ev":"step","rank":0,"step":"load"}"#;
+        for _ in 0..(MAX_EVENTS + 100) {
+            take_line(&mut att, line, start);
+        }
+        for _ in 0..(MAX_JUNK + 10) {
+            take_line(&mut att, &"x".repeat(10_000), start);
+        }
+        assert_eq!(att.events.len(), MAX_EVENTS);
+        assert_eq!(att.events_dropped, 100);
+        assert_eq!(att.junk.len(), MAX_JUNK);
+        assert!(att.junk.iter().all(|j| j.len() <= 300));
     }
 }

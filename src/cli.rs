@@ -324,9 +324,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(cur + 1);
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
             prev = cur;
         }
     }
@@ -782,6 +780,98 @@ mod tests {
         assert_eq!(e.0, "unknown option --bogus");
         let e = parse(&os(&["-x", "env"]), env(&[])).expect_err("-x");
         assert!(!e.0.contains("see --help"), "{}", e.0);
+    }
+
+    /// Generated cases of the `NCCLENV_*` property test (README "Reliability").
+    const PROPTEST_NCCLENV_CASES: u32 = 3000;
+
+    /// `NCCLENV_` and a tail: a known option's in any case, with a typo, or any bytes.
+    fn nccl_env_name() -> impl Strategy<Value = OsString> {
+        use std::os::unix::ffi::OsStringExt;
+        let known: Vec<String> = SWITCHES
+            .iter()
+            .chain(VALUED)
+            .map(|k| option_variable(k)[8..].to_string())
+            .collect();
+        prop_oneof![
+            3 => proptest::sample::select(known.clone()).prop_map(|t| t.into_bytes()),
+            2 => (proptest::sample::select(known.clone()), any::<proptest::sample::Index>())
+                .prop_map(|(t, i)| {
+                    let mut b = t.into_bytes();
+                    let at = i.index(b.len());
+                    b[at] = b[at].to_ascii_lowercase();
+                    b
+                }),
+            2 => (proptest::sample::select(known), any::<proptest::sample::Index>(), any::<u8>())
+                .prop_map(|(t, i, c)| {
+                    let mut b = t.into_bytes();
+                    let at = i.index(b.len() + 1);
+                    b.insert(at, c);
+                    b
+                }),
+            1 => proptest::collection::vec(any::<u8>(), 0..12),
+        ]
+        .prop_map(|tail| OsString::from_vec([b"NCCLENV_".to_vec(), tail].concat()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(PROPTEST_NCCLENV_CASES))]
+
+        /// Any `NCCLENV_*` names and values: an error only ever comes from the first entry of an exact option
+        /// name (and names it); every other name is listed as unknown, once, and never fails.
+        #[test]
+        fn nccl_env_names_and_values_of_any_bytes(
+            entries in proptest::collection::vec(
+                (nccl_env_name(), proptest::collection::vec(any::<u8>(), 0..10)), 0..6),
+        ) {
+            use std::os::unix::ffi::OsStringExt;
+            let vars: Vec<(OsString, OsString)> =
+                entries.into_iter().map(|(k, v)| (k, OsString::from_vec(v))).collect();
+            let known = option_variables();
+            let is_known = |k: &OsString| k.to_str().is_some_and(|k| known.iter().any(|n| n == k));
+            let mut unknown: Vec<&OsString> = vars.iter().map(|(k, _)| k).filter(|k| !is_known(k)).collect();
+            unknown.sort();
+            unknown.dedup();
+            match config_from_env(vars.clone()) {
+                Ok(cfg) => prop_assert_eq!(cfg.unknown_vars.len(), unknown.len()),
+                Err(e) => {
+                    let var = e.0.split(':').next().unwrap_or("");
+                    prop_assert!(known.iter().any(|k| k == var), "{}", e.0);
+                }
+            }
+            let only_unknown: Vec<(OsString, OsString)> =
+                vars.into_iter().filter(|(k, _)| !is_known(k)).collect();
+            let cfg = config_from_env(only_unknown);
+            prop_assert!(cfg.is_ok());
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_reported_with_the_nearest_known_one() {
+        let c = parse(
+            &os(&["env"]),
+            env(&[
+                ("NCCLENV_Peer", "10.0.0.1"),
+                ("NCCLENV_CHECK_TIMEOUTS", "5"),
+                ("NCCLENV_FOO", "x"),
+                ("NCCLENV_LOG", "off"),
+                ("NCCLENV_LOG", "bogus"),
+            ]),
+        )
+        .expect("unknown names never fail; the first NCCLENV_LOG wins");
+        assert_eq!(c.config.peer, None);
+        assert_eq!(c.config.log, LogLevel::Off);
+        assert_eq!(
+            c.config.unknown_vars,
+            vec![
+                ("NCCLENV_Peer".to_string(), Some("NCCLENV_PEER".to_string())),
+                (
+                    "NCCLENV_CHECK_TIMEOUTS".to_string(),
+                    Some("NCCLENV_CHECK_TIMEOUT".to_string())
+                ),
+                ("NCCLENV_FOO".to_string(), None),
+            ]
+        );
     }
 
     proptest! {

@@ -186,4 +186,36 @@ mod tests {
         let std_count = std::env::vars_os().count();
         assert!(e.pairs().count() >= std_count);
     }
+
+    /// Generated cases of the environment property test (README "Reliability").
+    const PROPTEST_ENVIRON_CASES: u32 = 2000;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(PROPTEST_ENVIRON_CASES))]
+
+        /// Against a plain model: `get` is the first `NAME=` entry; `set` makes `get` return the value and
+        /// leaves every entry of other names (and entries without `=`) as they were, in order; `unset`
+        /// removes exactly the entries of that name.
+        #[test]
+        fn reads_first_wins_and_changes_touch_only_their_name(
+            entries in proptest::collection::vec(
+                proptest::collection::vec(proptest::sample::select(b"AB=\xff".to_vec()), 0..5), 0..10),
+            name in "[AB]{1,2}",
+            value in "[ab=]{0,3}",
+        ) {
+            let e = env(&entries.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            let named = |x: &OsString| split_entry(x).is_some_and(|(k, _)| k.as_bytes() == name.as_bytes());
+            let first = e.entries().iter().find(|x| named(x)).and_then(|x| split_entry(x)).map(|(_, v)| v);
+            proptest::prop_assert_eq!(e.get(&name), first);
+            let others: Vec<&OsString> = e.entries().iter().filter(|x| !named(x)).collect();
+            let mut s = e.clone();
+            s.set(&name, OsStr::new(&value));
+            proptest::prop_assert_eq!(s.get(&name), Some(OsStr::new(&value)));
+            proptest::prop_assert_eq!(s.entries().iter().filter(|x| named(x)).count(), 1);
+            proptest::prop_assert_eq!(s.entries().iter().filter(|x| !named(x)).collect::<Vec<_>>(), others.clone());
+            let mut u = e.clone();
+            u.unset(&name);
+            proptest::prop_assert_eq!(u.entries().iter().collect::<Vec<_>>(), others);
+        }
+    }
 }

@@ -9,8 +9,8 @@ use crate::probe::read;
 use nix::errno::Errno;
 use nix::sys::signal::{signal, sigprocmask, SigHandler, SigSet, SigmaskHow, Signal};
 use std::ffi::{CString, OsStr, OsString};
-use std::path::Path;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
 
 /// glibc's default search path when `PATH` is unset (`_CS_PATH`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";

@@ -283,7 +283,10 @@ mod tests {
         let mut p = Plan::default();
         p.set("NCCL_SOCKET_IFNAME", v, "r");
         let line = shell_lines(&p);
-        assert!(!line.trim_end().chars().any(crate::text::needs_escape), "{line}");
+        assert!(
+            !line.trim_end().chars().any(crate::text::needs_escape),
+            "{line}"
+        );
         // What sh makes of it.
         let o = std::process::Command::new("sh")
             .arg("-c")

@@ -74,7 +74,10 @@ mod tests {
     #[test]
     fn controls_are_escaped_and_the_rest_kept() {
         assert_eq!(escape("eth0"), "eth0");
-        assert_eq!(escape("a\x1b[31mb\r\nc\td\x7f"), "a\\x1b[31mb\\x0d\\x0ac\\x09d\\x7f");
+        assert_eq!(
+            escape("a\x1b[31mb\r\nc\td\x7f"),
+            "a\\x1b[31mb\\x0d\\x0ac\\x09d\\x7f"
+        );
         assert_eq!(escape("x\u{9b}y\u{202e}z"), "x\\u{9b}y\\u{202e}z");
         assert_eq!(escape("back\\slash é"), "back\\slash é");
         let once = escape("\x1b\x07").into_owned();
@@ -96,5 +99,32 @@ mod tests {
         assert_eq!(bytes_text(b"eth0\xff"), "eth0\\xff");
         assert_eq!(bytes_text("é".as_bytes()), "é");
         assert_eq!(bytes_text(b"\xff\xfe"), "\\xff\\xfe");
+    }
+
+    /// Generated cases of the escaping property test (README "Reliability").
+    const PROPTEST_TEXT_CASES: u32 = 3000;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(PROPTEST_TEXT_CASES))]
+
+        /// Whatever the text, the escaped line holds nothing a terminal acts on and escaping twice changes
+        /// nothing; JSON keeps its meaning; bytes_text is UTF-8 and the identity on UTF-8.
+        #[test]
+        fn escaping_is_inert_idempotent_and_lossless_for_json(
+            s in "(\\PC|[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}])*",
+            b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            let e = escape(&s);
+            proptest::prop_assert!(!e.chars().any(needs_escape));
+            proptest::prop_assert_eq!(escape(&e), e.clone());
+            let v = serde_json::Value::from(s.clone());
+            let j = escape_json(&v.to_string()).into_owned();
+            proptest::prop_assert!(!j.chars().any(needs_escape));
+            proptest::prop_assert_eq!(serde_json::from_str::<serde_json::Value>(&j).ok(), Some(v));
+            let t = bytes_text(&b);
+            if let Ok(u) = std::str::from_utf8(&b) {
+                proptest::prop_assert_eq!(t, u);
+            }
+        }
     }
 }

@@ -1543,10 +1543,14 @@ pub fn unwritable_choice(snap: &Snapshot, plan: &Plan) -> Option<String> {
     if escaped.is_empty() {
         return None;
     }
-    let set = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"]
-        .iter()
-        .filter_map(|v| plan.value_of(v))
-        .map(|v| v.strip_prefix('=').unwrap_or(v));
+    let set = [
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+    ]
+    .iter()
+    .filter_map(|v| plan.value_of(v))
+    .map(|v| v.strip_prefix('=').unwrap_or(v));
     plan.choice
         .iter()
         .map(|c| c.ifname.as_str())

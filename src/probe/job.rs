@@ -74,9 +74,10 @@ pub fn is_recorded(name: &str) -> bool {
         || launcher::VARS.contains(&name)
 }
 
-/// Record the relevant inherited variables (see [`is_recorded`]), each with the user information of URLs
-/// replaced by `***` (`launcher::redact_userinfo`: proxies and rendezvous endpoints carry passwords).
-/// Non-UTF-8 values are recorded lossily (they pass to the command unchanged; only the record is lossy).
+/// Record the relevant inherited variables (see [`is_recorded`]) as `getenv` reads them (the first entry of a
+/// duplicated name wins), each with the user information of URLs replaced by `***`
+/// (`launcher::redact_userinfo`: proxies and rendezvous endpoints carry passwords). Non-UTF-8 values are
+/// recorded lossily (they pass to the command unchanged; only the record is lossy).
 pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
     vars: I,
 ) -> BTreeMap<String, String> {
@@ -87,7 +88,8 @@ pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
             continue;
         }
         let v = launcher::redact_userinfo(&v.to_string_lossy());
-        out.insert(k.to_string(), v);
+        // getenv: the first entry of a name is the one the command reads.
+        out.entry(k.to_string()).or_insert(v);
     }
     out
 }
@@ -209,7 +211,10 @@ pub fn parse_conf(text: &[u8]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let end = rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |i| i + 1);
+        let end = rest
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
         let (mut line, tail) = rest.split_at(end);
         rest = tail;
         if line.first() == Some(&b'#') {
@@ -245,7 +250,9 @@ fn nccl_conf_path(path: PathBuf) -> PathBuf {
     if bytes.len() <= CONF_FIELD_MAX {
         return path;
     }
-    PathBuf::from(std::ffi::OsString::from_vec(bytes[..CONF_FIELD_MAX].to_vec()))
+    PathBuf::from(std::ffi::OsString::from_vec(
+        bytes[..CONF_FIELD_MAX].to_vec(),
+    ))
 }
 
 /// The configuration files NCCL reads, in the order it applies them (`initEnv`, src/misc/param.cc):
@@ -535,7 +542,11 @@ mod tests {
     /// reference the parser is compared with.
     fn set_env_file_model(file: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         let strncpy = |src: &[u8], n: usize| -> Vec<u8> {
-            src.iter().take(n).take_while(|c| **c != 0).copied().collect()
+            src.iter()
+                .take(n)
+                .take_while(|c| **c != 0)
+                .copied()
+                .collect()
         };
         let mut out = Vec::new();
         let mut pos = 0;

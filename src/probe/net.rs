@@ -1146,15 +1146,24 @@ mod tests {
         info.extend(nla(2, b"\x01")); // IFLA_INFO_DATA the crate cannot read
         p.extend(nla(IFLA_LINKINFO, &info));
         let l = link_from(&p).expect("link");
-        assert_eq!((l.index, l.name.as_str(), l.name_escaped), (7, "\\xff\\xfe", true));
-        assert_eq!((l.mtu, l.kind.as_deref(), l.running), (Some(1500), Some("veth"), true));
+        assert_eq!(
+            (l.index, l.name.as_str(), l.name_escaped),
+            (7, "\\xff\\xfe", true)
+        );
+        assert_eq!(
+            (l.mtu, l.kind.as_deref(), l.running),
+            (Some(1500), Some("veth"), true)
+        );
 
         let mut a = vec![2u8, 24, 0, 0];
         a.extend_from_slice(&7u32.to_ne_bytes());
         a.extend(nla(2, &[10, 9, 0, 2])); // IFA_LOCAL
         a.extend(nla(3, b"eth0\xff\0")); // IFA_LABEL
         let addr = address_message(&a).and_then(addr_from).expect("address");
-        assert_eq!((addr.index, addr.addr.to_string()), (7, "10.9.0.2".to_string()));
+        assert_eq!(
+            (addr.index, addr.addr.to_string()),
+            (7, "10.9.0.2".to_string())
+        );
     }
 
     proptest::proptest! {

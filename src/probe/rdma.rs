@@ -136,10 +136,10 @@ fn probe_gids(port: &Path, errors: &mut Vec<String>) -> Vec<RdmaGid> {
         if gid.is_empty() || gid == ZERO_GID {
             continue;
         }
-        let kind = read_trim(&port.join("gid_attrs/types").join(&fname), errors)
-            .filter(|s| !s.is_empty());
-        let ndev = read_trim(&port.join("gid_attrs/ndevs").join(&fname), errors)
-            .filter(|s| !s.is_empty());
+        let kind =
+            read_trim(&port.join("gid_attrs/types").join(&fname), errors).filter(|s| !s.is_empty());
+        let ndev =
+            read_trim(&port.join("gid_attrs/ndevs").join(&fname), errors).filter(|s| !s.is_empty());
         gids.push(RdmaGid {
             index,
             gid,

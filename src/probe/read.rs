@@ -163,8 +163,7 @@ mod tests {
             read_file(Path::new("/"), 10),
             Err(ReadError::NotRegular("a directory"))
         ));
-        assert!(read_file(Path::new("/nonexistent-ncclenv/x"), 10)
-            .is_err_and(|e| e.is_missing()));
+        assert!(read_file(Path::new("/nonexistent-ncclenv/x"), 10).is_err_and(|e| e.is_missing()));
         let p = tmp("fifo");
         nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
         // Returns at once (no writer): O_NONBLOCK.
