@@ -45,12 +45,14 @@
 //! Exit status of the helper: 0 when a result line was written (whatever its verdict), 2 on bad usage.
 
 use crate::config::{CheckMode, Config};
+use crate::environ::Environ;
+use crate::probe::read;
 use serde::{Deserialize, Serialize};
-use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
+use std::collections::VecDeque;
+use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -433,15 +435,42 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Longest helper stdout line kept, in bytes (1 MiB: an allreduce result of 1024 ranks is about 300 KiB).
+/// A longer line is dropped whole and counted (`lines_too_long`); `cat /dev/zero` is one endless line.
+pub const MAX_LINE: usize = 1 << 20;
+/// Lines read but not yet handled: the reader waits (and the helper blocks on its pipe) beyond this many
+/// (at most 16 MiB queued with [`MAX_LINE`]).
+const LINE_QUEUE: usize = 16;
+/// Protocol events kept per attempt, and the bytes of their lines: the latest ones within both bounds
+/// (older ones are counted in `events_dropped`).
+const MAX_EVENTS: usize = 4096;
+/// See [`MAX_EVENTS`] (16 MiB).
+const MAX_EVENT_BYTES: usize = 16 << 20;
+/// Events written into a report (`events`), the latest ones; the rest are counted in `events_not_shown`.
+const REPORTED_EVENTS: usize = 256;
+/// Stray (non-protocol) lines kept, each cut to 300 characters.
+const MAX_JUNK: usize = 50;
+/// After the helper exited without its stdout closing (a child of it still holds the pipe), how long lines
+/// already written may take to arrive before the attempt is judged on what came.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
 /// What one run of the helper produced.
 #[derive(Debug, Default)]
 struct Attempt {
     /// The final `result` line, if one came.
     result: Option<HelperMsg>,
-    /// Every protocol line, in order (`result` included).
-    events: Vec<HelperMsg>,
-    /// Lines on stdout that were not protocol (should not happen).
+    /// Protocol lines, in order (`result` included): the latest [`MAX_EVENTS`].
+    events: VecDeque<HelperMsg>,
+    /// The length in bytes of each line in [`Attempt::events`], and their sum.
+    event_sizes: VecDeque<usize>,
+    /// Sum of [`Attempt::event_sizes`], at most [`MAX_EVENT_BYTES`].
+    event_bytes: usize,
+    /// Protocol lines dropped to keep [`Attempt::events`] bounded.
+    events_dropped: u64,
+    /// Lines on stdout that were not protocol (should not happen), the first [`MAX_JUNK`], cut.
     junk: Vec<String>,
+    /// Lines longer than [`MAX_LINE`], dropped.
+    lines_too_long: u64,
     /// Last 8 KiB of the helper's stderr (NCCL's own output goes there).
     stderr_tail: String,
     /// Deadline expired.
@@ -456,94 +485,327 @@ struct Attempt {
     elapsed_ms: u64,
     /// The helper's pid (= its process group).
     pid: i32,
-    /// True when the whole process group was gone at the end.
+    /// True when every process the attempt started was gone at the end: the helper's process group, and the
+    /// processes that left the group (`setsid`) and were adopted by ncclenv as subreaper.
     group_gone: bool,
 }
 
-enum Line {
+/// One item from the stdout reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// A complete line (without its `\n`, trailing whitespace trimmed, invalid UTF-8 replaced), at most
+    /// [`MAX_LINE`] bytes.
     Out(String),
+    /// A line longer than the bound was dropped; its length so far in bytes.
+    TooLong(usize),
+    /// End of file.
     Eof,
 }
 
-fn run_helper(
+/// Splits a byte stream into lines of at most `max` bytes, whatever the chunks it arrives in: memory stays
+/// within `max` bytes however long a line is (a longer line is reported as [`Line::TooLong`] once, and its
+/// bytes are skipped up to the next `\n`). The helper's stdout goes through it.
+#[derive(Debug)]
+pub struct LineSplitter {
+    max: usize,
+    cur: Vec<u8>,
+    /// Bytes of the current line beyond the bound, when it is being skipped.
+    skipping: Option<usize>,
+}
+
+impl LineSplitter {
+    /// A splitter for lines of at most `max` bytes.
+    pub fn new(max: usize) -> LineSplitter {
+        LineSplitter {
+            max,
+            cur: Vec::new(),
+            skipping: None,
+        }
+    }
+
+    /// Feed the next bytes; each complete line (or dropped one) goes to `out`, in order.
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut dyn FnMut(Line)) {
+        while !chunk.is_empty() {
+            let nl = chunk.iter().position(|b| *b == b'\n');
+            let (part, rest) = match nl {
+                Some(i) => (&chunk[..i], Some(&chunk[i + 1..])),
+                None => (chunk, None),
+            };
+            match self.skipping.as_mut() {
+                Some(n) => *n = n.saturating_add(part.len()),
+                None if self.cur.len() + part.len() > self.max => {
+                    self.skipping = Some(self.cur.len() + part.len());
+                    self.cur = Vec::new();
+                }
+                None => self.cur.extend_from_slice(part),
+            }
+            match rest {
+                Some(r) => {
+                    self.end_line(out);
+                    chunk = r;
+                }
+                None => chunk = &[],
+            }
+        }
+    }
+
+    /// End of the stream: a last line without `\n` is delivered, then [`Line::Eof`].
+    pub fn finish(&mut self, out: &mut dyn FnMut(Line)) {
+        if !self.cur.is_empty() || self.skipping.is_some() {
+            self.end_line(out);
+        }
+        out(Line::Eof);
+    }
+
+    fn end_line(&mut self, out: &mut dyn FnMut(Line)) {
+        match self.skipping.take() {
+            Some(n) => out(Line::TooLong(n)),
+            None => {
+                let s = String::from_utf8_lossy(&self.cur).trim_end().to_string();
+                self.cur.clear();
+                out(Line::Out(s));
+            }
+        }
+    }
+}
+
+/// Handle one protocol line of an attempt: a [`HelperMsg`] becomes an event (the `result` also its verdict),
+/// anything else stray output. Bounded: see [`MAX_EVENTS`], [`MAX_EVENT_BYTES`], [`MAX_JUNK`].
+fn take_line(att: &mut Attempt, s: &str, start: Instant) {
+    if s.is_empty() {
+        return;
+    }
+    match serde_json::from_str::<HelperMsg>(s) {
+        Ok(m) if !m.ev.is_empty() => {
+            if m.ev == "result" {
+                att.result = Some(m.clone());
+                att.elapsed_ms = start.elapsed().as_millis() as u64;
+            }
+            while !att.events.is_empty()
+                && (att.events.len() >= MAX_EVENTS || att.event_bytes + s.len() > MAX_EVENT_BYTES)
+            {
+                att.events.pop_front();
+                att.event_bytes -= att.event_sizes.pop_front().unwrap_or(0);
+                att.events_dropped += 1;
+            }
+            att.events.push_back(m);
+            att.event_sizes.push_back(s.len());
+            att.event_bytes += s.len();
+        }
+        _ => {
+            if att.junk.len() < MAX_JUNK {
+                att.junk.push(s.chars().take(300).collect());
+            }
+        }
+    }
+}
+
+/// A pipe end as a descriptor above 2: when ncclenv runs with stdin, stdout or stderr closed, `pipe2` can
+/// return 0–2, and the child's `dup2(fd, 1)` onto the same number would keep its close-on-exec flag.
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let new = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Start the helper with exactly `env` (its entries as they are, duplicates and entries without `=`
+/// included; `std::process::Command` would keep one value per name) in its own process group, stdin from
+/// `/dev/null`, stdout and stderr into new pipes, SIGPIPE at its default and an empty signal mask
+/// (`posix_spawn`, which also reports a failed exec). Returns the pid and the read ends (stdout, stderr).
+fn spawn_helper(
     helper: &Path,
     args: &[String],
-    env: &[(OsString, OsString)],
-    timeout: Duration,
-) -> Attempt {
-    use std::os::unix::process::CommandExt;
+    env: &Environ,
+) -> Result<(nix::unistd::Pid, OwnedFd, OwnedFd), String> {
+    use nix::fcntl::OFlag;
+    use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use nix::sys::signal::{SigSet, Signal};
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let cs = |b: &[u8]| CString::new(b).map_err(|_| "an argument contains a NUL byte".to_string());
+    let path = cs(helper.as_os_str().as_bytes())?;
+    let mut argv = vec![path.clone()];
+    for a in args {
+        argv.push(cs(a.as_bytes())?);
+    }
+    let envp: Vec<CString> = env
+        .entries()
+        .iter()
+        .filter_map(|e| CString::new(e.as_bytes()).ok())
+        .collect();
+    let io = |e: std::io::Error| e.to_string();
+    let pipe = || -> Result<(OwnedFd, OwnedFd), String> {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+        Ok((above_stdio(r).map_err(io)?, above_stdio(w).map_err(io)?))
+    };
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let null = std::fs::File::open("/dev/null")
+        .map(OwnedFd::from)
+        .and_then(above_stdio)
+        .map_err(|e| format!("/dev/null: {e}"))?;
+    let nix_err = |e: nix::Error| e.to_string();
+    let mut fa = PosixSpawnFileActions::init().map_err(nix_err)?;
+    fa.add_dup2(null.as_raw_fd(), 0).map_err(nix_err)?;
+    fa.add_dup2(out_w.as_raw_fd(), 1).map_err(nix_err)?;
+    fa.add_dup2(err_w.as_raw_fd(), 2).map_err(nix_err)?;
+    let mut attr = PosixSpawnAttr::init().map_err(nix_err)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK,
+    )
+    .map_err(nix_err)?;
+    attr.set_pgroup(nix::unistd::Pid::from_raw(0))
+        .map_err(nix_err)?;
+    let mut dfl = SigSet::empty();
+    dfl.add(Signal::SIGPIPE);
+    attr.set_sigdefault(&dfl).map_err(nix_err)?;
+    attr.set_sigmask(&SigSet::empty()).map_err(nix_err)?;
+    let pid = posix_spawn(path.as_c_str(), &fa, &attr, &argv, &envp).map_err(|e| e.to_string())?;
+    drop((out_w, err_w, null));
+    Ok((pid, out_r, err_r))
+}
+
+/// Pids of the processes that escaped into a session of their own (`setsid`) and, orphaned, were
+/// re-parented to this process as child subreaper: their parent is this process and their session is not
+/// this process's session. Processes this process starts itself (the helper, and what any other thread of
+/// a caller runs) stay in its session, so they are never among them. Read from `/proc/<pid>/stat` (parent
+/// and session: fields 4 and 6, after the parenthesised command name) of every process through
+/// `probe::read`; empty when `/proc` cannot be read.
+fn adopted_escapees() -> Vec<i32> {
+    let me = i64::from(std::process::id());
+    let my_sid = nix::unistd::getsid(None).map_or(-1, |p| i64::from(p.as_raw()));
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = read::read_file(&e.path().join("stat"), read::ATTR_MAX) else {
+            continue;
+        };
+        let Some(close) = stat.iter().rposition(|b| *b == b')') else {
+            continue;
+        };
+        let rest = String::from_utf8_lossy(&stat[close + 1..]).into_owned();
+        let f: Vec<i64> = rest
+            .split_whitespace()
+            .skip(1)
+            .take(4)
+            .map(|x| x.parse::<i64>().unwrap_or(-1))
+            .collect();
+        // f: ppid, pgrp, session, tty_nr
+        if f.first() == Some(&me) && f.get(2).is_some_and(|sid| *sid != my_sid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Kill with SIGKILL and reap the processes that escaped the helper's process group with `setsid` and were
+/// adopted by ncclenv as subreaper (`PR_SET_CHILD_SUBREAPER`, [`adopted_escapees`]), except those in `keep`
+/// (already there before the attempt); their own children follow them up to ncclenv as they die and are
+/// killed in turn. Repeats until none is left or 3 s passed; returns true when none is left.
+fn kill_adopted(keep: &[i32]) -> bool {
+    use nix::sys::signal::{kill, Signal};
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    use nix::unistd::Pid;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let left: Vec<i32> = adopted_escapees()
+            .into_iter()
+            .filter(|p| !keep.contains(p))
+            .collect();
+        if left.is_empty() {
+            return true;
+        }
+        for p in &left {
+            let _ = kill(Pid::from_raw(*p), Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(*p), Some(WaitPidFlag::WNOHANG));
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn run_helper(helper: &Path, args: &[String], env: &Environ, timeout: Duration) -> Attempt {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     let start = Instant::now();
     let mut att = Attempt::default();
-    let mut cmd = Command::new(helper);
-    cmd.args(args)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    // Escapees adopted before this attempt (none in the entrypoint) are not this attempt's.
+    let before = adopted_escapees();
+    let (pid, out, err) = match spawn_helper(helper, args, env) {
+        Ok(v) => v,
         Err(e) => {
             att.spawn_error = Some(format!("cannot run {}: {e}", helper.display()));
             att.group_gone = true;
             return att;
         }
     };
-    let pid = i32::try_from(child.id()).unwrap_or(0);
-    att.pid = pid;
-    let (tx, rx) = mpsc::channel::<Line>();
-    if let Some(out) = child.stdout.take() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(out);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match r.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let s = String::from_utf8_lossy(&buf).trim_end().to_string();
-                        if tx.send(Line::Out(s)).is_err() {
-                            break;
-                        }
-                    }
-                }
+    att.pid = pid.as_raw();
+    let (tx, rx) = mpsc::sync_channel::<Line>(LINE_QUEUE);
+    std::thread::spawn(move || {
+        let mut r = std::fs::File::from(out);
+        let mut split = LineSplitter::new(MAX_LINE);
+        let mut chunk = vec![0u8; 64 << 10];
+        let mut open = true;
+        let mut send = |l: Line| {
+            if open && tx.send(l).is_err() {
+                open = false;
             }
-            let _ = tx.send(Line::Eof);
-        });
-    } else {
-        let _ = tx.send(Line::Eof);
-    }
+        };
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => split.push(&chunk[..n], &mut send),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        split.finish(&mut send);
+    });
     let (etx, erx) = mpsc::channel::<String>();
-    if let Some(mut err) = child.stderr.take() {
-        std::thread::spawn(move || {
-            const KEEP: usize = 8192;
-            let mut tail: Vec<u8> = Vec::new();
-            let mut chunk = [0u8; 4096];
-            loop {
-                match err.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        tail.extend_from_slice(&chunk[..n]);
-                        if tail.len() > 2 * KEEP {
-                            let cut = tail.len() - KEEP;
-                            tail.drain(..cut);
-                        }
+    std::thread::spawn(move || {
+        const KEEP: usize = 8192;
+        let mut err = std::fs::File::from(err);
+        let mut tail: Vec<u8> = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match err.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    tail.extend_from_slice(&chunk[..n]);
+                    if tail.len() > 2 * KEEP {
+                        let cut = tail.len() - KEEP;
+                        tail.drain(..cut);
                     }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
-            if tail.len() > KEEP {
-                let cut = tail.len() - KEEP;
-                tail.drain(..cut);
-            }
-            let _ = etx.send(String::from_utf8_lossy(&tail).into_owned());
-        });
-    }
+        }
+        if tail.len() > KEEP {
+            let cut = tail.len() - KEEP;
+            tail.drain(..cut);
+        }
+        let _ = etx.send(String::from_utf8_lossy(&tail).into_owned());
+    });
     let deadline = start + timeout;
     let mut eof = false;
+    let mut exited_at: Option<Instant> = None;
     let mut kill = false;
-    while !eof {
+    loop {
         let sig = SIGNAL_SEEN.load(Ordering::SeqCst);
         if sig != 0 {
             att.interrupted_by = Some(sig);
@@ -552,105 +814,82 @@ fn run_helper(
         }
         let now = Instant::now();
         if now >= deadline {
-            att.timed_out = true;
+            // A verdict that came in time is judged; only its absence is a hang.
+            att.timed_out = att.result.is_none();
             kill = true;
             break;
         }
-        let wait = (deadline - now).min(Duration::from_millis(50));
-        match rx.recv_timeout(wait) {
-            Ok(Line::Out(s)) => {
-                if s.is_empty() {
-                    continue;
+        if exited_at.is_none() {
+            match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(st) => {
+                    att.exit = describe_wait(st);
+                    exited_at = Some(now);
                 }
-                match serde_json::from_str::<HelperMsg>(&s) {
-                    Ok(m) if !m.ev.is_empty() => {
-                        if m.ev == "result" {
-                            att.result = Some(m.clone());
-                            att.elapsed_ms = start.elapsed().as_millis() as u64;
-                        }
-                        att.events.push(m);
-                    }
-                    _ => {
-                        if att.junk.len() < 50 {
-                            att.junk.push(s);
-                        }
-                    }
+                Err(e) => {
+                    att.exit = format!("wait failed: {e}");
+                    exited_at = Some(now);
                 }
             }
+        }
+        match exited_at {
+            // The helper is gone: judge what it wrote. A child of it may still hold stdout open, so EOF is
+            // not waited for once the verdict is in (or after a short grace for lines still in the pipe).
+            Some(t) if eof || att.result.is_some() || now.duration_since(t) >= EXIT_GRACE => break,
+            _ => {}
+        }
+        if eof {
+            std::thread::sleep((deadline - now).min(Duration::from_millis(5)));
+            continue;
+        }
+        match rx.recv_timeout((deadline - now).min(Duration::from_millis(20))) {
+            Ok(Line::Out(s)) => take_line(&mut att, &s, start),
+            Ok(Line::TooLong(_)) => att.lines_too_long += 1,
             Ok(Line::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => eof = true,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     }
-    // Stdout closed (or we stop): wait for the helper itself, still bounded by the deadline.
-    if !kill {
-        loop {
-            match child.try_wait() {
-                Ok(Some(st)) => {
-                    att.exit = describe_status(st);
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    att.exit = format!("wait failed: {e}");
-                    break;
-                }
-            }
-            let sig = SIGNAL_SEEN.load(Ordering::SeqCst);
-            if sig != 0 {
-                att.interrupted_by = Some(sig);
-                kill = true;
-                break;
-            }
-            if Instant::now() >= deadline {
-                att.timed_out = att.result.is_none();
-                kill = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
     if kill {
-        if pid > 1 {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        match child.wait() {
-            Ok(st) => att.exit = describe_status(st),
-            Err(_) => att.exit = "killed".to_string(),
-        }
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
     }
-    // Always empty the group: a rank left behind must never outlive the check.
-    att.group_gone = kill_and_reap_group(pid);
+    if exited_at.is_none() {
+        att.exit = match waitpid(pid, None) {
+            Ok(st) => describe_wait(st),
+            Err(_) => "killed".to_string(),
+        };
+    }
+    // Always empty the group and what escaped it: nothing the check started may outlive it.
+    let group = kill_and_reap_group(att.pid);
+    let adopted = kill_adopted(&before);
+    att.group_gone = group && adopted;
     if att.elapsed_ms == 0 {
         att.elapsed_ms = start.elapsed().as_millis() as u64;
     }
     att.stderr_tail = erx
         .recv_timeout(Duration::from_millis(500))
         .unwrap_or_default();
-    // Drain protocol lines that arrived before EOF but after we stopped looking (not when killed).
+    // Lines that arrived before we stopped looking (not when killed), bounded by the queue.
     if !kill {
-        while let Ok(Line::Out(s)) = rx.try_recv() {
-            if let Ok(m) = serde_json::from_str::<HelperMsg>(&s) {
-                if m.ev == "result" && att.result.is_none() {
-                    att.result = Some(m.clone());
-                }
-                att.events.push(m);
+        while let Ok(line) = rx.try_recv() {
+            match line {
+                Line::Out(s) => take_line(&mut att, &s, start),
+                Line::TooLong(_) => att.lines_too_long += 1,
+                Line::Eof => break,
             }
         }
     }
     att
 }
 
-fn describe_status(st: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(c) = st.code() {
-        format!("exit {c}")
-    } else if let Some(s) = st.signal() {
-        format!("killed by signal {s} ({})", signal_name(s))
-    } else {
-        "unknown".to_string()
+/// A `waitpid` status in words (`exit 0`, `killed by signal 9 (SIGKILL)`).
+fn describe_wait(st: nix::sys::wait::WaitStatus) -> String {
+    use nix::sys::wait::WaitStatus;
+    match st {
+        WaitStatus::Exited(_, c) => format!("exit {c}"),
+        WaitStatus::Signaled(_, s, _) => {
+            format!("killed by signal {} ({})", s as i32, s.as_str())
+        }
+        other => format!("{other:?}"),
     }
 }
 
@@ -662,7 +901,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 }
 
 /// The last step each rank reported before a hang: `(rank or None for the orchestrator, step)`.
-fn last_steps(events: &[HelperMsg]) -> Vec<(Option<u32>, String)> {
+fn last_steps<'a>(events: impl IntoIterator<Item = &'a HelperMsg>) -> Vec<(Option<u32>, String)> {
     let mut out: Vec<(Option<u32>, String)> = Vec::new();
     for e in events {
         if e.ev == "step" {
@@ -711,18 +950,32 @@ fn judge(
     d.insert("helper_pid".into(), json!(att.pid));
     d.insert("helper_exit".into(), json!(att.exit));
     d.insert("processes_left".into(), json!(!att.group_gone));
+    if att.events_dropped > 0 {
+        d.insert("events_dropped".into(), json!(att.events_dropped));
+    }
+    if att.lines_too_long > 0 {
+        d.insert("lines_too_long".into(), json!(att.lines_too_long));
+    }
     if !att.stderr_tail.is_empty() {
         d.insert("stderr_tail".into(), json!(att.stderr_tail));
     }
     if !att.junk.is_empty() {
         d.insert("stray_output".into(), json!(att.junk));
     }
+    // The report keeps the last REPORTED_EVENTS events (a flood must not flood the report either).
+    let shown: Vec<&HelperMsg> = att.events.iter().filter(|e| e.ev != "result").collect();
+    let skip = shown.len().saturating_sub(REPORTED_EVENTS);
+    if skip > 0 || att.events_dropped > 0 {
+        d.insert(
+            "events_not_shown".into(),
+            json!(skip as u64 + att.events_dropped),
+        );
+    }
     d.insert(
         "events".into(),
         Value::Array(
-            att.events
+            shown[skip..]
                 .iter()
-                .filter(|e| e.ev != "result")
                 .filter_map(|e| serde_json::to_value(e).ok())
                 .collect(),
         ),
@@ -975,8 +1228,10 @@ fn last_line(s: &str) -> String {
 /// - `mode`: `Bootstrap` runs `ncclGetUniqueId` in a throwaway helper (NCCL-FACTS §4); `Allreduce` runs one
 ///   process per GPU (`min(cfg.check_gpus, visible GPUs)`, buffer `cfg.check_mib` MiB of float32) and falls back
 ///   to the bootstrap check when no GPU is visible; `Off` returns a passed report at once.
-/// - `env`: the command's final environment, as it will be exec'ed; `NCCL_COMM_ID` is removed for the check,
-///   `NCCLENV_NCCL_LIB` is set from `cfg.nccl_lib`.
+/// - `env`: the command's final environment, as it will be exec'ed (an [`Environ`], or name/value pairs that
+///   become its entries in order). The helper gets exactly these entries (duplicates and entries without `=`
+///   included, so that its `getenv` reads what the command's will), except that `NCCL_COMM_ID` is removed for
+///   the check and `NCCLENV_NCCL_LIB` is set from `cfg.nccl_lib`.
 /// - `expected`: the interface and address ncclenv chose; the address NCCL binds (decoded from the unique id)
 ///   must equal it.
 /// - `other_ifaces`: next candidate interfaces, tried (as `NCCL_SOCKET_IFNAME==name`) by repair.
@@ -989,11 +1244,13 @@ fn last_line(s: &str) -> String {
 pub fn run_check(
     cfg: &Config,
     mode: CheckMode,
-    env: &[(OsString, OsString)],
+    env: impl Into<Environ>,
     expected: Option<(&str, IpAddr)>,
     other_ifaces: &[String],
 ) -> CheckReport {
     use serde_json::json;
+    let env: Environ = env.into();
+    let env = &env;
     if mode == CheckMode::Off {
         return CheckReport {
             mode,
@@ -1057,9 +1314,7 @@ pub fn run_check(
         }
         let mut attempts = Vec::new();
         for (name, value, reason) in tries {
-            let already = env.iter().any(|(k, v)| {
-                k.to_str() == Some(name.as_str()) && v.to_str() == Some(value.as_str())
-            });
+            let already = env.get(&name) == Some(std::ffi::OsStr::new(&value));
             if already {
                 continue;
             }
@@ -1128,30 +1383,23 @@ fn helper_args(cfg: &Config, mode: CheckMode) -> Vec<String> {
     }
 }
 
-fn check_env(
-    cfg: &Config,
-    env: &[(OsString, OsString)],
-    extra: &[(String, String)],
-) -> Vec<(OsString, OsString)> {
-    let mut out: Vec<(OsString, OsString)> = env
-        .iter()
-        .filter(|(k, _)| {
-            k != "NCCL_COMM_ID" && !extra.iter().any(|(n, _)| k.to_str() == Some(n.as_str()))
-        })
-        .cloned()
-        .collect();
+/// The helper's environment: `env` as it is, without `NCCL_COMM_ID` (the check bootstraps alone), with
+/// `NCCLENV_NCCL_LIB` from `cfg.nccl_lib` and the `extra` variables of a repair attempt set.
+fn check_env(cfg: &Config, env: &Environ, extra: &[(String, String)]) -> Environ {
+    let mut out = env.clone();
+    out.unset("NCCL_COMM_ID");
     if let Some(lib) = &cfg.nccl_lib {
-        out.retain(|(k, _)| k != "NCCLENV_NCCL_LIB");
-        out.push(("NCCLENV_NCCL_LIB".into(), lib.clone().into_os_string()));
+        out.set("NCCLENV_NCCL_LIB", lib.as_os_str());
     }
     for (n, v) in extra {
-        out.push((n.into(), v.into()));
+        out.set(n, std::ffi::OsStr::new(v));
     }
     out
 }
 
 /// The human verdict block for a report: a headline, the numbers, the error with its explanation and remedy,
-/// a hang's step and causes, and the repair found. Ends with a newline.
+/// a hang's step and causes, and the repair found. Ends with a newline. Every line is escaped
+/// ([`crate::text::escape`]).
 pub fn render_check(report: &CheckReport) -> String {
     let d = &report.detail;
     let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
@@ -1215,7 +1463,8 @@ pub fn render_check(report: &CheckReport) -> String {
             }
         }
     }
-    out
+    // NCCL's messages and the helper's stderr may hold control characters: every line leaves inert.
+    crate::text::escape_lines(&out)
 }
 
 #[cfg(test)]
@@ -1281,5 +1530,154 @@ mod tests {
         c.rank = Some(0);
         let s = last_steps(&[a, b, c]);
         assert_eq!(s, vec![(Some(1), "collective".to_string())]);
+    }
+
+    /// Generated cases of each helper-protocol property test (README "Reliability").
+    const PROPTEST_PROTOCOL_CASES: u32 = 2000;
+
+    /// Lines the way a reference splitter cuts them: at each `\n`, the last piece only when not empty.
+    fn reference_lines(stream: &[u8], max: usize) -> Vec<Line> {
+        let mut out = Vec::new();
+        let mut parts: Vec<&[u8]> = stream.split(|b| *b == b'\n').collect();
+        if parts.last().is_some_and(|p| p.is_empty()) {
+            parts.pop();
+        }
+        for p in parts {
+            if p.len() > max {
+                out.push(Line::TooLong(p.len()));
+            } else {
+                out.push(Line::Out(String::from_utf8_lossy(p).trim_end().to_string()));
+            }
+        }
+        out.push(Line::Eof);
+        out
+    }
+
+    fn protocol_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(|f| serde_json::json!(f)),
+            ".{0,12}".prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+            Just(serde_json::json!([{"ev": "step"}, 1, "x"])),
+            Just(serde_json::json!({"stage": 3, "code": "x"})),
+        ];
+        let key = proptest::sample::select(vec![
+            "ev",
+            "mode",
+            "rank",
+            "step",
+            "t_ms",
+            "ok",
+            "what",
+            "path",
+            "nccl_version",
+            "addr",
+            "port",
+            "family",
+            "id",
+            "nranks",
+            "bytes",
+            "seconds",
+            "first_mismatch",
+            "error",
+            "ranks",
+            "note",
+            "zz",
+        ]);
+        let ev = proptest::sample::select(vec![
+            "step",
+            "lib",
+            "id",
+            "nogpu",
+            "rank_result",
+            "result",
+            "",
+            "other",
+        ]);
+        prop_oneof![
+            3 => (ev, proptest::collection::vec((key, value), 0..8)).prop_map(|(ev, kv)| {
+                let mut m = serde_json::Map::new();
+                m.insert("ev".into(), ev.into());
+                for (k, v) in kv {
+                    m.insert(k.into(), v);
+                }
+                serde_json::Value::Object(m).to_string()
+            }),
+            1 => proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)
+                .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(PROPTEST_PROTOCOL_CASES))]
+
+        /// However the stream is cut into reads, the splitter gives the reference's lines, none longer than
+        /// its bound.
+        #[test]
+        fn lines_are_split_and_bounded_whatever_the_chunks(
+            stream in proptest::collection::vec(
+                proptest::prop_oneof![4 => proptest::sample::select(b"ab{}\n\r\xff".to_vec()),
+                                       1 => proptest::prelude::any::<u8>()], 0..400),
+            cuts in proptest::collection::vec(1usize..64, 1..20),
+            max in 1usize..40,
+        ) {
+            let mut got = Vec::new();
+            let mut sp = LineSplitter::new(max);
+            let mut rest: &[u8] = &stream;
+            let mut i = 0;
+            while !rest.is_empty() {
+                let n = cuts[i % cuts.len()].min(rest.len());
+                sp.push(&rest[..n], &mut |l| got.push(l));
+                rest = &rest[n..];
+                i += 1;
+            }
+            sp.finish(&mut |l| got.push(l));
+            proptest::prop_assert_eq!(&got, &reference_lines(&stream, max));
+            for l in &got {
+                if let Line::Out(s) = l {
+                    proptest::prop_assert!(s.len() <= 3 * max);
+                }
+            }
+        }
+
+        /// Any sequence of protocol lines (valid messages with fields of any type, and garbage): recording
+        /// and judging never panic, and the records stay within their bounds.
+        #[test]
+        fn any_protocol_lines_are_judged(
+            lines in proptest::collection::vec(protocol_line(), 0..40),
+            timed_out in proptest::prelude::any::<bool>(),
+        ) {
+            let mut att = Attempt { timed_out, exit: "exit 0".into(), ..Attempt::default() };
+            let start = Instant::now();
+            for l in &lines {
+                take_line(&mut att, l, start);
+            }
+            proptest::prop_assert!(att.events.len() <= MAX_EVENTS && att.junk.len() <= MAX_JUNK);
+            let ip: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+            for mode in [CheckMode::Bootstrap, CheckMode::Allreduce] {
+                let v = judge(&att, mode, Some(("eth0", ip)), Duration::from_secs(1));
+                proptest::prop_assert!(!v.summary.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn events_are_bounded_under_a_flood() {
+        let mut att = Attempt::default();
+        let start = Instant::now();
+        let line = r#"{"ev":"step","rank":0,"step":"load"}"#;
+        for _ in 0..(MAX_EVENTS + 100) {
+            take_line(&mut att, line, start);
+        }
+        for _ in 0..(MAX_JUNK + 10) {
+            take_line(&mut att, &"x".repeat(10_000), start);
+        }
+        assert_eq!(att.events.len(), MAX_EVENTS);
+        assert_eq!(att.events_dropped, 100);
+        assert_eq!(att.junk.len(), MAX_JUNK);
+        assert!(att.junk.iter().all(|j| j.len() <= 300));
     }
 }

@@ -1,9 +1,14 @@
 //! Command line and `NCCLENV_*` variables → [`Config`] and a [`Mode`]. Every option reads from its
-//! `NCCLENV_*` variable (through envy); the flag wins. A malformed value is a usage error (exit 2) naming the
-//! flag or variable.
+//! `NCCLENV_*` variable; the flag wins. A malformed value is a usage error (exit 2) naming the flag or
+//! variable.
+//!
+//! Only the exact upper-case names of the options ([`option_variables`]) are read, each as `getenv` reads it
+//! (the first entry of a duplicated name wins). Any other `NCCLENV_*` name (`NCCLENV_Peer`,
+//! `NCCLENV_CHECK_TIMEOUTS`, a name or value that is not UTF-8) is never an option and never stops the job:
+//! it is listed in [`Config::unknown_vars`] with the nearest known name when it looks like a typo, and the
+//! decision reports it (`unknown-variable`).
 
 use crate::config::{CheckMode, Config, LogFormat, LogLevel};
-use serde::Deserialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -114,34 +119,6 @@ exit codes: 2 usage error, 78 refused (NCCL would certainly fail, or strict mode
 executable, 127 command not found, 128+N interrupted by signal N during a check; otherwise the
 command's own.
 ";
-
-/// The `NCCLENV_*` variables, read through envy as strings and parsed here so that every error names its
-/// variable.
-#[derive(Debug, Default, Deserialize)]
-struct EnvVars {
-    peer: Option<String>,
-    nnodes: Option<String>,
-    strict: Option<String>,
-    log: Option<String>,
-    log_format: Option<String>,
-    termination_log: Option<String>,
-    exclude: Option<String>,
-    disable: Option<String>,
-    sysfs: Option<String>,
-    devfs: Option<String>,
-    shm_path: Option<String>,
-    shm_min: Option<String>,
-    check: Option<String>,
-    check_timeout: Option<String>,
-    check_gpus: Option<String>,
-    check_mib: Option<String>,
-    check_repair: Option<String>,
-    check_helper: Option<String>,
-    nccl_lib: Option<String>,
-    resolve_timeout_ms: Option<String>,
-    debug: Option<String>,
-    debug_dir: Option<String>,
-}
 
 fn err<T>(what: &str, value: &str, expected: &str) -> Result<T, UsageError> {
     Err(UsageError(format!(
@@ -322,59 +299,112 @@ const VALUED: &[&str] = &[
     "debug-dir",
 ];
 
-/// Read the `NCCLENV_*` variables into a config. Non-UTF-8 values of these variables are usage errors; every
-/// other variable is ignored here.
+/// Variables named `NCCLENV_*` that ncclenv or its helper reads but that are not options of this table:
+/// `NCCLENV_CUDA_LIB` (the check helper's CUDA library, `src/bin/ncclenv-check.rs`) and, in debug builds
+/// only, `NCCLENV_TEST_PANIC` (the tests' forced panic, `src/main.rs`).
+const OTHER_VARIABLES: &[&str] = &[
+    "NCCLENV_CUDA_LIB",
+    #[cfg(debug_assertions)]
+    "NCCLENV_TEST_PANIC",
+];
+
+/// The variable of an option: `NCCLENV_` and the long name in upper case with `_` for `-`
+/// (`check-timeout` → `NCCLENV_CHECK_TIMEOUT`).
+pub fn option_variable(key: &str) -> String {
+    format!("NCCLENV_{}", key.replace('-', "_").to_ascii_uppercase())
+}
+
+/// Every `NCCLENV_*` name ncclenv knows: the options' variables ([`option_variable`] of each switch and
+/// valued option) and the few others it reads.
+pub fn option_variables() -> Vec<String> {
+    SWITCHES
+        .iter()
+        .chain(VALUED)
+        .map(|k| option_variable(k))
+        .chain(OTHER_VARIABLES.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// The known name closest to `name`, when `name` looks like a typo of it: the same name in another case, or
+/// at most two edits away (Levenshtein distance of the parts after `NCCLENV_`, at most a third of the
+/// length).
+pub fn nearest_variable(name: &str) -> Option<String> {
+    let known = option_variables();
+    let upper = name.to_ascii_uppercase();
+    if let Some(k) = known.iter().find(|k| **k == upper) {
+        return Some(k.clone());
+    }
+    let tail = |s: &str| s.get(8..).unwrap_or("").to_string();
+    let t = tail(&upper);
+    known
+        .iter()
+        .map(|k| (edit_distance(&t, &tail(k)), k))
+        .filter(|(d, k)| *d <= 2 && *d * 3 <= tail(k).len().max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k.clone())
+}
+
+/// Levenshtein distance in characters (insertions, deletions, substitutions), for [`nearest_variable`].
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Read the `NCCLENV_*` variables into a config, as `getenv` sees them (the first entry of a name wins).
+///
+/// - An option's exact variable name ([`option_variables`]) with a value that is not UTF-8 or not valid is a
+///   usage error naming the variable; an empty value means "not set" for valued options and "off" for
+///   switches.
+/// - Every other name beginning with `NCCLENV_` (another case, a typo, a name or value that is not UTF-8) is
+///   not an option: it goes to [`Config::unknown_vars`] (its name as text, invalid bytes as `\xNN`, with the
+///   nearest known name) and never fails.
+///
+/// Variables not beginning with `NCCLENV_` are ignored.
 pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
     vars: I,
 ) -> Result<Config, UsageError> {
-    let mut pairs: Vec<(String, String)> = Vec::new();
+    use std::os::unix::ffi::OsStrExt;
+    let mut cfg = Config::default();
+    let mut seen: Vec<OsString> = Vec::new();
     for (k, v) in vars {
-        let Some(k) = k.to_str() else { continue };
-        if !k.starts_with("NCCLENV_") {
+        if !k.as_bytes().starts_with(b"NCCLENV_") || seen.contains(&k) {
             continue;
         }
-        match v.into_string() {
-            Ok(v) => pairs.push((k.to_string(), v)),
-            Err(_) => return Err(UsageError(format!("{k}: the value is not valid UTF-8"))),
-        }
-    }
-    let ev: EnvVars = envy::prefixed("NCCLENV_")
-        .from_iter(pairs)
-        .map_err(|e| UsageError(format!("NCCLENV_* variables: {e}")))?;
-    let mut cfg = Config::default();
-    let fields: [(&str, &Option<String>); 22] = [
-        ("peer", &ev.peer),
-        ("nnodes", &ev.nnodes),
-        ("strict", &ev.strict),
-        ("log", &ev.log),
-        ("log-format", &ev.log_format),
-        ("termination-log", &ev.termination_log),
-        ("exclude", &ev.exclude),
-        ("disable", &ev.disable),
-        ("sysfs", &ev.sysfs),
-        ("devfs", &ev.devfs),
-        ("shm-path", &ev.shm_path),
-        ("shm-min", &ev.shm_min),
-        ("check", &ev.check),
-        ("check-timeout", &ev.check_timeout),
-        ("check-gpus", &ev.check_gpus),
-        ("check-mib", &ev.check_mib),
-        ("check-repair", &ev.check_repair),
-        ("check-helper", &ev.check_helper),
-        ("nccl-lib", &ev.nccl_lib),
-        ("resolve-timeout-ms", &ev.resolve_timeout_ms),
-        ("debug", &ev.debug),
-        ("debug-dir", &ev.debug_dir),
-    ];
-    for (key, value) in fields {
-        if let Some(v) = value {
-            // An empty variable means "not set" for values, "off" for switches.
-            if v.is_empty() && !SWITCHES.contains(&key) {
+        seen.push(k.clone());
+        let key = k.to_str().and_then(|name| {
+            SWITCHES
+                .iter()
+                .chain(VALUED)
+                .find(|key| option_variable(key) == name)
+        });
+        let Some(key) = key else {
+            if k.to_str().is_some_and(|n| OTHER_VARIABLES.contains(&n)) {
                 continue;
             }
-            let var = format!("NCCLENV_{}", key.replace('-', "_").to_ascii_uppercase());
-            apply(&mut cfg, key, &var, v)?;
+            let name = crate::text::bytes_text(k.as_bytes());
+            let near = k.to_str().and_then(nearest_variable);
+            cfg.unknown_vars.push((name, near));
+            continue;
+        };
+        let var = option_variable(key);
+        let Some(v) = v.to_str() else {
+            return Err(UsageError(format!("{var}: the value is not valid UTF-8")));
+        };
+        // An empty variable means "not set" for values, "off" for switches.
+        if v.is_empty() && !SWITCHES.contains(key) {
+            continue;
         }
+        apply(&mut cfg, key, &var, v)?;
     }
     Ok(cfg)
 }
@@ -838,6 +868,98 @@ mod tests {
         assert_eq!(e.0, "unknown option --bogus");
         let e = parse(&os(&["-x", "env"]), env(&[])).expect_err("-x");
         assert!(!e.0.contains("see --help"), "{}", e.0);
+    }
+
+    /// Generated cases of the `NCCLENV_*` property test (README "Reliability").
+    const PROPTEST_NCCLENV_CASES: u32 = 3000;
+
+    /// `NCCLENV_` and a tail: a known option's in any case, with a typo, or any bytes.
+    fn nccl_env_name() -> impl Strategy<Value = OsString> {
+        use std::os::unix::ffi::OsStringExt;
+        let known: Vec<String> = SWITCHES
+            .iter()
+            .chain(VALUED)
+            .map(|k| option_variable(k)[8..].to_string())
+            .collect();
+        prop_oneof![
+            3 => proptest::sample::select(known.clone()).prop_map(|t| t.into_bytes()),
+            2 => (proptest::sample::select(known.clone()), any::<proptest::sample::Index>())
+                .prop_map(|(t, i)| {
+                    let mut b = t.into_bytes();
+                    let at = i.index(b.len());
+                    b[at] = b[at].to_ascii_lowercase();
+                    b
+                }),
+            2 => (proptest::sample::select(known), any::<proptest::sample::Index>(), any::<u8>())
+                .prop_map(|(t, i, c)| {
+                    let mut b = t.into_bytes();
+                    let at = i.index(b.len() + 1);
+                    b.insert(at, c);
+                    b
+                }),
+            1 => proptest::collection::vec(any::<u8>(), 0..12),
+        ]
+        .prop_map(|tail| OsString::from_vec([b"NCCLENV_".to_vec(), tail].concat()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(PROPTEST_NCCLENV_CASES))]
+
+        /// Any `NCCLENV_*` names and values: an error only ever comes from the first entry of an exact option
+        /// name (and names it); every other name is listed as unknown, once, and never fails.
+        #[test]
+        fn nccl_env_names_and_values_of_any_bytes(
+            entries in proptest::collection::vec(
+                (nccl_env_name(), proptest::collection::vec(any::<u8>(), 0..10)), 0..6),
+        ) {
+            use std::os::unix::ffi::OsStringExt;
+            let vars: Vec<(OsString, OsString)> =
+                entries.into_iter().map(|(k, v)| (k, OsString::from_vec(v))).collect();
+            let known = option_variables();
+            let is_known = |k: &OsString| k.to_str().is_some_and(|k| known.iter().any(|n| n == k));
+            let mut unknown: Vec<&OsString> = vars.iter().map(|(k, _)| k).filter(|k| !is_known(k)).collect();
+            unknown.sort();
+            unknown.dedup();
+            match config_from_env(vars.clone()) {
+                Ok(cfg) => prop_assert_eq!(cfg.unknown_vars.len(), unknown.len()),
+                Err(e) => {
+                    let var = e.0.split(':').next().unwrap_or("");
+                    prop_assert!(known.iter().any(|k| k == var), "{}", e.0);
+                }
+            }
+            let only_unknown: Vec<(OsString, OsString)> =
+                vars.into_iter().filter(|(k, _)| !is_known(k)).collect();
+            let cfg = config_from_env(only_unknown);
+            prop_assert!(cfg.is_ok());
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_reported_with_the_nearest_known_one() {
+        let c = parse(
+            &os(&["env"]),
+            env(&[
+                ("NCCLENV_Peer", "10.0.0.1"),
+                ("NCCLENV_CHECK_TIMEOUTS", "5"),
+                ("NCCLENV_FOO", "x"),
+                ("NCCLENV_LOG", "off"),
+                ("NCCLENV_LOG", "bogus"),
+            ]),
+        )
+        .expect("unknown names never fail; the first NCCLENV_LOG wins");
+        assert_eq!(c.config.peer, None);
+        assert_eq!(c.config.log, LogLevel::Off);
+        assert_eq!(
+            c.config.unknown_vars,
+            vec![
+                ("NCCLENV_Peer".to_string(), Some("NCCLENV_PEER".to_string())),
+                (
+                    "NCCLENV_CHECK_TIMEOUTS".to_string(),
+                    Some("NCCLENV_CHECK_TIMEOUT".to_string())
+                ),
+                ("NCCLENV_FOO".to_string(), None),
+            ]
+        );
     }
 
     proptest! {

@@ -94,6 +94,10 @@ pub struct Config {
     /// Folder of NCCL's per-process log files under `NCCLENV_DEBUG=1` (`NCCLENV_DEBUG_DIR`, an absolute path;
     /// default [`DEFAULT_DEBUG_DIR`]).
     pub debug_dir: Option<PathBuf>,
+    /// `NCCLENV_*` variables in the environment that are not options (another case, a typo, bytes that are
+    /// not UTF-8): `(name as text, nearest known name)`. Never read as options; reported as
+    /// `unknown-variable` findings.
+    pub unknown_vars: Vec<(String, Option<String>)>,
 }
 
 /// Where NCCL's per-process log files go under `NCCLENV_DEBUG=1` when `NCCLENV_DEBUG_DIR` is unset: a folder
@@ -125,6 +129,7 @@ impl Default for Config {
             resolve_timeout_ms: 2000,
             debug: false,
             debug_dir: None,
+            unknown_vars: Vec::new(),
         }
     }
 }

@@ -36,7 +36,8 @@ pub const NCCL_ALONE_NOTE: &str =
 /// alone would choose (`nccl_alone`: ncclenv's model of NCCL's rules, `decide::interface::nccl_alone`) next to
 /// ncclenv's choice, RDMA devices and ports, memlock, `/dev/shm`, GPUs, NCCL installations, NCCL config
 /// files, every change with its reason, every finding with its remedy (every warning is a finding with a
-/// code: the GPU list and several NCCL versions included), and the verdict.
+/// code: the GPU list and several NCCL versions included), and the verdict. Every line is escaped
+/// ([`crate::text::escape`]; table cells before they are aligned).
 pub fn render_text(
     snap: &Snapshot,
     plan: &Plan,
@@ -289,7 +290,8 @@ pub fn render_text(
             let _ = writeln!(o, "  remedy: {remedy}");
         }
     }
-    o
+    // Names and values from the world may hold control characters: every line leaves inert.
+    crate::text::escape_lines(&o)
 }
 
 /// The doctor report as JSON. Top-level shape (stable; described by `docs/doctor.schema.json`):
@@ -532,15 +534,23 @@ fn dash(s: String) -> String {
 
 /// Rows as columns padded to the widest cell (by characters); the last column is not padded.
 fn table(rows: &[Vec<String>], indent: &str) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| crate::text::escape(c).into_owned())
+                .collect()
+        })
+        .collect();
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut width = vec![0usize; cols];
-    for r in rows {
+    for r in &rows {
         for (i, c) in r.iter().enumerate() {
             width[i] = width[i].max(c.chars().count());
         }
     }
     let mut out = String::new();
-    for r in rows {
+    for r in &rows {
         let mut line = String::from(indent);
         for (i, c) in r.iter().enumerate() {
             line.push_str(c);

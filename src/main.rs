@@ -8,16 +8,24 @@
 //!
 //! Nothing here may abort on a failed write: a full, closed or broken stdout/stderr must never keep the job
 //! from running, so every write goes through [`out`] and `report`, which ignore errors (the logger's writer
-//! swallows them too, see `report::init`).
+//! swallows them too, see `report::init`). Every line is escaped (`text::escape`).
+//!
+//! A panic must not lose the job either: the release build aborts on panic (`panic = "abort"`), so the
+//! first thing `main` does is install [`on_panic`], which prints one line and, for the entrypoint, execs the
+//! command with the environment exactly as ncclenv received it. Debug builds (the ones `cargo test` runs)
+//! honour `NCCLENV_TEST_PANIC=1`, which panics after the decision, to test that path; release builds have
+//! no such switch (`cfg(debug_assertions)`).
 
 use ncclenv::cli::{self, Mode};
 use ncclenv::config::CheckMode;
+use ncclenv::environ::Environ;
 use ncclenv::plan::Verdict;
 use ncclenv::probe::{self, Depth};
 use ncclenv::{decide, exec, plan, report};
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 /// The global allocator of the static musl build (see Cargo.toml): dlmalloc instead of musl's mallocng.
 #[cfg(target_env = "musl")]
@@ -29,16 +37,86 @@ const EXIT_REFUSED: u8 = 78;
 /// Exit code of a usage error.
 const EXIT_USAGE: u8 = 2;
 
+/// Exit code when ncclenv panics outside the entrypoint (`EX_SOFTWARE` from sysexits.h).
+const EXIT_SOFTWARE: u8 = 70;
+
+/// What ncclenv received, kept for [`on_panic`]: its arguments (without argv\[0\]) and its environment.
+static RECEIVED: OnceLock<(Vec<OsString>, Environ)> = OnceLock::new();
+/// The command of the entrypoint mode, once the command line is parsed.
+static COMMAND: OnceLock<Vec<OsString>> = OnceLock::new();
+
+/// The panic hook: one line on stderr (plain text whatever `NCCLENV_LOG_FORMAT` says: the logger may be what
+/// failed), then, when ncclenv runs as the entrypoint, the command with the environment ncclenv received
+/// (its additions dropped), so that an ncclenv bug never costs the job. The command is the parsed one, or
+/// before parsing the words after the first `--` when no subcommand (`env`, `doctor`, `check`, `install`)
+/// comes before it. Otherwise (or when exec fails) it exits 70 (or the exec error's 126/127).
+fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let what = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    let at = info
+        .location()
+        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+        .unwrap_or_default();
+    let received = RECEIVED.get();
+    let cmd: Option<Vec<OsString>> = COMMAND.get().cloned().or_else(|| {
+        let args = &received?.0;
+        let dd = args.iter().position(|a| a == "--")?;
+        let sub = args[..dd]
+            .iter()
+            .any(|a| a == "env" || a == "doctor" || a == "check" || a == "install");
+        (!sub && dd + 1 < args.len()).then(|| args[dd + 1..].to_vec())
+    });
+    match (cmd, received) {
+        (Some(cmd), Some((_, env))) => {
+            err_line(&format!(
+                "ncclenv: error: internal error (panic{at}: {what}); running the command with the environment \
+                 untouched [panic] (what to do: report this bug)"
+            ));
+            let e = exec::exec(&cmd, env);
+            err_line(&e.message);
+            std::process::exit(e.code);
+        }
+        _ => {
+            err_line(&format!(
+                "ncclenv: error: internal error (panic{at}: {what}) [panic] (what to do: report this bug)"
+            ));
+            std::process::exit(i32::from(EXIT_SOFTWARE));
+        }
+    }
+}
+
+/// One line on stderr, escaped (`text::escape`), every error ignored: for the panic hook, which cannot rely
+/// on the logger.
+fn err_line(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(ncclenv::text::escape(text).as_bytes());
+    let _ = e.write_all(b"\n");
+}
+
 fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(on_panic));
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let cli = match cli::parse(&args, vars.iter().cloned()) {
+    let environ = Environ::from_process();
+    let (args, environ) = RECEIVED.get_or_init(|| (args, environ));
+    // The name/value view for options and probes (entries without `=` are the command's alone).
+    let vars: Vec<(OsString, OsString)> = environ
+        .pairs()
+        .map(|(k, v)| (k.to_os_string(), v.to_os_string()))
+        .collect();
+    let cli = match cli::parse(args, vars.iter().cloned()) {
         Ok(c) => c,
         Err(e) => {
             report::usage_error(&format!("{} (see ncclenv --help)", e.0), &vars);
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Mode::Exec(cmd) = &cli.mode {
+        let _ = COMMAND.set(cmd.clone());
+    }
     let cfg = cli.config;
     match &cli.mode {
         Mode::Help => {
@@ -59,13 +137,19 @@ fn main() -> ExitCode {
     }
 
     if let Mode::Explain { .. } = &cli.mode {
-        return explain_in_helper(&cfg, &args, &vars);
+        return explain_in_helper(&cfg, args, environ);
     }
 
     if let Mode::Exec(cmd) = &cli.mode {
         if cfg.disable {
+            for (name, near) in &cfg.unknown_vars {
+                tracing::warn!(
+                    "{} [unknown-variable]",
+                    ncclenv::decide::unknown_variable_text(name, near.as_deref())
+                );
+            }
             tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
-            return exec_or_exit(cmd, &vars);
+            return exec_or_exit(cmd, environ, environ);
         }
     }
 
@@ -83,6 +167,10 @@ fn main() -> ExitCode {
     let snap = probe::collect(&cfg, cmd, &vars, depth);
     report::debug_snapshot(&snap);
     let mut plan = decide::decide(&snap, &cfg);
+    #[cfg(debug_assertions)]
+    if environ.get("NCCLENV_TEST_PANIC").is_some_and(|v| v == "1") {
+        panic!("NCCLENV_TEST_PANIC=1 (a debug build's test of the panic path)");
+    }
 
     match &cli.mode {
         Mode::Env(_) => {
@@ -90,9 +178,10 @@ fn main() -> ExitCode {
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 report::refused(&r, cfg.termination_log.as_deref());
+                // printf '%s' prints its argument as it is (dash's echo would interpret backslashes).
                 out(&format!(
-                    "echo {} >&2; exit 78\n",
-                    plan::shell_quote(&r.text())
+                    "printf '%s\\n' {} >&2; exit 78\n",
+                    plan::shell_quote(&ncclenv::text::escape(&r.text()))
                 ));
                 return ExitCode::from(EXIT_REFUSED);
             }
@@ -108,7 +197,7 @@ fn main() -> ExitCode {
             let speeds = ncclenv::probe::host::link_speeds(&cfg.sysfs, &names);
             if *json {
                 let v = ncclenv::doctor::render_json(&snap, &plan, alone.as_deref(), &speeds);
-                out(&format!("{v}\n"));
+                out(&format!("{}\n", ncclenv::text::escape_json(&v.to_string())));
             } else {
                 out(&ncclenv::doctor::render_text(
                     &snap,
@@ -129,7 +218,7 @@ fn main() -> ExitCode {
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
             // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.
             prepare_debug_dir(&mut plan);
-            let env = exec::final_env(&vars, &plan);
+            let env = exec::final_env(environ, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
             if let Some(sig) = r.interrupted_by() {
                 let code = (128 + sig) as u8;
@@ -140,7 +229,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(code);
             }
             if *json {
-                out(&format!("{}\n", r.detail));
+                out(&format!(
+                    "{}\n",
+                    ncclenv::text::escape_json(&r.detail.to_string())
+                ));
             } else {
                 out(&ncclenv::check::render_check(&r));
             }
@@ -164,7 +256,7 @@ fn main() -> ExitCode {
                     "NCCLENV_CHECK skipped: ncclenv is hands off and changed nothing (run `ncclenv check` to prove the environment as it is)"
                 );
             } else if cfg.check != CheckMode::Off {
-                let env = exec::final_env(&vars, &plan);
+                let env = exec::final_env(environ, &plan);
                 let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
                 if let Some(sig) = r.interrupted_by() {
                     let code = (128 + sig) as u8;
@@ -194,8 +286,8 @@ fn main() -> ExitCode {
             if plan.verdict == Verdict::Proceed && plan.raise_memlock {
                 raise_memlock();
             }
-            let env = exec::final_env(&vars, &plan);
-            exec_or_exit(cmd, &env)
+            let env = exec::final_env(environ, &plan);
+            exec_or_exit(cmd, &env, environ)
         }
         Mode::Help | Mode::Version | Mode::Install(_) | Mode::Explain { .. } => ExitCode::SUCCESS,
     }
@@ -280,7 +372,7 @@ fn prepare_debug_dir(plan: &mut ncclenv::plan::Plan) {
 fn explain_in_helper(
     cfg: &ncclenv::config::Config,
     args: &[OsString],
-    vars: &[(OsString, OsString)],
+    environ: &Environ,
 ) -> ExitCode {
     let (helper, looked) = ncclenv::check::find_helper(cfg);
     let Some(helper) = helper else {
@@ -298,7 +390,7 @@ fn explain_in_helper(
         OsString::from(ncclenv::explain::HELPER_WORD),
     ];
     cmd.extend(args.iter().cloned());
-    exec_or_exit(&cmd, vars)
+    exec_or_exit(&cmd, environ, environ)
 }
 
 /// Run a check with ncclenv's choice as the expected address and the other candidate interfaces as repair
@@ -306,7 +398,7 @@ fn explain_in_helper(
 fn run_check(
     cfg: &ncclenv::config::Config,
     mode: CheckMode,
-    env: &[(OsString, OsString)],
+    env: &Environ,
     plan: &ncclenv::plan::Plan,
     snap: &ncclenv::snapshot::Snapshot,
 ) -> ncclenv::check::CheckReport {
@@ -335,8 +427,10 @@ fn raise_memlock() {
     }
 }
 
-fn exec_or_exit(cmd: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
-    let e = exec::exec(cmd, env);
+/// Exec `cmd` with `env` (with `inherited` when `env` is too big for the kernel, see
+/// `exec::exec_or_fallback`); on failure report why and return its exit code.
+fn exec_or_exit(cmd: &[OsString], env: &Environ, inherited: &Environ) -> ExitCode {
+    let e = exec::exec_or_fallback(cmd, env, inherited);
     let message = e.message.strip_prefix("ncclenv: ").unwrap_or(&e.message);
     report::exit_error(message, e.code as u8);
     ExitCode::from(e.code as u8)

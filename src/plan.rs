@@ -230,12 +230,42 @@ pub fn shell_quote(value: &str) -> String {
     out
 }
 
+/// A `printf` format that prints `value` exactly, written in single quotes for POSIX `sh`: `%` as `%%`, `\\`
+/// as `\\\\`, every byte of a character `text::escape` would escape as a three-digit octal escape `\\ooo`
+/// (POSIX printf), `'` as `'\\''`. The line that carries it holds no control character.
+pub fn printf_format(value: &str) -> String {
+    let mut out = String::from("'");
+    for c in value.chars() {
+        match c {
+            '%' => out.push_str("%%"),
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("'\\''"),
+            c if crate::text::needs_escape(c) => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\{b:03o}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// The plan as POSIX shell lines for `eval "$(ncclenv env)"`: `export NAME='value'` and `unset NAME`, one per
-/// change, in order. Variable names are ncclenv's own and always valid shell identifiers.
+/// change, in order. A value with a control character (an interface name with an ESC in it) is written as
+/// `export NAME="$(printf 'FORMAT')"` ([`printf_format`]), so that the lines themselves never carry a
+/// control character to a terminal and `eval` still sets the exact value (a value never ends in a newline,
+/// which `$(…)` would drop: interface names cannot hold whitespace). Variable names are ncclenv's own and
+/// always valid shell identifiers.
 pub fn shell_lines(plan: &Plan) -> String {
     let mut out = String::new();
     for c in &plan.changes {
         match &c.action {
+            Action::Set { value } if value.chars().any(crate::text::needs_escape) => out.push_str(
+                &format!("export {}=\"$(printf {})\"\n", c.name, printf_format(value)),
+            ),
             Action::Set { value } => {
                 out.push_str(&format!("export {}={}\n", c.name, shell_quote(value)))
             }
@@ -255,6 +285,25 @@ mod tests {
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn values_with_control_characters_export_through_printf() {
+        let v = "e\x1bt'h%\\0\u{9b}";
+        let mut p = Plan::default();
+        p.set("NCCL_SOCKET_IFNAME", v, "r");
+        let line = shell_lines(&p);
+        assert!(
+            !line.trim_end().chars().any(crate::text::needs_escape),
+            "{line}"
+        );
+        // What sh makes of it.
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{line}printf '%s' \"$NCCL_SOCKET_IFNAME\""))
+            .output()
+            .expect("sh");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), v);
     }
 
     #[test]

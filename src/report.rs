@@ -9,6 +9,11 @@
 //! `NCCLENV_LOG` sets the level; `NO_COLOR` (or a stderr that is not a terminal) turns colour off. Only
 //! ncclenv's own variables are ever printed: the rest of the environment holds secrets. Nothing here can fail:
 //! every write ignores errors (see [`QuietStderr`]).
+//!
+//! Text from the world (interface names, values of variables, NCCL's messages) can hold control characters:
+//! an ESC sequence that rewrites the terminal, a `\r` that hides what came before. Every record is rendered by
+//! one function, `Record::render`, which escapes the text line with [`crate::text::escape`] and the JSON line
+//! with [`crate::text::escape_json`]; `doctor`, `check` and `env` use the same functions.
 
 use crate::config::{LogFormat, LogLevel};
 use crate::plan::{Action, Change, Plan, Severity, Verdict, Warning};
@@ -204,13 +209,14 @@ impl<'a> Record<'a> {
     fn render(&self, format: LogFormat, color: bool) -> String {
         match format {
             LogFormat::Json => {
-                let mut s = serde_json::to_string(self).unwrap_or_else(|_| {
+                let s = serde_json::to_string(self).unwrap_or_else(|_| {
                     // Serialising plain strings and numbers cannot fail; keep a valid line regardless.
                     format!(
                         "{{\"program\":\"{PROGRAM}\",\"level\":\"{}\",\"kind\":\"log\",\"message\":\"unserialisable record\"}}",
                         self.level
                     )
                 });
+                let mut s = crate::text::escape_json(&s).into_owned();
                 s.push('\n');
                 s
             }
@@ -222,6 +228,7 @@ impl<'a> Record<'a> {
                     _ => ("", ""),
                 };
                 let body = self.text_body();
+                let body = crate::text::escape(&body);
                 if color && !tag.is_empty() {
                     format!("ncclenv: {code}{tag}\x1b[0m{body}\n")
                 } else {
@@ -554,7 +561,7 @@ pub fn refusal(plan: &Plan) -> Option<Refusal> {
 /// when it exists and is writable), so that `kubectl describe pod` shows why the container stopped.
 pub fn refused(r: &Refusal, termination_log: Option<&Path>) {
     refusal_line(r);
-    if let Err(e) = write_termination_log(termination_log, &r.text()) {
+    if let Err(e) = write_termination_log(termination_log, &crate::text::escape(&r.text())) {
         let rec = Record::new(Lvl::Warn, e, Kind::Log);
         write(Lvl::Warn, &rec, false);
     }
@@ -620,11 +627,14 @@ pub fn exit_error(message: &str, exit_code: u8) {
 /// A usage error (exit 2), written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT`
 /// says `json` (whatever else was wrong), else text.
 pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {
-    let json = vars.iter().any(|(k, v)| {
-        k == "NCCLENV_LOG_FORMAT"
-            && v.to_str()
+    // As getenv reads it: the first entry of the name.
+    let json = vars
+        .iter()
+        .find(|(k, _)| k == "NCCLENV_LOG_FORMAT")
+        .is_some_and(|(_, v)| {
+            v.to_str()
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("json"))
-    });
+        });
     let rec = Record::new(Lvl::Error, message.to_string(), Kind::Exit { exit_code: 2 });
     let format = if json {
         LogFormat::Json

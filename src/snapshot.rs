@@ -112,8 +112,13 @@ pub struct NetSnapshot {
 pub struct Link {
     /// Interface index (`ifi_index`).
     pub index: u32,
-    /// Interface name (`IFLA_IFNAME`), e.g. `eth0`.
+    /// Interface name (`IFLA_IFNAME`), e.g. `eth0`. A name that is not UTF-8 is shown with each invalid byte
+    /// as `\xNN` (`text::bytes_text`) and [`Link::name_escaped`] is set.
     pub name: String,
+    /// True when the kernel's name is not UTF-8: [`Link::name`] is then a display form, not the name, and
+    /// ncclenv never writes it into a variable (it fails open instead, `decide::interface::unwritable_choice`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub name_escaped: bool,
     /// `IFF_UP`: administratively up.
     pub up: bool,
     /// `IFF_RUNNING`: up and with carrier. NCCL 2.28+ skips interfaces without it.

@@ -410,14 +410,26 @@ fn off_does_nothing() {
         check_helper: Some(helper.clone()),
         ..Config::default()
     };
-    let r = run_check(&cfg, CheckMode::Off, &[], None, &["eth1".to_string()]);
+    let r = run_check(
+        &cfg,
+        CheckMode::Off,
+        ncclenv::environ::Environ::default(),
+        None,
+        &["eth1".to_string()],
+    );
     assert!(r.passed);
     assert_eq!(r.mode, CheckMode::Off);
     assert!(r.extra_env.is_empty());
     assert_eq!(r.detail, serde_json::json!({"mode": "off"}));
     assert!(!mark.exists(), "the helper ran for --check off");
     // Control: the same helper does run (and leaves its mark) for a bootstrap check.
-    let r = run_check(&cfg, CheckMode::Bootstrap, &[], None, &[]);
+    let r = run_check(
+        &cfg,
+        CheckMode::Bootstrap,
+        ncclenv::environ::Environ::default(),
+        None,
+        &[],
+    );
     assert!(mark.exists(), "the marking helper never ran: {}", r.summary);
 }
 

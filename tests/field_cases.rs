@@ -994,7 +994,7 @@ fn f10_no_network() {
     let (code, stdout, stderr) = multi.env_raw();
     assert_eq!(code, Some(78), "{stdout}\n{stderr}");
     assert!(
-        stdout.starts_with("echo ") && stdout.trim_end().ends_with("exit 78"),
+        stdout.starts_with("printf '%s\\n' ") && stdout.trim_end().ends_with("exit 78"),
         "{stdout}"
     );
     assert!(!stdout.contains("export "), "{stdout}");

@@ -149,7 +149,7 @@ impl Launch {
                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             )
             .env("HOME", &dir)
-            .env("NCCLENV_E2E_OUT", &dir)
+            .env("E2E_OUT_DIR", &dir)
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())

@@ -706,9 +706,17 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             .iter()
             .map(|(l, _)| l.name.clone())
             .collect();
+        let lo_down = lo.filter(|l| !l.up || !l.running);
         let lacks = format!(
-            "this container has no usable network interface but lo (usable: {}){}",
+            "this container has no usable network interface but lo (usable: {}){}{}",
             v.usable_list(fam),
+            match lo_down {
+                Some(l) => format!(
+                    "; and {} itself is down (state {}), so not even loopback works",
+                    l.name, l.oper_state
+                ),
+                None => String::new(),
+            },
             if !excluded.is_empty() {
                 format!(
                     "; NCCLENV_EXCLUDE={} removed {}",
@@ -740,6 +748,14 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             );
             return;
         };
+        if lo_down.is_some() {
+            plan.warn(
+                "no-interface",
+                lacks,
+                "bring loopback up (ip link set lo up; Docker and Kubernetes do it for every container), or give the container a network",
+            );
+            return;
+        }
         let addr = net
             .addrs
             .iter()
@@ -1507,7 +1523,40 @@ pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
     let v = Net::new(net, &cfg.exclude);
     let mut c = v.candidates(None);
     c.sort_by_key(|(l, a)| rank(l, a));
-    c.into_iter().map(|(l, _)| l.name.clone()).collect()
+    c.into_iter()
+        .filter(|(l, _)| !l.name_escaped)
+        .map(|(l, _)| l.name.clone())
+        .collect()
+}
+
+/// The interface `plan` names (its choice, or a value it sets for `NCCL_SOCKET_IFNAME`,
+/// `GLOO_SOCKET_IFNAME` or `TP_SOCKET_IFNAME`) when its name is not UTF-8 ([`Link::name_escaped`]): ncclenv
+/// cannot write the real name, so the caller fails open. `None` when every name it would write is real.
+pub fn unwritable_choice(snap: &Snapshot, plan: &Plan) -> Option<String> {
+    let Ok(net) = &snap.net else { return None };
+    let escaped: Vec<&str> = net
+        .links
+        .iter()
+        .filter(|l| l.name_escaped)
+        .map(|l| l.name.as_str())
+        .collect();
+    if escaped.is_empty() {
+        return None;
+    }
+    let set = [
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+    ]
+    .iter()
+    .filter_map(|v| plan.value_of(v))
+    .map(|v| v.strip_prefix('=').unwrap_or(v));
+    plan.choice
+        .iter()
+        .map(|c| c.ifname.as_str())
+        .chain(set)
+        .find(|n| escaped.contains(n))
+        .map(str::to_string)
 }
 
 /// The NCCL the command will run with, as far as the snapshot tells (`Snapshot::nccl_installs`: the library

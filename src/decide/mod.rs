@@ -66,6 +66,16 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 /// on as if no peer were named (F17).
 pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     let mut plan = Plan::default();
+    for (name, near) in &cfg.unknown_vars {
+        plan.warn(
+            "unknown-variable",
+            unknown_variable_text(name, near.as_deref()),
+            match near {
+                Some(n) => format!("rename it to {n}"),
+                None => "remove it; ncclenv --help lists its variables".to_string(),
+            },
+        );
+    }
     if cfg.disable {
         plan.hands_off = true;
         plan.info(
@@ -115,6 +125,22 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             ));
         }
     }
+    // The interface ncclenv would export must have a name it can write: a name that is not UTF-8 is kept in
+    // the world (it counts as an interface) but cannot be put into NCCL_SOCKET_IFNAME, so ncclenv fails open.
+    let mut with_interface = None;
+    if failures.is_empty() && effective("NCCL_COMM_ID", &snap.env, &snap.conf_files).is_none() {
+        let vendor_mode = !vendor_profile(snap).is_empty();
+        let mut trial = plan.clone();
+        interface::decide_interface(snap, cfg, &mut trial, vendor_mode);
+        match interface::unwritable_choice(snap, &trial) {
+            Some(name) => failures.push((
+                format!("the interface ncclenv would choose, {name}, has a name that is not UTF-8 (shown with \\x escapes), which ncclenv cannot write into NCCL_SOCKET_IFNAME"),
+                "rename the interface (ip link set dev OLD name eth1) or set NCCL_SOCKET_IFNAME yourself",
+            )),
+            None if !vendor_mode => with_interface = Some(trial),
+            None => {}
+        }
+    }
     if !failures.is_empty() {
         plan.hands_off = true;
         let msg = format!(
@@ -159,10 +185,24 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         shm::decide_shm(snap, cfg, &mut plan);
         return finish(plan, snap, cfg);
     }
-    interface::decide_interface(snap, cfg, &mut plan, false);
+    match with_interface {
+        Some(p) => plan = p,
+        None => interface::decide_interface(snap, cfg, &mut plan, false),
+    }
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
     finish(plan, snap, cfg)
+}
+
+/// The `unknown-variable` message for an `NCCLENV_*` name that is not an option (`name` as text; `near`, the
+/// known name it probably meant).
+pub fn unknown_variable_text(name: &str, near: Option<&str>) -> String {
+    match near {
+        Some(n) => format!(
+            "{name} is not an ncclenv variable and is ignored; did you mean {n}? (only the exact upper-case names are read)"
+        ),
+        None => format!("{name} is not an ncclenv variable and is ignored"),
+    }
 }
 
 /// With `NCCL_COMM_ID=ip:port`, bootstrap needs a local interface whose netmask covers that address

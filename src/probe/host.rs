@@ -274,10 +274,10 @@ pub fn link_speeds(sysfs: &Path, names: &[String]) -> BTreeMap<String, u64> {
             continue;
         }
         let p = sysfs.join("class/net").join(name).join("speed");
-        let Ok(text) = fs::read_to_string(&p) else {
+        let Some(text) = super::read::read_attr(&p) else {
             continue;
         };
-        if let Ok(v) = text.trim().parse::<i64>() {
+        if let Ok(v) = text.parse::<i64>() {
             if v > 0 {
                 out.insert(name.clone(), v as u64);
             }

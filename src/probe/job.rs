@@ -1,6 +1,7 @@
 //! The job: its peer (the master) resolved to addresses, its shape (read by `crate::launcher`), the inherited
 //! variables that matter, and NCCL's configuration files.
 
+use super::read;
 use crate::launcher::{self, Endpoint, Sourced};
 use crate::snapshot::{ConfFile, JobShape, Peer};
 use std::collections::BTreeMap;
@@ -76,9 +77,10 @@ pub fn is_recorded(name: &str) -> bool {
         || launcher::VARS.contains(&name)
 }
 
-/// Record the relevant inherited variables (see [`is_recorded`]), each with the user information of URLs
-/// replaced by `***` (`launcher::redact_userinfo`: proxies and rendezvous endpoints carry passwords).
-/// Non-UTF-8 values are recorded lossily (they pass to the command unchanged; only the record is lossy).
+/// Record the relevant inherited variables (see [`is_recorded`]) as `getenv` reads them (the first entry of a
+/// duplicated name wins), each with the user information of URLs replaced by `***`
+/// (`launcher::redact_userinfo`: proxies and rendezvous endpoints carry passwords). Non-UTF-8 values are
+/// recorded lossily (they pass to the command unchanged; only the record is lossy).
 pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
     vars: I,
 ) -> BTreeMap<String, String> {
@@ -89,7 +91,8 @@ pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
             continue;
         }
         let v = launcher::redact_userinfo(&v.to_string_lossy());
-        out.insert(k.to_string(), v);
+        // getenv: the first entry of a name is the one the command reads.
+        out.entry(k.to_string()).or_insert(v);
     }
     out
 }
@@ -185,26 +188,83 @@ fn resolve_once(host: &str, wait: Duration) -> Result<Vec<IpAddr>, (String, bool
     }
 }
 
-/// Parse an NCCL configuration file's text as `setEnvFile` (src/misc/param.cc) does: each line `NAME=value`
-/// (split at the first `=`, nothing trimmed, a trailing newline dropped); lines without `=` are skipped.
-/// Lines starting with `#` are dropped here (NCCL would set a variable named `#…`, which nothing reads).
-pub fn parse_conf(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            if k.is_empty() {
-                return None;
-            }
-            Some((k.to_string(), v.to_string()))
-        })
-        .collect()
+/// NCCL keeps at most this many bytes of a configuration line's name and of its value (`char envVar[1024]`,
+/// `char envValue[1024]` in `setEnvFile`, src/misc/param.cc), and of a configuration file's path
+/// (`char confFilePath[1024]` in `initEnv`).
+pub const CONF_FIELD_MAX: usize = 1023;
+
+/// Parse an NCCL configuration file exactly as `setEnvFile` does (src/misc/param.cc, NCCL 2.21.5 and 2.27.7;
+/// docs/reliability.md), returning the `(name, value)` pairs it hands to `setenv(name, value, 0)`, in file
+/// order (so the first one of a name wins, as `setenv(…, 0)` keeps it):
+///
+/// - a line is what `getline` returns: everything up to and including a `\n`, of any length; the last line
+///   may lack the `\n`;
+/// - a line starting with `#` is skipped (2.23 and later: `if (line[0] == '#') continue;`; 2.21.5 sets a
+///   variable whose name starts with `#`, which no NCCL code reads, so the result is the same);
+/// - only a final `\n` is removed: the `\r` of a CRLF file stays in the value (`eth0\r`), as NCCL keeps it;
+/// - the name runs to the first `=`; a line without `=`, or with a NUL byte before it (NCCL's C string ends
+///   there), is skipped; an empty name is skipped (`setenv` refuses it with `EINVAL`); the name is cut to
+///   [`CONF_FIELD_MAX`] bytes (2.23+; older versions overflow their buffer on longer names, which no NCCL
+///   variable has);
+/// - the value runs from after the `=` to the first NUL byte or the end of the line, cut to
+///   [`CONF_FIELD_MAX`] bytes (`strncpy(envValue, …, 1023)`).
+///
+/// Bytes that are not UTF-8 are replaced (U+FFFD) in the returned text. Never panics, whatever the input.
+pub fn parse_conf(text: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        let (mut line, tail) = rest.split_at(end);
+        rest = tail;
+        if line.first() == Some(&b'#') {
+            continue;
+        }
+        if line.last() == Some(&b'\n') {
+            line = &line[..line.len() - 1];
+        }
+        // The C string ends at the first NUL byte.
+        let line = line.split(|b| *b == 0).next().unwrap_or(&[]);
+        let Some(eq) = line.iter().position(|b| *b == b'=') else {
+            continue;
+        };
+        if eq == 0 {
+            continue;
+        }
+        let name = &line[..eq.min(CONF_FIELD_MAX)];
+        let value = &line[eq + 1..];
+        let value = &value[..value.len().min(CONF_FIELD_MAX)];
+        out.push((
+            String::from_utf8_lossy(name).into_owned(),
+            String::from_utf8_lossy(value).into_owned(),
+        ));
+    }
+    out
+}
+
+/// `path` as NCCL's 1024-byte buffer holds it (`snprintf(confFilePath, 1024, …)` in `initEnv`): cut to
+/// [`CONF_FIELD_MAX`] bytes.
+fn nccl_conf_path(path: PathBuf) -> PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() <= CONF_FIELD_MAX {
+        return path;
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(
+        bytes[..CONF_FIELD_MAX].to_vec(),
+    ))
 }
 
 /// The configuration files NCCL reads, in the order it applies them (`initEnv`, src/misc/param.cc):
 /// `NCCL_CONF_FILE` if set and non-empty, else `<home>/.nccl.conf` (the user's home from the password
-/// database, else `HOME`); then `/etc/nccl.conf`. Missing files are left out; an unreadable one is recorded
-/// with its error.
+/// database, else `HOME`); then `/etc/nccl.conf`. Each path is cut to 1023 bytes as NCCL's buffer cuts it.
+/// Every file is read through `probe::read` (non-blocking, regular files only, at most
+/// [`read::CONF_FILE_MAX`] bytes) and parsed with [`parse_conf`]. Missing files are left out; one that cannot
+/// be read (a FIFO, `/dev/zero`, a directory, too large, no permission) is recorded with its error, which
+/// the decision turns into a fail-open warning.
 pub fn read_conf_files(env: &BTreeMap<String, String>, etc_dir: &Path) -> Vec<ConfFile> {
     let mut paths: Vec<PathBuf> = Vec::new();
     match env.get("NCCL_CONF_FILE").filter(|v| !v.is_empty()) {
@@ -222,14 +282,14 @@ pub fn read_conf_files(env: &BTreeMap<String, String>, etc_dir: &Path) -> Vec<Co
     }
     paths.push(etc_dir.join("nccl.conf"));
     let mut out = Vec::new();
-    for p in paths {
-        match std::fs::read(&p) {
+    for p in paths.into_iter().map(nccl_conf_path) {
+        match read::read_file(&p, read::CONF_FILE_MAX) {
             Ok(bytes) => out.push(ConfFile {
                 path: p.display().to_string(),
-                values: parse_conf(&String::from_utf8_lossy(&bytes)),
+                values: parse_conf(&bytes),
                 error: None,
             }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.is_missing() => {}
             Err(e) => out.push(ConfFile {
                 path: p.display().to_string(),
                 values: vec![],
@@ -480,9 +540,74 @@ mod tests {
         );
     }
 
+    /// `setEnvFile` (src/misc/param.cc, 2.27.7) transliterated: `getline`, the `#` test, the `\n` cut, the
+    /// scan for `=` or NUL, `strncpy` into 1024-byte buffers, and `setenv` refusing an empty name. The
+    /// reference the parser is compared with.
+    fn set_env_file_model(file: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let strncpy = |src: &[u8], n: usize| -> Vec<u8> {
+            src.iter()
+                .take(n)
+                .take_while(|c| **c != 0)
+                .copied()
+                .collect()
+        };
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < file.len() {
+            let mut line: Vec<u8> = Vec::new();
+            while pos < file.len() {
+                let c = file[pos];
+                pos += 1;
+                line.push(c);
+                if c == b'\n' {
+                    break;
+                }
+            }
+            let read = line.len();
+            line.push(0);
+            if line[0] == b'#' {
+                continue;
+            }
+            if line[read - 1] == b'\n' {
+                line[read - 1] = 0;
+            }
+            let mut s = 0;
+            while line[s] != 0 && line[s] != b'=' {
+                s += 1;
+            }
+            if line[s] == 0 {
+                continue;
+            }
+            let var = strncpy(&line, s.min(1023));
+            let value = strncpy(&line[s + 1..], 1023);
+            if var.is_empty() {
+                continue; // setenv("", …) fails with EINVAL
+            }
+            out.push((var, value));
+        }
+        out
+    }
+
+    #[test]
+    fn conf_files_keep_cr_nul_and_long_lines_as_nccl_does() {
+        let v = parse_conf(b"NCCL_SOCKET_IFNAME=eth0\r\nA=x\0y\nB\0=z\n\n#C=1\nD=");
+        assert_eq!(
+            v,
+            vec![
+                ("NCCL_SOCKET_IFNAME".to_string(), "eth0\r".to_string()),
+                ("A".to_string(), "x".to_string()),
+                ("D".to_string(), String::new()),
+            ]
+        );
+        let long = format!("V={}\n", "x".repeat(5000));
+        assert_eq!(parse_conf(long.as_bytes())[0].1.len(), 1023);
+        let long = format!("{}=v\n", "N".repeat(5000));
+        assert_eq!(parse_conf(long.as_bytes())[0].0.len(), 1023);
+    }
+
     #[test]
     fn conf_files_parse_like_nccl() {
-        let v = parse_conf("NCCL_SOCKET_IFNAME=eth0\n# c=1\nNCCL_DEBUG= INFO \nnoequals\n=x\n");
+        let v = parse_conf(b"NCCL_SOCKET_IFNAME=eth0\n# c=1\nNCCL_DEBUG= INFO \nnoequals\n=x\n");
         assert_eq!(
             v,
             vec![
@@ -569,6 +694,84 @@ mod tests {
         assert!(p.resolve_attempts >= 2, "{p:?}");
     }
 
+    /// Generated cases of the configuration-file property test (README "Reliability").
+    const PROPTEST_CONF_CASES: u32 = 4000;
+    /// Generated cases of the launcher-argument property test (README "Reliability").
+    const PROPTEST_LAUNCHER_CASES: u32 = 3000;
+
+    fn conf_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            8 => proptest::sample::select(b"N_CLSOKETIFAMe0=#\n\r\0 ,^".to_vec()),
+            1 => any::<u8>(),
+        ];
+        let piece = prop_oneof![
+            10 => proptest::collection::vec(byte, 1..12),
+            1 => (1usize..1500, proptest::sample::select(b"x=\0".to_vec()))
+                .prop_map(|(n, b)| vec![b; n]),
+            3 => Just(b"NCCL_SOCKET_IFNAME=".to_vec()),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(PROPTEST_CONF_CASES))]
+
+        /// The parser gives exactly what `setEnvFile` would hand to `setenv`.
+        #[test]
+        fn conf_files_parse_exactly_as_set_env_file(file in conf_bytes()) {
+            let want: Vec<(String, String)> = set_env_file_model(&file)
+                .into_iter()
+                .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), String::from_utf8_lossy(&v).into_owned()))
+                .collect();
+            prop_assert_eq!(parse_conf(&file), want);
+        }
+    }
+
+    fn arg_bytes() -> impl Strategy<Value = OsString> {
+        use std::os::unix::ffi::OsStringExt;
+        let word = prop_oneof![
+            3 => proptest::sample::select(vec![
+                "--master", "--ips", "--nnodes", "--master-addr", "--master_addr", "--rdzv-endpoint",
+                "--rdzv_endpoint", "--standalone", "t.py", "=", ":", ",", "[", "]", "::1", "10.0.0.1", "2:1",
+                "0", "65536", "tcp://", "/", " ",
+            ]).prop_map(|s| s.as_bytes().to_vec()),
+            2 => proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        proptest::collection::vec(word, 0..4).prop_map(|w| OsString::from_vec(w.concat()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(PROPTEST_LAUNCHER_CASES))]
+
+        /// Launcher arguments and variables of any bytes: the public parsers never panic, a peer found is a
+        /// host without whitespace or control characters, and a node count is at least 1.
+        #[test]
+        fn launcher_arguments_of_any_bytes(
+            args in proptest::collection::vec(arg_bytes(), 0..8),
+            v in arg_bytes(),
+            peer in proptest::option::of(arg_bytes()),
+        ) {
+            let text = v.to_string_lossy().into_owned();
+            let mut env = BTreeMap::new();
+            for k in ["PADDLE_TRAINER_ENDPOINTS", "PADDLE_NNODES", "MASTER_ADDR", "PADDLE_MASTER"] {
+                env.insert(k.to_string(), text.clone());
+            }
+            let peer = peer.map(|p| p.to_string_lossy().into_owned());
+            let (found, _problems) = find_peer_checked(peer.as_deref(), &args, &env);
+            if let Some((_, host)) = found {
+                prop_assert!(!host.is_empty());
+                prop_assert!(!host.chars().any(|c| c.is_whitespace() || c.is_control()), "{:?}", host);
+            }
+            let shape = job_shape(None, &args, &env);
+            prop_assert!(shape.nnodes.is_none_or(|n| n >= 1));
+            if let Ok(n) = parse_nnodes(&text) { prop_assert!(n >= 1); }
+            let _ = redact_userinfo(&text);
+            let _ = launcher::parse_endpoint(&text);
+            let strings: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            let _ = launcher::detect(&strings);
+        }
+    }
+
     proptest! {
         #[test]
         fn launcher_parsers_never_panic(args in proptest::collection::vec(".{0,24}", 0..8), v in ".{0,32}") {
@@ -582,7 +785,7 @@ mod tests {
             let _ = parse_nnodes(&v);
             let _ = parse_host(&v);
             let _ = redact_userinfo(&v);
-            let _ = parse_conf(&v);
+            let _ = parse_conf(v.as_bytes());
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod job;
 pub mod nccl;
 pub mod net;
 pub mod rdma;
+pub mod read;
 
 use crate::config::Config;
 use crate::launcher;

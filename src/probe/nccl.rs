@@ -58,7 +58,7 @@ pub fn find_installs(env: &BTreeMap<String, String>) -> Vec<NcclInstall> {
             f.scan_dir(Path::new(d), "LD_LIBRARY_PATH", None);
         }
     }
-    if let Ok(bytes) = fs::read(LD_SO_CACHE) {
+    if let Ok(bytes) = super::read::read_file(Path::new(LD_SO_CACHE), super::read::LD_CACHE_MAX) {
         for p in ld_cache_paths(&bytes) {
             f.add(&p, "ld.so.cache", None);
         }

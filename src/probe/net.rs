@@ -40,14 +40,17 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use netlink_packet_core::{
-    Emitable, ErrorBuffer, ErrorMessage, NetlinkBuffer, Parseable, NLMSG_DONE, NLMSG_ERROR,
-    NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
+    Emitable, ErrorBuffer, ErrorMessage, NetlinkBuffer, NlaBuffer, NlasIterator, Parseable,
+    ParseableParametrized, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP,
+    NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
 };
-use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkInfo, LinkMessage, State};
+use netlink_packet_route::address::{
+    AddressAttribute, AddressFlags, AddressHeader, AddressMessage,
+};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkHeader, State};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteNextHopFlags,
-    RouteType, RouteVia,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteLwEnCapType, RouteMessage,
+    RouteNextHopFlags, RouteType, RouteVia,
 };
 use netlink_packet_route::AddressFamily;
 use nix::libc;
@@ -88,8 +91,8 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
         &LinkRequest { index: 0 },
         libc::RTM_NEWLINK,
         |payload, links| {
-            if let Ok(m) = LinkMessage::parse(payload) {
-                links.push(link_from(m));
+            if let Some(l) = link_from(payload) {
+                links.push(l);
             }
         },
     )?;
@@ -182,7 +185,7 @@ fn addr_dump(nl: &mut Rtnl, out: &mut Vec<Addr>) -> Result<(), String> {
         &AddressMessage::default(),
         libc::RTM_NEWADDR,
         |payload, addrs| {
-            if let Some(a) = AddressMessage::parse(payload).ok().and_then(addr_from) {
+            if let Some(a) = address_message(payload).and_then(addr_from) {
                 addrs.push(a);
             }
         },
@@ -200,7 +203,7 @@ fn route_dump(nl: &mut Rtnl, family: AddressFamily, out: &mut Vec<Route>) -> Res
         &m,
         libc::RTM_NEWROUTE,
         |payload, routes| {
-            if let Some(r) = RouteMessage::parse(payload).ok().and_then(route_from) {
+            if let Some(r) = route_message(payload).and_then(route_from) {
                 routes.push(r);
             }
         },
@@ -261,12 +264,69 @@ fn errno_text(e: &ErrorMessage) -> String {
     nix::errno::Errno::from_raw(code.saturating_abs()).to_string()
 }
 
-/// One [`Link`] from an `RTM_NEWLINK` message (`struct ifinfomsg` + `IFLA_*`, include/uapi/linux/if_link.h).
-fn link_from(m: LinkMessage) -> Link {
-    let flags = m.header.flags;
-    let link_type = u16::from(m.header.link_layer_type);
+// ---------------------------------------------------------------------------------------------------------
+// Reading answers leniently: one attribute at a time.
+//
+// `netlink-packet-route` parses a message's attributes as a whole and fails the whole message when one of
+// them does not parse (an interface name or an address label that is not UTF-8, an attribute of a newer
+// kernel in an unexpected shape). Dropping the message would shrink the world ncclenv sees (a NIC missing,
+// "only lo"). So each answer is read here as its fixed header plus its attributes one by one: only the
+// attributes the probe uses are parsed (by the crate's parser for that one attribute), one that does not
+// parse is skipped alone, names are read from their bytes, and a message is dropped only when its fixed
+// header is too short to hold an index.
+// ---------------------------------------------------------------------------------------------------------
+
+/// Link attributes read from their bytes (include/uapi/linux/if_link.h): `IFLA_IFNAME`, `IFLA_LINKINFO` and
+/// its nested `IFLA_INFO_KIND`.
+const IFLA_IFNAME: u16 = 3;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_INFO_KIND: u16 = 1;
+/// Link attributes parsed by the crate: `IFLA_ADDRESS`, `IFLA_MTU`, `IFLA_MASTER`, `IFLA_OPERSTATE`.
+const LINK_PARSED: &[u16] = &[1, 4, 10, 16];
+/// Address attributes used (include/uapi/linux/if_addr.h): `IFA_ADDRESS`, `IFA_LOCAL`, `IFA_FLAGS`. The
+/// label (`IFA_LABEL`) is not read.
+const ADDR_PARSED: &[u16] = &[1, 2, 8];
+/// Route attributes used (include/uapi/linux/rtnetlink.h): `RTA_DST`, `RTA_OIF`, `RTA_GATEWAY`,
+/// `RTA_PRIORITY`, `RTA_PREFSRC`, `RTA_MULTIPATH`, `RTA_TABLE`, `RTA_VIA`.
+const ROUTE_PARSED: &[u16] = &[1, 4, 5, 6, 7, 9, 15, 18];
+/// Sizes of the fixed headers: `struct ifinfomsg`, `struct ifaddrmsg`, `struct rtmsg`.
+const IFINFOMSG_LEN: usize = 16;
+const IFADDRMSG_LEN: usize = 8;
+const RTMSG_LEN: usize = 12;
+
+/// The attributes after the first `header_len` bytes of `payload`, in order. Stops at an attribute whose
+/// length is malformed (nothing after it can be located).
+fn attributes(payload: &[u8], header_len: usize) -> impl Iterator<Item = NlaBuffer<&[u8]>> {
+    NlasIterator::new(payload.get(header_len..).unwrap_or(&[])).map_while(Result::ok)
+}
+
+/// A name attribute's bytes (up to the first NUL) as text, and whether it had to be escaped (not UTF-8:
+/// each invalid byte shown as `\xNN`, `text::bytes_text`).
+fn name_text(raw: &[u8]) -> (String, bool) {
+    let raw = raw.split(|b| *b == 0).next().unwrap_or(&[]);
+    match std::str::from_utf8(raw) {
+        Ok(s) => (s.to_string(), false),
+        Err(_) => (crate::text::bytes_text(raw), true),
+    }
+}
+
+/// `IFLA_INFO_KIND` inside an `IFLA_LINKINFO` attribute's value (`veth`, `bridge`, …), as text.
+fn info_kind(linkinfo: &[u8]) -> Option<String> {
+    attributes(linkinfo, 0)
+        .find(|a| a.kind() == IFLA_INFO_KIND)
+        .map(|a| name_text(a.value()).0)
+        .filter(|k| !k.is_empty())
+}
+
+/// One [`Link`] from the payload of an `RTM_NEWLINK` message (`struct ifinfomsg` + `IFLA_*`,
+/// include/uapi/linux/if_link.h), read leniently (see above). `None` only when the payload is shorter than
+/// `struct ifinfomsg`.
+fn link_from(payload: &[u8]) -> Option<Link> {
+    let h = LinkHeader::parse(payload).ok()?;
+    let flags = h.flags;
+    let link_type = u16::from(h.link_layer_type);
     let mut link = Link {
-        index: m.header.index,
+        index: h.index,
         up: flags.contains(LinkFlags::Up),
         running: flags.contains(LinkFlags::Running),
         lower_up: flags.contains(LinkFlags::LowerUp),
@@ -275,26 +335,54 @@ fn link_from(m: LinkMessage) -> Link {
         link_type,
         ..Link::default()
     };
-    for attr in m.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => link.name = n,
-            LinkAttribute::Mtu(v) => link.mtu = Some(v),
-            LinkAttribute::OperState(s) => link.oper_state = oper_state_name(s),
-            LinkAttribute::Controller(i) => link.master = Some(i),
-            LinkAttribute::Address(a) if !a.is_empty() => {
-                link.mac = Some(ll_addr_text(link_type, &a))
-            }
-            LinkAttribute::LinkInfo(infos) => {
-                for info in infos {
-                    if let LinkInfo::Kind(k) = info {
-                        link.kind = Some(k.to_string());
+    for nla in attributes(payload, IFINFOMSG_LEN) {
+        match nla.kind() {
+            IFLA_IFNAME => (link.name, link.name_escaped) = name_text(nla.value()),
+            IFLA_LINKINFO => link.kind = info_kind(nla.value()),
+            k if LINK_PARSED.contains(&k) => {
+                match LinkAttribute::parse_with_param(&nla, h.interface_family) {
+                    Ok(LinkAttribute::Mtu(v)) => link.mtu = Some(v),
+                    Ok(LinkAttribute::OperState(s)) => link.oper_state = oper_state_name(s),
+                    Ok(LinkAttribute::Controller(i)) => link.master = Some(i),
+                    Ok(LinkAttribute::Address(a)) if !a.is_empty() => {
+                        link.mac = Some(ll_addr_text(link_type, &a))
                     }
+                    _ => {}
                 }
             }
             _ => {}
         }
     }
-    link
+    Some(link)
+}
+
+/// An `RTM_NEWADDR` payload as an [`AddressMessage`] holding the header and the attributes of
+/// [`ADDR_PARSED`] that parse. `None` when the payload is shorter than `struct ifaddrmsg`.
+fn address_message(payload: &[u8]) -> Option<AddressMessage> {
+    let mut m = AddressMessage::default();
+    m.header = AddressHeader::parse(payload).ok()?;
+    m.attributes = attributes(payload, IFADDRMSG_LEN)
+        .filter(|a| ADDR_PARSED.contains(&a.kind()))
+        .filter_map(|a| AddressAttribute::parse(&a).ok())
+        .collect();
+    Some(m)
+}
+
+/// An `RTM_NEWROUTE` payload as a [`RouteMessage`] holding the header and the attributes of
+/// [`ROUTE_PARSED`] that parse. `None` when the payload is shorter than `struct rtmsg`.
+fn route_message(payload: &[u8]) -> Option<RouteMessage> {
+    let mut m = RouteMessage::default();
+    m.header = RouteHeader::parse(payload).ok()?;
+    let param = (
+        m.header.address_family,
+        m.header.kind,
+        RouteLwEnCapType::None,
+    );
+    m.attributes = attributes(payload, RTMSG_LEN)
+        .filter(|a| ROUTE_PARSED.contains(&a.kind()))
+        .filter_map(|a| RouteAttribute::parse_with_param(&a, param).ok())
+        .collect();
+    Some(m)
 }
 
 /// `IF_OPER_*` in lower case, as `ip` prints it (upper case there; iproute2 ip/ipaddress.c `oper_states`).
@@ -630,7 +718,7 @@ impl Rtnl {
             libc::RTM_NEWROUTE,
             &mut |p| {
                 if !answered {
-                    if let Ok(r) = RouteMessage::parse(p) {
+                    if let Some(r) = route_message(p) {
                         answered = true;
                         fill_lookup(&mut lookup, r);
                     }
@@ -658,10 +746,8 @@ impl Rtnl {
             NLM_F_REQUEST,
             libc::RTM_NEWLINK,
             &mut |p| {
-                if let Ok(m) = LinkMessage::parse(p) {
-                    if m.header.index == index {
-                        link = Some(link_from(m));
-                    }
+                if let Some(l) = link_from(p).filter(|l| l.index == index) {
+                    link = Some(l);
                 }
             },
         )?;
@@ -685,14 +771,16 @@ impl Rtnl {
             if libc::ioctl(fd, libc::SIOCGIFNAME as _, &mut ifr) != 0 {
                 return None;
             }
-            let name = ifr_name(&ifr);
+            let (name, escaped) = ifr_name(&ifr);
             if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut ifr) != 0 {
                 return None;
             }
             // SIOCGIFFLAGS returns `(short) dev_get_flags(dev)` (net/core/dev_ioctl.c): the low 16 bits only,
             // so IFF_LOWER_UP (0x10000) and IFF_DORMANT (0x20000) are cut off. See `flags_link`.
             let flags = ifr.ifr_ifru.ifru_flags as u16 as u32;
-            Some(flags_link(index, name, flags))
+            let mut link = flags_link(index, name, flags);
+            link.name_escaped = escaped;
+            Some(link)
         }
     }
 
@@ -732,15 +820,15 @@ fn encode(out: &mut Vec<u8>, kind: u16, flags: u16, seq: u32, body: &dyn Emitabl
     body.emit(&mut out[NLMSG_HDRLEN..]);
 }
 
-/// The NUL-terminated name in `ifr_name`.
-fn ifr_name(ifr: &libc::ifreq) -> String {
+/// The NUL-terminated name in `ifr_name`, as [`name_text`] gives it.
+fn ifr_name(ifr: &libc::ifreq) -> (String, bool) {
     let bytes: Vec<u8> = ifr
         .ifr_name
         .iter()
         .take_while(|c| **c != 0)
         .map(|c| *c as u8)
         .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    name_text(&bytes)
 }
 
 /// A [`Link`] from the interface flags alone (`SIOCGIFFLAGS`, low 16 bits of `dev_get_flags`,
@@ -831,6 +919,15 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnaps
                     links.insert(at, l);
                 }
             }
+        }
+    }
+
+    // Loopback without an address (down, or never brought up): the decision must still know it is there
+    // and down. It is interface 1 in every network namespace (the first device registered,
+    // net/core/dev.c); one ioctl pair, only on a start where lo owns no address.
+    if !links.iter().any(|l| l.loopback) {
+        if let Some(lo) = nl.ioctl_link(1).filter(|l| l.loopback) {
+            links.insert(0, lo);
         }
     }
 
@@ -929,6 +1026,10 @@ fn usable_v4_link(oif: u32, links: &[Link], addrs: &[Addr], exclude: &[String]) 
     })
 }
 
+/// Generated cases of each netlink parser property test (README "Reliability").
+#[cfg(test)]
+pub(crate) const PROPTEST_NETLINK_CASES: u32 = 3000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -959,6 +1060,7 @@ mod tests {
     #[test]
     fn requests_encode_like_netlink_message() {
         use netlink_packet_core::NetlinkMessage;
+        use netlink_packet_route::link::LinkMessage;
         use netlink_packet_route::link::{LinkAttribute, LinkExtentMask};
         use netlink_packet_route::RouteNetlinkMessage as M;
         let link_request = |index| {
@@ -1010,6 +1112,127 @@ mod tests {
             let mut bytes = vec![0; theirs.buffer_len()];
             theirs.serialize(&mut bytes);
             assert_eq!(ours, bytes, "request {seq}");
+        }
+    }
+
+    /// One netlink attribute: `struct nlattr` (length, kind) and the value, padded to 4 bytes.
+    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+        v.extend_from_slice(&kind.to_ne_bytes());
+        v.extend_from_slice(value);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    fn ifinfomsg(index: u32, flags: u32) -> Vec<u8> {
+        let mut v = vec![0u8, 0];
+        v.extend_from_slice(&1u16.to_ne_bytes());
+        v.extend_from_slice(&index.to_ne_bytes());
+        v.extend_from_slice(&flags.to_ne_bytes());
+        v.extend_from_slice(&0u32.to_ne_bytes());
+        v
+    }
+
+    #[test]
+    fn names_and_labels_that_are_not_utf8_keep_the_link_and_the_address() {
+        let mut p = ifinfomsg(7, 0x41); // IFF_UP | IFF_RUNNING
+        p.extend(nla(IFLA_IFNAME, b"\xff\xfe\0"));
+        p.extend(nla(4, &1500u32.to_ne_bytes()));
+        p.extend(nla(20, b"\xff alias\0")); // IFLA_IFALIAS, not UTF-8: the crate would reject the message
+        let mut info = nla(IFLA_INFO_KIND, b"veth\0");
+        info.extend(nla(2, b"\x01")); // IFLA_INFO_DATA the crate cannot read
+        p.extend(nla(IFLA_LINKINFO, &info));
+        let l = link_from(&p).expect("link");
+        assert_eq!(
+            (l.index, l.name.as_str(), l.name_escaped),
+            (7, "\\xff\\xfe", true)
+        );
+        assert_eq!(
+            (l.mtu, l.kind.as_deref(), l.running),
+            (Some(1500), Some("veth"), true)
+        );
+
+        let mut a = vec![2u8, 24, 0, 0];
+        a.extend_from_slice(&7u32.to_ne_bytes());
+        a.extend(nla(2, &[10, 9, 0, 2])); // IFA_LOCAL
+        a.extend(nla(3, b"eth0\xff\0")); // IFA_LABEL
+        let addr = address_message(&a).and_then(addr_from).expect("address");
+        assert_eq!(
+            (addr.index, addr.addr.to_string()),
+            (7, "10.9.0.2".to_string())
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(PROPTEST_NETLINK_CASES))]
+
+        /// Any bytes: the parsers never panic, and a payload long enough for its header always gives a
+        /// link, an address message and a route message.
+        #[test]
+        fn any_bytes_never_panic(p in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)) {
+            let l = link_from(&p);
+            proptest::prop_assert_eq!(l.is_some(), p.len() >= IFINFOMSG_LEN);
+            proptest::prop_assert_eq!(address_message(&p).is_some(), p.len() >= IFADDRMSG_LEN);
+            let r = route_message(&p);
+            proptest::prop_assert_eq!(r.is_some(), p.len() >= RTMSG_LEN);
+            if let Some(m) = address_message(&p) { let _ = addr_from(m); }
+            if let Some(m) = r {
+                let _ = route_from(m.clone());
+                let mut lk = empty_lookup(IpAddr::V4(Ipv4Addr::LOCALHOST));
+                fill_lookup(&mut lk, m);
+            }
+        }
+
+        /// A link with any name bytes and any other attributes is kept with its index, and its name is the
+        /// name (UTF-8) or its escaped form.
+        #[test]
+        fn a_link_is_never_dropped_for_its_attributes(
+            index in 1u32..100_000,
+            name in proptest::collection::vec(1u8..=255, 1..16),
+            other in proptest::collection::vec(
+                (0u16..64, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24)), 0..8),
+        ) {
+            let mut p = ifinfomsg(index, 0);
+            for (k, v) in &other {
+                if *k != IFLA_IFNAME {
+                    p.extend(nla(*k, v));
+                }
+            }
+            let mut n = name.clone();
+            n.push(0);
+            p.extend(nla(IFLA_IFNAME, &n));
+            let l = link_from(&p).expect("link");
+            proptest::prop_assert_eq!(l.index, index);
+            match std::str::from_utf8(&name) {
+                Ok(s) => proptest::prop_assert!(l.name == s && !l.name_escaped),
+                Err(_) => proptest::prop_assert!(l.name == crate::text::bytes_text(&name) && l.name_escaped),
+            }
+        }
+
+        /// An IPv4 address with any label and other attributes is kept with its index and address.
+        #[test]
+        fn an_address_is_never_dropped_for_its_attributes(
+            index in 1u32..100_000,
+            ip in proptest::prelude::any::<[u8; 4]>(),
+            label in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20),
+            other in proptest::collection::vec(
+                (3u16..64, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24)), 0..8),
+        ) {
+            let mut a = vec![2u8, 24, 0, 0];
+            a.extend_from_slice(&index.to_ne_bytes());
+            a.extend(nla(3, &label));
+            for (k, v) in &other {
+                if *k != 8 {
+                    a.extend(nla(*k, v));
+                }
+            }
+            a.extend(nla(2, &ip));
+            let got = address_message(&a).and_then(addr_from).expect("address");
+            proptest::prop_assert_eq!(got.index, index);
+            proptest::prop_assert_eq!(got.addr, IpAddr::V4(Ipv4Addr::from(ip)));
         }
     }
 

@@ -10,6 +10,7 @@
 //! Both roots are parameters (`Config.sysfs`, `Config.devfs`) so that tests and `doctor` can point the probe
 //! at a fake tree. The probe never panics: every failure is recorded in [`RdmaSnapshot::error`].
 
+use super::read;
 use crate::snapshot::{RdmaDevice, RdmaGid, RdmaPort, RdmaSnapshot};
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
@@ -101,24 +102,24 @@ fn probe_ports(dir: &Path, dev: &str, errors: &mut Vec<String>) -> Vec<RdmaPort>
         let p = entry.path();
         ports.push(RdmaPort {
             port,
-            state: read_trim(&p.join("state"))
+            state: read_trim(&p.join("state"), errors)
                 .as_deref()
                 .and_then(leading_number)
                 .unwrap_or(0),
-            phys_state: read_trim(&p.join("phys_state"))
+            phys_state: read_trim(&p.join("phys_state"), errors)
                 .as_deref()
                 .and_then(leading_number)
                 .unwrap_or(0),
-            link_layer: read_trim(&p.join("link_layer")).unwrap_or_default(),
-            rate: read_trim(&p.join("rate")).unwrap_or_default(),
-            gids: probe_gids(&p),
+            link_layer: read_trim(&p.join("link_layer"), errors).unwrap_or_default(),
+            rate: read_trim(&p.join("rate"), errors).unwrap_or_default(),
+            gids: probe_gids(&p, errors),
         });
     }
     ports.sort_by_key(|p| p.port);
     ports
 }
 
-fn probe_gids(port: &Path) -> Vec<RdmaGid> {
+fn probe_gids(port: &Path, errors: &mut Vec<String>) -> Vec<RdmaGid> {
     let Ok(entries) = fs::read_dir(port.join("gids")) else {
         return Vec::new();
     };
@@ -129,14 +130,16 @@ fn probe_gids(port: &Path) -> Vec<RdmaGid> {
             continue;
         };
         // Reading an unused entry fails (EINVAL) on some kernels and reads as all zeros on others.
-        let Some(gid) = read_trim(&entry.path()) else {
+        let Some(gid) = read_trim(&entry.path(), errors) else {
             continue;
         };
         if gid.is_empty() || gid == ZERO_GID {
             continue;
         }
-        let kind = read_trim(&port.join("gid_attrs/types").join(&fname)).filter(|s| !s.is_empty());
-        let ndev = read_trim(&port.join("gid_attrs/ndevs").join(&fname)).filter(|s| !s.is_empty());
+        let kind =
+            read_trim(&port.join("gid_attrs/types").join(&fname), errors).filter(|s| !s.is_empty());
+        let ndev =
+            read_trim(&port.join("gid_attrs/ndevs").join(&fname), errors).filter(|s| !s.is_empty());
         gids.push(RdmaGid {
             index,
             gid,
@@ -189,10 +192,18 @@ fn leading_number(s: &str) -> Option<u32> {
     s.split(':').next()?.trim().parse().ok()
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read(p)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+/// One sysfs attribute as trimmed text (`probe::read`: non-blocking, regular files only, bounded). `None`
+/// when it is missing or unreadable (an unused GID entry reads `EINVAL` on some kernels); an attribute that
+/// is not a regular file or is larger than a page is also recorded in `errors`.
+fn read_trim(p: &Path, errors: &mut Vec<String>) -> Option<String> {
+    match read::read_file(p, read::ATTR_MAX) {
+        Ok(b) => Some(String::from_utf8_lossy(&b).trim().to_string()),
+        Err(e @ (read::ReadError::NotRegular(_) | read::ReadError::TooLarge(_))) => {
+            errors.push(format!("{}: {e}", p.display()));
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 #[cfg(test)]

@@ -168,6 +168,7 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
             Link {
                 index: l["ifindex"].as_u64().unwrap() as u32,
                 name: l["ifname"].as_str().unwrap().to_string(),
+                name_escaped: false,
                 up: flags.contains(&"UP"),
                 // ip prints NO-CARRIER for an UP interface without IFF_RUNNING, and never prints RUNNING.
                 running: flags.contains(&"UP") && !flags.contains(&"NO-CARRIER"),

@@ -1,7 +1,7 @@
 """Worker for tests/paddle_e2e.rs, started by `python -m paddle.distributed.launch` on each "node".
 
 Initialises Paddle's parallel environment (gloo on CPU), all-reduces rank + 1 and writes one JSON object to
-$NCCLENV_E2E_OUT/rank<R>.json: the sum and the variables this worker saw. Never prints the environment.
+$E2E_OUT_DIR/rank<R>.json: the sum and the variables this worker saw. Never prints the environment.
 """
 
 import json
@@ -24,7 +24,7 @@ SEEN = (
 
 
 def main():
-    out_dir = os.environ["NCCLENV_E2E_OUT"]
+    out_dir = os.environ["E2E_OUT_DIR"]
     import paddle
     import paddle.distributed as dist
 
