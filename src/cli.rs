@@ -112,6 +112,9 @@ options (each also read from the variable in brackets; the flag wins):
                          NCCL_DEBUG_FILE (one file per host and
                          process) and the launcher's debug switch  [NCCLENV_DEBUG=1]
   --debug-dir PATH       folder of those files (/tmp/ncclenv-debug) [NCCLENV_DEBUG_DIR]
+  --preflight            the nodes meet and agree before exec    [NCCLENV_PREFLIGHT=1]
+  --preflight-timeout SECS  wait for the other nodes (60)        [NCCLENV_PREFLIGHT_TIMEOUT]
+  --preflight-port PORT  port to meet on (the master's port)     [NCCLENV_PREFLIGHT_PORT]
   -h, --help             this text
   -V, --version          the version
 
@@ -145,6 +148,14 @@ fn parse_range(what: &str, v: &str, min: u64, max: u64, unit: &str) -> Result<u6
             v,
             &format!("a whole number of {unit} from {min} to {max}"),
         ),
+    }
+}
+
+/// A TCP port, 1 to 65535.
+fn parse_port(what: &str, v: &str) -> Result<u16, UsageError> {
+    match v.trim().parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => err(what, v, "a TCP port from 1 to 65535"),
     }
 }
 
@@ -235,6 +246,8 @@ pub const MAX_CHECK_MIB: u64 = 65_536;
 pub const MAX_CHECK_GPUS: u64 = 1_024;
 /// Largest `--shm-min`: 1 TiB, in MiB.
 pub const MAX_SHM_MIN_MIB: u64 = 1_048_576;
+/// Largest `--preflight-timeout`: one day, in seconds.
+pub const MAX_PREFLIGHT_TIMEOUT_S: u64 = 86_400;
 
 /// Apply one option (by its long name without dashes) to the config. `what` names the flag or variable in
 /// errors.
@@ -270,13 +283,18 @@ fn apply(cfg: &mut Config, key: &str, what: &str, v: &str) -> Result<(), UsageEr
         }
         "debug" => cfg.debug = parse_bool(what, v)?,
         "debug-dir" => cfg.debug_dir = Some(parse_abs_path(what, v)?),
+        "preflight" => cfg.preflight = parse_bool(what, v)?,
+        "preflight-timeout" => {
+            cfg.preflight_timeout_s = parse_range(what, v, 1, MAX_PREFLIGHT_TIMEOUT_S, "seconds")?
+        }
+        "preflight-port" => cfg.preflight_port = Some(parse_port(what, v)?),
         _ => return Err(UsageError(format!("unknown option --{key}"))),
     }
     Ok(())
 }
 
 /// Options that take no value (`--strict` = `--strict=1`).
-const SWITCHES: &[&str] = &["strict", "disable", "check-repair", "debug"];
+const SWITCHES: &[&str] = &["strict", "disable", "check-repair", "debug", "preflight"];
 /// Options that take a value.
 const VALUED: &[&str] = &[
     "peer",
@@ -297,6 +315,8 @@ const VALUED: &[&str] = &[
     "nccl-lib",
     "resolve-timeout-ms",
     "debug-dir",
+    "preflight-timeout",
+    "preflight-port",
 ];
 
 /// Variables named `NCCLENV_*` that ncclenv or its helper reads but that are not options of this table:
@@ -744,6 +764,8 @@ mod tests {
             ("CHECK_MIB", 65_536, 1),
             ("CHECK_GPUS", 1_024, 1),
             ("SHM_MIN", 1_048_576, 0),
+            ("PREFLIGHT_TIMEOUT", 86_400, 1),
+            ("PREFLIGHT_PORT", 65_535, 1),
         ];
         for (name, max, min) in cases {
             let var = format!("NCCLENV_{name}");
@@ -967,7 +989,7 @@ mod tests {
         fn garbage_in_every_variable_never_panics(v in ".{0,40}") {
             for name in ["PEER","NNODES","STRICT","LOG","LOG_FORMAT","TERMINATION_LOG","EXCLUDE","DISABLE","SYSFS","DEVFS","SHM_PATH","SHM_MIN",
                          "CHECK","CHECK_TIMEOUT","CHECK_GPUS","CHECK_MIB","CHECK_REPAIR","CHECK_HELPER","NCCL_LIB","RESOLVE_TIMEOUT_MS",
-                         "DEBUG","DEBUG_DIR"] {
+                         "DEBUG","DEBUG_DIR","PREFLIGHT","PREFLIGHT_TIMEOUT","PREFLIGHT_PORT"] {
                 let var = format!("NCCLENV_{name}");
                 let r = parse(&os(&["env"]), vec![(OsString::from(&var), OsString::from(&v))]);
                 if let Err(e) = r { prop_assert!(e.0.contains(&var), "{} lacks {}", e.0, var); }

@@ -98,6 +98,12 @@ pub struct Config {
     /// not UTF-8): `(name as text, nearest known name)`. Never read as options; reported as
     /// `unknown-variable` findings.
     pub unknown_vars: Vec<(String, Option<String>)>,
+    /// Run the fleet preflight before exec (`NCCLENV_PREFLIGHT=1`, `--preflight`; see `docs/preflight.md`).
+    pub preflight: bool,
+    /// How long the preflight waits for the other nodes, in seconds (`NCCLENV_PREFLIGHT_TIMEOUT`, default 60).
+    pub preflight_timeout_s: u64,
+    /// TCP port the preflight meets on (`NCCLENV_PREFLIGHT_PORT`); default: the launcher's master port.
+    pub preflight_port: Option<u16>,
 }
 
 /// Where NCCL's per-process log files go under `NCCLENV_DEBUG=1` when `NCCLENV_DEBUG_DIR` is unset: a folder
@@ -130,6 +136,9 @@ impl Default for Config {
             debug: false,
             debug_dir: None,
             unknown_vars: Vec::new(),
+            preflight: false,
+            preflight_timeout_s: 60,
+            preflight_port: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! [`crate::probe::host::link_speeds`]. Nothing here does I/O.
 
 use crate::plan::{Action, Plan, Severity, Verdict};
+use crate::preflight::Outlook;
 use crate::probe::nccl::distinct_versions;
 use crate::snapshot::{Addr, Link, NetSnapshot, Route, Snapshot};
 use serde_json::{json, Value};
@@ -36,13 +37,15 @@ pub const NCCL_ALONE_NOTE: &str =
 /// alone would choose (`nccl_alone`: ncclenv's model of NCCL's rules, `decide::interface::nccl_alone`) next to
 /// ncclenv's choice, RDMA devices and ports, memlock, `/dev/shm`, GPUs, NCCL installations, NCCL config
 /// files, every change with its reason, every finding with its remedy (every warning is a finding with a
-/// code: the GPU list and several NCCL versions included), and the verdict. Every line is escaped
+/// code: the GPU list and several NCCL versions included), and the verdict; after the peer, whether the fleet
+/// preflight would run (`preflight`, from [`crate::preflight::outlook`]). Every line is escaped
 /// ([`crate::text::escape`]; table cells before they are aligned).
 pub fn render_text(
     snap: &Snapshot,
     plan: &Plan,
     nccl_alone: Option<&str>,
     speeds: &BTreeMap<String, u64>,
+    preflight: &Outlook,
 ) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "ncclenv doctor");
@@ -98,6 +101,9 @@ pub fn render_text(
 
     section(&mut o, "Peer");
     peer_text(&mut o, snap);
+
+    section(&mut o, "Preflight");
+    o.push_str(&preflight.text());
 
     section(&mut o, "Interface choice");
     let _ = writeln!(
@@ -310,6 +316,8 @@ pub fn render_text(
 ///   "rdma": null | RdmaSnapshot,  "shm": null | ShmInfo,  "gpus": null | GpuInfo,
 ///   "nccl_installs": [NcclInstall],  "nccl_versions": ["2.21.5", …],
 ///   "conf_files": [ConfFile],
+///   "preflight": { "enabled", "timeout_s", "would_run", "reason", "role", "role_reason", "master", "listen",
+///                  "port", "port_source", "nnodes", "node_rank", "interface", "address", "key" },
 ///   "decision": { "changes": [Change], "warnings": [Warning], "verdict": {"verdict": "proceed"|"refuse", …},
 ///                 "choice": null | Choice, "nccl_alone": null | "text", "raise_memlock", "hands_off",
 ///                 "exit_code" } }
@@ -322,6 +330,7 @@ pub fn render_json(
     plan: &Plan,
     nccl_alone: Option<&str>,
     speeds: &BTreeMap<String, u64>,
+    preflight: &Outlook,
 ) -> Value {
     let (interfaces, routes, net_error) = match &snap.net {
         Ok(net) => {
@@ -391,6 +400,7 @@ pub fn render_json(
         "nccl_installs": snap.nccl_installs,
         "nccl_versions": distinct_versions(&snap.nccl_installs),
         "conf_files": snap.conf_files,
+        "preflight": preflight.json(),
         "decision": {
             "changes": plan.changes,
             "warnings": plan.warnings,
@@ -835,12 +845,26 @@ mod tests {
         (snap, plan)
     }
 
+    fn no_preflight() -> Outlook {
+        Outlook {
+            enabled: false,
+            timeout_s: 60,
+            setup: Err("the job runs on one node".into()),
+        }
+    }
+
     #[test]
     fn text_has_every_section_and_aligned_columns() {
         let (snap, plan) = sample();
         let mut speeds = BTreeMap::new();
         speeds.insert("eth0".to_string(), 25000u64);
-        let t = render_text(&snap, &plan, Some("eth0 10.0.0.2"), &speeds);
+        let t = render_text(
+            &snap,
+            &plan,
+            Some("eth0 10.0.0.2"),
+            &speeds,
+            &no_preflight(),
+        );
         for needle in [
             "Interfaces",
             "25 Gb/s",
@@ -872,7 +896,7 @@ mod tests {
     #[test]
     fn json_shape_is_stable() {
         let (snap, plan) = sample();
-        let v = render_json(&snap, &plan, None, &BTreeMap::new());
+        let v = render_json(&snap, &plan, None, &BTreeMap::new(), &no_preflight());
         assert_eq!(v["schema"], JSON_SCHEMA_ID);
         for k in [
             "interfaces",
@@ -886,6 +910,7 @@ mod tests {
             "nccl_installs",
             "nccl_versions",
             "conf_files",
+            "preflight",
             "decision",
         ] {
             assert!(v.get(k).is_some(), "missing {k}");
@@ -909,7 +934,7 @@ mod tests {
             "https://json-schema.org/draft/2020-12/schema"
         );
         let (snap, plan) = sample();
-        let v = render_json(&snap, &plan, None, &BTreeMap::new());
+        let v = render_json(&snap, &plan, None, &BTreeMap::new(), &no_preflight());
         let props = schema["properties"]
             .as_object()
             .cloned()
@@ -930,8 +955,20 @@ mod tests {
         let (snap, plan) = sample();
         let mut speeds = BTreeMap::new();
         speeds.insert("eth0".to_string(), 25000u64);
-        let t = render_text(&snap, &plan, Some("eth0 10.0.0.2"), &speeds);
-        let v = render_json(&snap, &plan, Some("eth0 10.0.0.2"), &speeds);
+        let t = render_text(
+            &snap,
+            &plan,
+            Some("eth0 10.0.0.2"),
+            &speeds,
+            &no_preflight(),
+        );
+        let v = render_json(
+            &snap,
+            &plan,
+            Some("eth0 10.0.0.2"),
+            &speeds,
+            &no_preflight(),
+        );
         if let Ok(dir) = std::env::var("NCCLENV_DOCTOR_SAMPLE") {
             let dir = std::path::Path::new(&dir);
             let _ = std::fs::write(dir.join("doctor.txt"), &t);
@@ -995,10 +1032,10 @@ mod tests {
     fn net_error_renders() {
         let snap = Snapshot::default();
         let plan = Plan::default();
-        let t = render_text(&snap, &plan, None, &BTreeMap::new());
+        let t = render_text(&snap, &plan, None, &BTreeMap::new(), &no_preflight());
         assert!(t.contains("network probe failed: not probed"));
         assert!(t.contains("proceed: NCCL should work (exit 0)"));
-        let v = render_json(&snap, &plan, None, &BTreeMap::new());
+        let v = render_json(&snap, &plan, None, &BTreeMap::new(), &no_preflight());
         assert_eq!(v["net_error"], "not probed");
         assert_eq!(v["interfaces"].as_array().map(Vec::len), Some(0));
     }

@@ -23,6 +23,7 @@ pub mod nccl_errors;
 pub mod nccl_log;
 pub mod nccl_rules;
 pub mod plan;
+pub mod preflight;
 pub mod probe;
 pub mod report;
 pub mod snapshot;

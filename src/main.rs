@@ -195,8 +195,15 @@ fn main() -> ExitCode {
                 Err(_) => Vec::new(),
             };
             let speeds = ncclenv::probe::host::link_speeds(&cfg.sysfs, &names);
+            let preflight = ncclenv::preflight::outlook(&snap, &cfg, &plan);
             if *json {
-                let v = ncclenv::doctor::render_json(&snap, &plan, alone.as_deref(), &speeds);
+                let v = ncclenv::doctor::render_json(
+                    &snap,
+                    &plan,
+                    alone.as_deref(),
+                    &speeds,
+                    &preflight,
+                );
                 out(&format!("{}\n", ncclenv::text::escape_json(&v.to_string())));
             } else {
                 out(&ncclenv::doctor::render_text(
@@ -204,6 +211,7 @@ fn main() -> ExitCode {
                     &plan,
                     alone.as_deref(),
                     &speeds,
+                    &preflight,
                 ));
             }
             ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)
@@ -244,6 +252,11 @@ fn main() -> ExitCode {
         }
         Mode::Exec(cmd) => {
             prepare_debug_dir(&mut plan);
+            // The fleet preflight sits between the decision and the check/exec: its repairs, findings and
+            // refusal go into the plan, so they are logged with the rest and reach the command.
+            if cfg.preflight {
+                ncclenv::preflight::run(&cfg, &snap, &mut plan, environ);
+            }
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 report::refused(&r, cfg.termination_log.as_deref());

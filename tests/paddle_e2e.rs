@@ -14,7 +14,9 @@
 //! tests/paddle/train.py`, whose worker initialises the parallel env (gloo on CPU), all-reduces rank + 1 and
 //! writes the sum and the variables it saw to `rank<R>.json`.
 //!
-//! * With `ncclenv --` in front: ncclenv picks eth0 by the route to the master, sets POD_IP to eth0's address
+//! * With `ncclenv --preflight --` in front: the two ncclenvs first meet on Paddle's own master port
+//!   (`10.99.0.1:8090`: the fleet preflight, which must free the port for Paddle's HTTP master), then
+//!   ncclenv picks eth0 by the route to the master, sets POD_IP to eth0's address
 //!   and GLOO_SOCKET_IFNAME=eth0; the job finishes with sum 3 on both nodes, and each worker saw the right
 //!   interface, its own address in PADDLE_CURRENT_ENDPOINT and both real addresses in
 //!   PADDLE_TRAINER_ENDPOINTS.
@@ -135,7 +137,9 @@ impl Launch {
             .arg(node.host)
             .arg(&hosts);
         if with_ncclenv {
-            c.args([BIN, "--"]);
+            // With the fleet preflight on both nodes: node A holds Paddle's own master port (8090) for the
+            // meeting, then frees it for Paddle's HTTP master.
+            c.args([BIN, "--preflight", "--"]);
         }
         c.arg(python)
             .args(["-m", "paddle.distributed.launch", "--nnodes=2"])
@@ -367,6 +371,29 @@ fn paddle_launch_two_nodes_needs_ncclenv() {
             .filter(|l| l.starts_with("ncclenv: warning"))
             .collect();
         assert!(warnings.is_empty(), "{}: {warnings:?}", node.host);
+        // The preflight met both nodes on Paddle's master port before Paddle did.
+        assert!(
+            out.contains("[preflight-passed]"),
+            "{}\n{}",
+            node.host,
+            ctx()
+        );
+        if node.ip == "10.99.0.1" {
+            assert!(
+                out.contains(&format!("listening on 10.99.0.1:{MASTER_PORT}"))
+                    && out.contains("preflight: node 2/2 node-b 10.99.0.2"),
+                "{}\n{}",
+                node.host,
+                ctx()
+            );
+        } else {
+            assert!(
+                out.contains(&format!("preflight: verdict from the master 10.99.0.1:{MASTER_PORT} for 2 of 2 nodes: proceed")),
+                "{}\n{}",
+                node.host,
+                ctx()
+            );
+        }
     }
     assert_eq!(ranks, vec![0, 1], "node A (the master) is rank 0");
     drop(good);

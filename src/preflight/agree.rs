@@ -1,0 +1,986 @@
+//! The agreement: one pure function from the nodes' reports and probe results to the fleet's verdict
+//! ([`agree`]). The master runs it once and sends its result to every node, so that every node refuses,
+//! repairs and warns alike. No I/O here: it is tested with plain values.
+//!
+//! The rules (see `docs/preflight.md` for the NCCL behaviour behind each):
+//!
+//! | kind | finding | why NCCL cannot survive it |
+//! |---|---|---|
+//! | refuse | `preflight-node-refused` | a node refuses on its own: the others would wait for it forever |
+//! | refuse | `preflight-duplicate-address` | two nodes advertise one address: a peer connects to the wrong node |
+//! | refuse | `preflight-family-differs` | `NCCL_SOCKET_FAMILY` differs: IPv4 and IPv6 nodes cannot connect |
+//! | refuse | `preflight-nccl-version-differs` | NCCL refuses mismatched versions after init (NVIDIA/nccl#1267) |
+//! | refuse | `preflight-unreachable` | a node's ephemeral-port listener cannot be reached: NCCL listens there |
+//! | repair | `preflight-ib-disabled` | IB off on some nodes: every node must use the same transport |
+//! | warn (strict) | `preflight-absent` | fewer nodes met than the job has (fail open: a pod may be late) |
+//! | warn | `preflight-nat`, `preflight-mtu-differs`, `preflight-nccl-env-differs`, `preflight-ncclenv-version-differs` | risky |
+//! | info | `preflight-passed` | the fleet agrees |
+
+use super::protocol::{FleetVerdict, NodeReport, Outcome, ProbeReport, Repair, MAX_LISTED};
+use crate::plan::{Plan, Severity, Verdict, Warning};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// One node as the master saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// What the node said about itself.
+    pub report: NodeReport,
+    /// The source address of its connection to the master port (`None` for the master itself).
+    pub seen_from: Option<IpAddr>,
+    /// The outcome of its probe of its ring successor; `None` when it never reported one (it was lost after
+    /// arriving, or it had nobody to probe).
+    pub probe: Option<ProbeReport>,
+}
+
+/// Everything the master knows when the meeting is over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meeting {
+    /// Nodes the job has (`--nnodes`).
+    pub expected: u32,
+    /// Nodes that arrived, the master first, then in order of arrival; the ring is this order.
+    pub members: Vec<Member>,
+    /// Indices of members that arrived but were lost before reporting their probe (connection closed or
+    /// timed out), each once, in ascending order.
+    pub lost: Vec<usize>,
+    /// How long the master waited for the nodes, in seconds (for messages).
+    pub waited_s: u64,
+}
+
+/// The ring successor of node `i` among `n` nodes: node `i` probes `(i + 1) % n`, so every node opens one
+/// connection and accepts one. `None` when `n < 2`.
+pub fn ring_target(i: usize, n: usize) -> Option<usize> {
+    (n >= 2).then(|| (i + 1) % n)
+}
+
+/// Up to [`MAX_LISTED`] names joined with `, `, then `and N more`.
+pub fn list(names: &[String]) -> String {
+    let mut s = names
+        .iter()
+        .take(MAX_LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_LISTED {
+        s.push_str(&format!(" and {} more", names.len() - MAX_LISTED));
+    }
+    s
+}
+
+/// Remedy for a node behind NAT.
+const REMEDY_NAT: &str =
+    "give every node an address the others can connect to: run the container with \
+    --network=host, or use a routable pod network or a Multus/macvlan interface for NCCL";
+/// Remedy for a firewall on ephemeral ports.
+const REMEDY_FIREWALL: &str = "allow inbound TCP between the nodes on the ephemeral port range \
+    (net.ipv4.ip_local_port_range, 32768-60999 by default), not only on the master port: NCCL listens on \
+    ephemeral ports";
+
+/// The fleet's verdict. Certain failures refuse (the first one found is the reason every node prints; all
+/// are findings); repairable differences become repairs every node applies; risky ones warnings. When any
+/// node runs with `NCCLENV_STRICT=1`, a finding marked strict refuses too. See the module table.
+pub fn agree(m: &Meeting) -> FleetVerdict {
+    let mut plan = Plan::default();
+    let mut repairs = Vec::new();
+    let names: Vec<String> = m.members.iter().map(|x| x.report.name()).collect();
+    let present = m.members.len().saturating_sub(m.lost.len()) as u32;
+
+    // Certain failures: each a finding, the first also the refusal.
+    let mut certain: Vec<(&'static str, String, String)> = Vec::new();
+    for (i, x) in m.members.iter().enumerate() {
+        if let Some(r) = &x.report.refused {
+            certain.push((
+                "preflight-node-refused",
+                format!("node {} refuses on its own: {r}", names[i]),
+                format!("fix {} (its own log says what it lacks)", names[i]),
+            ));
+        }
+    }
+    let by_addr = group(m, |x| Some(x.report.addr.to_string()));
+    for (addr, nodes) in by_addr.iter().filter(|(_, v)| v.len() > 1) {
+        certain.push((
+            "preflight-duplicate-address",
+            format!(
+                "{} nodes advertise the same address {addr}: {}; NCCL's peers would connect to the wrong node",
+                nodes.len(),
+                list(nodes)
+            ),
+            REMEDY_NAT.to_string(),
+        ));
+    }
+    let families = group(m, |x| Some(x.report.family.nccl_name().to_string()));
+    if families.len() > 1 {
+        certain.push((
+            "preflight-family-differs",
+            format!(
+                "the nodes bootstrap on different address families ({}); NCCL cannot connect an IPv4 node to an IPv6 one",
+                describe_groups(&families)
+            ),
+            "give every node an address of one family (NCCL_SOCKET_FAMILY, and an interface with such an address)"
+                .into(),
+        ));
+    }
+    let versions = group(m, |x| x.report.nccl_version.clone());
+    if versions.len() > 1 {
+        certain.push((
+            "preflight-nccl-version-differs",
+            format!(
+                "the nodes load different NCCL versions ({}); NCCL refuses mismatched versions only after init (NVIDIA/nccl#1267)",
+                describe_groups(&versions)
+            ),
+            "install one NCCL version in every node's image (the same nvidia-nccl wheel, torch or paddle build)"
+                .into(),
+        ));
+    }
+    let n = m.members.len();
+    for (i, x) in m.members.iter().enumerate() {
+        let (Some(p), Some(j)) = (&x.probe, ring_target(i, n)) else {
+            continue;
+        };
+        if p.outcome == Outcome::Connected {
+            continue;
+        }
+        let t = &m.members[j];
+        let (cause, remedy) = likely_cause(p.outcome, t, &names[j], &names[i]);
+        let at = match t.report.probe_port {
+            Some(port) => format!("{}:{port}", fmt_addr(t.report.addr)),
+            None => t.report.addr.to_string(),
+        };
+        certain.push((
+            "preflight-unreachable",
+            format!(
+                "node {} cannot be reached at {at} ({}, where NCCL will listen) from {}: {}; likely cause: {cause}",
+                names[j],
+                t.report.ifname,
+                names[i],
+                outcome_text(p)
+            ),
+            remedy.to_string(),
+        ));
+    }
+    let certain = cap_per_code(certain);
+    for (code, message, remedy) in &certain {
+        plan.warn(code, message.clone(), remedy.clone());
+    }
+    // The finding whose code the refusal carries.
+    let mut refuse_code = String::new();
+    if let Some((code, message, remedy)) = certain.first() {
+        plan.refuse(format!("preflight [{code}]: {message}"), remedy.clone());
+        refuse_code = code.to_string();
+    }
+
+    // Absence: fail open, strict refuses.
+    if present < m.expected {
+        let lost: Vec<String> = m
+            .lost
+            .iter()
+            .filter_map(|&i| names.get(i).cloned())
+            .collect();
+        let lost_text = if lost.is_empty() {
+            String::new()
+        } else {
+            format!("; lost after arriving: {}", list(&lost))
+        };
+        plan.warn_strict(
+            "preflight-absent",
+            format!(
+                "{present} of {} nodes met within {} s ({} missing{lost_text}); running anyway: a node may start late, \
+                 but NCCL waits for every rank",
+                m.expected,
+                m.waited_s,
+                m.expected - present
+            ),
+            "look at the missing nodes (scheduled? started? can they reach the master port?); \
+             NCCLENV_STRICT=1 refuses instead",
+        );
+    }
+
+    // Repair: IB disabled on some nodes → on all.
+    let ib_off: Vec<usize> = (0..n)
+        .filter(|&i| ib_disabled(&m.members[i].report))
+        .collect();
+    if !ib_off.is_empty() && ib_off.len() < n {
+        let why: Vec<String> = ib_off
+            .iter()
+            .map(|&i| {
+                let r = &m.members[i].report;
+                let reason = r
+                    .decided
+                    .get("NCCL_IB_DISABLE")
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        format!(
+                            "inherited NCCL_IB_DISABLE={}",
+                            r.nccl_env.get("NCCL_IB_DISABLE").map_or("", |v| v.as_str())
+                        )
+                    });
+                format!("{}: {reason}", names[i])
+            })
+            .collect();
+        let reason = format!(
+            "InfiniBand is disabled on {} of {n} nodes ({}); every node must use the same NCCL network transport, so it is disabled on all",
+            ib_off.len(),
+            list(&why)
+        );
+        plan.warn_strict(
+            "preflight-ib-disabled",
+            reason.clone(),
+            "give every node the same RDMA access (devices, IPC_LOCK, memlock) to use InfiniBand on all",
+        );
+        repairs.push(Repair {
+            name: "NCCL_IB_DISABLE".to_string(),
+            value: "1".to_string(),
+            reason,
+        });
+    }
+
+    // Risky differences. A node behind NAT whose ring neighbour reached it anyway (a routed bridge that also
+    // masquerades): the predecessor's probe is the proof.
+    let natted: Vec<String> = (0..n)
+        .filter_map(|i| {
+            let x = &m.members[i];
+            let seen = x.seen_from.filter(|s| *s != x.report.addr)?;
+            let k = (i + n - 1) % n;
+            let reached = n >= 2
+                && m.members[k]
+                    .probe
+                    .as_ref()
+                    .is_some_and(|p| p.outcome == Outcome::Connected);
+            reached.then(|| format!("{} (seen from {seen})", names[i]))
+        })
+        .collect();
+    if !natted.is_empty() {
+        plan.warn(
+            "preflight-nat",
+            format!(
+                "{} node(s) advertise another address than their connection to the master came from: {}; they sit \
+                 behind NAT or route to the master over another interface; their ring neighbour reached them, other \
+                 nodes may not",
+                natted.len(),
+                list(&natted)
+            ),
+            REMEDY_NAT,
+        );
+    }
+    let mtus = group(m, |x| x.report.mtu.map(|v| v.to_string()));
+    if mtus.len() > 1 {
+        plan.warn(
+            "preflight-mtu-differs",
+            format!(
+                "the bootstrap interfaces have different MTUs ({}); large transfers may stall where a path drops the larger frames",
+                describe_groups(&mtus)
+            ),
+            "set one MTU on every node's NCCL interface",
+        );
+    }
+    let env_diffs = nccl_env_differences(m);
+    if !env_diffs.is_empty() {
+        plan.warn(
+            "preflight-nccl-env-differs",
+            format!(
+                "NCCL variables differ across the nodes: {}",
+                env_diffs
+                    .iter()
+                    .take(MAX_LISTED)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            "give every node the same NCCL_* settings (image, job spec, /etc/nccl.conf)",
+        );
+    }
+    let own = group(m, |x| Some(x.report.ncclenv_version.clone()));
+    if own.len() > 1 {
+        plan.warn(
+            "preflight-ncclenv-version-differs",
+            format!(
+                "the nodes run different ncclenv versions ({}); they may decide differently",
+                describe_groups(&own)
+            ),
+            "use one ncclenv version in every node's image",
+        );
+    }
+
+    // Strict: any node strict makes the fleet strict, so every node gets the same verdict.
+    let strict = m.members.iter().any(|x| x.report.strict);
+    if strict {
+        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+            if plan.verdict == Verdict::Proceed {
+                refuse_code = w.code.clone();
+            }
+            plan.refuse(
+                format!(
+                    "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
+                    w.code, w.message
+                ),
+                w.remedy,
+            );
+        }
+    }
+    if plan.verdict == Verdict::Proceed {
+        let probes = m
+            .members
+            .iter()
+            .filter(|x| {
+                x.probe
+                    .as_ref()
+                    .is_some_and(|p| p.outcome == Outcome::Connected)
+            })
+            .count();
+        plan.info(
+            "preflight-passed",
+            format!(
+                "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
+                m.expected
+            ),
+            "nothing to do",
+        );
+    }
+    FleetVerdict {
+        present,
+        expected: m.expected,
+        refuse: match plan.verdict {
+            Verdict::Refuse { reason, remedy } => Some(Warning {
+                code: refuse_code,
+                severity: Severity::Warn,
+                message: reason,
+                remedy,
+                strict_refuses: false,
+            }),
+            Verdict::Proceed => None,
+        },
+        repairs,
+        findings: plan.warnings,
+    }
+}
+
+/// At most [`MAX_LISTED`] findings per code, then one that counts the rest, so that a verdict for 10,000
+/// nodes behind one broken switch still fits in one frame.
+fn cap_per_code(all: Vec<(&'static str, String, String)>) -> Vec<(&'static str, String, String)> {
+    let total = |code: &str| all.iter().filter(|f| f.0 == code).count();
+    let mut out: Vec<(&'static str, String, String)> = Vec::new();
+    for f in &all {
+        let kept = out.iter().filter(|o| o.0 == f.0).count();
+        if kept < MAX_LISTED {
+            out.push(f.clone());
+        } else if kept == MAX_LISTED {
+            let total = total(f.0);
+            out.push((
+                f.0,
+                format!(
+                    "{} more finding(s) like these ({total} in all)",
+                    total - MAX_LISTED
+                ),
+                f.2.clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// True when the node's command gets `NCCL_IB_DISABLE` set to a non-zero number (NCCL reads it as an
+/// integer, `ncclParamIbDisable`, src/transport/net_ib.cc).
+pub fn ib_disabled(r: &NodeReport) -> bool {
+    r.nccl_env
+        .get("NCCL_IB_DISABLE")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .is_some_and(|v| v != 0)
+}
+
+/// Members grouped by a value (those without one left out): value → node names.
+fn group(m: &Meeting, key: impl Fn(&Member) -> Option<String>) -> BTreeMap<String, Vec<String>> {
+    let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for x in &m.members {
+        if let Some(k) = key(x) {
+            g.entry(k).or_default().push(x.report.name());
+        }
+    }
+    g
+}
+
+/// `2.21.5 on a (10.0.0.1), b (10.0.0.2); 2.27.7 on c (10.0.0.3)`.
+fn describe_groups(g: &BTreeMap<String, Vec<String>>) -> String {
+    g.iter()
+        .map(|(v, nodes)| format!("{v} on {}", list(nodes)))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `NCCL_*` variables whose value (or being unset) differs between nodes, one description each. Variables
+/// that legitimately differ (`NCCL_SOCKET_IFNAME`: interface names are per node) or that have their own rule
+/// (`NCCL_IB_DISABLE`, `NCCL_SOCKET_FAMILY`) are left out.
+fn nccl_env_differences(m: &Meeting) -> Vec<String> {
+    const OWN_RULE: &[&str] = &[
+        "NCCL_SOCKET_IFNAME",
+        "NCCL_IB_DISABLE",
+        "NCCL_SOCKET_FAMILY",
+    ];
+    // The names any node has (the map is used as an ordered set).
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for x in &m.members {
+        for k in x.report.nccl_env.keys() {
+            if !OWN_RULE.contains(&k.as_str()) && !names.contains_key(k) {
+                names.insert(k.clone(), Vec::new());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for name in names.keys() {
+        // `=value`, or `unset`: no value starts with `unset` after an `=`.
+        let g = group(m, |x| {
+            Some(match x.report.nccl_env.get(name) {
+                Some(v) => format!("={v:?}"),
+                None => "unset".to_string(),
+            })
+        });
+        if g.len() > 1 {
+            let parts: Vec<String> = g
+                .iter()
+                .map(|(v, nodes)| match v.strip_prefix('=') {
+                    Some(v) => format!("{v} on {}", list(nodes)),
+                    None => format!("unset on {}", list(nodes)),
+                })
+                .collect();
+            out.push(format!("{name}: {}", parts.join(", ")));
+        }
+    }
+    out
+}
+
+/// `[fd00::1]` for IPv6 (so that `:port` can follow), the plain address for IPv4.
+pub fn fmt_addr(a: IpAddr) -> String {
+    match a {
+        IpAddr::V4(v) => v.to_string(),
+        IpAddr::V6(v) => format!("[{v}]"),
+    }
+}
+
+/// What happened, in words.
+pub fn outcome_text(p: &ProbeReport) -> String {
+    let e = p.error.as_deref().unwrap_or("");
+    match p.outcome {
+        Outcome::Connected => "connected".into(),
+        Outcome::Refused => "connection refused".into(),
+        Outcome::TimedOut => "no answer (connection timed out)".into(),
+        Outcome::NoRoute => format!("no route ({e})"),
+        Outcome::WrongNode => "another node or process answered".into(),
+        Outcome::NoListener => "the node could not listen on its bootstrap address".into(),
+        Outcome::Failed => format!("connection failed ({e})"),
+    }
+}
+
+/// The likely cause of a failed probe of `target` (named `tname`) by `pname`, and the remedy. A node whose
+/// connection to the master came from another address than the one it advertises is behind NAT: that is the
+/// first explanation whatever the error; else a timeout is a firewall that drops new inbound connections to
+/// ephemeral ports (the node's own connection to the master port worked).
+fn likely_cause(o: Outcome, target: &Member, tname: &str, pname: &str) -> (String, &'static str) {
+    let r = &target.report;
+    if let Outcome::NoListener = o {
+        return (
+            format!(
+                "{tname} cannot listen on its own bootstrap address ({}); NCCL's bootstrap would fail the same way",
+                r.listen_error.as_deref().unwrap_or("bind failed")
+            ),
+            "check the node's address (a tentative IPv6 address, an address removed after ncclenv chose it)",
+        );
+    }
+    if let Some(seen) = target.seen_from.filter(|s| *s != r.addr) {
+        return (
+            format!(
+                "a NAT'd bridge: the node advertises {} but its connection to the master came from {seen}, so it sits \
+                 behind NAT (a bridged container) and no other node can connect back to it",
+                r.addr
+            ),
+            REMEDY_NAT,
+        );
+    }
+    match o {
+        Outcome::TimedOut => (
+            format!(
+                "a firewall on {tname} drops new inbound connections to ephemeral ports, where NCCL listens (the node \
+                 is up: it reached the master port)"
+            ),
+            REMEDY_FIREWALL,
+        ),
+        Outcome::Refused => (
+            format!(
+                "nothing listens there as seen from {pname}: the address belongs to another host (a duplicate or \
+                 NAT'd address), or a firewall rejects the connection"
+            ),
+            REMEDY_FIREWALL,
+        ),
+        Outcome::NoRoute => (
+            format!(
+                "no route back: {pname} has no route to {} (a private or container address, or a missing route)",
+                r.addr
+            ),
+            REMEDY_NAT,
+        ),
+        Outcome::WrongNode => (
+            format!(
+                "the address {} is not unique: another listener answered there (NAT'd containers, duplicate \
+                 addresses)",
+                r.addr
+            ),
+            REMEDY_NAT,
+        ),
+        _ => (
+            "the path between the nodes fails".to_string(),
+            REMEDY_FIREWALL,
+        ),
+    }
+}
+
+/// Apply a fleet verdict to this node's plan: each repair (unless this node has a vendor profile, which owns
+/// NCCL's transport variables: then a warning), each finding, and a refusal, which replaces any local one so
+/// that every node prints the same reason. `current` is the value this node's command would get for a
+/// repaired variable without the repair.
+pub fn apply(
+    plan: &mut Plan,
+    v: &FleetVerdict,
+    current: impl Fn(&str) -> Option<String>,
+    vendor_profile: bool,
+) {
+    for w in &v.findings {
+        plan.warnings.push(Warning {
+            strict_refuses: false,
+            ..w.clone()
+        });
+    }
+    for Repair {
+        name,
+        value,
+        reason,
+    } in &v.repairs
+    {
+        let now = current(name);
+        if now.as_deref() == Some(value.as_str()) {
+            continue;
+        }
+        if vendor_profile {
+            plan.warn(
+                "preflight-ib-disabled",
+                format!("the fleet repairs {name}={value} ({reason}), but a vendor network profile owns it here: left as is"),
+                "align the vendor profile's transport settings across the nodes",
+            );
+            continue;
+        }
+        match now {
+            Some(old) => plan.repair(name, &old, value.clone(), format!("preflight: {reason}")),
+            None => plan.set(name, value.clone(), format!("preflight: {reason}")),
+        }
+    }
+    if let Some(r) = &v.refuse {
+        plan.verdict = Verdict::Refuse {
+            reason: r.message.clone(),
+            remedy: r.remedy.clone(),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Family;
+
+    fn node(i: u8) -> Member {
+        let addr: IpAddr = format!("10.0.0.{i}").parse().expect("ip");
+        Member {
+            report: NodeReport {
+                hostname: format!("n{i}"),
+                ifname: "eth0".into(),
+                addr,
+                family: Family::Inet,
+                mtu: Some(1500),
+                probe_port: Some(40000 + u16::from(i)),
+                listen_error: None,
+                nonce: u64::from(i),
+                nccl_version: Some("2.21.5".into()),
+                ncclenv_version: "0.1.0".into(),
+                nccl_env: [
+                    ("NCCL_SOCKET_IFNAME".to_string(), format!("eth{i}")),
+                    ("NCCL_SOCKET_FAMILY".to_string(), "AF_INET".to_string()),
+                ]
+                .into(),
+                decided: BTreeMap::new(),
+                vendor_profile: false,
+                strict: false,
+                refused: None,
+            },
+            seen_from: (i != 1).then_some(addr),
+            probe: Some(ProbeReport {
+                target: 0,
+                outcome: Outcome::Connected,
+                error: None,
+                ms: 1,
+            }),
+        }
+    }
+
+    fn fleet(n: u8) -> Meeting {
+        Meeting {
+            expected: u32::from(n),
+            members: (1..=n).map(node).collect(),
+            lost: vec![],
+            waited_s: 60,
+        }
+    }
+
+    fn codes(v: &FleetVerdict) -> Vec<&str> {
+        v.findings.iter().map(|w| w.code.as_str()).collect()
+    }
+
+    fn refused(v: &FleetVerdict) -> Option<&str> {
+        v.refuse.as_ref().map(|r| r.message.as_str())
+    }
+
+    #[test]
+    fn a_healthy_fleet_passes_with_nothing_else() {
+        let v = agree(&fleet(3));
+        assert_eq!(codes(&v), vec!["preflight-passed"]);
+        assert_eq!(v.refuse, None);
+        assert!(v.repairs.is_empty());
+        assert_eq!((v.present, v.expected), (3, 3));
+        assert!(v.findings[0].message.contains("3 path(s)"), "{v:?}");
+    }
+
+    #[test]
+    fn ring_every_node_probes_one_and_is_probed_by_one() {
+        assert_eq!(ring_target(0, 1), None);
+        assert_eq!(ring_target(0, 2), Some(1));
+        assert_eq!(ring_target(1, 2), Some(0));
+        let n = 1000;
+        let mut probed = vec![0; n];
+        for i in 0..n {
+            probed[ring_target(i, n).expect("target")] += 1;
+        }
+        assert!(probed.iter().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn unreachable_behind_nat_refuses_naming_the_node_and_the_cause() {
+        let mut m = fleet(3);
+        // n3 advertises 172.17.0.2, its connection came from 10.0.0.3 (masquerade); n2 cannot reach it.
+        m.members[2].report.addr = "172.17.0.2".parse().expect("ip");
+        m.members[1].probe = Some(ProbeReport {
+            target: 2,
+            outcome: Outcome::NoRoute,
+            error: Some("Network is unreachable".into()),
+            ms: 0,
+        });
+        let v = agree(&m);
+        assert!(codes(&v).contains(&"preflight-unreachable"), "{v:?}");
+        assert!(!codes(&v).contains(&"preflight-passed"));
+        let r = refused(&v).expect("refused");
+        assert!(
+            r.contains("[preflight-unreachable]")
+                && r.contains("n3 (172.17.0.2)")
+                && r.contains("NAT"),
+            "{r}"
+        );
+        assert!(r.contains("from n2 (10.0.0.2)"), "{r}");
+        // It was not reached, so no separate NAT warning.
+        assert!(!codes(&v).contains(&"preflight-nat"));
+    }
+
+    #[test]
+    fn timeout_without_nat_is_a_firewall_on_ephemeral_ports() {
+        let mut m = fleet(3);
+        m.members[0].probe = Some(ProbeReport {
+            target: 1,
+            outcome: Outcome::TimedOut,
+            error: None,
+            ms: 5000,
+        });
+        let v = agree(&m);
+        let r = refused(&v).expect("refused");
+        assert!(
+            r.contains("firewall on n2 (10.0.0.2)") && r.contains("10.0.0.2:40002"),
+            "{r}"
+        );
+        let remedy = v
+            .refuse
+            .as_ref()
+            .map(|r| r.remedy.clone())
+            .unwrap_or_default();
+        assert!(remedy.contains("ip_local_port_range"), "{remedy}");
+        // Other outcomes name other causes.
+        for (o, want) in [
+            (Outcome::Refused, "nothing listens"),
+            (Outcome::WrongNode, "not unique"),
+            (Outcome::NoListener, "cannot listen"),
+            (Outcome::Failed, "fails"),
+        ] {
+            let mut m = fleet(2);
+            m.members[1].probe = Some(ProbeReport {
+                target: 0,
+                outcome: o,
+                error: None,
+                ms: 1,
+            });
+            let r = refused(&agree(&m)).expect("refused").to_string();
+            assert!(r.contains(want), "{o:?}: {r}");
+        }
+    }
+
+    #[test]
+    fn duplicate_addresses_refuse() {
+        let mut m = fleet(3);
+        for i in [1, 2] {
+            m.members[i].report.addr = "172.17.0.2".parse().expect("ip");
+        }
+        let v = agree(&m);
+        assert!(codes(&v).contains(&"preflight-duplicate-address"));
+        assert!(refused(&v).expect("refused").contains("172.17.0.2"));
+        assert!(!codes(&agree(&fleet(3))).contains(&"preflight-duplicate-address"));
+    }
+
+    #[test]
+    fn different_families_and_nccl_versions_refuse() {
+        let mut m = fleet(3);
+        m.members[2].report.family = Family::Inet6;
+        let v = agree(&m);
+        assert!(codes(&v).contains(&"preflight-family-differs"));
+        assert!(refused(&v).expect("refused").contains("AF_INET6 on n3"));
+
+        let mut m = fleet(3);
+        m.members[2].report.nccl_version = Some("2.27.7".into());
+        let v = agree(&m);
+        assert!(
+            codes(&v).contains(&"preflight-nccl-version-differs"),
+            "{v:?}"
+        );
+        let r = refused(&v).expect("refused");
+        assert!(
+            r.contains("2.21.5 on n1 (10.0.0.1), n2 (10.0.0.2); 2.27.7 on n3"),
+            "{r}"
+        );
+        // A node that sees no single version does not count.
+        let mut m = fleet(3);
+        m.members[2].report.nccl_version = None;
+        let v = agree(&m);
+        assert!(!codes(&v).contains(&"preflight-nccl-version-differs"));
+        assert!(!codes(&v).contains(&"preflight-family-differs"));
+    }
+
+    #[test]
+    fn a_node_that_refuses_alone_refuses_the_fleet() {
+        let mut m = fleet(2);
+        m.members[1].report.refused = Some("no usable network interface".into());
+        let v = agree(&m);
+        assert!(codes(&v).contains(&"preflight-node-refused"));
+        assert!(refused(&v)
+            .expect("refused")
+            .contains("n2 (10.0.0.2) refuses on its own"));
+        assert!(!codes(&agree(&fleet(2))).contains(&"preflight-node-refused"));
+    }
+
+    #[test]
+    fn absence_fails_open_and_strict_refuses() {
+        let mut m = fleet(2);
+        m.expected = 3;
+        let v = agree(&m);
+        assert_eq!(v.refuse, None);
+        assert!(codes(&v).contains(&"preflight-absent"));
+        let w = v
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-absent")
+            .expect("absent");
+        assert!(w.message.starts_with("2 of 3 nodes"), "{}", w.message);
+        assert!(w.strict_refuses);
+        // Strict on one node: the fleet refuses.
+        m.members[1].report.strict = true;
+        let v = agree(&m);
+        assert!(refused(&v).expect("strict").contains("[preflight-absent]"));
+        // A node lost after arriving counts as absent and is named.
+        let mut m = fleet(3);
+        m.lost = vec![2];
+        m.members[2].probe = None;
+        let v = agree(&m);
+        let w = v
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-absent")
+            .expect("lost");
+        assert!(
+            w.message.contains("lost after arriving: n3"),
+            "{}",
+            w.message
+        );
+        assert!(!codes(&agree(&fleet(3))).contains(&"preflight-absent"));
+    }
+
+    #[test]
+    fn ib_disabled_on_one_node_is_repaired_on_all() {
+        let mut m = fleet(3);
+        m.members[2]
+            .report
+            .nccl_env
+            .insert("NCCL_IB_DISABLE".into(), "1".into());
+        m.members[2].report.decided.insert(
+            "NCCL_IB_DISABLE".into(),
+            "memlock 8 MiB is below 1 GiB".into(),
+        );
+        m.members[0]
+            .report
+            .nccl_env
+            .insert("NCCL_IB_DISABLE".into(), "0".into());
+        let v = agree(&m);
+        assert_eq!(v.refuse, None);
+        assert!(codes(&v).contains(&"preflight-ib-disabled"));
+        assert_eq!(v.repairs.len(), 1);
+        assert_eq!(
+            (v.repairs[0].name.as_str(), v.repairs[0].value.as_str()),
+            ("NCCL_IB_DISABLE", "1")
+        );
+        assert!(
+            v.repairs[0].reason.contains("n3 (10.0.0.3): memlock 8 MiB"),
+            "{:?}",
+            v.repairs
+        );
+        // NCCL_IB_DISABLE has its own rule: not also an "env differs" warning.
+        assert!(!codes(&v).contains(&"preflight-nccl-env-differs"));
+        // Applied on a node: a repair of the inherited 0, a set where unset, nothing where already 1.
+        let mut p = Plan::default();
+        apply(&mut p, &v, |_| Some("0".into()), false);
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+        assert_eq!(p.changes[0].replaced.as_deref(), Some("0"));
+        let mut p = Plan::default();
+        apply(&mut p, &v, |_| None, false);
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+        let mut p = Plan::default();
+        apply(&mut p, &v, |_| Some("1".into()), false);
+        assert!(p.changes.is_empty());
+        // A vendor profile owns the variable: warned, not changed.
+        let mut p = Plan::default();
+        apply(&mut p, &v, |_| None, true);
+        assert!(p.changes.is_empty());
+        // Strict refuses the repair.
+        m.members[0].report.strict = true;
+        assert!(refused(&agree(&m))
+            .expect("strict")
+            .contains("preflight-ib-disabled"));
+        // All disabled, or all enabled: nothing to repair.
+        let mut m = fleet(2);
+        for x in &mut m.members {
+            x.report
+                .nccl_env
+                .insert("NCCL_IB_DISABLE".into(), "1".into());
+        }
+        assert!(agree(&m).repairs.is_empty());
+        assert!(agree(&fleet(2)).repairs.is_empty());
+    }
+
+    #[test]
+    fn risky_differences_warn() {
+        let mut m = fleet(3);
+        m.members[1].report.mtu = Some(9000);
+        m.members[1]
+            .report
+            .nccl_env
+            .insert("NCCL_BUFFSIZE".into(), "8388608".into());
+        m.members[2].report.ncclenv_version = "0.2.0".into();
+        m.members[2].seen_from = Some("192.168.0.9".parse().expect("ip"));
+        let v = agree(&m);
+        assert_eq!(v.refuse, None);
+        let c = codes(&v);
+        for code in [
+            "preflight-mtu-differs",
+            "preflight-nccl-env-differs",
+            "preflight-ncclenv-version-differs",
+            "preflight-nat",
+            "preflight-passed",
+        ] {
+            assert!(c.contains(&code), "{code}: {c:?}");
+        }
+        let w = |code: &str| {
+            v.findings
+                .iter()
+                .find(|w| w.code == code)
+                .map(|w| w.message.clone())
+                .unwrap_or_default()
+        };
+        let env = w("preflight-nccl-env-differs");
+        assert!(
+            env.contains("NCCL_BUFFSIZE: \"8388608\" on n2 (10.0.0.2), unset on n1 (10.0.0.1), n3 (10.0.0.3)"),
+            "{env}"
+        );
+        // Interface names differ on every node: never a warning.
+        assert!(!w("preflight-nccl-env-differs").contains("NCCL_SOCKET_IFNAME"));
+        assert!(w("preflight-mtu-differs").contains("9000 on n2"));
+        assert!(
+            w("preflight-nat").contains("n3 (10.0.0.3) (seen from 192.168.0.9)"),
+            "{}",
+            w("preflight-nat")
+        );
+        assert!(v
+            .findings
+            .iter()
+            .all(|f| f.severity == Severity::Warn || f.code == "preflight-passed"));
+        // None of them on a healthy fleet.
+        let c = codes(&agree(&fleet(3))).join(" ");
+        for code in ["mtu", "env-differs", "ncclenv-version", "nat"] {
+            assert!(!c.contains(code), "{code}: {c}");
+        }
+    }
+
+    #[test]
+    fn lists_are_bounded() {
+        let names: Vec<String> = (0..20).map(|i| format!("n{i}")).collect();
+        let s = list(&names);
+        assert!(s.ends_with("n7 and 12 more"), "{s}");
+        let mut m = Meeting {
+            expected: 10_000,
+            members: (1..=200).map(|i| node((i % 250) as u8 + 1)).collect(),
+            lost: vec![],
+            waited_s: 1,
+        };
+        for x in &mut m.members {
+            x.report.addr = "10.9.9.9".parse().expect("ip");
+        }
+        let v = agree(&m);
+        let total: usize = v.findings.iter().map(|w| w.message.len()).sum();
+        assert!(total < 8 * 1024, "{total}");
+        // 10,000 nodes, every probe failed: the verdict still fits in one frame.
+        let mut m = Meeting {
+            expected: 10_000,
+            members: (0..10_000u32).map(|i| node((i % 250) as u8 + 1)).collect(),
+            lost: vec![],
+            waited_s: 1,
+        };
+        for x in &mut m.members {
+            x.probe = Some(ProbeReport {
+                target: 0,
+                outcome: Outcome::TimedOut,
+                error: None,
+                ms: 5000,
+            });
+        }
+        let v = agree(&m);
+        let frame =
+            super::super::protocol::encode("k", &super::super::protocol::Msg::Verdict(v.clone()));
+        assert!(
+            frame.len() < super::super::protocol::MAX_FRAME,
+            "{}",
+            frame.len()
+        );
+        let n = v
+            .findings
+            .iter()
+            .filter(|w| w.code == "preflight-unreachable")
+            .count();
+        assert_eq!(n, MAX_LISTED + 1);
+        assert!(v
+            .findings
+            .iter()
+            .any(|w| w.message.contains("(10000 in all)")));
+        assert!(
+            v.findings
+                .iter()
+                .filter(|w| w.code == "preflight-duplicate-address")
+                .count()
+                <= MAX_LISTED + 1
+        );
+    }
+}

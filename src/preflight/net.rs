@@ -1,0 +1,447 @@
+//! The preflight's sockets: listeners, framed reads and writes with deadlines, the probe port's responder
+//! and the prober. Plain `std::net` sockets (close-on-exec, as std opens every socket) driven by `poll`; no
+//! async runtime.
+//!
+//! Every socket is non-blocking; a read or write waits with `poll(2)` until its deadline. A connection the
+//! other side has closed is closed here with `SO_LINGER` 0 ([`close_after_peer`]): the peer closed first, so
+//! all data has been exchanged, and the reset leaves no `TIME_WAIT` or `LAST_ACK` socket behind on this side
+//! (the master port is free for the launcher at once).
+
+use super::protocol::{decode, encode, DecodeError, FrameBuf, Msg, Outcome, ProbeReport, Target};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{
+    self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
+};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A listening TCP socket on `addr` (port 0: an ephemeral port, as NCCL's bootstrap takes): close-on-exec,
+/// `SO_REUSEADDR` (a previous run's `TIME_WAIT` does not block it), non-blocking, with the largest backlog
+/// the kernel allows (`SOMAXCONN`; every node of a large job connects to the master at once).
+pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::Inet,
+        SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let fd: OwnedFd = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    socket::setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    socket::bind(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &SockaddrStorage::from(addr),
+    )?;
+    socket::listen(&fd, Backlog::MAXCONN)?;
+    let l = TcpListener::from(fd);
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Wait until `fd` is readable (or writable, with `write`) or `deadline` passes; false on timeout. Waits in
+/// slices of at most 1 s so that a far deadline never overflows `poll`'s timeout.
+pub fn wait(fd: impl AsFd, write: bool, deadline: Instant) -> io::Result<bool> {
+    let flags = if write {
+        PollFlags::POLLOUT
+    } else {
+        PollFlags::POLLIN
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let ms = left.as_millis().clamp(1, 1000) as u16;
+        let mut fds = [PollFd::new(fd.as_fd(), flags)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => continue,
+            Ok(_) => return Ok(true),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Milliseconds until `deadline`, at least 1 and at most 1000 (one `poll`/`epoll_wait` slice).
+pub fn slice_ms(deadline: Instant) -> u16 {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis()
+        .clamp(1, 1000) as u16
+}
+
+/// Write one message as a frame before `deadline`.
+pub fn send(stream: &mut TcpStream, key: &str, msg: &Msg, deadline: Instant) -> io::Result<()> {
+    send_frame(stream, &encode(key, msg), deadline)
+}
+
+/// Write an encoded frame ([`encode`]) before `deadline`.
+pub fn send_frame(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    let mut off = 0;
+    while off < bytes.len() {
+        match stream.write(&bytes[off..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !wait(&*stream, true, deadline)? {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Why no message was received.
+#[derive(Debug)]
+pub enum RecvError {
+    /// Nothing (complete) arrived before the deadline.
+    Timeout,
+    /// The other side closed the connection.
+    Closed,
+    /// A frame arrived that is not a message of this meeting.
+    Decode(DecodeError),
+    /// The socket failed.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for RecvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecvError::Timeout => write!(f, "no answer in time"),
+            RecvError::Closed => write!(f, "the connection was closed"),
+            RecvError::Decode(e) => write!(f, "{e}"),
+            RecvError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Read what is available without blocking into `buf`. `Ok(true)` when the peer closed the connection
+/// (end of file), `Ok(false)` when it would block.
+pub fn drain(stream: &mut TcpStream, buf: &mut FrameBuf) -> io::Result<bool> {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(true),
+            Ok(n) => {
+                buf.push(&chunk[..n]);
+                // Never buffer far past one frame: a peer that streams garbage is cut off by next_frame.
+                if buf.pending() > super::protocol::MAX_FRAME + 8 {
+                    return Ok(false);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Read the next message of meeting `key` before `deadline`.
+pub fn recv(
+    stream: &mut TcpStream,
+    buf: &mut FrameBuf,
+    key: &str,
+    deadline: Instant,
+) -> Result<Msg, RecvError> {
+    loop {
+        match buf.next_frame() {
+            Ok(Some(body)) => return decode(&body, key).map_err(RecvError::Decode),
+            Ok(None) => {}
+            Err(e) => return Err(RecvError::Decode(e)),
+        }
+        match wait(&*stream, false, deadline) {
+            Ok(true) => {}
+            Ok(false) => return Err(RecvError::Timeout),
+            Err(e) => return Err(RecvError::Io(e)),
+        }
+        match drain(stream, buf) {
+            Ok(true) => {
+                // Closed: a frame that arrived with the FIN is still returned.
+                return match buf.next_frame() {
+                    Ok(Some(body)) => decode(&body, key).map_err(RecvError::Decode),
+                    Ok(None) => Err(RecvError::Closed),
+                    Err(e) => Err(RecvError::Decode(e)),
+                };
+            }
+            Ok(false) => {}
+            Err(e) => return Err(RecvError::Io(e)),
+        }
+    }
+}
+
+/// Close a connection whose peer has closed (or must be cut off) with `SO_LINGER` 0: no `TIME_WAIT` or
+/// `LAST_ACK` socket stays on this side.
+pub fn close_after_peer(stream: TcpStream) {
+    let _ = socket::setsockopt(
+        &stream,
+        sockopt::Linger,
+        &nix::libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        },
+    );
+    drop(stream);
+}
+
+/// Wait (until `deadline`) for the peer to close, discarding anything it sends, then
+/// [`close_after_peer`].
+pub fn await_close(mut stream: TcpStream, deadline: Instant) {
+    let mut sink = FrameBuf::default();
+    while let Ok(true) = wait(&stream, false, deadline) {
+        match drain(&mut stream, &mut sink) {
+            Ok(false) if sink.pending() <= super::protocol::MAX_FRAME => {}
+            _ => break,
+        }
+    }
+    close_after_peer(stream);
+}
+
+/// The outcome a failed connect stands for: refused, timed out, no route, or another failure.
+pub fn classify(e: &io::Error) -> Outcome {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => Outcome::Refused,
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Outcome::TimedOut,
+        _ => match e.raw_os_error() {
+            Some(nix::libc::EHOSTUNREACH) | Some(nix::libc::ENETUNREACH) => Outcome::NoRoute,
+            _ => Outcome::Failed,
+        },
+    }
+}
+
+/// Connect to `target`'s probe port within `timeout`, say the nonce expected, read the listener's, and close
+/// first (the prober's side keeps the `TIME_WAIT`, on an ephemeral port).
+pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
+    let start = Instant::now();
+    let addr = SocketAddr::new(target.addr, target.port);
+    let mut error = None;
+    let outcome = match TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1))) {
+        Err(e) => {
+            let o = classify(&e);
+            if matches!(o, Outcome::NoRoute | Outcome::Failed) {
+                error = Some(e.to_string());
+            }
+            o
+        }
+        Ok(mut s) => {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let _ = s.set_nonblocking(true);
+            let _ = s.set_nodelay(true);
+            let mut buf = FrameBuf::default();
+            let answer = send(&mut s, key, &Msg::Probe(target.nonce), deadline)
+                .map_err(RecvError::Io)
+                .and_then(|()| recv(&mut s, &mut buf, key, deadline));
+            drop(s);
+            match answer {
+                Ok(Msg::ProbeAck(nonce)) if nonce == target.nonce => Outcome::Connected,
+                _ => Outcome::WrongNode,
+            }
+        }
+    };
+    ProbeReport {
+        target: target.index,
+        outcome,
+        error,
+        ms: start.elapsed().as_millis().min(u128::from(u32::MAX)) as u32,
+    }
+}
+
+/// The probe port: a listener on the node's bootstrap address (port 0) and a thread that answers each probe
+/// with the node's nonce, until [`Responder::stop`].
+pub struct Responder {
+    /// The port the listener got, or `None` when it could not listen.
+    pub port: Option<u16>,
+    /// The bind error, when it could not listen.
+    pub error: Option<String>,
+    /// Dropping the write end of this pipe wakes the thread at once (its `poll` sees the hang-up).
+    stop: Option<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Responder {
+    /// Listen on `addr` port 0 and answer probes of meeting `key` with `nonce`. Never fails: a bind error is
+    /// recorded (the node reports it, and the fleet refuses: NCCL's bootstrap would fail the same way).
+    pub fn start(addr: IpAddr, key: &str, nonce: u64) -> Responder {
+        let failed = |e: String| Responder {
+            port: None,
+            error: Some(e),
+            stop: None,
+            thread: None,
+        };
+        let listener = match listen(SocketAddr::new(addr, 0)) {
+            Ok(l) => l,
+            Err(e) => return failed(e.to_string()),
+        };
+        let (wake, stop) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+            Ok(p) => p,
+            Err(e) => return failed(format!("cannot create a pipe: {e}")),
+        };
+        let port = listener.local_addr().map(|a| a.port()).ok();
+        let key = key.to_string();
+        match std::thread::Builder::new()
+            .name("preflight-probe-port".into())
+            .stack_size(64 * 1024)
+            .spawn(move || answer_probes(listener, &key, nonce, wake))
+        {
+            Ok(t) => Responder {
+                port,
+                error: None,
+                stop: Some(stop),
+                thread: Some(t),
+            },
+            Err(e) => failed(format!("cannot start the probe thread: {e}")),
+        }
+    }
+
+    /// Stop answering, close the listener and join the thread (at once, or after the 2 s bound of a probe
+    /// being answered).
+    pub fn stop(mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn answer_probes(listener: TcpListener, key: &str, nonce: u64, wake: OwnedFd) {
+    loop {
+        let mut fds = [
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(wake.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+            Ok(_) => {}
+        }
+        if fds[1].any().unwrap_or(true) {
+            return;
+        }
+        while let Ok((mut s, _)) = listener.accept() {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let _ = s.set_nonblocking(true);
+            let _ = s.set_nodelay(true);
+            let mut buf = FrameBuf::default();
+            if let Ok(Msg::Probe(_)) = recv(&mut s, &mut buf, key, deadline) {
+                let _ = send(&mut s, key, &Msg::ProbeAck(nonce), deadline);
+            }
+            // The prober closes first.
+            await_close(s, deadline);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lo() -> IpAddr {
+        "127.0.0.1".parse().expect("ip")
+    }
+
+    #[test]
+    fn a_probe_reaches_the_node_expected_and_only_it() {
+        let r = Responder::start(lo(), "k", 42);
+        let port = r.port.expect("listening");
+        let t = |nonce| Target {
+            index: 1,
+            name: "x".into(),
+            addr: lo(),
+            port,
+            nonce,
+        };
+        assert_eq!(
+            probe(&t(42), "k", Duration::from_secs(2)).outcome,
+            Outcome::Connected
+        );
+        // Another node's nonce: the listener that answered is not the node expected.
+        assert_eq!(
+            probe(&t(7), "k", Duration::from_secs(2)).outcome,
+            Outcome::WrongNode
+        );
+        // Another job's key: no answer the prober accepts.
+        assert_eq!(
+            probe(&t(42), "other", Duration::from_secs(2)).outcome,
+            Outcome::WrongNode
+        );
+        r.stop();
+        // Stopped: nothing listens any more.
+        assert_eq!(
+            probe(&t(42), "k", Duration::from_secs(2)).outcome,
+            Outcome::Refused
+        );
+    }
+
+    #[test]
+    fn a_listener_that_never_answers_is_not_the_node() {
+        let l = listen(SocketAddr::new(lo(), 0)).expect("listen");
+        let port = l.local_addr().expect("addr").port();
+        let t = Target {
+            index: 1,
+            name: "x".into(),
+            addr: lo(),
+            port,
+            nonce: 1,
+        };
+        assert_eq!(
+            probe(&t, "k", Duration::from_secs(1)).outcome,
+            Outcome::WrongNode
+        );
+    }
+
+    #[test]
+    fn listeners_are_close_on_exec_and_free_the_port_when_closed() {
+        use std::os::fd::AsRawFd;
+        let l = listen(SocketAddr::new(lo(), 0)).expect("listen");
+        let flags = nix::fcntl::fcntl(&l, nix::fcntl::FcntlArg::F_GETFD).expect("fcntl");
+        assert!(flags & nix::libc::FD_CLOEXEC != 0);
+        let addr = l.local_addr().expect("addr");
+        // A connection closed by the client first, then reset here: the port can be bound again without
+        // SO_REUSEADDR (std's bind sets it, so use nix).
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let (s, _) = loop {
+            match l.accept() {
+                Ok(x) => break x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        let _ = s.set_nonblocking(true);
+        let _ = c.write_all(b"x");
+        drop(c);
+        drop(l);
+        await_close(s, Instant::now() + Duration::from_secs(2));
+        let fd = socket::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr)).expect("the port is free again");
+    }
+
+    #[test]
+    fn connect_errors_are_classified() {
+        assert_eq!(
+            classify(&io::Error::from(io::ErrorKind::ConnectionRefused)),
+            Outcome::Refused
+        );
+        assert_eq!(
+            classify(&io::Error::from(io::ErrorKind::TimedOut)),
+            Outcome::TimedOut
+        );
+        assert_eq!(
+            classify(&io::Error::from_raw_os_error(nix::libc::ENETUNREACH)),
+            Outcome::NoRoute
+        );
+        assert_eq!(
+            classify(&io::Error::from_raw_os_error(nix::libc::EACCES)),
+            Outcome::Failed
+        );
+    }
+}

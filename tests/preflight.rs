@@ -1,0 +1,713 @@
+//! The fleet preflight (issue 9) through the built binary as each node's entrypoint, on network namespaces as
+//! nodes: every node's `eth0` is a veth into one bridge in a "switch" namespace, `10.N.0.i/24` for node `i`
+//! (node 1 owns the master address). Each node runs
+//! `ncclenv -- /bin/sh -c SCRIPT job --master=10.N.0.1:PORT --nnodes=K` with `NCCLENV_PREFLIGHT=1`; the script
+//! records the environment the command got, its open descriptors, and (on the master) whether the master port
+//! can be bound again without `SO_REUSEADDR`.
+//!
+//! Layouts: 3 healthy nodes; a node inside a container namespace behind a NAT'd bridge (nftables masquerade
+//! on its host); a node whose firewall (nftables) drops new inbound TCP except to the master port; a node
+//! that sees another NCCL wheel (2.27.7 instead of 2.21.5, scripts/install-nccl-wheels.sh); IB disabled on one
+//! node only and another MTU; a node that never starts (and a master that never starts); a master port that
+//! something else holds; 24 nodes; and `doctor`. Findings are asserted by their `[code]`.
+//!
+//! Needs root, `ip`, `nft`, `python3` and the NCCL wheels; without them the tests skip with the reason, and
+//! fail under `CI=true`.
+
+mod common;
+
+use common::{require_root, run, Netns, TempDir};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
+const PORT: u16 = 29500;
+
+/// Every finding code of the preflight, for "absent" assertions.
+const CODES: &[&str] = &[
+    "preflight-passed",
+    "preflight-skipped",
+    "preflight-absent",
+    "preflight-no-master",
+    "preflight-listen-failed",
+    "preflight-unreachable",
+    "preflight-duplicate-address",
+    "preflight-family-differs",
+    "preflight-nccl-version-differs",
+    "preflight-node-refused",
+    "preflight-ib-disabled",
+    "preflight-nat",
+    "preflight-mtu-differs",
+    "preflight-nccl-env-differs",
+    "preflight-ncclenv-version-differs",
+];
+
+/// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
+/// None (skip; panic under CI=true).
+fn wheel(version: &str) -> Option<PathBuf> {
+    let root = std::env::var("NCCLENV_TEST_NCCL_ROOT").unwrap_or_else(|_| "/opt/ncclenv".into());
+    let dir = Path::new(&root).join(format!("nccl-{version}"));
+    if dir.join("nvidia/nccl/lib/libnccl.so.2").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "the NCCL {version} wheel is not installed in {} (run scripts/install-nccl-wheels.sh)",
+        dir.display()
+    );
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{why}");
+    }
+    eprintln!("skipping a preflight test: {why}");
+    None
+}
+
+/// True when `nft` and `python3` can run (panics under CI=true otherwise).
+fn tools() -> bool {
+    for t in ["nft", "python3"] {
+        let ok = Command::new(t)
+            .arg("--version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !ok {
+            let why = format!("`{t} --version` does not run (scripts/test.sh installs it)");
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("{why}");
+            }
+            eprintln!("skipping a preflight test: {why}");
+            return false;
+        }
+    }
+    true
+}
+
+/// Nodes on one bridge. Node `i` (1-based) is `nodes[i - 1]`, address `10.<net>.0.<i>`.
+struct Fleet {
+    _switch: Netns,
+    nodes: Vec<Netns>,
+    net: u8,
+}
+
+impl Fleet {
+    fn new(tag: &str, n: usize, net: u8) -> Fleet {
+        let switch = Netns::new(&format!("pf{tag}sw"));
+        switch.ip(&["link", "add", "br0", "type", "bridge", "forward_delay", "0"]);
+        switch.up("br0");
+        let mut nodes = Vec::new();
+        for i in 1..=n {
+            let ns = Netns::new(&format!("pf{tag}{i}"));
+            let port = format!("sw{i}");
+            switch.ip(&[
+                "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &ns.name,
+            ]);
+            switch.ip(&["link", "set", &port, "master", "br0"]);
+            switch.up(&port);
+            ns.addr("eth0", &format!("10.{net}.0.{i}/24"));
+            ns.up("eth0");
+            nodes.push(ns);
+        }
+        for ns in &nodes {
+            ns.wait_running("eth0");
+        }
+        Fleet {
+            _switch: switch,
+            nodes,
+            net,
+        }
+    }
+
+    fn addr(&self, i: usize) -> String {
+        format!("10.{}.0.{i}", self.net)
+    }
+
+    fn master(&self) -> String {
+        format!("--master={}:{PORT}", self.addr(1))
+    }
+}
+
+/// The command each node runs: the environment it got, its sockets, and (with `BIND_CHECK=addr`) whether
+/// the master port binds again without SO_REUSEADDR.
+const SCRIPT: &str = r#"env > "$NODE_OUT/env"
+ls -l /proc/$$/fd | grep -c 'socket:' > "$NODE_OUT/sockets"
+if [ -n "$BIND_CHECK" ]; then
+  python3 -c 'import socket,sys; socket.socket().bind((sys.argv[1], int(sys.argv[2])))' "$BIND_CHECK" 29500 \
+    && echo free > "$NODE_OUT/bind" || echo busy > "$NODE_OUT/bind"
+fi"#;
+
+/// One node's run.
+struct NodeRun {
+    child: Child,
+    out: PathBuf,
+}
+
+/// What a node's run left.
+struct Done {
+    code: Option<i32>,
+    stderr: String,
+    out: PathBuf,
+}
+
+impl Done {
+    fn env(&self, name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.out.join("env")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")).map(String::from))
+    }
+    fn ran(&self) -> bool {
+        self.out.join("env").is_file()
+    }
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.out.join(name))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+    fn has(&self, code: &str) -> bool {
+        self.stderr.contains(&format!("[{code}]"))
+    }
+    fn refusal(&self) -> Option<&str> {
+        self.stderr
+            .lines()
+            .find(|l| l.starts_with("ncclenv: refused (exit 78)"))
+    }
+}
+
+/// Start `ncclenv -- sh -c SCRIPT job ARGS…` in `ns` with the preflight on. `extra` adds variables.
+fn start(
+    ns: &Netns,
+    tmp: &TempDir,
+    name: &str,
+    args: &[String],
+    extra: &[(&str, String)],
+) -> NodeRun {
+    let out = tmp.join(name);
+    std::fs::create_dir_all(&out).expect("mkdir node out");
+    let empty = tmp.join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir empty");
+    let mut c = ns.command(BIN);
+    c.env_clear()
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
+        .env("HOME", &out)
+        .env("NODE_OUT", &out)
+        .env("NCCLENV_PREFLIGHT", "1")
+        .env("NCCLENV_PREFLIGHT_TIMEOUT", "30")
+        .env("NCCLENV_SYSFS", &empty)
+        .env("NCCLENV_DEVFS", &empty)
+        .env("NCCLENV_SHM_MIN", "0");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.args(["--", "/bin/sh", "-c", SCRIPT, "job"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {c:?}: {e}"));
+    NodeRun { child, out }
+}
+
+fn finish(runs: Vec<NodeRun>) -> Vec<Done> {
+    runs.into_iter()
+        .map(|r| {
+            let o: Output = r.child.wait_with_output().expect("wait for a node");
+            Done {
+                code: o.status.code(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+                out: r.out,
+            }
+        })
+        .collect()
+}
+
+/// Run every node of `fleet` (indices in `which`, 1-based) at once; `extra(i)` adds variables per node.
+fn run_fleet(
+    fleet: &Fleet,
+    tmp: &TempDir,
+    which: &[usize],
+    nnodes: usize,
+    extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<Done> {
+    let args = vec![fleet.master(), format!("--nnodes={nnodes}")];
+    let runs: Vec<NodeRun> = which
+        .iter()
+        .map(|&i| start(&fleet.nodes[i - 1], tmp, &format!("n{i}"), &args, &extra(i)))
+        .collect();
+    finish(runs)
+}
+
+fn all_stderr(done: &[Done]) -> String {
+    done.iter()
+        .enumerate()
+        .map(|(i, d)| format!("--- node {} (exit {:?})\n{}", i + 1, d.code, d.stderr))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every node refused with the same reason, naming `code`, and none ran its command.
+fn assert_refused_alike(done: &[Done], code: &str) -> String {
+    let ctx = all_stderr(done);
+    let first = done[0]
+        .refusal()
+        .unwrap_or_else(|| panic!("node 1 did not refuse\n{ctx}"))
+        .to_string();
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(78), "node {}: exit\n{ctx}", i + 1);
+        assert!(!d.ran(), "node {}: the command ran\n{ctx}", i + 1);
+        assert!(d.has(code), "node {}: no [{code}]\n{ctx}", i + 1);
+        assert_eq!(
+            d.refusal(),
+            Some(first.as_str()),
+            "node {}: another reason\n{ctx}",
+            i + 1
+        );
+        assert!(!d.has("preflight-passed"), "node {}\n{ctx}", i + 1);
+    }
+    assert!(first.contains(&format!("[{code}]")), "{first}");
+    first
+}
+
+#[test]
+fn three_healthy_nodes_meet_agree_and_leave_no_trace() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let Some(w) = wheel("2.21.5") else { return };
+    let tmp = TempDir::new("pf-healthy");
+    let fleet = Fleet::new("ok", 3, 81);
+    let master = fleet.addr(1);
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |i| {
+        let mut v = vec![("PYTHONPATH", w.display().to_string())];
+        if i == 1 {
+            v.push(("BIND_CHECK", master.clone()));
+        }
+        v
+    });
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.has("preflight-passed"), "node {node}\n{ctx}");
+        for code in CODES.iter().filter(|c| **c != "preflight-passed") {
+            assert!(!d.has(code), "node {node}: [{code}]\n{ctx}");
+        }
+        assert!(!d.stderr.contains("warning"), "node {node}\n{ctx}");
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some("eth0"),
+            "node {node}"
+        );
+        assert_eq!(d.env("POD_IP"), Some(fleet.addr(node)), "node {node}");
+        // Nothing of the preflight is inherited by the command.
+        assert_eq!(
+            d.file("sockets"),
+            "0",
+            "node {node}: sockets open in the command\n{ctx}"
+        );
+    }
+    // The master logs one line per node (address, interface, NCCL version; in order of arrival) and the
+    // verdict.
+    let m = &done[0].stderr;
+    let lines: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("ncclenv: preflight: node "))
+        .collect();
+    assert_eq!(lines.len(), 3, "{ctx}");
+    assert!(lines[0].contains("node 1/3 "), "{ctx}");
+    for i in 1..=3 {
+        let addr = format!(" {} (eth0) NCCL 2.21.5 ", fleet.addr(i));
+        assert!(
+            lines.iter().any(|l| l.contains(&addr)),
+            "no line for node {i}\n{ctx}"
+        );
+    }
+    assert!(
+        lines[0].contains(&fleet.addr(1)) && lines[0].contains("[master, listening on"),
+        "{ctx}"
+    );
+    assert!(m.contains("preflight: verdict for 3 of 3 nodes"), "{ctx}");
+    for d in &done[1..] {
+        assert!(
+            d.stderr.contains(&format!(
+                "preflight: verdict from the master {master}:{PORT} for 3 of 3 nodes: proceed"
+            )),
+            "{ctx}"
+        );
+    }
+    // The master port is free at once for the launcher: no TIME_WAIT or LAST_ACK on the master's side.
+    assert_eq!(done[0].file("bind"), "free", "{ctx}");
+}
+
+#[test]
+fn a_node_behind_a_natd_bridge_is_refused_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-nat");
+    let fleet = Fleet::new("nat", 3, 82);
+    // Node 3's host runs a container bridge; the node itself is the container, masqueraded out of eth0.
+    let host = &fleet.nodes[2];
+    let ctr = Netns::new("pfnatc");
+    host.ip(&[
+        "link",
+        "add",
+        "docker0",
+        "type",
+        "bridge",
+        "forward_delay",
+        "0",
+    ]);
+    host.addr("docker0", "172.17.0.1/16");
+    host.up("docker0");
+    host.ip(&[
+        "link", "add", "vethc", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
+    ]);
+    host.ip(&["link", "set", "vethc", "master", "docker0"]);
+    host.up("vethc");
+    ctr.addr("eth0", "172.17.0.2/16");
+    ctr.up("eth0");
+    ctr.wait_running("eth0");
+    ctr.route("default via 172.17.0.1 dev eth0");
+    host.sysctl("net/ipv4/ip_forward", "1");
+    nft(host, "table ip nat {\n chain postrouting {\n  type nat hook postrouting priority srcnat; policy accept;\n  ip saddr 172.17.0.0/16 oifname \"eth0\" masquerade\n }\n}\n");
+    let args = vec![fleet.master(), "--nnodes=3".to_string()];
+    let runs = vec![
+        start(&fleet.nodes[0], &tmp, "n1", &args, &[]),
+        start(&fleet.nodes[1], &tmp, "n2", &args, &[]),
+        start(&ctr, &tmp, "n3", &args, &[]),
+    ];
+    let done = finish(runs);
+    let reason = assert_refused_alike(&done, "preflight-unreachable");
+    // It names the node, its advertised address, where its connection came from, and the cause.
+    assert!(
+        reason.contains("172.17.0.2") && reason.contains(&fleet.addr(3)) && reason.contains("NAT"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_firewall_that_drops_ephemeral_ports_is_refused_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-fw");
+    let fleet = Fleet::new("fw", 3, 83);
+    nft(
+        &fleet.nodes[1],
+        &format!(
+            "table inet fw {{\n chain input {{\n  type filter hook input priority filter; policy accept;\n  \
+             ct state established,related accept\n  tcp dport {PORT} accept\n  tcp flags syn ct state new drop\n }}\n}}\n"
+        ),
+    );
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |_| vec![]);
+    let reason = assert_refused_alike(&done, "preflight-unreachable");
+    assert!(
+        reason.contains(&format!("{}:", fleet.addr(2))) && reason.contains("firewall"),
+        "{reason}"
+    );
+    assert!(reason.contains("ip_local_port_range"), "{reason}");
+}
+
+#[test]
+fn different_nccl_wheels_are_refused_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let (Some(old), Some(new)) = (wheel("2.21.5"), wheel("2.27.7")) else {
+        return;
+    };
+    let tmp = TempDir::new("pf-ver");
+    let fleet = Fleet::new("ver", 3, 84);
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |i| {
+        let w = if i == 3 { &new } else { &old };
+        vec![("PYTHONPATH", w.display().to_string())]
+    });
+    let reason = assert_refused_alike(&done, "preflight-nccl-version-differs");
+    assert!(
+        reason.contains("2.21.5 on")
+            && reason.contains("2.27.7 on")
+            && reason.contains(&fleet.addr(3)),
+        "{reason}"
+    );
+}
+
+#[test]
+fn ib_disabled_on_one_node_is_disabled_on_all_and_an_mtu_difference_warned() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-ib");
+    let fleet = Fleet::new("ib", 3, 85);
+    fleet.nodes[1].ip(&["link", "set", "eth0", "mtu", "1400"]);
+    // Nodes 1 and 2 keep IB on (an inherited NCCL_IB_DISABLE=0 is kept); node 3 has no RDMA device, so
+    // ncclenv disables IB there.
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |i| {
+        let mut v = vec![("NCCLENV_LOG", "debug".to_string())];
+        if i < 3 {
+            v.push(("NCCL_IB_DISABLE", "0".to_string()));
+        }
+        v
+    });
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "node {}\n{ctx}", i + 1);
+        assert_eq!(
+            d.env("NCCL_IB_DISABLE").as_deref(),
+            Some("1"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+        assert!(
+            d.has("preflight-ib-disabled") && d.has("preflight-mtu-differs"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+        assert!(d.has("preflight-passed"), "{ctx}");
+        assert!(!d.has("preflight-nccl-env-differs"), "{ctx}");
+    }
+    // The repair names the node and its reason, and is logged as a change on the nodes it changed.
+    let w = done[0]
+        .stderr
+        .lines()
+        .find(|l| l.contains("[preflight-ib-disabled]"))
+        .unwrap_or_default();
+    assert!(
+        w.contains(&fleet.addr(3)) && w.contains("no RDMA device"),
+        "{w}"
+    );
+    // The repair is a change with its reason (a debug line), replacing the inherited 0.
+    let change = done[0]
+        .stderr
+        .lines()
+        .find(|l| l.contains("NCCL_IB_DISABLE=1: preflight:"))
+        .unwrap_or_else(|| panic!("no change line\n{ctx}"));
+    assert!(change.ends_with("(was \"0\")"), "{change}");
+}
+
+#[test]
+fn a_node_that_never_starts_fails_open_and_strict_refuses() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-absent");
+    let fleet = Fleet::new("abs", 3, 86);
+    let short = |_| vec![("NCCLENV_PREFLIGHT_TIMEOUT", "2".to_string())];
+    let done = run_fleet(&fleet, &tmp, &[1, 2], 3, short);
+    let ctx = all_stderr(&done);
+    for d in &done {
+        assert_eq!(d.code, Some(0), "{ctx}");
+        assert!(d.ran() && d.has("preflight-absent"), "{ctx}");
+        assert!(d.stderr.contains("2 of 3 nodes met"), "{ctx}");
+    }
+    let strict = |_| {
+        vec![
+            ("NCCLENV_PREFLIGHT_TIMEOUT", "2".to_string()),
+            ("NCCLENV_STRICT", "1".to_string()),
+        ]
+    };
+    let tmp2 = TempDir::new("pf-absent-strict");
+    let done = run_fleet(&fleet, &tmp2, &[1, 2], 3, strict);
+    assert_refused_alike(&done, "preflight-absent");
+
+    // A master that never starts: the worker warns and runs; strict refuses.
+    let tmp3 = TempDir::new("pf-nomaster");
+    let done = run_fleet(&fleet, &tmp3, &[2], 3, short);
+    assert_eq!(done[0].code, Some(0), "{}", done[0].stderr);
+    assert!(
+        done[0].ran() && done[0].has("preflight-no-master"),
+        "{}",
+        done[0].stderr
+    );
+    assert!(!done[0].has("preflight-absent"), "{}", done[0].stderr);
+    let tmp4 = TempDir::new("pf-nomaster-strict");
+    let done = run_fleet(&fleet, &tmp4, &[2], 3, strict);
+    assert_eq!(done[0].code, Some(78), "{}", done[0].stderr);
+    assert!(
+        !done[0].ran() && done[0].has("preflight-no-master"),
+        "{}",
+        done[0].stderr
+    );
+}
+
+#[test]
+fn a_master_port_held_by_something_else_fails_open() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-busy");
+    let fleet = Fleet::new("busy", 2, 87);
+    // A server on the master port that never speaks first (as the launcher's own store would).
+    let addr = format!("{}:{PORT}", fleet.addr(1));
+    let holder = fleet.nodes[0]
+        .in_netns(|| std::net::TcpListener::bind(&addr).expect("hold the master port"));
+    let t0 = Instant::now();
+    let done = run_fleet(&fleet, &tmp, &[1, 2], 2, |_| vec![]);
+    let ctx = all_stderr(&done);
+    assert_eq!((done[0].code, done[1].code), (Some(0), Some(0)), "{ctx}");
+    assert!(
+        done[0].ran() && done[0].has("preflight-listen-failed"),
+        "{ctx}"
+    );
+    assert!(done[1].ran() && done[1].has("preflight-no-master"), "{ctx}");
+    assert!(
+        done[1]
+            .stderr
+            .contains("something other than a preflight master"),
+        "{ctx}"
+    );
+    assert!(
+        !done[0].has("preflight-no-master") && !done[1].has("preflight-listen-failed"),
+        "{ctx}"
+    );
+    // The worker gave up after the greeting bound, not at the 30 s deadline.
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    drop(holder);
+}
+
+#[test]
+fn twenty_four_nodes_meet() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let n = 24;
+    let tmp = TempDir::new("pf-24");
+    let fleet = Fleet::new("f24", n, 88);
+    let which: Vec<usize> = (1..=n).collect();
+    let t0 = Instant::now();
+    let done = run_fleet(&fleet, &tmp, &which, n, |_| vec![]);
+    let took = t0.elapsed();
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "node {}\n{ctx}", i + 1);
+        assert!(
+            d.has("preflight-passed") && !d.stderr.contains("warning"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+    }
+    let lines = done[0]
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("ncclenv: preflight: node "))
+        .count();
+    assert_eq!(lines, n, "{ctx}");
+    assert!(
+        done[0]
+            .stderr
+            .contains(&format!("{n} of {n} nodes met and agree; {n} path(s)")),
+        "{ctx}"
+    );
+    eprintln!(
+        "24 nodes: all exited after {took:.2?}; {}",
+        done[0]
+            .stderr
+            .lines()
+            .find(|l| l.contains("preflight: verdict"))
+            .unwrap_or("")
+    );
+}
+
+#[test]
+fn doctor_says_whether_and_where_a_preflight_would_run() {
+    if !require_root() {
+        return;
+    }
+    let fleet = Fleet::new("doc", 2, 89);
+    let doctor = |ns: &Netns, job: &[&str], json: bool| -> String {
+        let mut c = ns.command(BIN);
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("NCCLENV_PREFLIGHT", "1")
+            .arg("doctor");
+        if json {
+            c.arg("--json");
+        }
+        c.arg("--").args(job);
+        String::from_utf8_lossy(&c.output().expect("doctor").stdout).into_owned()
+    };
+    let master = format!("--master={}:8090", fleet.addr(1));
+    let job = [
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        master.as_str(),
+        "--nnodes=2",
+        "train.py",
+    ];
+    let j: serde_json::Value =
+        serde_json::from_str(&doctor(&fleet.nodes[0], &job, true)).expect("json");
+    let p = &j["preflight"];
+    assert_eq!(p["enabled"], true, "{p}");
+    assert_eq!(p["would_run"], true, "{p}");
+    assert_eq!(p["role"], "master", "{p}");
+    assert_eq!(p["port"], 8090, "{p}");
+    assert_eq!(p["port_source"], "--master", "{p}");
+    assert_eq!(p["listen"], format!("{}:8090", fleet.addr(1)), "{p}");
+    let j: serde_json::Value =
+        serde_json::from_str(&doctor(&fleet.nodes[1], &job, true)).expect("json");
+    assert_eq!(j["preflight"]["role"], "worker", "{}", j["preflight"]);
+    assert_eq!(j["preflight"]["master"], format!("{}:8090", fleet.addr(1)));
+    let t = doctor(&fleet.nodes[1], &job, false);
+    assert!(
+        t.contains("\nPreflight\n")
+            && t.contains(&format!(
+                "would run as worker, connecting to {}:8090",
+                fleet.addr(1)
+            )),
+        "{t}"
+    );
+    // One node: it would not run, and says why.
+    let single = ["torchrun", "--standalone", "train.py"];
+    let j: serde_json::Value =
+        serde_json::from_str(&doctor(&fleet.nodes[1], &single, true)).expect("json");
+    assert_eq!(j["preflight"]["would_run"], false);
+    assert!(
+        j["preflight"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("one node"),
+        "{}",
+        j["preflight"]
+    );
+
+    // The entrypoint says it skipped (info), and runs the command.
+    let o = fleet.nodes[1]
+        .command(BIN)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCLENV_PREFLIGHT", "1")
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("[preflight-skipped]"), "{err}");
+    // Off by default: not a word.
+    let o = fleet.nodes[1]
+        .command(BIN)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("preflight"));
+}
+
+/// Load an nftables ruleset into `ns`.
+fn nft(ns: &Netns, rules: &str) {
+    let path = std::env::temp_dir().join(format!(
+        "ncclenv-nft-{}-{}.nft",
+        ns.name,
+        std::process::id()
+    ));
+    std::fs::write(&path, rules).expect("write nft rules");
+    run(Command::new("ip")
+        .args(["netns", "exec", &ns.name, "nft", "-f"])
+        .arg(&path));
+    let _ = std::fs::remove_file(&path);
+}
