@@ -3,13 +3,16 @@
 #   - a bare static exec shim (scripts/bench/shim.c: the floor for any entrypoint),
 #   - the shell recipe blog guides publish (scripts/bench/recipe.sh),
 # on a plain layout (one uplink with a default route) and with extra veth interfaces (default 500 and 2000).
-# Also: peak RSS of ncclenv, binary sizes. Needs root (network namespaces), gcc, hyperfine (apt-get install hyperfine).
+# Also: peak RSS of ncclenv, binary sizes, the bootstrap check, and the fleet preflight
+# (scripts/bench-preflight.sh: verdict time after the last node arrives, for 3, 24 and 500 namespace nodes).
+# Needs root (network namespaces), gcc, hyperfine (apt-get install hyperfine).
 #
 # usage: sudo scripts/bench.sh [EXTRA_IFACE_COUNTS...]      (default: 500 2000)
 # env:   NCCLENV_BIN=path (default: builds target/x86_64-unknown-linux-musl/release/ncclenv)
 #        NCCLENV_BASELINE=path (optional: an older ncclenv binary timed in the same hyperfine run, reported as
 #        new/baseline, so that a change's start-up cost is compared side by side)
 #        RUNS=N (hyperfine runs per command, default 300)
+#        PREFLIGHT_COUNTS="3 24 500" (fleet sizes for the preflight benchmark; empty skips it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNTS=("$@"); [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(500 2000)
@@ -117,3 +120,8 @@ for line in open(f"{work}/check.txt"):
     r = json.load(open(path))["results"][0]
     print(f"bootstrap check to verdict ({ver}): mean {r['mean']*1e3:.1f} ms, max {r['max']*1e3:.1f} ms")
 EOF
+
+if [ -n "${PREFLIGHT_COUNTS-3 24 500}" ]; then
+  # shellcheck disable=SC2086 # a list of counts
+  NCCLENV_BIN="$BIN" RUNS=5 bash scripts/bench-preflight.sh ${PREFLIGHT_COUNTS-3 24 500}
+fi
