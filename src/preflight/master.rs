@@ -143,13 +143,13 @@ pub fn run(
     let started = Instant::now();
     let expected = s.nnodes as usize;
     let _nofile = NofileRaise::to(expected + SPARE_CONNS + 64);
-    let listener = net::listen(s.listen)
-        .map_err(|e| format!("cannot listen on the master port {}: {e}", s.listen))?;
-    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
-        .map_err(|e| format!("cannot create an epoll set: {e}"))?;
+    let failed =
+        |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
+    let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| failed(&e))?;
     epoll
         .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
-        .map_err(|e| format!("cannot watch the master port: {e}"))?;
+        .map_err(|e| failed(&e))?;
     let mut hub = Hub {
         epoll,
         conns: Vec::new(),

@@ -117,8 +117,9 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
          NCCLENV_PEER)"
             .to_string()
     })?;
+    let unresolved = || format!("the master {} did not resolve", peer.host);
     if peer.addrs.is_empty() {
-        return Err(format!("the master {} did not resolve", peer.host));
+        return Err(unresolved());
     }
     let job = &snap.job;
     let (port, port_source) = match (cfg.preflight_port, job.master_port, peer.port) {
@@ -147,16 +148,12 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         );
     }
     let (ifname, bootstrap) = match &plan.choice {
-        Some(c) => match c.addr {
-            Some(a) => (c.ifname.clone(), a),
-            None => {
-                return Err(format!(
-                    "the interface {} has no address for NCCL",
-                    c.ifname
-                ))
-            }
-        },
-        None => return Err("no interface was decided for NCCL".into()),
+        Some(crate::plan::Choice {
+            ifname,
+            addr: Some(a),
+            ..
+        }) => (ifname.clone(), *a),
+        _ => return Err("no interface with an address was decided for NCCL".into()),
     };
     let master_ip = peer
         .addrs
@@ -164,7 +161,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         .find(|a| Family::of(a) == Family::of(&bootstrap))
         .or_else(|| peer.addrs.first())
         .copied()
-        .ok_or_else(|| format!("the master {} did not resolve", peer.host))?;
+        .ok_or_else(unresolved)?;
     let node_rank_zero = job.node_rank == Some(0);
     if master_ip.is_loopback() && !node_rank_zero {
         // On the master itself a host name often resolves to 127.0.1.1 (Debian's /etc/hosts); only the node
@@ -266,25 +263,19 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             }
             Err(why) => Err(("preflight-listen-failed", why)),
         },
-        Role::Worker => {
-            debug(format!(
-                "preflight: meeting the master at {} ({}), up to {} s",
-                s.master, s.role_reason, s.timeout_s
-            ));
-            match worker::run(&s, me, deadline, probe_timeout) {
-                worker::WorkerEnd::Verdict(v) => {
-                    log(format!(
-                        "preflight: verdict from the master {} for {} of {} nodes: {}",
-                        s.master,
-                        v.present,
-                        v.expected,
-                        verdict_word(&v)
-                    ));
-                    Ok(v)
-                }
-                worker::WorkerEnd::NoVerdict(why) => Err(("preflight-no-master", why)),
+        Role::Worker => match worker::run(&s, me, deadline, probe_timeout) {
+            worker::WorkerEnd::Verdict(v) => {
+                log(format!(
+                    "preflight: verdict from the master {} for {} of {} nodes: {}",
+                    s.master,
+                    v.present,
+                    v.expected,
+                    verdict_word(&v)
+                ));
+                Ok(v)
             }
-        }
+            worker::WorkerEnd::NoVerdict(why) => Err(("preflight-no-master", why)),
+        },
     };
     responder.stop();
     match end {
@@ -307,11 +298,6 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
 /// One info line of the preflight (`ncclenv: preflight: …`): every line goes through this one call site.
 fn log(line: String) {
     tracing::info!("{line}");
-}
-
-/// One debug line of the preflight.
-fn debug(line: String) {
-    tracing::debug!("{line}");
 }
 
 fn verdict_word(v: &FleetVerdict) -> &'static str {
@@ -415,12 +401,12 @@ impl Outlook {
         match &self.setup {
             Err(why) => format!("  {state}\n  would not run: {why}\n"),
             Ok(s) => {
-                let role = match s.role {
-                    Role::Master => format!("master, listening on {}", s.listen),
-                    Role::Worker => format!("worker, connecting to {}", s.master),
+                let (role, verb, at) = match s.role {
+                    Role::Master => ("master", "listening on", s.listen),
+                    Role::Worker => ("worker", "connecting to", s.master),
                 };
                 format!(
-                    "  {state}\n  would run as {role} (port {} from {}; {}), {} nodes\n  probe port: ephemeral, on {} {}; job key {}\n",
+                    "  {state}\n  would run as {role}, {verb} {at} (port {} from {}; {}), {} nodes\n  probe port: ephemeral, on {} {}; job key {}\n",
                     s.master.port(),
                     s.port_source,
                     s.role_reason,

@@ -4,7 +4,7 @@
 //! [`Envelope`]: the protocol name [`PROTO`], its version [`VERSION`], the job key and one [`Msg`]. A frame
 //! is at most [`MAX_FRAME`] bytes; a longer length prefix is refused before anything is buffered, so a
 //! stray client (or a server that is not a preflight: an HTTP server, an SSH banner) costs at most one
-//! read. A frame whose protocol name, version or job key differ is told apart from a malformed one
+//! read. A message of another version or another job is told apart from another server's bytes
 //! ([`DecodeError`]), so that each side can say what it met.
 //!
 //! Conversation on the master port (the master speaks first, so a worker never sends a byte to a server that
@@ -52,7 +52,9 @@ pub const MAX_DECIDED: usize = 16;
 /// Most nodes named in one finding; the rest are counted ("and 12 more").
 pub const MAX_LISTED: usize = 8;
 
-/// One frame's content.
+/// One frame's content. Its protocol name, version and job key are checked after parsing, so that another
+/// version or job is told apart from another server (a message of another version that does not parse as one
+/// of this version's counts as another server's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     /// Always [`PROTO`].
@@ -63,14 +65,6 @@ pub struct Envelope {
     pub key: String,
     /// The message.
     pub msg: Msg,
-}
-
-/// The header fields alone, read first so that a different version or job is told apart from garbage.
-#[derive(Deserialize)]
-struct Header {
-    proto: String,
-    v: u32,
-    key: String,
 }
 
 /// The messages. See the module documentation for who sends which, and when.
@@ -92,21 +86,6 @@ pub enum Msg {
     Probe(u64),
     /// Probe port → prober: the listening node's own nonce.
     ProbeAck(u64),
-}
-
-impl Msg {
-    /// The message's name, for "unexpected message" errors.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Msg::Greeting => "greeting",
-            Msg::Hello(_) => "hello",
-            Msg::Ring(_) => "ring",
-            Msg::ProbeResult(_) => "probe_result",
-            Msg::Verdict(_) => "verdict",
-            Msg::Probe(_) => "probe",
-            Msg::ProbeAck(_) => "probe_ack",
-        }
-    }
 }
 
 /// What one node tells the master about itself.
@@ -305,14 +284,13 @@ pub fn job_key(master_host: &str, port: u16, nnodes: u32) -> String {
 /// Why a frame was not a message of this meeting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
-    /// Not this protocol at all (another server answered: the launcher's store, an HTTP server).
+    /// Not this protocol (another server answered: the launcher's store, an HTTP server), or a message this
+    /// build cannot read.
     NotPreflight,
     /// This protocol, another version (the version seen).
     Version(u32),
     /// This protocol and version, another job's key.
     ForeignJob,
-    /// This protocol, version and job, but the message does not parse (the parser's error).
-    Malformed(String),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -326,7 +304,6 @@ impl std::fmt::Display for DecodeError {
                 )
             }
             DecodeError::ForeignJob => write!(f, "a preflight of another job (job key differs)"),
-            DecodeError::Malformed(e) => write!(f, "malformed preflight message: {e}"),
         }
     }
 }
@@ -359,18 +336,17 @@ pub fn encode(key: &str, msg: &Msg) -> Vec<u8> {
 
 /// Decode one frame body (without its length prefix) of the meeting with job key `key`.
 pub fn decode(body: &[u8], key: &str) -> Result<Msg, DecodeError> {
-    let h: Header = serde_json::from_slice(body).map_err(|_| DecodeError::NotPreflight)?;
-    if h.proto != PROTO {
+    // Not a message this build can read: another server answered, or another version whose messages differ.
+    let env: Envelope = serde_json::from_slice(body).map_err(|_| DecodeError::NotPreflight)?;
+    if env.proto != PROTO {
         return Err(DecodeError::NotPreflight);
     }
-    if h.v != VERSION {
-        return Err(DecodeError::Version(h.v));
+    if env.v != VERSION {
+        return Err(DecodeError::Version(env.v));
     }
-    if h.key != key {
+    if env.key != key {
         return Err(DecodeError::ForeignJob);
     }
-    let env: Envelope = serde_json::from_slice(body)
-        .map_err(|e| DecodeError::Malformed(clean(&e.to_string(), 200)))?;
     Ok(env.msg)
 }
 
@@ -511,7 +487,7 @@ mod tests {
         let other = br#"{"proto":"x","v":1,"key":"k","msg":"greeting"}"#;
         assert_eq!(decode(other, "k"), Err(DecodeError::NotPreflight));
         let bad = br#"{"proto":"ncclenv-preflight","v":1,"key":"k","msg":"launch"}"#;
-        assert!(matches!(decode(bad, "k"), Err(DecodeError::Malformed(_))));
+        assert_eq!(decode(bad, "k"), Err(DecodeError::NotPreflight));
         // Unknown extra fields are ignored (a compatible addition).
         let extra = br#"{"proto":"ncclenv-preflight","v":1,"key":"k","msg":"greeting","more":1}"#;
         assert_eq!(decode(extra, "k"), Ok(Msg::Greeting));
