@@ -133,38 +133,7 @@ pub fn render_text(
             if r.devices.is_empty() {
                 o.push_str("  no device\n");
             } else {
-                let mut rows = vec![row(&[
-                    "DEVICE",
-                    "PORT",
-                    "STATE",
-                    "PHYS",
-                    "LINK",
-                    "RATE",
-                    "GIDS (netdev)",
-                ])];
-                for d in &r.devices {
-                    for p in &d.ports {
-                        let gids: Vec<String> = p
-                            .gids
-                            .iter()
-                            .map(|g| match (&g.kind, &g.ndev) {
-                                (_, Some(n)) => format!("{}:{n}", g.index),
-                                (Some(k), None) => format!("{}:{k}", g.index),
-                                (None, None) => g.index.to_string(),
-                            })
-                            .collect();
-                        rows.push(vec![
-                            d.name.clone(),
-                            p.port.to_string(),
-                            crate::decide::rdma::port_state_name(p.state),
-                            phys_state(p.phys_state),
-                            dash(p.link_layer.clone()),
-                            dash(p.rate.clone()),
-                            dash(gids.join(" ")),
-                        ]);
-                    }
-                }
-                o.push_str(&table(&rows, "  "));
+                rdma_tables(&mut o, snap, r);
             }
             let _ = writeln!(
                 o,
@@ -172,9 +141,14 @@ pub fn render_text(
                 dash(r.uverbs.join(" ")),
                 if r.rdma_cm { "yes" } else { "no" }
             );
+            let caps = match r.cap_ipc_lock {
+                None => String::new(),
+                Some(true) => "; CAP_IPC_LOCK: yes (the limit does not bind the command)".into(),
+                Some(false) => "; CAP_IPC_LOCK: no".into(),
+            };
             let _ = writeln!(
                 o,
-                "  memlock: soft {}, hard {}",
+                "  memlock: soft {}, hard {}{caps}",
                 limit_text(r.memlock_soft),
                 limit_text(r.memlock_hard)
             );
@@ -182,6 +156,26 @@ pub fn render_text(
                 let _ = writeln!(o, "  probe error: {e}");
             }
         }
+    }
+
+    section(&mut o, "NCCL net plugins");
+    if snap.net_plugins.is_empty() {
+        o.push_str("  none found\n");
+    } else {
+        let mut rows = vec![row(&["PATH", "FOUND IN", "LOADS"])];
+        for p in &snap.net_plugins {
+            rows.push(vec![
+                p.path.clone(),
+                p.source.clone(),
+                if p.loads {
+                    "yes (its IB transport ignores NCCL_IB_DISABLE; NCCL_IBEXT_DISABLE=1 stops it)"
+                        .into()
+                } else {
+                    "no".into()
+                },
+            ]);
+        }
+        o.push_str(&table(&rows, "  "));
     }
 
     section(&mut o, "Shared memory");
@@ -194,14 +188,33 @@ pub fn render_text(
             None => {
                 let _ = writeln!(
                     o,
-                    "  {}: {} free of {}{}",
+                    "  {}: {} free of {}{}{}",
                     s.path,
                     s.free_bytes.map_or("?".into(), mib_text),
                     s.total_bytes.map_or("?".into(), mib_text),
-                    if s.read_only { ", read-only" } else { "" }
+                    if s.read_only { ", read-only" } else { "" },
+                    match s.writable {
+                        Some(true) => "; writable",
+                        Some(false) => "; NOT writable",
+                        None => "",
+                    }
                 );
+                if let Some(e) = &s.write_error {
+                    let _ = writeln!(o, "  {e}");
+                }
+                if !s.nccl_segments.is_empty() {
+                    let segs: Vec<String> = s
+                        .nccl_segments
+                        .iter()
+                        .map(|g| format!("{} ({})", g.name, mib_text(g.bytes)))
+                        .collect();
+                    let _ = writeln!(o, "  nccl-* segments: {}", segs.join(", "));
+                }
             }
         },
+    }
+    if let Some(n) = &plan.shm_need {
+        let _ = writeln!(o, "  NCCL needs: {}", n.describe());
     }
 
     section(&mut o, "GPUs");
@@ -215,6 +228,16 @@ pub fn render_text(
                 g.source
             );
         }
+    }
+    if let Some(n) = snap.job.local_ranks {
+        let _ = writeln!(
+            o,
+            "  local ranks: {n} ({})",
+            snap.job
+                .local_ranks_source
+                .as_deref()
+                .unwrap_or("the launcher")
+        );
     }
 
     section(&mut o, "NCCL installations");
@@ -312,15 +335,15 @@ pub fn render_text(
 ///   "peer": null | { "source", "host", "port", "addrs", "error", "resolve_ms", "resolve_attempts",
 ///                    "routes": [RouteLookup] },
 ///   "job": JobShape (nnodes, source, launcher, master_port(+_source), node_rank(+_source),
-///                    self_addr(+_source), rendezvous, ips, problems),
+///                    self_addr(+_source), rendezvous, local_ranks(+_source), ips, problems),
 ///   "rdma": null | RdmaSnapshot,  "shm": null | ShmInfo,  "gpus": null | GpuInfo,
-///   "nccl_installs": [NcclInstall],  "nccl_versions": ["2.21.5", …],
+///   "nccl_installs": [NcclInstall],  "nccl_versions": ["2.21.5", …],  "net_plugins": [NetPlugin],
 ///   "conf_files": [ConfFile],
 ///   "preflight": { "enabled", "timeout_s", "would_run", "reason", "role", "role_reason", "master", "listen",
 ///                  "port", "port_source", "nnodes", "node_rank", "interface", "address", "key" },
 ///   "decision": { "changes": [Change], "warnings": [Warning], "verdict": {"verdict": "proceed"|"refuse", …},
 ///                 "choice": null | Choice, "nccl_alone": null | "text", "raise_memlock", "hands_off",
-///                 "exit_code" } }
+///                 "exit_code", "rdma_hcas": [HcaReport], "shm_need": null | ShmNeed } }
 /// ```
 ///
 /// `Route`, `RdmaSnapshot`, … are the serde forms of the `crate::snapshot` types; sizes are in bytes,
@@ -399,6 +422,7 @@ pub fn render_json(
         "gpus": snap.gpus,
         "nccl_installs": snap.nccl_installs,
         "nccl_versions": distinct_versions(&snap.nccl_installs),
+        "net_plugins": snap.net_plugins,
         "conf_files": snap.conf_files,
         "preflight": preflight.json(),
         "decision": {
@@ -411,12 +435,115 @@ pub fn render_json(
             "raise_memlock": plan.raise_memlock,
             "hands_off": plan.hands_off,
             "exit_code": exit_code(plan),
+            "rdma_hcas": crate::decide::rdma::hca_report(snap),
+            "shm_need": plan.shm_need,
         },
     })
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Helpers
+
+/// The HCA/port table (with each HCA's verbs node and whether NCCL can use the port) and the GID tables.
+fn rdma_tables(o: &mut String, snap: &Snapshot, r: &crate::snapshot::RdmaSnapshot) {
+    use crate::decide::gid;
+    let report = crate::decide::rdma::hca_report(snap);
+    let mut rows = vec![row(&[
+        "DEVICE",
+        "PORT",
+        "STATE",
+        "PHYS",
+        "LINK",
+        "RATE",
+        "VERBS NODE",
+        "NCCL",
+    ])];
+    for (d, rep) in r.devices.iter().zip(&report) {
+        // The full open error is in the NCCL column.
+        let state = if rep.verbs.starts_with("open failed") {
+            "does not open"
+        } else {
+            rep.verbs.as_str()
+        };
+        let verbs = match &rep.verbs_node {
+            Some(n) => format!("{n} ({state})"),
+            None => state.to_string(),
+        };
+        if d.ports.is_empty() {
+            rows.push(vec![
+                d.name.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                verbs.clone(),
+                "no ports".into(),
+            ]);
+        }
+        for (p, pr) in d.ports.iter().zip(&rep.ports) {
+            rows.push(vec![
+                d.name.clone(),
+                p.port.to_string(),
+                crate::decide::rdma::port_state_name(p.state),
+                phys_state(p.phys_state),
+                dash(p.link_layer.clone()),
+                dash(p.rate.clone()),
+                verbs.clone(),
+                match &pr.problem {
+                    None => "usable".into(),
+                    Some(why) => format!("not usable: {why}"),
+                },
+            ]);
+        }
+    }
+    o.push_str(&table(&rows, "  "));
+    let inherited = crate::probe::job::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
+        .and_then(|(v, _)| crate::nccl_rules::param_value(v))
+        .and_then(|i| u32::try_from(i).ok());
+    let links: Option<Vec<&str>> = snap
+        .net
+        .as_ref()
+        .ok()
+        .map(|n| n.links.iter().map(|l| l.name.as_str()).collect());
+    let mut rows = vec![row(&[
+        "DEVICE", "PORT", "INDEX", "GID", "TYPE", "NETDEV", "NOTE",
+    ])];
+    for (d, rep) in r.devices.iter().zip(&report) {
+        for (p, pr) in d.ports.iter().zip(&rep.ports) {
+            for g in &p.gids {
+                let mut notes = Vec::new();
+                if pr.nccl_gid_index == Some(g.index) {
+                    notes.push("NCCL's choice");
+                }
+                if gid::is_roce(p) && pr.working_gid_index == Some(g.index) {
+                    notes.push("works here");
+                }
+                if gid::is_roce(p) && inherited == Some(g.index) {
+                    notes.push("NCCL_IB_GID_INDEX");
+                }
+                if let (Some(l), Some(n)) = (&links, &g.ndev) {
+                    if !l.contains(&n.as_str()) {
+                        notes.push("netdev not here");
+                    }
+                }
+                rows.push(vec![
+                    d.name.clone(),
+                    p.port.to_string(),
+                    g.index.to_string(),
+                    gid::gid_addr(g).map_or_else(|| g.gid.clone(), |a| a.to_string()),
+                    g.kind.clone().unwrap_or_else(|| "-".into()),
+                    g.ndev.clone().unwrap_or_else(|| "-".into()),
+                    notes.join(", "),
+                ]);
+            }
+        }
+    }
+    if rows.len() > 1 {
+        o.push_str("  GID tables (non-empty entries)\n");
+        o.push_str(&table(&rows, "  "));
+    }
+}
 
 fn section(o: &mut String, title: &str) {
     let _ = writeln!(o, "\n{title}");
@@ -797,13 +924,16 @@ mod tests {
                         link_layer: "InfiniBand".into(),
                         rate: "200 Gb/sec (4X HDR)".into(),
                         gids: vec![],
+                        gid_tbl_len: 0,
                     }],
+                    verbs: None,
                 }],
                 uverbs: vec!["uverbs0".into()],
                 rdma_cm: true,
                 memlock_soft: Some(8 << 20),
                 memlock_hard: Some(8 << 20),
                 error: None,
+                cap_ipc_lock: Some(false),
             }),
             shm: Some(ShmInfo {
                 path: "/dev/shm".into(),
@@ -811,6 +941,8 @@ mod tests {
                 free_bytes: Some(64 << 20),
                 read_only: false,
                 error: None,
+                writable: Some(true),
+                ..ShmInfo::default()
             }),
             gpus: Some(GpuInfo {
                 count: Some(4),

@@ -23,6 +23,9 @@
 //!   (`controllers/paddlejob_helper.go`); PyTorchJob sets `MASTER_ADDR`, `MASTER_PORT` and torchrun's `PET_*`.
 //! * **DeepSpeed** (`deepspeed/launcher/runner.py`, `launch.py`): `--master_addr`, `--master_port` (default
 //!   29500), `--num_nodes`, `--node_rank`; PyTorch's `TCPStore`.
+//! * **Local ranks** (the processes started on this node; see [`local_ranks`]): torchrun
+//!   `--nproc-per-node`/`PET_NPROC_PER_NODE`, Paddle `--devices`/`--gpus`/`--nproc_per_node`, DeepSpeed
+//!   `--num_gpus`/`--include`.
 //! * **SGLang** (`python/sglang/srt/server_args.py`): `--dist-init-addr` (alias `--nccl-init-addr`,
 //!   `host:port` or `[v6]:port`), `--nnodes`, `--node-rank`.
 //! * **Ray** (`python/ray/scripts/scripts.py`, `ray start`): `--address` is the head's GCS (gRPC),
@@ -56,6 +59,7 @@ pub const VARS: &[&str] = &[
     "PET_RDZV_BACKEND",
     "PET_STANDALONE",
     "PET_LOCAL_ADDR",
+    "PET_NPROC_PER_NODE",
     "PADDLE_MASTER",
     "PADDLE_NNODES",
     "PADDLE_IPS",
@@ -445,6 +449,22 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         cands.clear();
     }
     choose_master(cands, &mut info);
+    let pet = matches!(launcher, Some(Launcher::Torchrun) | None);
+    let (ranks, rank_problems) = local_ranks(
+        &opts,
+        if pet {
+            env.get("PET_NPROC_PER_NODE")
+        } else {
+            None
+        },
+    );
+    if let Some(r) = ranks {
+        info.shape.local_ranks = Some(r.value);
+        info.shape.local_ranks_source = Some(r.source);
+    }
+    for p in rank_problems {
+        problem(&mut info, p);
+    }
     if info.shape.self_addr.is_none() {
         if let Some((name, v)) = var(env, "VLLM_HOST_IP") {
             set_self(&mut info, v, name);
@@ -467,13 +487,27 @@ const TORCHRUN_VALUED: &[&str] = &[
     "--rdzv_backend",
     "--local-addr",
     "--local_addr",
+    "--nproc-per-node",
+    "--nproc_per_node",
 ];
-const PADDLE_VALUED: &[&str] = &["--master", "--ips", "--nnodes", "--rank", "--host"];
+const PADDLE_VALUED: &[&str] = &[
+    "--master",
+    "--ips",
+    "--nnodes",
+    "--rank",
+    "--host",
+    "--devices",
+    "--gpus",
+    "--nproc_per_node",
+];
 const DEEPSPEED_VALUED: &[&str] = &[
     "--master_addr",
     "--master_port",
     "--num_nodes",
     "--node_rank",
+    "--num_gpus",
+    "--num-gpus",
+    "--include",
 ];
 const SGLANG_VALUED: &[&str] = &[
     "--dist-init-addr",
@@ -502,6 +536,13 @@ const GENERIC_VALUED: &[&str] = &[
     "--num_nodes",
     "--dist-init-addr",
     "--nccl-init-addr",
+    "--nproc-per-node",
+    "--nproc_per_node",
+    "--devices",
+    "--gpus",
+    "--num_gpus",
+    "--num-gpus",
+    "--include",
 ];
 
 /// torchrun: flags win over `PET_*` (`argparse_util.env`). With `flags_only`, the `PET_*` variables are not
@@ -874,6 +915,121 @@ fn set_nnodes(info: &mut LaunchInfo, v: &str, source: &str) {
     }
 }
 
+/// The ranks the launcher starts on this node (the one function that reads them), with where the number came
+/// from, or `None` when the launcher does not say (the visible GPUs count then); and one sentence per value
+/// that could not be read. `opts` are the launcher's options ([`read`] scans only the recognised launcher's
+/// names), `pet` the value of `PET_NPROC_PER_NODE` for torchrun or an unrecognised (wrapped) command. The
+/// first of these that is given decides, each the last of its spellings (argparse):
+///
+/// 1. torchrun `--nproc-per-node`/`--nproc_per_node N` (torch/distributed/run.py; also Paddle's
+///    `--nproc_per_node`); torchrun's `gpu`, `auto`, `cpu` and `xpu` mean "as many as there are devices", i.e.
+///    not said here;
+/// 2. Paddle `--devices`/`--gpus LIST` (`python -m paddle.distributed.launch --devices 0,1`): one rank per
+///    distinct entry;
+/// 3. DeepSpeed `--num_gpus`/`--num-gpus N`;
+/// 4. DeepSpeed `--include NODE_SPEC[@NODE_SPEC…]` with `NODE_SPEC=NAME[:SLOT[,SLOT…]]`: the slots of a host
+///    (the largest count when hosts differ; a host without slots means all of its GPUs, not said);
+/// 5. `PET_NPROC_PER_NODE` (torchrun's `env` action: the flag wins).
+pub fn local_ranks(
+    opts: &[(String, String)],
+    pet: Option<&String>,
+) -> (Option<Sourced<u32>>, Vec<String>) {
+    let mut problems = Vec::new();
+    let count = |v: &str| -> Result<Option<u32>, String> {
+        match v.trim() {
+            "gpu" | "auto" | "cpu" | "xpu" => Ok(None),
+            t => match t.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(Some(n)),
+                _ => Err(format!(
+                    "{v:?} is not a number of processes (1 or more, or gpu/auto)"
+                )),
+            },
+        }
+    };
+    let list = |v: &str| -> Result<Option<u32>, String> {
+        let mut ids: Vec<&str> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() {
+            Err(format!("{v:?} names no device"))
+        } else {
+            Ok(Some(ids.len() as u32))
+        }
+    };
+    type Parse<'p> = &'p dyn Fn(&str) -> Result<Option<u32>, String>;
+    let include = |v: &str| -> Result<Option<u32>, String> { Ok(include_slots(v)) };
+    let rules: [(&[&str], Parse); 4] = [
+        (&["--nproc-per-node", "--nproc_per_node"], &count),
+        (&["--devices", "--gpus"], &list),
+        (&["--num_gpus", "--num-gpus"], &count),
+        (&["--include"], &include),
+    ];
+    for (names, parse) in rules {
+        let Some((name, value)) = opt(opts, names) else {
+            continue;
+        };
+        match parse(value) {
+            Ok(Some(n)) => {
+                return (
+                    Some(Sourced {
+                        value: n,
+                        source: name.to_string(),
+                    }),
+                    problems,
+                )
+            }
+            Ok(None) => return (None, problems),
+            Err(e) => problems.push(format!(
+                "launcher argument {name}: {e}; not used to count local ranks"
+            )),
+        }
+    }
+    if let Some(v) = pet.filter(|v| !v.is_empty()) {
+        match count(v) {
+            Ok(Some(n)) => {
+                return (
+                    Some(Sourced {
+                        value: n,
+                        source: "PET_NPROC_PER_NODE".into(),
+                    }),
+                    problems,
+                )
+            }
+            Ok(None) => {}
+            Err(e) => problems.push(format!(
+                "PET_NPROC_PER_NODE: {e}; not used to count local ranks"
+            )),
+        }
+    }
+    (None, problems)
+}
+
+/// The ranks per host of a DeepSpeed `--include` value (`localhost:0,1`, `w1:0,1@w2:2,3`): the number of
+/// distinct slots when every host lists them (the largest when hosts differ), `None` when a host lists none
+/// (all of its GPUs).
+fn include_slots(value: &str) -> Option<u32> {
+    let mut best: Option<u32> = None;
+    for spec in value.split('@').filter(|s| !s.trim().is_empty()) {
+        let (_, slots) = spec.split_once(':')?;
+        let mut ids: Vec<&str> = slots
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() {
+            return None;
+        }
+        best = Some(best.unwrap_or(0).max(ids.len() as u32));
+    }
+    best
+}
+
 /// Record a problem once (a value may be looked at by two launchers' rules).
 fn problem(info: &mut LaunchInfo, text: String) {
     if !info.shape.problems.contains(&text) {
@@ -1113,6 +1269,120 @@ mod tests {
 
     use super::*;
     use proptest::prelude::*;
+
+    /// The local ranks `read` finds, with their source, and the number of problems.
+    fn ranks(a: &[&str], e: &[(&str, &str)]) -> (Option<(u32, String)>, usize) {
+        let i = read(&argv(a), &env(e));
+        let r = i.shape.local_ranks.zip(i.shape.local_ranks_source);
+        (r, i.shape.problems.len())
+    }
+
+    #[test]
+    fn local_ranks_from_each_launcher() {
+        let some = |n: u32, s: &str| (Some((n, s.to_string())), 0);
+        for flag in ["--devices", "--gpus"] {
+            assert_eq!(
+                ranks(
+                    &[
+                        "python",
+                        "-m",
+                        "paddle.distributed.launch",
+                        flag,
+                        "0,1",
+                        "train.py"
+                    ],
+                    &[]
+                ),
+                some(2, flag),
+                "{flag}"
+            );
+        }
+        assert_eq!(
+            ranks(&["torchrun", "--nproc-per-node=8", "t.py"], &[]),
+            some(8, "--nproc-per-node")
+        );
+        assert_eq!(
+            ranks(&["torchrun", "--nproc_per_node", "4", "t.py"], &[]),
+            some(4, "--nproc_per_node")
+        );
+        assert_eq!(
+            ranks(&["torchrun", "--nproc-per-node=gpu", "t.py"], &[]),
+            (None, 0)
+        );
+        assert_eq!(
+            ranks(&["deepspeed", "--num_gpus", "2", "t.py"], &[]),
+            some(2, "--num_gpus")
+        );
+        assert_eq!(
+            ranks(&["deepspeed", "--include", "localhost:0,1,2", "t.py"], &[]),
+            some(3, "--include")
+        );
+        assert_eq!(
+            ranks(&["deepspeed", "--include=w1:0,1@w2:0,1,2,3", "t.py"], &[]),
+            some(4, "--include")
+        );
+        assert_eq!(
+            ranks(&["deepspeed", "--include", "w1@w2:0", "t.py"], &[]),
+            (None, 0)
+        );
+        // After the script: the script's own arguments.
+        assert_eq!(
+            ranks(&["torchrun", "t.py", "--nproc-per-node=8"], &[]),
+            (None, 0)
+        );
+        // A wrapped command: the launcher's names still count.
+        assert_eq!(
+            ranks(&["sh", "-c", "x", "--devices", "0,1,2"], &[]),
+            some(3, "--devices")
+        );
+        // PET_NPROC_PER_NODE for torchrun (and a wrapped one), the flag winning; not for Paddle.
+        let pet = [("PET_NPROC_PER_NODE", "4")];
+        assert_eq!(
+            ranks(&["torchrun", "t.py"], &pet),
+            some(4, "PET_NPROC_PER_NODE")
+        );
+        assert_eq!(
+            ranks(&["sh", "-c", "torchrun t.py"], &pet),
+            some(4, "PET_NPROC_PER_NODE")
+        );
+        assert_eq!(
+            ranks(&["torchrun", "--nproc-per-node=2", "t.py"], &pet),
+            some(2, "--nproc-per-node")
+        );
+        assert_eq!(
+            ranks(&["python", "-m", "paddle.distributed.launch", "t.py"], &pet),
+            (None, 0)
+        );
+        // Bad values are problems, and the next source is used.
+        let i = read(
+            &argv(&["torchrun", "--nproc-per-node=x", "t.py"]),
+            &env(&pet),
+        );
+        assert_eq!(i.shape.local_ranks, Some(4));
+        assert!(
+            i.shape.problems.len() == 1 && i.shape.problems[0].contains("--nproc-per-node"),
+            "{:?}",
+            i.shape.problems
+        );
+        assert_eq!(
+            ranks(
+                &[
+                    "python",
+                    "-m",
+                    "paddle.distributed.launch",
+                    "--devices",
+                    ",",
+                    "t.py"
+                ],
+                &[]
+            ),
+            (None, 1)
+        );
+        assert_eq!(
+            ranks(&["torchrun", "--nproc-per-node=0", "t.py"], &[]),
+            (None, 1)
+        );
+    }
 
     fn argv(s: &[&str]) -> Vec<OsString> {
         s.iter().map(OsString::from).collect()

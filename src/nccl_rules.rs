@@ -4,7 +4,8 @@
 //! Sources (NVIDIA/nccl, tags 2.18.3 … 2.30.7):
 //! - `parseStringList`, `matchIf`, `matchIfList` in `src/misc/utils.cc` (list syntax);
 //! - `findInterfaces`, `ncclFindInterfaces` in `src/misc/socket.cc` (interface order; `src/os/linux.cc` in 2.28+);
-//! - `envSocketFamily` in `src/misc/socket.cc` (`NCCL_SOCKET_FAMILY`).
+//! - `envSocketFamily` in `src/misc/socket.cc` (`NCCL_SOCKET_FAMILY`);
+//! - `ncclLoadParam` in `src/misc/param.cc` (how every `NCCL_PARAM` integer variable is read).
 
 use crate::snapshot::{Addr, Family, Link, NetSnapshot};
 use std::net::IpAddr;
@@ -30,6 +31,48 @@ pub struct IfList {
     pub exact: bool,
     /// Entries, at most [`MAX_IFS`]; empty entries are skipped, nothing is trimmed.
     pub entries: Vec<IfEntry>,
+}
+
+/// The value NCCL reads from an integer parameter variable (`NCCL_BUFFSIZE`, `NCCL_IB_GID_INDEX`, …), as
+/// `ncclLoadParam` (src/misc/param.cc, NCCL 2.18–2.30) reads it: `strtoll(value, NULL, 0)`, so leading
+/// whitespace and a sign are accepted, `0x` means hexadecimal and a leading `0` octal, parsing stops at the
+/// first character that is not a digit (`"8M"` is 8, `"abc"` is 0). `None` where NCCL uses the parameter's
+/// default: an empty value, or one that overflows (`errno` set).
+pub fn param_value(value: &str) -> Option<i64> {
+    if value.is_empty() {
+        return None;
+    }
+    let s = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (radix, digits) = if let Some(rest) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))
+    {
+        if rest.bytes().next().is_some_and(|b| b.is_ascii_hexdigit()) {
+            (16, rest)
+        } else {
+            // strtoll parses "0x" without hex digits as the number 0.
+            (10, "0")
+        }
+    } else if s.starts_with('0') {
+        (8, s)
+    } else {
+        (10, s)
+    };
+    let mut acc: i128 = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else {
+            break;
+        };
+        acc = acc * i128::from(radix) + i128::from(d);
+        if acc > i128::from(i64::MAX) + 1 {
+            return None;
+        }
+    }
+    let v = if neg { -acc } else { acc };
+    i64::try_from(v).ok()
 }
 
 /// True when NCCL takes `NCCL_SOCKET_IFNAME` into account at all: `strlen(env) > 1` in `ncclFindInterfaces`
@@ -315,6 +358,21 @@ pub fn nccl_pick(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn params_read_like_strtoll() {
+        assert_eq!(param_value("8388608"), Some(8_388_608));
+        assert_eq!(param_value("0x800000"), Some(8_388_608));
+        assert_eq!(param_value("010"), Some(8));
+        assert_eq!(param_value("  -1"), Some(-1));
+        assert_eq!(param_value("+3"), Some(3));
+        assert_eq!(param_value("8M"), Some(8));
+        assert_eq!(param_value("abc"), Some(0));
+        assert_eq!(param_value("0x"), Some(0));
+        assert_eq!(param_value(""), None);
+        assert_eq!(param_value("99999999999999999999"), None);
+        assert_eq!(param_value("-9223372036854775808"), Some(i64::MIN));
+    }
 
     fn names(l: &IfList, all: &[&str]) -> Vec<String> {
         all.iter()

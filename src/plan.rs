@@ -93,8 +93,9 @@ pub struct Plan {
     pub verdict: Verdict,
     /// The interface NCCL will bootstrap on, when known.
     pub choice: Option<Choice>,
-    /// True when ncclenv deliberately changes nothing (`NCCLENV_DISABLE=1`, `NCCL_COMM_ID`, a vendor profile,
-    /// or a probe failure under fail-open).
+    /// True when ncclenv deliberately leaves the network alone (`NCCLENV_DISABLE=1`, `NCCL_COMM_ID`, or a probe
+    /// failure under fail-open). Under `NCCL_COMM_ID` the `/dev/shm` rule still runs, so `changes` may hold
+    /// `NCCL_SHM_DISABLE` (and `NCCLENV_DEBUG=1` its debug variables).
     pub hands_off: bool,
     /// Raise the soft RLIMIT_MEMLOCK to the hard limit before exec (the command inherits it; no privilege
     /// needed). Set by the RDMA rules.
@@ -107,6 +108,10 @@ pub struct Plan {
     /// setting), for the summary line.
     #[serde(default)]
     pub debug_files: Option<String>,
+    /// The `/dev/shm` budget the shared-memory rule judged against (set by `decide::shm`; `None` when
+    /// `/dev/shm` was not probed or the rule did not run).
+    #[serde(default)]
+    pub shm_need: Option<crate::decide::shm::ShmNeed>,
 }
 
 impl Default for Plan {
@@ -120,6 +125,7 @@ impl Default for Plan {
             raise_memlock: false,
             debug_dir: None,
             debug_files: None,
+            shm_need: None,
         }
     }
 }

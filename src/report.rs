@@ -398,7 +398,10 @@ pub fn summary(plan: &Plan) -> String {
         );
     }
     let mut head = String::new();
-    if let Some(c) = &plan.choice {
+    if plan.hands_off {
+        // NCCL_COMM_ID or a vendor profile owns the network; /dev/shm was still decided.
+        head = "network left untouched".to_string();
+    } else if let Some(c) = &plan.choice {
         head = format!("interface {}", c.ifname);
         if let Some(a) = c.addr {
             head.push_str(&format!(" {a}"));

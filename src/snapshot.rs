@@ -33,6 +33,10 @@ pub struct Snapshot {
     pub gpus: Option<GpuInfo>,
     /// libnccl files the command could load (filled by `probe::nccl`).
     pub nccl_installs: Vec<NcclInstall>,
+    /// External NCCL net plugins (`libnccl-net*.so`) found on the loader path and in the usual HPC-X folders
+    /// (filled by `probe::nccl::find_net_plugins` where RDMA devices exist, and always for `doctor`).
+    #[serde(default)]
+    pub net_plugins: Vec<NetPlugin>,
 }
 
 impl Default for Snapshot {
@@ -47,6 +51,7 @@ impl Default for Snapshot {
             shm: None,
             gpus: None,
             nccl_installs: Vec::new(),
+            net_plugins: Vec::new(),
         }
     }
 }
@@ -433,6 +438,14 @@ pub struct JobShape {
     /// The value of the launcher's own `--log_level` argument (Paddle), when the command gives one.
     #[serde(default)]
     pub launcher_log_level: Option<String>,
+    /// Ranks the launcher starts on this node (torchrun `--nproc-per-node`, Paddle `--devices`, DeepSpeed
+    /// `--num_gpus`, …; see `launcher::local_ranks`); `None` when the launcher does not say (then the
+    /// visible GPUs count).
+    #[serde(default)]
+    pub local_ranks: Option<u32>,
+    /// Where [`JobShape::local_ranks`] came from (`--nproc-per-node`, `PET_NPROC_PER_NODE`, `--devices`, …).
+    #[serde(default)]
+    pub local_ranks_source: Option<String>,
 }
 
 /// A training framework, as its launcher identifies it.
@@ -483,6 +496,12 @@ pub struct RdmaSnapshot {
     pub memlock_hard: Option<u64>,
     /// Probe error (unreadable sysfs, …), if any.
     pub error: Option<String>,
+    /// Whether the command will hold `CAP_IPC_LOCK`, which lifts RLIMIT_MEMLOCK for memory registration
+    /// (mlock(2)): this process has it in its effective set (`/proc/self/status` `CapEff`, bit 14) and keeps it
+    /// across `execve` (root: in the bounding set; another user: in the ambient set). `None` when not read
+    /// (no RDMA device) or unreadable.
+    #[serde(default)]
+    pub cap_ipc_lock: Option<bool>,
 }
 
 /// One RDMA device (HCA), e.g. `mlx5_0`.
@@ -492,6 +511,32 @@ pub struct RdmaDevice {
     pub name: String,
     /// Its ports.
     pub ports: Vec<RdmaPort>,
+    /// Its verbs character device, found through `class/infiniband_verbs/uverbsN/ibdev`; `None` when sysfs
+    /// names none for it (no `class/infiniband_verbs` entry).
+    #[serde(default)]
+    pub verbs: Option<VerbsNode>,
+}
+
+/// The verbs node (`/dev/infiniband/uverbsN`) of one HCA, and whether it opens read-write as libibverbs
+/// opens it (`ibv_open_device`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsNode {
+    /// `uverbsN`, as named in `class/infiniband_verbs`.
+    pub name: String,
+    /// The node's path under the dev root.
+    pub path: String,
+    /// A character device exists at `path` (a missing node makes libibverbs drop the HCA silently).
+    pub present: bool,
+    /// Why opening it read-write failed (`Permission denied`, `No such device or address`, or "not a character
+    /// device"); `None` when it opened (and was closed at once) or is missing.
+    pub open_error: Option<String>,
+}
+
+impl VerbsNode {
+    /// True when the node exists and opened read-write.
+    pub fn opens(&self) -> bool {
+        self.present && self.open_error.is_none()
+    }
 }
 
 /// One port of an RDMA device (`class/infiniband/<dev>/ports/<n>/`).
@@ -509,6 +554,9 @@ pub struct RdmaPort {
     pub rate: String,
     /// Non-zero GIDs (RoCE: with their type and netdev).
     pub gids: Vec<RdmaGid>,
+    /// Entries of the GID table (files in `gids/`, the zero ones included): NCCL's `gid_tbl_len`.
+    #[serde(default)]
+    pub gid_tbl_len: u32,
 }
 
 /// One GID table entry.
@@ -537,6 +585,26 @@ pub struct ShmInfo {
     pub read_only: bool,
     /// Missing or unreadable: the error text.
     pub error: Option<String>,
+    /// Whether this process (and so the command it execs, as the same user) may create files there
+    /// (`access(W_OK|X_OK)`); `None` when not checked (the path is missing).
+    #[serde(default)]
+    pub writable: Option<bool>,
+    /// Why it is not writable: the error, the directory's owner and mode, and the user asking.
+    #[serde(default)]
+    pub write_error: Option<String>,
+    /// `nccl-*` files found there (NCCL's segments, left behind by a job that died before unlinking them),
+    /// largest first; listed only when part of the filesystem is in use.
+    #[serde(default)]
+    pub nccl_segments: Vec<ShmSegment>,
+}
+
+/// One `nccl-*` file in `/dev/shm`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShmSegment {
+    /// File name (`nccl-AbC123`).
+    pub name: String,
+    /// Bytes it occupies (allocated blocks × 512).
+    pub bytes: u64,
 }
 
 /// Local GPUs as visible to the command.
@@ -559,6 +627,19 @@ pub struct NcclInstall {
     pub version: Option<String>,
     /// Where it was found (`LD_LIBRARY_PATH`, `ld.so.cache`, `site-packages`, …).
     pub source: String,
+}
+
+/// One external NCCL net plugin library.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetPlugin {
+    /// Path of the library file.
+    pub path: String,
+    /// Where it was found (`LD_LIBRARY_PATH`, `ld.so.cache`, `system library directory`, `NCCL_NET_PLUGIN`,
+    /// `HPC-X folder`).
+    pub source: String,
+    /// True for the one NCCL would `dlopen` (the first name it tries that the loader finds); an HPC-X folder
+    /// that is not on the loader path does not load.
+    pub loads: bool,
 }
 
 impl Snapshot {

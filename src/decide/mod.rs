@@ -2,6 +2,7 @@
 //! rule reads plain data, so each is tested with plain values.
 
 pub mod debug;
+pub mod gid;
 pub mod host;
 pub mod interface;
 pub mod rdma;
@@ -59,6 +60,9 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 /// RDMA → `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked
 /// `strict_refuses` becomes exit 78). Under a vendor network profile (F18) the interface is decided without
 /// repairing any inherited value and RDMA is left alone.
+///
+/// `NCCL_COMM_ID` owns bootstrap, not shared memory: the `/dev/shm` rule runs under it too (as under a vendor
+/// profile), while `hands_off` stays true for the network.
 ///
 /// Fail open: when the network probe or a config file failed, the plan changes nothing and carries a
 /// warning (a refusal under `NCCLENV_STRICT=1`). A peer whose name did not resolve within
@@ -167,6 +171,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "unset NCCL_COMM_ID to let ncclenv choose",
         );
         comm_id_subnet_check(snap, v, &mut plan);
+        shm::decide_shm(snap, cfg, &mut plan);
         return finish(plan, snap, cfg);
     }
     let vendor = vendor_profile(snap);

@@ -1,23 +1,38 @@
-//! Decision rules: InfiniBand / RoCE (`NCCL_IB_DISABLE`, `NCCL_IB_HCA`, RLIMIT_MEMLOCK).
+//! Decision rules: InfiniBand / RoCE (`NCCL_IB_DISABLE`, `NCCL_IB_HCA`, `NCCL_IBEXT_DISABLE`, RLIMIT_MEMLOCK,
+//! an inherited `NCCL_IB_GID_INDEX`).
 //!
-//! Pure: reads the [`Snapshot`] (filled by `probe::rdma`), writes the [`Plan`]. The rules mirror how NCCL's IB
-//! transport finds devices (src/transport/net_ib.cc, `ncclIbInitDevices`, NCCL 2.18–2.30):
+//! Pure: reads the [`Snapshot`] (filled by `probe::rdma` and `probe::nccl::find_net_plugins`), writes the
+//! [`Plan`]. The rules mirror how NCCL's IB transport finds devices (`ncclIbInitDevices`, src/transport/
+//! net_ib.cc in 2.18–2.26, src/transport/net_ib/init.cc in 2.27–2.30):
 //!
 //! - it opens libibverbs and walks `ibv_get_device_list()`; rdma-core (libibverbs/init.c) silently drops every
-//!   device whose `/dev/infiniband/uverbsN` node is missing;
+//!   device whose `/dev/infiniband/uverbsN` node is missing, and NCCL skips a device it cannot open
+//!   (`NET/IB : Unable to open device`). Either way a node that sees only some of its HCAs uses fewer NICs
+//!   than its peers, and the job fails NCCL's net-mismatch guard or hangs (NVIDIA/nccl#2428): so every HCA's
+//!   own node is judged (`class/infiniband_verbs/uverbsN/ibdev` names it), and `NCCL_IB_HCA` lists exactly
+//!   the usable ones;
 //! - it keeps ports whose `ibv_query_port` state is `IBV_PORT_ACTIVE` (sysfs `state` = `4: ACTIVE`) and whose
 //!   link layer is InfiniBand or Ethernet (RoCE), filtered by `NCCL_IB_HCA` (list syntax of
 //!   src/misc/utils.cc `parseStringList`/`matchIfList`: `=` for exact names, `name:port`);
 //! - when no port is left it logs `NET/IB : No device found.` at INFO level and NCCL silently uses the socket
 //!   transport (often 10× slower); when a port is kept but RLIMIT_MEMLOCK is small, `ibv_reg_mr` fails
-//!   (`Call to ibv_reg_mr failed`, `ncclSystemError`) and the job dies at its first collective.
+//!   (`Call to ibv_reg_mr failed`, `ncclSystemError`) and the job dies at its first collective — unless the
+//!   process holds `CAP_IPC_LOCK`, which lets it lock memory past the limit (mlock(2));
+//! - an external net plugin (HPC-X's RDMA/SHARP `libnccl-net.so`) runs its own IB transport (`IBext`) that
+//!   `NCCL_IB_DISABLE` does not switch off; its switch is `NCCL_IBEXT_DISABLE=1` (NVIDIA/nccl#676,
+//!   nccl-tests#373); `NCCL_NET_PLUGIN=none` keeps any plugin from loading.
 //!
 //! A RoCE port needs a GID bound to a netdev of this network namespace (`gid_attrs/ndevs/<i>`): a pod without
 //! its Multus/SR-IOV interface has none, and NCCL (2.21+ `NCCL_IB_GID_INDEX` auto-selection) finds no usable GID.
+//! An inherited `NCCL_IB_GID_INDEX` is judged against each usable RoCE port's table (see `decide::gid`).
 
 use crate::config::Config;
+use crate::decide::gid;
+use crate::nccl_rules::param_value;
 use crate::plan::Plan;
-use crate::snapshot::{RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
+use crate::probe::job::effective;
+use crate::snapshot::{NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `ibv_port_state` value of an active port (`IBV_PORT_ACTIVE`, sysfs `4: ACTIVE`).
@@ -35,21 +50,28 @@ const MIB: u64 = 1 << 20;
 
 const DOCKER_RDMA_FLAGS: &str = "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1";
 
-/// Decide `NCCL_IB_DISABLE`, `NCCL_IB_HCA` and `Plan::raise_memlock` from the RDMA part of the snapshot.
+/// Decide `NCCL_IB_DISABLE`, `NCCL_IB_HCA`, `NCCL_IBEXT_DISABLE` and `Plan::raise_memlock` from the RDMA part
+/// of the snapshot, and judge an inherited `NCCL_IB_GID_INDEX`.
 ///
 /// In order:
 /// 1. `snap.rdma == None` (not probed): nothing.
-/// 2. A vendor network plugin is configured (`NCCL_NET`, `NCCL_NET_PLUGIN`, `FI_PROVIDER` (AWS EFA,
-///    aws-ofi-nccl), `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (GKE TCPX/TCPXO)): it owns these variables;
-///    info only (`rdma-vendor-plugin`).
-/// 3. The evidence is assessed ([`assess`]): no device, no ACTIVE port, no verbs node, no RoCE port with its
-///    netdev here, memlock below [`MEMLOCK_MIN_BYTES`] after raising soft to hard; else usable.
+/// 2. A vendor network plugin is configured (`NCCL_NET`, `NCCL_NET_PLUGIN` other than `none`, `FI_PROVIDER`
+///    (AWS EFA, aws-ofi-nccl), `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (GKE TCPX/TCPXO)): it owns these
+///    variables; info only (`rdma-vendor-plugin`).
+/// 3. The evidence is assessed ([`assess`]) port by port: ACTIVE, its HCA's verbs node present and opening,
+///    RoCE with its netdev here; then memlock below [`MEMLOCK_MIN_BYTES`] after raising soft to hard, unless
+///    the command holds `CAP_IPC_LOCK`.
 /// 4. An inherited `NCCL_IB_DISABLE` (any value) is kept; a warning is added where the evidence contradicts
-///    it (`NCCL_IB_DISABLE=0` with IB unusable) and an info where IB would work but is disabled.
+///    it (`NCCL_IB_DISABLE=0` with IB unusable), an info where IB would work but is disabled, and a warning
+///    (`rdma-plugin-ignores-ib-disable`) when it disables IB while a net plugin that ignores it would load.
 /// 5. Otherwise: unusable → `NCCL_IB_DISABLE=1` with the reason (and a warning where hardware exists but the
-///    container is missing something); usable → `NCCL_IB_DISABLE` left alone, `raise_memlock` when
-///    soft < hard, and `NCCL_IB_HCA==dev,…` (exact names, `dev:port` where only some ports qualify) when some
-///    visible HCA or ACTIVE port is excluded and `NCCL_IB_HCA` is not inherited.
+///    container is missing something), plus `NCCL_IBEXT_DISABLE=1` when a net plugin would load; usable →
+///    `NCCL_IB_DISABLE` left alone, `raise_memlock` when soft < hard, and `NCCL_IB_HCA==dev,…` (exact names,
+///    `dev:port` where only some ports qualify) when some visible HCA or ACTIVE port is excluded and
+///    `NCCL_IB_HCA` is not inherited; HCAs excluded for their verbs node are named in a warning
+///    (`rdma-hca-unusable`).
+/// 6. Where IB stays on, an inherited `NCCL_IB_GID_INDEX` ≥ 0 that does not work on a usable RoCE port is
+///    kept with a warning naming the index that would (`rdma-gid-index-unusable`).
 pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let Some(rdma) = &snap.rdma else {
         return;
@@ -74,17 +96,25 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             );
         }
     }
-    let links: Option<BTreeSet<&str>> = snap
-        .net
+    let links = link_names(snap);
+    let a = assess(rdma, links.as_ref(), cfg);
+    let plugin = snap.net_plugins.iter().find(|p| p.loads);
+
+    let ib_on = match snap.var("NCCL_IB_DISABLE") {
+        Some(v) => inherited(plan, &a, v, snap, plugin),
+        None => apply(plan, &a, snap, plugin),
+    };
+    if ib_on {
+        check_gid_index(snap, rdma, links.as_ref(), plan);
+    }
+}
+
+/// The netdev names of this namespace, when the network probe worked.
+fn link_names(snap: &Snapshot) -> Option<BTreeSet<&str>> {
+    snap.net
         .as_ref()
         .ok()
-        .map(|n| n.links.iter().map(|l| l.name.as_str()).collect());
-    let a = assess(rdma, links.as_ref(), cfg);
-
-    match snap.var("NCCL_IB_DISABLE") {
-        Some(v) => inherited(plan, &a, v),
-        None => apply(plan, &a, snap.var("NCCL_IB_HCA").is_some()),
-    }
+        .map(|n| n.links.iter().map(|l| l.name.as_str()).collect())
 }
 
 /// What the RDMA evidence says, before looking at inherited variables.
@@ -96,11 +126,13 @@ pub enum Assessment {
     NoDevice(String),
     /// Devices, but no ACTIVE port (`<dev>/<port>: state N` list).
     NoActivePort(String),
-    /// ACTIVE ports, but no `uverbsN` node: rdma-core hides every device (list of active ports).
+    /// ACTIVE ports, but no HCA whose verbs node is present and opens: rdma-core hides a device without its
+    /// node and NCCL skips one it cannot open (description, with each HCA's reason).
     NoVerbsNodes(String),
     /// Only RoCE ports whose GIDs belong to netdevs absent from this namespace (description).
     RoceNetdevMissing(String),
-    /// The effective memlock limit (bytes) is below [`MEMLOCK_MIN_BYTES`]; `raised` when soft < hard.
+    /// The effective memlock limit (bytes) is below [`MEMLOCK_MIN_BYTES`] and the command does not hold
+    /// `CAP_IPC_LOCK`; `raised` when soft < hard.
     MemlockLow {
         /// Effective limit in bytes (the hard limit when raised).
         bytes: u64,
@@ -111,13 +143,49 @@ pub enum Assessment {
     Usable {
         /// `NCCL_IB_HCA` entries of the usable ports (`mlx5_0`, or `mlx5_0:1` when only some ports qualify).
         entries: Vec<String>,
-        /// Excluded HCAs or ports with why (`mlx5_2: port 1 DOWN`); empty when every HCA qualifies.
+        /// Excluded HCAs or ports with why (`mlx5_2 (port 1 DOWN)`); empty when every HCA qualifies.
         excluded: Vec<String>,
+        /// The HCAs with ACTIVE ports excluded because their verbs node is missing or does not open, with
+        /// why (`erdma_1 (no verbs node /dev/infiniband/uverbs1)`): the ones a warning names.
+        unusable_hcas: Vec<String>,
         /// Soft RLIMIT_MEMLOCK below hard: raise it before exec.
         raise: bool,
         /// Effective memlock after raising (bytes, `None` = unlimited).
         memlock: Option<u64>,
+        /// The memlock limit is below [`MEMLOCK_MIN_BYTES`] but the command holds `CAP_IPC_LOCK`.
+        ipc_lock: bool,
     },
+}
+
+/// Why one HCA's verbs node keeps NCCL from using it, or `None` when it is fine or cannot be judged (sysfs
+/// maps no node to the HCA while some `uverbsN` node exists: the older machine-wide rule applies).
+pub fn verbs_problem(d: &RdmaDevice, rdma: &RdmaSnapshot) -> Option<String> {
+    match &d.verbs {
+        Some(v) if !v.present => Some(match &v.open_error {
+            Some(e) => format!("verbs node {}: {e}", v.path),
+            None => format!("no verbs node {}", v.path),
+        }),
+        Some(v) => v
+            .open_error
+            .as_ref()
+            .map(|e| format!("verbs node {} does not open read-write: {e}", v.path)),
+        None if rdma.uverbs.is_empty() => Some("no uverbs device node".into()),
+        None => None,
+    }
+}
+
+/// Why NCCL will not use one port, or `None` when it can: not ACTIVE, its HCA's verbs node
+/// ([`verbs_problem`]), or RoCE without its netdev here.
+fn port_problem(
+    d: &RdmaDevice,
+    p: &RdmaPort,
+    rdma: &RdmaSnapshot,
+    links: Option<&BTreeSet<&str>>,
+) -> Option<String> {
+    if p.state != PORT_ACTIVE {
+        return Some(format!("port {}", port_state_name(p.state)));
+    }
+    verbs_problem(d, rdma).or_else(|| roce_problem(p, links))
 }
 
 /// Assess the RDMA snapshot. `links` are the netdev names of this namespace (`None` = unknown: every RoCE port
@@ -155,38 +223,64 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
         };
         return Assessment::NoActivePort(format!("no ACTIVE RDMA port ({states})"));
     }
-    if rdma.uverbs.is_empty() {
-        let ports: Vec<String> = active.iter().map(|(d, p)| port_desc(d, p)).collect();
-        return Assessment::NoVerbsNodes(format!(
-            "ACTIVE RDMA port(s) {} but no uverbs device under {}/infiniband: libibverbs hides every device \
-             without its node",
-            ports.join(", "),
-            cfg.devfs.display()
-        ));
-    }
-    // Per-port usability (RoCE needs its netdev here).
+    // Per HCA: its verbs node. Per port: RoCE needs its netdev here.
     let mut usable: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    let mut verbs_excluded: BTreeMap<&str, String> = BTreeMap::new();
     let mut excluded_ports: Vec<String> = Vec::new();
     for (d, p) in &active {
+        if let Some(why) = verbs_problem(d, rdma) {
+            verbs_excluded.insert(d.name.as_str(), why);
+            continue;
+        }
         match roce_problem(p, links) {
             None => usable.entry(d.name.as_str()).or_default().push(p.port),
             Some(why) => excluded_ports.push(format!("{}:{} ({why})", d.name, p.port)),
         }
     }
+    let unusable_hcas: Vec<String> = verbs_excluded
+        .iter()
+        .map(|(d, why)| format!("{d} ({why})"))
+        .collect();
     if usable.is_empty() {
-        return Assessment::RoceNetdevMissing(format!(
-            "every ACTIVE RDMA port is RoCE without its network interface in this namespace: {}",
-            excluded_ports.join(", ")
-        ));
+        if verbs_excluded.is_empty() {
+            return Assessment::RoceNetdevMissing(format!(
+                "every ACTIVE RDMA port is RoCE without its network interface in this namespace: {}",
+                excluded_ports.join(", ")
+            ));
+        }
+        let ports: Vec<String> = active.iter().map(|(d, p)| port_desc(d, p)).collect();
+        let mapped = rdma.devices.iter().any(|d| d.verbs.is_some());
+        let mut why = if mapped {
+            format!(
+                "ACTIVE RDMA port(s) {} but no HCA with a usable verbs node under {}/infiniband: {}; \
+                 libibverbs hides a device without its node and NCCL skips one it cannot open",
+                ports.join(", "),
+                cfg.devfs.display(),
+                unusable_hcas.join(", ")
+            )
+        } else {
+            format!(
+                "ACTIVE RDMA port(s) {} but no uverbs device under {}/infiniband: libibverbs hides every \
+                 device without its node",
+                ports.join(", "),
+                cfg.devfs.display()
+            )
+        };
+        if !excluded_ports.is_empty() {
+            why.push_str(&format!("; also {}", excluded_ports.join(", ")));
+        }
+        return Assessment::NoVerbsNodes(why);
     }
-    // Memlock: the soft limit can be raised to the hard one without privilege.
+    // Memlock: the soft limit can be raised to the hard one without privilege; CAP_IPC_LOCK lifts it.
     let raise = below(rdma.memlock_soft, rdma.memlock_hard);
     let memlock = if raise {
         rdma.memlock_hard
     } else {
         rdma.memlock_soft
     };
-    if let Some(bytes) = memlock.filter(|b| *b < MEMLOCK_MIN_BYTES) {
+    let low = memlock.filter(|b| *b < MEMLOCK_MIN_BYTES);
+    let ipc_lock = low.is_some() && rdma.cap_ipc_lock == Some(true);
+    if let (Some(bytes), false) = (low, ipc_lock) {
         return Assessment::MemlockLow {
             bytes,
             raised: raise,
@@ -211,7 +305,11 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
                     .collect();
                 excluded.push(format!("{} ({})", d.name, st.join(", ")));
             }
-            None => {}
+            None => {
+                if let Some(why) = verbs_excluded.get(d.name.as_str()) {
+                    excluded.push(format!("{} ({why})", d.name));
+                }
+            }
             Some(ports) if ports.len() == active_ports.len() => entries.push(d.name.clone()),
             Some(ports) => entries.extend(ports.iter().map(|p| format!("{}:{p}", d.name))),
         }
@@ -220,19 +318,24 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
     Assessment::Usable {
         entries,
         excluded,
+        unusable_hcas,
         raise,
         memlock,
+        ipc_lock,
     }
 }
 
-/// Apply the assessment when `NCCL_IB_DISABLE` is not inherited.
-fn apply(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
+/// Apply the assessment when `NCCL_IB_DISABLE` is not inherited. Returns true when IB stays on.
+fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPlugin>) -> bool {
     match a {
-        Assessment::ProbeFailed(e) => plan.info(
-            "rdma-probe-error",
-            format!("the RDMA probe failed ({e}); NCCL_IB_DISABLE left as NCCL decides"),
-            "check that sysfs and /dev are mounted normally",
-        ),
+        Assessment::ProbeFailed(e) => {
+            plan.info(
+                "rdma-probe-error",
+                format!("the RDMA probe failed ({e}); NCCL_IB_DISABLE left as NCCL decides"),
+                "check that sysfs and /dev are mounted normally",
+            );
+            return true;
+        }
         Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.set(
             "NCCL_IB_DISABLE",
             "1",
@@ -261,70 +364,149 @@ fn apply(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
                 "NCCL_IB_DISABLE",
                 "1",
                 format!(
-                    "RLIMIT_MEMLOCK {} is below {} MiB: ibv_reg_mr would fail and the job would die",
+                    "RLIMIT_MEMLOCK {} is below {} MiB and the command does not hold CAP_IPC_LOCK: ibv_reg_mr \
+                     would fail and the job would die",
                     fmt_mib(*bytes),
                     MEMLOCK_MIN_BYTES / MIB
                 ),
             );
-            // Raised all the same (FIELD-CASES F15): the command inherits the hard limit, which is what
-            // the container was given; the warning names the limit that remains too low.
+            // Raised all the same (field case F15, docs/rdma-shm.md): the command inherits the hard limit,
+            // which is what the container was given; the warning names the limit that remains too low.
             plan.raise_memlock |= *raised;
             warn_memlock(plan, *bytes, *raised);
         }
-        Assessment::Usable {
-            entries,
-            excluded,
-            raise,
-            memlock,
-        } => {
-            raise_memlock(plan, *raise, *memlock);
-            if excluded.is_empty() {
-                plan.info(
-                    "rdma-usable",
-                    format!("RDMA usable on {}", entries.join(", ")),
-                    "nothing to do",
-                );
-                return;
-            }
-            if hca_inherited {
-                plan.info(
-                    "rdma-hca-inherited",
-                    format!(
-                        "RDMA usable on {}; not usable: {}; inherited NCCL_IB_HCA kept",
-                        entries.join(", "),
-                        excluded.join(", ")
-                    ),
-                    format!("make sure NCCL_IB_HCA selects only ={}", entries.join(",")),
-                );
-            } else if entries.len() > MAX_HCA_ENTRIES {
-                plan.info(
-                    "rdma-hca-too-many",
-                    format!(
-                        "{} usable RDMA ports exceed the {MAX_HCA_ENTRIES} entries NCCL_IB_HCA can hold; not \
-                         set (not usable: {})",
-                        entries.len(),
-                        excluded.join(", ")
-                    ),
-                    "set NCCL_IB_HCA yourself if NCCL picks an unusable HCA",
-                );
-            } else {
-                plan.set(
-                    "NCCL_IB_HCA",
-                    format!("={}", entries.join(",")),
-                    format!(
-                        "use exactly the usable RDMA HCAs ({}); not usable: {}",
-                        entries.join(", "),
-                        excluded.join(", ")
-                    ),
-                );
-            }
+        Assessment::Usable { .. } => {
+            use_hcas(plan, a, snap.var("NCCL_IB_HCA").is_some());
+            return true;
         }
+    }
+    disable_plugin_ib(plan, snap, plugin);
+    false
+}
+
+/// IB stays on: raise memlock, say why memlock does not matter, restrict `NCCL_IB_HCA` to the usable HCAs
+/// (unless inherited) and name the HCAs whose verbs node failed.
+fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
+    let Assessment::Usable {
+        entries,
+        excluded,
+        unusable_hcas,
+        raise,
+        memlock,
+        ipc_lock,
+    } = a
+    else {
+        return;
+    };
+    raise_memlock(plan, *raise, *memlock);
+    if *ipc_lock {
+        plan.info(
+            "rdma-memlock-ipc-lock",
+            format!(
+                "RLIMIT_MEMLOCK is {}, below {} MiB, but the command holds CAP_IPC_LOCK, which lets it lock \
+                 memory past the limit: RDMA memory registration works, RDMA stays on",
+                memlock.map_or_else(|| "unlimited".to_string(), fmt_mib),
+                MEMLOCK_MIN_BYTES / MIB
+            ),
+            "nothing to do; a command that drops CAP_IPC_LOCK would need --ulimit memlock=-1",
+        );
+    }
+    if !unusable_hcas.is_empty() {
+        plan.warn(
+            "rdma-hca-unusable",
+            format!(
+                "RDMA HCA(s) with an ACTIVE port that NCCL cannot use in this container: {}; NCCL would use \
+                 only {}, and a node that uses fewer NICs than its peers fails NCCL's net-mismatch check or \
+                 hangs",
+                unusable_hcas.join(", "),
+                entries.join(", ")
+            ),
+            if hca_inherited {
+                format!(
+                    "make sure the inherited NCCL_IB_HCA selects only ={}; better, give the container every \
+                     HCA's verbs node (Kubernetes: one RDMA device-plugin resource per HCA; Docker: \
+                     --device=/dev/infiniband)",
+                    entries.join(",")
+                )
+            } else {
+                "give the container every HCA's verbs node (Kubernetes: one RDMA device-plugin resource per \
+                 HCA; Docker: --device=/dev/infiniband), so that every node uses the same NICs"
+                    .to_string()
+            },
+        );
+    }
+    if excluded.is_empty() {
+        plan.info(
+            "rdma-usable",
+            format!("RDMA usable on {}", entries.join(", ")),
+            "nothing to do",
+        );
+        return;
+    }
+    if hca_inherited {
+        plan.info(
+            "rdma-hca-inherited",
+            format!(
+                "RDMA usable on {}; not usable: {}; inherited NCCL_IB_HCA kept",
+                entries.join(", "),
+                excluded.join(", ")
+            ),
+            format!("make sure NCCL_IB_HCA selects only ={}", entries.join(",")),
+        );
+    } else if entries.len() > MAX_HCA_ENTRIES {
+        plan.info(
+            "rdma-hca-too-many",
+            format!(
+                "{} usable RDMA ports exceed the {MAX_HCA_ENTRIES} entries NCCL_IB_HCA can hold; not set (not \
+                 usable: {})",
+                entries.len(),
+                excluded.join(", ")
+            ),
+            "set NCCL_IB_HCA yourself if NCCL picks an unusable HCA",
+        );
+    } else {
+        plan.set(
+            "NCCL_IB_HCA",
+            format!("={}", entries.join(",")),
+            format!(
+                "use exactly the usable RDMA HCAs ({}); not usable: {}",
+                entries.join(", "),
+                excluded.join(", ")
+            ),
+        );
     }
 }
 
-/// Keep an inherited `NCCL_IB_DISABLE`; comment where the evidence disagrees.
-fn inherited(plan: &mut Plan, a: &Assessment, value: &str) {
-    let disables = value.trim().parse::<i64>().map(|v| v != 0).unwrap_or(false);
+/// ncclenv disabled IB: a net plugin that would load runs its own IB transport, which `NCCL_IB_DISABLE`
+/// does not reach; set its switch too (unless inherited).
+fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin>) {
+    let Some(p) = plugin else {
+        return;
+    };
+    if effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files).is_some() {
+        return;
+    }
+    plan.set(
+        "NCCL_IBEXT_DISABLE",
+        "1",
+        format!(
+            "the net plugin {} ({}) would load and run its own IB transport (IBext), which NCCL_IB_DISABLE \
+             does not switch off; NCCL_IBEXT_DISABLE=1 is its switch",
+            p.path, p.source
+        ),
+    );
+}
+
+/// Keep an inherited `NCCL_IB_DISABLE`; comment where the evidence disagrees. Returns true when IB stays on.
+fn inherited(
+    plan: &mut Plan,
+    a: &Assessment,
+    value: &str,
+    snap: &Snapshot,
+    plugin: Option<&NetPlugin>,
+) -> bool {
+    // NCCL reads it with strtoll (ncclLoadParam): non-zero disables; "" and "yes" are 0.
+    let disables = param_value(value).is_some_and(|v| v != 0);
     let kept = format!("inherited NCCL_IB_DISABLE={value} kept");
     if disables {
         if let Assessment::Usable { entries, .. } = a {
@@ -337,7 +519,22 @@ fn inherited(plan: &mut Plan, a: &Assessment, value: &str) {
                 "unset NCCL_IB_DISABLE to use RDMA",
             );
         }
-        return;
+        let ibext_off = effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files)
+            .and_then(|(v, _)| param_value(v))
+            .is_some_and(|v| v != 0);
+        let devices = !matches!(a, Assessment::NoDevice(_) | Assessment::ProbeFailed(_));
+        if let (Some(p), false, true) = (plugin, ibext_off, devices) {
+            plan.warn(
+                "rdma-plugin-ignores-ib-disable",
+                format!(
+                    "{kept}, but the net plugin {} ({}) would load and use IB through its own transport \
+                     (IBext), which NCCL_IB_DISABLE does not switch off",
+                    p.path, p.source
+                ),
+                "also set NCCL_IBEXT_DISABLE=1 (or NCCL_NET_PLUGIN=none to load no plugin)",
+            );
+        }
+        return false;
     }
     match a {
         Assessment::NoVerbsNodes(why) => warn_no_verbs(plan, &format!("{kept}, but {why}")),
@@ -352,8 +549,156 @@ fn inherited(plan: &mut Plan, a: &Assessment, value: &str) {
             "nothing to do",
         ),
         Assessment::ProbeFailed(_) => {}
-        Assessment::Usable { raise, memlock, .. } => raise_memlock(plan, *raise, *memlock),
+        Assessment::Usable { .. } => {
+            use_hcas(plan, a, snap.var("NCCL_IB_HCA").is_some());
+            return true;
+        }
     }
+    false
+}
+
+/// An inherited `NCCL_IB_GID_INDEX` ≥ 0 (NCCL then skips its own choice) judged on every usable RoCE port:
+/// kept, with a warning naming the index that would work, or saying to unset it.
+fn check_gid_index(
+    snap: &Snapshot,
+    rdma: &RdmaSnapshot,
+    links: Option<&BTreeSet<&str>>,
+    plan: &mut Plan,
+) {
+    let Some((value, origin)) = effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files) else {
+        return;
+    };
+    let Some(index) = param_value(value).filter(|i| *i >= 0) else {
+        return;
+    };
+    let prefs = gid::gid_prefs(snap);
+    let mut problems = Vec::new();
+    let mut fixes = Vec::new();
+    let mut auto_fixes_all = true;
+    let mut best_set = BTreeSet::new();
+    for d in &rdma.devices {
+        for p in &d.ports {
+            if !gid::is_roce(p) || port_problem(d, p, rdma, links).is_some() {
+                continue;
+            }
+            let Some(why) = gid::index_problem(p, index, links) else {
+                continue;
+            };
+            problems.push(format!("{}:{}: {why}", d.name, p.port));
+            let best = gid::best_index(p, &prefs, links);
+            auto_fixes_all &= best.is_some() && best == gid::nccl_auto_index(p, &prefs);
+            match best {
+                Some(b) => {
+                    best_set.insert(b);
+                    fixes.push(format!("{}:{} → {}", d.name, p.port, gid::describe(p, b)));
+                }
+                None => fixes.push(format!(
+                    "{}:{} has no RoCE v2 GID whose netdev is in this pod",
+                    d.name, p.port
+                )),
+            }
+        }
+    }
+    if problems.is_empty() {
+        return;
+    }
+    let remedy = if auto_fixes_all {
+        format!(
+            "unset NCCL_IB_GID_INDEX (or set it to -1): NCCL 2.21+ then picks a working GID itself ({})",
+            fixes.join("; ")
+        )
+    } else if best_set.len() == 1 && fixes.iter().all(|f| f.contains('→')) {
+        format!(
+            "set NCCL_IB_GID_INDEX={} ({})",
+            best_set.iter().next().copied().unwrap_or(0),
+            fixes.join("; ")
+        )
+    } else {
+        format!(
+            "use a GID that works on every port, or attach the missing interface: {}",
+            fixes.join("; ")
+        )
+    };
+    plan.warn_strict(
+        "rdma-gid-index-unusable",
+        format!(
+            "inherited NCCL_IB_GID_INDEX={value} (from {origin}) kept, but {}: NCCL uses this index as given \
+             and connecting its queue pairs would fail (Call to ibv_modify_qp failed)",
+            problems.join("; ")
+        ),
+        remedy,
+    );
+}
+
+/// Per-HCA facts for `doctor`: the verbs node and whether NCCL can use each port, with NCCL's own GID choice
+/// and the index that works (RoCE).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HcaReport {
+    /// HCA name.
+    pub device: String,
+    /// Its `uverbsN`, when sysfs names one.
+    pub verbs_node: Option<String>,
+    /// `opens`, `missing`, `open failed: …`, or `not mapped` (no `class/infiniband_verbs` entry).
+    pub verbs: String,
+    /// Its ports.
+    pub ports: Vec<PortReport>,
+}
+
+/// One port in [`HcaReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PortReport {
+    /// Port number.
+    pub port: u32,
+    /// True when NCCL can use it here.
+    pub usable: bool,
+    /// Why not, when not.
+    pub problem: Option<String>,
+    /// The GID index NCCL 2.21+ picks itself (RoCE only).
+    pub nccl_gid_index: Option<u32>,
+    /// A GID index that works here (RoCE v2, netdev here, NCCL's preferred family first); RoCE only.
+    pub working_gid_index: Option<u32>,
+}
+
+/// The per-HCA facts of the snapshot (empty when RDMA was not probed). Pure.
+pub fn hca_report(snap: &Snapshot) -> Vec<HcaReport> {
+    let Some(rdma) = &snap.rdma else {
+        return Vec::new();
+    };
+    let links = link_names(snap);
+    let prefs = gid::gid_prefs(snap);
+    rdma.devices
+        .iter()
+        .map(|d| HcaReport {
+            device: d.name.clone(),
+            verbs_node: d.verbs.as_ref().map(|v| v.name.clone()),
+            verbs: match &d.verbs {
+                None => "not mapped".into(),
+                Some(v) if v.opens() => "opens".into(),
+                Some(v) => match &v.open_error {
+                    Some(e) => format!("open failed: {e}"),
+                    None => "missing".into(),
+                },
+            },
+            ports: d
+                .ports
+                .iter()
+                .map(|p| {
+                    let problem = port_problem(d, p, rdma, links.as_ref());
+                    PortReport {
+                        port: p.port,
+                        usable: problem.is_none(),
+                        problem,
+                        nccl_gid_index: gid::nccl_auto_index(p, &prefs),
+                        working_gid_index: if gid::is_roce(p) {
+                            gid::best_index(p, &prefs, links.as_ref())
+                        } else {
+                            None
+                        },
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn raise_memlock(plan: &mut Plan, raise: bool, memlock: Option<u64>) {
@@ -403,7 +748,8 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
     );
 }
 
-/// The first vendor-plugin variable present, if any (NCCL-FACTS §6).
+/// The first vendor-plugin variable present, if any: `NCCL_NET`, `NCCL_NET_PLUGIN` (unless empty or `none`,
+/// which loads no plugin), `FI_PROVIDER`, `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (docs/rdma-shm.md).
 fn vendor_plugin(env: &BTreeMap<String, String>) -> Option<String> {
     for k in ["NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"] {
         if let Some(v) = env.get(k) {
@@ -501,12 +847,14 @@ mod tests {
                 kind: ndev.map(|_| "RoCE v2".to_string()),
                 ndev: ndev.map(str::to_string),
             }],
+            gid_tbl_len: 1,
         }
     }
     fn dev(name: &str, ports: Vec<RdmaPort>) -> RdmaDevice {
         RdmaDevice {
             name: name.into(),
             ports,
+            verbs: None,
         }
     }
     fn rdma(
@@ -522,6 +870,7 @@ mod tests {
             memlock_soft: soft,
             memlock_hard: hard,
             error: None,
+            cap_ipc_lock: None,
         }
     }
     fn snap(r: RdmaSnapshot, links: &[&str], env: &[(&str, &str)]) -> Snapshot {
@@ -831,6 +1180,348 @@ mod tests {
             let p = crate::decide::decide(&snap(r.clone(), &links, &[]), &Config::default());
             assert!(p.raise_memlock, "{:?}", p.warnings);
         }
+    }
+
+    /// A verbs node as the probe records it: `Ok` = opens, `Err(None)` = missing, `Err(Some(e))` = open error.
+    fn verbs(n: u32, state: Result<(), Option<&str>>) -> Option<crate::snapshot::VerbsNode> {
+        Some(crate::snapshot::VerbsNode {
+            name: format!("uverbs{n}"),
+            path: format!("/dev/infiniband/uverbs{n}"),
+            present: !matches!(state, Err(None)),
+            open_error: match state {
+                Err(Some(e)) => Some(e.to_string()),
+                _ => None,
+            },
+        })
+    }
+
+    /// F22: erdma_0 and erdma_1, RoCE on net1 / net2, memlock unlimited; erdma_1's node as given.
+    fn f22(erdma_1: Result<(), Option<&str>>) -> Snapshot {
+        let mut d0 = dev("erdma_0", vec![port(1, 4, "Ethernet", Some("net1"))]);
+        d0.verbs = verbs(0, Ok(()));
+        let mut d1 = dev("erdma_1", vec![port(1, 4, "Ethernet", Some("net2"))]);
+        d1.verbs = verbs(1, erdma_1);
+        let mut uv = vec!["uverbs0"];
+        if erdma_1 != Err(None) {
+            uv.push("uverbs1");
+        }
+        snap(
+            rdma(vec![d0, d1], &uv, None, None),
+            &["lo", "eth0", "net1", "net2"],
+            &[],
+        )
+    }
+
+    #[test]
+    fn f22_one_hca_without_its_verbs_node() {
+        let p = run(&f22(Err(None)));
+        assert_eq!(p.value_of("NCCL_IB_HCA"), Some("=erdma_0"));
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), None);
+        assert_eq!(codes(&p), vec!["rdma-hca-unusable"]);
+        let w = &p.warnings[0];
+        assert!(
+            w.message.contains("erdma_1")
+                && w.message.contains("no verbs node /dev/infiniband/uverbs1"),
+            "{w:?}"
+        );
+        assert!(!w.message.contains("erdma_0 ("), "{w:?}");
+        assert!(!w.strict_refuses);
+        // Variant: the node exists but does not open.
+        let p = run(&f22(Err(Some("Permission denied (os error 13)"))));
+        assert_eq!(p.value_of("NCCL_IB_HCA"), Some("=erdma_0"));
+        assert_eq!(codes(&p), vec!["rdma-hca-unusable"]);
+        assert!(
+            p.warnings[0].message.contains("Permission denied"),
+            "{:?}",
+            p.warnings
+        );
+        // Both nodes fine: no list, no warning.
+        let p = run(&f22(Ok(())));
+        assert_eq!(p.value_of("NCCL_IB_HCA"), None);
+        assert_eq!(codes(&p), vec!["rdma-usable"]);
+        // An inherited NCCL_IB_HCA is kept, the warning still names erdma_1.
+        let mut s = f22(Err(None));
+        s.env.insert("NCCL_IB_HCA".into(), "erdma".into());
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_IB_HCA"), None);
+        assert!(codes(&p).contains(&"rdma-hca-unusable"));
+        assert!(codes(&p).contains(&"rdma-hca-inherited"));
+    }
+
+    #[test]
+    fn no_hca_with_a_usable_node_disables() {
+        let mut s = f22(Err(None));
+        if let Some(r) = s.rdma.as_mut() {
+            r.devices[0].verbs = verbs(0, Err(Some("No such device or address (os error 6)")));
+        }
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+        assert_eq!(codes(&p), vec!["rdma-no-verbs-devices"]);
+        let m = &p.warnings[0].message;
+        assert!(
+            m.contains("erdma_0") && m.contains("No such device") && m.contains("erdma_1"),
+            "{m}"
+        );
+        assert!(!codes(&p).contains(&"rdma-hca-unusable"));
+    }
+
+    fn ib_8mib(cap: Option<bool>) -> Snapshot {
+        let mut d = dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)]);
+        d.verbs = verbs(0, Ok(()));
+        let mut r = rdma(vec![d], &["uverbs0"], Some(MIB8), Some(MIB8));
+        r.cap_ipc_lock = cap;
+        snap(r, &["eth0"], &[])
+    }
+
+    #[test]
+    fn f31_ipc_lock_lifts_the_memlock_limit() {
+        let p = run(&ib_8mib(Some(true)));
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), None);
+        assert!(
+            codes(&p).contains(&"rdma-memlock-ipc-lock"),
+            "{:?}",
+            codes(&p)
+        );
+        assert!(!codes(&p).contains(&"rdma-memlock-low"));
+        assert!(!p.has_warnings());
+        for cap in [Some(false), None] {
+            let p = run(&ib_8mib(cap));
+            assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"), "{cap:?}");
+            assert_eq!(codes(&p), vec!["rdma-memlock-low"], "{cap:?}");
+            assert!(p.changes[0].reason.contains("CAP_IPC_LOCK"));
+        }
+        // An unlimited limit needs no capability: no note.
+        let mut s = ib_8mib(Some(true));
+        if let Some(r) = s.rdma.as_mut() {
+            (r.memlock_soft, r.memlock_hard) = (None, None);
+        }
+        assert!(!codes(&run(&s)).contains(&"rdma-memlock-ipc-lock"));
+    }
+
+    fn plugin(loads: bool) -> NetPlugin {
+        NetPlugin {
+            path: "/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so".into(),
+            source: "LD_LIBRARY_PATH".into(),
+            loads,
+        }
+    }
+
+    #[test]
+    fn f25_plugin_gets_its_own_switch() {
+        let mut s = ib_8mib(Some(false));
+        s.net_plugins = vec![plugin(true)];
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+        assert_eq!(p.value_of("NCCL_IBEXT_DISABLE"), Some("1"));
+        assert!(p
+            .changes
+            .iter()
+            .any(|c| c.reason.contains("libnccl-net.so")));
+        // A plugin that does not load (an HPC-X folder off the loader path), or none: no switch.
+        s.net_plugins = vec![plugin(false)];
+        assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
+        s.net_plugins.clear();
+        assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
+        // Inherited NCCL_IBEXT_DISABLE: kept.
+        s.net_plugins = vec![plugin(true)];
+        s.env.insert("NCCL_IBEXT_DISABLE".into(), "0".into());
+        assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
+        // IB usable: nothing to switch off.
+        let mut s = ib_8mib(Some(true));
+        s.net_plugins = vec![plugin(true)];
+        assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
+    }
+
+    #[test]
+    fn f25_user_disabled_ib_with_a_plugin_warns() {
+        let mut s = ib_8mib(Some(true));
+        s.net_plugins = vec![plugin(true)];
+        s.env.insert("NCCL_IB_DISABLE".into(), "1".into());
+        let p = run(&s);
+        assert!(p.changes.is_empty());
+        assert!(
+            codes(&p).contains(&"rdma-plugin-ignores-ib-disable"),
+            "{:?}",
+            codes(&p)
+        );
+        let w = p
+            .warnings
+            .iter()
+            .find(|w| w.code == "rdma-plugin-ignores-ib-disable");
+        assert!(w.is_some_and(|w| w.remedy.contains("NCCL_IBEXT_DISABLE=1")
+            && w.remedy.contains("NCCL_NET_PLUGIN=none")));
+        // Not when the plugin's switch is set too, nor without a plugin, nor with NCCL_IB_DISABLE=0.
+        let mut t = s.clone();
+        t.env.insert("NCCL_IBEXT_DISABLE".into(), "1".into());
+        assert!(!codes(&run(&t)).contains(&"rdma-plugin-ignores-ib-disable"));
+        let mut t = s.clone();
+        t.net_plugins.clear();
+        assert!(!codes(&run(&t)).contains(&"rdma-plugin-ignores-ib-disable"));
+        let mut t = s.clone();
+        t.env.insert("NCCL_IB_DISABLE".into(), "0".into());
+        assert!(!codes(&run(&t)).contains(&"rdma-plugin-ignores-ib-disable"));
+        // NCCL_NET_PLUGIN=none is no vendor plugin: the rules run.
+        let mut t = ib_8mib(Some(false));
+        t.env.insert("NCCL_NET_PLUGIN".into(), "none".into());
+        let p = run(&t);
+        assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
+        assert!(!codes(&p).contains(&"rdma-vendor-plugin"));
+        t.env.insert("NCCL_NET_PLUGIN".into(), "ofi".into());
+        assert_eq!(codes(&run(&t)), vec!["rdma-vendor-plugin"]);
+    }
+
+    /// One usable RoCE HCA with the usual mlx5 table on net1, plus an IPv4-mapped v2 entry on net2.
+    fn roce_table(links: &[&str], gid_index: Option<&str>) -> Snapshot {
+        let g = |index: u32, gid: &str, kind: &str, ndev: &str| RdmaGid {
+            index,
+            gid: gid.into(),
+            kind: Some(kind.into()),
+            ndev: Some(ndev.into()),
+        };
+        let mut p = port(1, 4, "Ethernet", Some("net1"));
+        p.gids = vec![
+            g(
+                0,
+                "fe80:0000:0000:0000:1c34:daff:fe5a:0001",
+                "IB/RoCE v1",
+                "net1",
+            ),
+            g(
+                1,
+                "fe80:0000:0000:0000:1c34:daff:fe5a:0001",
+                "RoCE v2",
+                "net1",
+            ),
+            g(
+                2,
+                "0000:0000:0000:0000:0000:ffff:0a0a:0005",
+                "IB/RoCE v1",
+                "net1",
+            ),
+            g(
+                3,
+                "0000:0000:0000:0000:0000:ffff:0a0a:0005",
+                "RoCE v2",
+                "net1",
+            ),
+            g(
+                4,
+                "0000:0000:0000:0000:0000:ffff:0a14:0005",
+                "RoCE v2",
+                "net2",
+            ),
+        ];
+        p.gid_tbl_len = 16;
+        let mut d = dev("mlx5_2", vec![p]);
+        d.verbs = verbs(2, Ok(()));
+        let env: Vec<(&str, &str)> = gid_index
+            .map(|v| ("NCCL_IB_GID_INDEX", v))
+            .into_iter()
+            .collect();
+        snap(rdma(vec![d], &["uverbs2"], None, None), links, &env)
+    }
+
+    #[test]
+    fn inherited_gid_index_judged_per_port() {
+        let here = ["lo", "eth0", "net1", "net2"];
+        // Unset, -1 (auto) and a working index: nothing to say.
+        for v in [None, Some("-1"), Some("3")] {
+            assert!(
+                !codes(&run(&roce_table(&here, v))).contains(&"rdma-gid-index-unusable"),
+                "{v:?}"
+            );
+        }
+        // RoCE v1: kept, warned, and NCCL's own choice (3) works: unset it.
+        let p = run(&roce_table(&here, Some("2")));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        let w = p
+            .warnings
+            .iter()
+            .find(|w| w.code == "rdma-gid-index-unusable");
+        let w = w.expect("rdma-gid-index-unusable");
+        assert!(
+            w.message.contains("RoCE v1") && w.message.contains("mlx5_2:1"),
+            "{w:?}"
+        );
+        assert!(
+            w.remedy.starts_with("unset NCCL_IB_GID_INDEX")
+                && w.remedy.contains("3 (::ffff:10.10.0.5"),
+            "{w:?}"
+        );
+        assert!(w.strict_refuses);
+        // An empty slot, and one beyond the table.
+        for (v, why) in [("9", "empty"), ("16", "beyond")] {
+            let p = run(&roce_table(&here, Some(v)));
+            let w = p
+                .warnings
+                .iter()
+                .find(|w| w.code == "rdma-gid-index-unusable");
+            assert!(
+                w.is_some_and(|w| w.message.contains(why)),
+                "{v}: {:?}",
+                p.warnings
+            );
+        }
+        // net1 is not in the pod: index 3 fails, NCCL's own choice (3) too; 4 (net2) works: set it.
+        let p = run(&roce_table(&["lo", "eth0", "net2"], Some("3")));
+        let w = p
+            .warnings
+            .iter()
+            .find(|w| w.code == "rdma-gid-index-unusable");
+        let w = w.expect("warning");
+        assert!(w.message.contains("net1"), "{w:?}");
+        assert!(w.remedy.starts_with("set NCCL_IB_GID_INDEX=4"), "{w:?}");
+        // From a config file too.
+        let mut s = roce_table(&here, None);
+        s.conf_files.push(crate::snapshot::ConfFile {
+            path: "/etc/nccl.conf".into(),
+            values: vec![("NCCL_IB_GID_INDEX".into(), "0".into())],
+            error: None,
+        });
+        let p = run(&s);
+        assert!(p
+            .warnings
+            .iter()
+            .any(|w| w.code == "rdma-gid-index-unusable" && w.message.contains("/etc/nccl.conf")));
+        // IB disabled: no judgement. InfiniBand ports: NCCL ignores the index.
+        let mut s = roce_table(&here, Some("2"));
+        s.env.insert("NCCL_IB_DISABLE".into(), "1".into());
+        assert!(!codes(&run(&s)).contains(&"rdma-gid-index-unusable"));
+        let mut s = ib_8mib(Some(true));
+        s.env.insert("NCCL_IB_GID_INDEX".into(), "7".into());
+        assert!(!codes(&run(&s)).contains(&"rdma-gid-index-unusable"));
+    }
+
+    #[test]
+    fn hca_report_has_per_device_facts() {
+        let r = hca_report(&f22(Err(None)));
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].device.as_str(), r[0].verbs.as_str()),
+            ("erdma_0", "opens")
+        );
+        assert!(r[0].ports[0].usable);
+        assert_eq!(
+            (r[1].verbs_node.as_deref(), r[1].verbs.as_str()),
+            (Some("uverbs1"), "missing")
+        );
+        assert!(!r[1].ports[0].usable);
+        assert!(r[1].ports[0]
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.contains("uverbs1")));
+        let r = hca_report(&roce_table(&["net1"], None));
+        assert_eq!(r[0].ports[0].nccl_gid_index, Some(3));
+        assert_eq!(r[0].ports[0].working_gid_index, Some(3));
+        let r = hca_report(&ib_8mib(None));
+        assert_eq!(
+            (
+                r[0].ports[0].nccl_gid_index,
+                r[0].ports[0].working_gid_index
+            ),
+            (None, None)
+        );
+        assert!(hca_report(&Snapshot::default()).is_empty());
     }
 
     #[test]

@@ -1,25 +1,47 @@
 //! Decision rules: `/dev/shm` and NCCL's SHM transport (`NCCL_SHM_DISABLE`).
 //!
-//! NCCL's SHM transport (src/transport/shm.cc, `shmRecvSetup` → `ncclShmOpen`, NCCL 2.18–2.30) creates one
-//! receive segment per (channel, SHM peer, connection) of 9,637,888 B by default (LL 512 KiB + LL128
-//! 4,915,200 B + SIMPLE 4 MiB + 4 KiB) in `/dev/shm`. Docker's default 64 MiB tmpfs is too small for 4 GPUs:
-//! init fails with `Error while creating shared memory segment … (size 9637888)` (ENOSPC). NCCL ≥ 2.24 with
-//! driver ≥ 12.6 can use cuMem host memory instead, but without `SYS_NICE` (default Docker) 2.26.3+ falls
-//! back to `/dev/shm`, and ranks of one process always use it. `NCCL_SHM_DISABLE=1` is safe: pairs without
-//! P2P use the network transport and the job runs.
+//! NCCL's SHM transport (src/transport/shm.cc, `shmRecvSetup` → `ncclShmOpen`, NCCL 2.18–2.30) creates, for
+//! each (channel, SHM peer, connection), a receive segment `/dev/shm/nccl-XXXXXX` of
+//! `sizeof(struct ncclRecvMem)` (4,096 B, `MEM_ALIGN`) plus one buffer per protocol (`comm->buffSizes`, set by
+//! `computeBuffSizes` in src/init.cc from `NCCL_LL_BUFFSIZE`, `NCCL_LL128_BUFFSIZE` and `NCCL_BUFFSIZE`, each
+//! defaulting when unset: LL 524,288 B, LL128 4,915,200 B, SIMPLE 4 MiB). With the defaults one segment is
+//! 9,637,888 B; `NCCL_BUFFSIZE=8388608` makes it 13,832,192 B. Docker's default 64 MiB tmpfs is too small for
+//! 4 GPUs: init fails with `Error while creating shared memory segment … (size 9637888)` (ENOSPC); a
+//! `/dev/shm` the job's user cannot write fails the same way (NVIDIA/nccl#328). NCCL ≥ 2.24 with driver ≥ 12.6
+//! can use cuMem host memory instead, but without `SYS_NICE` (default Docker) 2.26.3+ falls back to
+//! `/dev/shm`, and ranks of one process always use it. `NCCL_SHM_DISABLE=1` is safe: pairs without P2P use the
+//! network transport and the job runs. The rule and its numbers are described in docs/rdma-shm.md.
 
 use crate::config::Config;
+use crate::nccl_rules::param_value;
 use crate::plan::Plan;
+use crate::probe::job::effective;
 use crate::snapshot::Snapshot;
+use serde::{Deserialize, Serialize};
 
-/// Bytes of one SHM receive segment with the default `NCCL_BUFFSIZE` (src/transport/shm.cc).
-pub const SHM_SEGMENT_BYTES: u64 = 9_637_888;
+/// `sizeof(struct ncclRecvMem)`: the segment header, padded to `MEM_ALIGN` (4,096 B; src/include/device.h,
+/// src/include/comm.h).
+pub const RECV_MEM_BYTES: u64 = 4096;
 
-/// Segments budgeted per local GPU: 4 (channels × connections, rounded up from NCCL-FACTS §5's
-/// "local ranks × channels × (1–2) × 9.2 MiB").
+/// NCCL's default LL buffer: `NCCL_LL_LINES_PER_THREAD` (8) × `NCCL_LL_MAX_NTHREADS` (512) × `NCCL_STEPS` (8)
+/// × `sizeof(union ncclLLFifoLine)` (16) = 524,288 B (`DEFAULT_LL_BUFFSIZE`, src/init.cc, 2.18–2.30).
+pub const DEFAULT_LL_BUFFSIZE: u64 = 8 * 512 * 8 * 16;
+
+/// NCCL's default LL128 buffer: `NCCL_LL128_ELEMS_PER_THREAD` (120) × `NCCL_LL128_MAX_NTHREADS` (640) ×
+/// `NCCL_STEPS` (8) × 8 B = 4,915,200 B (`DEFAULT_LL128_BUFFSIZE`, src/init.cc, 2.18–2.30).
+pub const DEFAULT_LL128_BUFFSIZE: u64 = 120 * 640 * 8 * 8;
+
+/// NCCL's default SIMPLE buffer, 4 MiB (`DEFAULT_BUFFSIZE`, src/init.cc, 2.18–2.30).
+pub const DEFAULT_BUFFSIZE: u64 = 1 << 22;
+
+/// Bytes of one SHM receive segment with NCCL's default buffers: 9,637,888.
+pub const SHM_SEGMENT_BYTES: u64 =
+    RECV_MEM_BYTES + DEFAULT_LL_BUFFSIZE + DEFAULT_LL128_BUFFSIZE + DEFAULT_BUFFSIZE;
+
+/// Segments budgeted per local rank: 4 (channels × connections per SHM peer, rounded up; docs/rdma-shm.md).
 pub const SEGMENTS_PER_GPU: u64 = 4;
 
-/// GPUs assumed when the count is unknown.
+/// GPUs assumed when neither the launcher nor the GPU probe says how many ranks run here.
 pub const GPUS_WHEN_UNKNOWN: u64 = 8;
 
 const MIB: u64 = 1 << 20;
@@ -28,50 +50,181 @@ const REMEDY: &str =
     "run the container with --shm-size=1g (or --ipc=host); Kubernetes: mount an emptyDir \
                       with medium: Memory at /dev/shm";
 
-/// The free `/dev/shm` (bytes) the job needs: `cfg.shm_min_mib` MiB when set, else
-/// [`SEGMENTS_PER_GPU`] × [`SHM_SEGMENT_BYTES`] per local GPU, counting at least 2 GPUs and
-/// [`GPUS_WHEN_UNKNOWN`] when the count is unknown (8 GPUs: 294 MiB; 4 GPUs: 147 MiB).
-pub fn shm_need_bytes(gpus: Option<u32>, cfg: &Config) -> u64 {
-    if let Some(mib) = cfg.shm_min_mib {
-        return mib.saturating_mul(MIB);
-    }
-    let n = gpus.map_or(GPUS_WHEN_UNKNOWN, |n| u64::from(n).max(2));
-    n.saturating_mul(SEGMENTS_PER_GPU)
-        .saturating_mul(SHM_SEGMENT_BYTES)
+/// NCCL's per-protocol buffer sizes in bytes, as `computeBuffSizes` (src/init.cc) sets them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferSizes {
+    /// LL protocol buffer (`NCCL_LL_BUFFSIZE`).
+    pub ll: u64,
+    /// LL128 protocol buffer (`NCCL_LL128_BUFFSIZE`).
+    pub ll128: u64,
+    /// SIMPLE protocol buffer (`NCCL_BUFFSIZE`).
+    pub simple: u64,
+    /// The variables that changed a size, as `NAME=value (origin)`.
+    pub set_by: Vec<String>,
 }
 
-/// Decide `NCCL_SHM_DISABLE` from the `/dev/shm` probe and the GPU count.
+impl BufferSizes {
+    /// One receive segment: [`RECV_MEM_BYTES`] + the three buffers.
+    pub fn segment_bytes(&self) -> u64 {
+        RECV_MEM_BYTES
+            .saturating_add(self.ll)
+            .saturating_add(self.ll128)
+            .saturating_add(self.simple)
+    }
+}
+
+/// The buffer sizes NCCL will use: each of `NCCL_LL_BUFFSIZE`, `NCCL_LL128_BUFFSIZE`, `NCCL_BUFFSIZE` (the
+/// environment's, else NCCL's config files') read as NCCL reads it (`param_value`: `strtoll`, base 0); an
+/// unset, empty, overflowing or non-positive value leaves the default (NCCL keeps -2 as "default" and would
+/// break on other non-positive values, which no working job sets).
+pub fn buffer_sizes(snap: &Snapshot) -> BufferSizes {
+    let mut b = BufferSizes {
+        ll: DEFAULT_LL_BUFFSIZE,
+        ll128: DEFAULT_LL128_BUFFSIZE,
+        simple: DEFAULT_BUFFSIZE,
+        set_by: Vec::new(),
+    };
+    for (name, slot) in [
+        ("NCCL_LL_BUFFSIZE", &mut b.ll),
+        ("NCCL_LL128_BUFFSIZE", &mut b.ll128),
+        ("NCCL_BUFFSIZE", &mut b.simple),
+    ] {
+        if let Some((v, origin)) = effective(name, &snap.env, &snap.conf_files) {
+            if let Some(n) = param_value(v).filter(|n| *n > 0) {
+                *slot = n as u64;
+                b.set_by.push(format!("{name}={v} ({origin})"));
+            }
+        }
+    }
+    b
+}
+
+/// The `/dev/shm` budget of the job on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShmNeed {
+    /// Ranks on this node: the launcher's local ranks, else the visible GPUs; `None` when unknown.
+    pub ranks: Option<u32>,
+    /// Where `ranks` came from (`--devices`, `PET_NPROC_PER_NODE`, `CUDA_VISIBLE_DEVICES`, …).
+    pub ranks_source: String,
+    /// Ranks counted in the budget: `ranks` (at least 2), or [`GPUS_WHEN_UNKNOWN`].
+    pub counted_ranks: u64,
+    /// Segments counted per rank ([`SEGMENTS_PER_GPU`]).
+    pub segments_per_rank: u64,
+    /// Bytes of one segment ([`BufferSizes::segment_bytes`]).
+    pub segment_bytes: u64,
+    /// The buffers the segment is made of.
+    pub buffers: BufferSizes,
+    /// `NCCLENV_SHM_MIN` in MiB, when set (it replaces the computed need).
+    pub override_mib: Option<u64>,
+    /// Free bytes needed: `counted_ranks × segments_per_rank × segment_bytes`, or the override.
+    pub need_bytes: u64,
+}
+
+/// The budget: ranks from the launcher (`snap.job.local_ranks`, see `launcher::local_ranks`), else the
+/// visible GPUs (`snap.gpus`, where `NVIDIA_VISIBLE_DEVICES=void`/`none` means 0), else
+/// [`GPUS_WHEN_UNKNOWN`]; × [`SEGMENTS_PER_GPU`] × the segment NCCL's buffers make ([`buffer_sizes`]).
+/// `cfg.shm_min_mib` (`NCCLENV_SHM_MIN`) replaces the result.
+pub fn shm_need(snap: &Snapshot, cfg: &Config) -> ShmNeed {
+    let (ranks, ranks_source) = match (snap.job.local_ranks, &snap.gpus) {
+        (Some(n), _) => (
+            Some(n),
+            snap.job
+                .local_ranks_source
+                .clone()
+                .unwrap_or_else(|| "the launcher".into()),
+        ),
+        (None, Some(g)) => (g.count, g.source.clone()),
+        (None, None) => (None, "not probed".into()),
+    };
+    let counted_ranks = ranks.map_or(GPUS_WHEN_UNKNOWN, |n| u64::from(n).max(2));
+    let buffers = buffer_sizes(snap);
+    let segment_bytes = buffers.segment_bytes();
+    let need_bytes = match cfg.shm_min_mib {
+        Some(mib) => mib.saturating_mul(MIB),
+        None => counted_ranks
+            .saturating_mul(SEGMENTS_PER_GPU)
+            .saturating_mul(segment_bytes),
+    };
+    ShmNeed {
+        ranks,
+        ranks_source,
+        counted_ranks,
+        segments_per_rank: SEGMENTS_PER_GPU,
+        segment_bytes,
+        buffers,
+        override_mib: cfg.shm_min_mib,
+        need_bytes,
+    }
+}
+
+impl ShmNeed {
+    /// The need in words: `74 MiB for 2 local rank(s) (--devices): 4 segments of 9637888 B each`.
+    pub fn describe(&self) -> String {
+        if let Some(m) = self.override_mib {
+            return format!("{m} MiB (NCCLENV_SHM_MIN)");
+        }
+        let who = match self.ranks {
+            Some(n) => format!("{n} local rank(s) ({})", self.ranks_source),
+            None => format!("{GPUS_WHEN_UNKNOWN} GPUs assumed ({})", self.ranks_source),
+        };
+        let mut s = format!(
+            "{} MiB for {who}: {} segments of {} B each per rank",
+            self.need_bytes.div_ceil(MIB),
+            self.segments_per_rank,
+            self.segment_bytes
+        );
+        if !self.buffers.set_by.is_empty() {
+            s.push_str(&format!(" ({})", self.buffers.set_by.join(", ")));
+        }
+        s
+    }
+}
+
+/// Decide `NCCL_SHM_DISABLE` from the `/dev/shm` probe and the ranks on this node ([`shm_need`]).
 ///
 /// - `snap.shm == None` (not probed): nothing.
-/// - One visible GPU: no local peer, SHM is never used; info `shm-single-gpu`, nothing changed.
-/// - Path missing, read-only, or free space below [`shm_need_bytes`]: `NCCL_SHM_DISABLE=1` and a warning
-///   (`shm-missing`, `shm-read-only`, `shm-too-small`) naming `--shm-size=1g` or `--ipc=host`.
+/// - No GPU (`NVIDIA_VISIBLE_DEVICES=void`, …; info `shm-no-gpu`) or one rank (`shm-single-gpu`): no local
+///   peer, SHM is never used; nothing changed.
+/// - Path missing, read-only, not writable for this user (the command runs as the same user), or free space
+///   below the need: `NCCL_SHM_DISABLE=1` and a warning (`shm-missing`, `shm-read-only`, `shm-not-writable`,
+///   `shm-too-small`) naming `--shm-size=1g` or `--ipc=host`; leftover `nccl-*` segments in a full
+///   `/dev/shm` are named in the remedy.
 /// - An inherited `NCCL_SHM_DISABLE` is kept whatever its value; the warning is still made where it does not
-///   disable SHM and `/dev/shm` is too small.
+///   disable SHM and `/dev/shm` is unusable.
 /// - Inherited `NCCL_P2P_DISABLE=1` while SHM ends up disabled: warning `shm-p2p-both-disabled` (intra-node
-///   traffic goes through the network transport; NCCL-FACTS §5).
+///   traffic goes through the network transport).
 pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let Some(shm) = &snap.shm else {
         return;
     };
-    let gpus = snap.gpus.as_ref().and_then(|g| g.count);
-    if gpus == Some(1) {
-        plan.info(
-            "shm-single-gpu",
-            "one GPU visible: no local peer, NCCL's SHM transport is not used",
-            "nothing to do",
-        );
-        return;
+    let need = shm_need(snap, cfg);
+    plan.shm_need = Some(need.clone());
+    match need.ranks {
+        Some(0) => {
+            plan.info(
+                "shm-no-gpu",
+                format!(
+                    "no GPU visible to the command ({}): NCCL's SHM transport is not used",
+                    need.ranks_source
+                ),
+                "nothing to do",
+            );
+            return;
+        }
+        Some(1) => {
+            plan.info(
+                "shm-single-gpu",
+                format!(
+                    "one local rank ({}): no local peer, NCCL's SHM transport is not used",
+                    need.ranks_source
+                ),
+                "nothing to do",
+            );
+            return;
+        }
+        _ => {}
     }
-    let need = shm_need_bytes(gpus, cfg);
-    let need_how = match (cfg.shm_min_mib, gpus) {
-        (Some(m), _) => format!("{m} MiB (NCCLENV_SHM_MIN)"),
-        (None, Some(n)) => format!("{} MiB for {n} GPU(s)", need.div_ceil(MIB)),
-        (None, None) => format!(
-            "{} MiB assuming {GPUS_WHEN_UNKNOWN} GPUs",
-            need.div_ceil(MIB)
-        ),
-    };
+    let mut remedy = REMEDY.to_string();
     let problem: Option<(&str, String)> = if let Some(e) = &shm.error {
         Some(("shm-missing", format!("{} is not usable ({e})", shm.path)))
     } else if shm.read_only {
@@ -79,19 +232,60 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             "shm-read-only",
             format!("{} is mounted read-only", shm.path),
         ))
+    } else if shm.writable == Some(false) {
+        remedy = format!(
+            "make {} writable for the job's user (Docker's own /dev/shm is mode 1777; Kubernetes: an emptyDir \
+             with medium: Memory), or run the job as its owner",
+            shm.path
+        );
+        Some((
+            "shm-not-writable",
+            format!(
+                "{} is not writable for the job: {}; NCCL's segment creation would fail",
+                shm.path,
+                shm.write_error.as_deref().unwrap_or("access denied")
+            ),
+        ))
     } else {
         match shm.free_bytes {
-            Some(free) if free >= need => None,
-            Some(free) => Some((
-                "shm-too-small",
-                format!(
-                    "{} has {} MiB free (of {} MiB), NCCL's SHM transport needs about {need_how}: segment \
-                     creation would fail with ENOSPC",
+            Some(free) if free >= need.need_bytes => None,
+            Some(free) => {
+                let mut why = format!(
+                    "{} has {} MiB free (of {} MiB), NCCL's SHM transport needs about {}: segment creation \
+                     would fail with ENOSPC",
                     shm.path,
                     free / MIB,
-                    shm.total_bytes.unwrap_or(0) / MIB
-                ),
-            )),
+                    shm.total_bytes.unwrap_or(0) / MIB,
+                    need.describe()
+                );
+                if !shm.nccl_segments.is_empty() {
+                    let total: u64 = shm.nccl_segments.iter().map(|s| s.bytes).sum();
+                    let names: Vec<String> = shm
+                        .nccl_segments
+                        .iter()
+                        .map(|s| {
+                            format!(
+                                "{}/{} ({})",
+                                shm.path,
+                                s.name,
+                                crate::decide::rdma::fmt_mib(s.bytes)
+                            )
+                        })
+                        .collect();
+                    why.push_str(&format!(
+                        "; {} of it is held by {} leftover nccl-* segment(s)",
+                        crate::decide::rdma::fmt_mib(total),
+                        names.len()
+                    ));
+                    remedy = format!(
+                        "remove the leftover NCCL segments if no NCCL job on this host is running: {} (rm {}/nccl-*); \
+                         or {REMEDY}",
+                        names.join(", "),
+                        shm.path
+                    );
+                }
+                Some(("shm-too-small", why))
+            }
             None => Some(("shm-missing", format!("{}: free space unknown", shm.path))),
         }
     };
@@ -104,7 +298,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 plan.warn(
                     code,
                     format!("inherited NCCL_SHM_DISABLE={v} kept, but {why}"),
-                    REMEDY,
+                    remedy.clone(),
                 );
             }
             disables
@@ -121,7 +315,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 format!(
                     "{why}; NCCL's SHM transport is disabled (NCCL_SHM_DISABLE=1), which is slower"
                 ),
-                REMEDY,
+                remedy.clone(),
             );
             true
         }
@@ -139,9 +333,9 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
 }
 
-/// NCCL reads these variables with `strtoll` (src/misc/param.cc): non-zero disables.
+/// NCCL reads these variables with `strtoll` (`ncclLoadParam`, src/misc/param.cc): non-zero disables.
 fn truthy(v: &str) -> bool {
-    v.trim().parse::<i64>().map(|n| n != 0).unwrap_or(false)
+    param_value(v).is_some_and(|n| n != 0)
 }
 
 #[cfg(test)]
@@ -161,6 +355,8 @@ mod tests {
                 } else {
                     None
                 },
+                writable: free_mib.map(|_| true),
+                ..ShmInfo::default()
             }),
             gpus: Some(GpuInfo {
                 count: gpus,
@@ -186,16 +382,23 @@ mod tests {
         p.warnings.iter().map(|w| w.code.as_str()).collect()
     }
 
+    fn need(gpus: Option<u32>, cfg: &Config) -> u64 {
+        shm_need(&snap(Some(1), gpus, &[]), cfg).need_bytes
+    }
+
     /// The budget in bytes, written out (not recomputed from the constants): 4 segments of NCCL's 9,637,888 B
-    /// per GPU (src/transport/shm.cc, default NCCL_BUFFSIZE), at least 2 GPUs, 8 when unknown.
+    /// per rank (src/transport/shm.cc, default NCCL_BUFFSIZE), at least 2 ranks, 8 when unknown.
     #[test]
     fn need_sizes() {
         let c = Config::default();
-        assert_eq!(shm_need_bytes(Some(4), &c), 154_206_208); // 147.06 MiB
-        assert_eq!(shm_need_bytes(Some(1), &c), 77_103_104);
-        assert_eq!(shm_need_bytes(Some(0), &c), 77_103_104);
-        assert_eq!(shm_need_bytes(None, &c), 308_412_416); // 294.12 MiB
-                                                           // Where the decision flips for 4 GPUs: 147 MiB free is too little, 148 MiB enough.
+        assert_eq!(SHM_SEGMENT_BYTES, 9_637_888);
+        assert_eq!(need(Some(4), &c), 154_206_208); // 147.06 MiB
+        assert_eq!(need(Some(2), &c), 77_103_104);
+        assert_eq!(need(Some(1), &c), 77_103_104);
+        assert_eq!(need(Some(0), &c), 77_103_104);
+        assert_eq!(need(None, &c), 308_412_416); // 294.12 MiB
+
+        // Where the decision flips for 4 GPUs: 147 MiB free is too little, 148 MiB enough.
         assert_eq!(
             run(&snap(Some(147), Some(4), &[])).value_of("NCCL_SHM_DISABLE"),
             Some("1")
@@ -205,7 +408,145 @@ mod tests {
             shm_min_mib: Some(100),
             ..Config::default()
         };
-        assert_eq!(shm_need_bytes(Some(8), &c), 100 * MIB);
+        assert_eq!(need(Some(8), &c), 100 * MIB);
+    }
+
+    #[test]
+    fn buffer_sizes_follow_nccls_variables() {
+        let s = snap(Some(1), Some(8), &[("NCCL_BUFFSIZE", "8388608")]);
+        let b = buffer_sizes(&s);
+        assert_eq!(b.segment_bytes(), 13_832_192);
+        assert_eq!(
+            b.set_by,
+            vec!["NCCL_BUFFSIZE=8388608 (environment)".to_string()]
+        );
+        let s = snap(
+            Some(1),
+            Some(8),
+            &[
+                ("NCCL_LL_BUFFSIZE", "0x100000"),
+                ("NCCL_LL128_BUFFSIZE", "-2"),
+            ],
+        );
+        let b = buffer_sizes(&s);
+        assert_eq!(
+            (b.ll, b.ll128, b.simple),
+            (1 << 20, DEFAULT_LL128_BUFFSIZE, DEFAULT_BUFFSIZE)
+        );
+        // From NCCL's config file, as NCCL applies it.
+        let mut s = snap(Some(1), Some(8), &[]);
+        s.conf_files.push(crate::snapshot::ConfFile {
+            path: "/etc/nccl.conf".into(),
+            values: vec![("NCCL_BUFFSIZE".into(), "16777216".into())],
+            error: None,
+        });
+        assert_eq!(buffer_sizes(&s).simple, 16 << 20);
+    }
+
+    #[test]
+    fn f23_larger_buffers_need_more() {
+        // 8 GPUs, 320 MiB: enough with the default buffers (294 MiB), not with NCCL_BUFFSIZE=8 MiB (422 MiB).
+        let p = run(&snap(Some(320), Some(8), &[]));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        let p = run(&snap(Some(320), Some(8), &[("NCCL_BUFFSIZE", "8388608")]));
+        assert_eq!(p.value_of("NCCL_SHM_DISABLE"), Some("1"));
+        assert_eq!(codes(&p), vec!["shm-too-small"]);
+        assert!(
+            p.warnings[0].message.contains("423 MiB"),
+            "{}",
+            p.warnings[0].message
+        );
+        assert!(p.warnings[0].message.contains("NCCL_BUFFSIZE=8388608"));
+        let n = p.shm_need.as_ref().map(|n| n.need_bytes);
+        assert_eq!(n, Some(8 * 4 * 13_832_192));
+    }
+
+    #[test]
+    fn f24_launcher_ranks_before_visible_gpus() {
+        // 8 GPUs visible, 128 MiB: too small for 8, enough for the 2 ranks the launcher starts.
+        let mut s = snap(Some(128), Some(8), &[]);
+        assert_eq!(run(&s).value_of("NCCL_SHM_DISABLE"), Some("1"));
+        s.job.local_ranks = Some(2);
+        s.job.local_ranks_source = Some("--devices".into());
+        let p = run(&s);
+        assert!(
+            p.changes.is_empty() && p.warnings.is_empty(),
+            "{:?}",
+            p.warnings
+        );
+        let n = p.shm_need.expect("budget");
+        assert_eq!((n.ranks, n.ranks_source.as_str()), (Some(2), "--devices"));
+        assert_eq!(n.need_bytes, 2 * 4 * SHM_SEGMENT_BYTES);
+        // One local rank: no peer.
+        s.job.local_ranks = Some(1);
+        assert_eq!(codes(&run(&s)), vec!["shm-single-gpu"]);
+    }
+
+    #[test]
+    fn f24_no_gpu_changes_nothing() {
+        let p = run(&snap(Some(64), Some(0), &[]));
+        assert!(p.changes.is_empty());
+        assert_eq!(codes(&p), vec!["shm-no-gpu"]);
+        assert!(!p.has_warnings());
+        assert!(!codes(&run(&snap(Some(64), Some(4), &[]))).contains(&"shm-no-gpu"));
+    }
+
+    #[test]
+    fn f30_not_writable_disables() {
+        let mut s = snap(Some(1024), Some(2), &[]);
+        if let Some(shm) = s.shm.as_mut() {
+            shm.writable = Some(false);
+            shm.write_error = Some(
+                "uid 1000 cannot create files in /dev/shm (Permission denied); it is owned by uid 0 gid 0 \
+                 with mode 0755"
+                    .into(),
+            );
+        }
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_SHM_DISABLE"), Some("1"));
+        assert_eq!(codes(&p), vec!["shm-not-writable"]);
+        assert!(p.warnings[0].message.contains("uid 1000"));
+        assert!(p.warnings[0].remedy.contains("writable"));
+        // Writable: nothing.
+        let p = run(&snap(Some(1024), Some(2), &[]));
+        assert!(!codes(&p).contains(&"shm-not-writable"));
+    }
+
+    #[test]
+    fn f30_leftover_segments_named_in_the_remedy() {
+        let mut s = snap(Some(4), Some(2), &[]);
+        if let Some(shm) = s.shm.as_mut() {
+            shm.total_bytes = Some(64 * MIB);
+            shm.nccl_segments = vec![
+                crate::snapshot::ShmSegment {
+                    name: "nccl-AbC123".into(),
+                    bytes: 40 * MIB,
+                },
+                crate::snapshot::ShmSegment {
+                    name: "nccl-XyZ789".into(),
+                    bytes: 20 * MIB,
+                },
+            ];
+        }
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_SHM_DISABLE"), Some("1"));
+        let w = &p.warnings[0];
+        assert_eq!(w.code, "shm-too-small");
+        assert!(
+            w.remedy.contains("/dev/shm/nccl-AbC123 (40 MiB)") && w.remedy.contains("nccl-XyZ789"),
+            "{w:?}"
+        );
+        assert!(
+            w.message.contains("60 MiB of it is held by 2 leftover"),
+            "{w:?}"
+        );
+        // Without leftovers the remedy is the usual one.
+        let p = run(&snap(Some(4), Some(2), &[]));
+        assert!(
+            !p.warnings[0].remedy.contains("nccl-"),
+            "{:?}",
+            p.warnings[0]
+        );
     }
 
     #[test]

@@ -3,17 +3,26 @@
 //! Every function here reads only what it is given (a path, the inherited variables, a devfs or sysfs root)
 //! and never panics: problems become `error`/`warning` fields or missing entries.
 
-use crate::snapshot::{GpuInfo, ShmInfo};
+use crate::snapshot::{GpuInfo, ShmInfo, ShmSegment};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
+
+/// At most this many `nccl-*` files are recorded (the largest first).
+pub const MAX_SEGMENTS_LISTED: usize = 32;
 
 /// Capacity of the filesystem at `path` (normally `/dev/shm`, `Config.shm_path`) by `statvfs(3)`:
 /// total bytes (`f_blocks × f_frsize`), bytes free to an unprivileged writer (`f_bavail × f_frsize`) and the
 /// read-only mount flag (`ST_RDONLY`). A missing or unreadable path gives `error` and no sizes.
 ///
-/// NCCL's SHM transport (src/transport/shm.cc) creates its segments there; a full tmpfs makes
-/// `ncclCommInitRank` fail with `Error while creating shared memory segment … (size 9637888)`.
+/// Also whether this process may create files there (`access(2)` with `W_OK | X_OK`: the command runs as the
+/// same user; when it may not, the directory's owner and mode are read for the message), and, only when part
+/// of the filesystem is in use (free < total), the `nccl-*` files in it ([`MAX_SEGMENTS_LISTED`] at most):
+/// segments a job left behind when it died before unlinking them.
+///
+/// NCCL's SHM transport (src/transport/shm.cc) creates its segments there (`/dev/shm/nccl-XXXXXX`,
+/// `ncclShmOpen`); a full tmpfs makes `ncclCommInitRank` fail with `Error while creating shared memory segment
+/// … (size 9637888)`, and so does a directory the job's user cannot write (NVIDIA/nccl#328).
 pub fn probe_shm(path: &Path) -> ShmInfo {
     use nix::sys::statvfs::{statvfs, FsFlags};
     let mut info = ShmInfo {
@@ -31,7 +40,68 @@ pub fn probe_shm(path: &Path) -> ShmInfo {
         }
         Err(e) => info.error = Some(format!("statvfs({}): {e}", path.display())),
     }
+    if info.error.is_none() {
+        writability(path, &mut info);
+        if matches!((info.free_bytes, info.total_bytes), (Some(f), Some(t)) if f < t) {
+            info.nccl_segments = nccl_segments(path);
+        }
+    }
     info
+}
+
+/// Fill `writable` and `write_error` for `path`.
+fn writability(path: &Path, info: &mut ShmInfo) {
+    use nix::unistd::{access, getuid, AccessFlags};
+    match access(path, AccessFlags::W_OK | AccessFlags::X_OK) {
+        Ok(()) => info.writable = Some(true),
+        Err(e) => {
+            use std::os::unix::fs::MetadataExt;
+            let owner = fs::metadata(path).map_or_else(
+                |_| String::new(),
+                |m| {
+                    format!(
+                        "; it is owned by uid {} gid {} with mode {:04o}",
+                        m.uid(),
+                        m.gid(),
+                        m.mode() & 0o7777
+                    )
+                },
+            );
+            info.writable = Some(false);
+            info.write_error = Some(format!(
+                "uid {} cannot create files in {} ({}){owner}",
+                getuid(),
+                path.display(),
+                e.desc()
+            ));
+        }
+    }
+}
+
+/// The `nccl-*` files directly in `dir` with the bytes they occupy, largest first, at most
+/// [`MAX_SEGMENTS_LISTED`].
+fn nccl_segments(dir: &Path) -> Vec<ShmSegment> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<ShmSegment> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("nccl-") {
+                return None;
+            }
+            let m = e.metadata().ok().filter(|m| m.is_file())?;
+            Some(ShmSegment {
+                name,
+                bytes: m.blocks().saturating_mul(512),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    out.truncate(MAX_SEGMENTS_LISTED);
+    out
 }
 
 /// Where the NVIDIA driver lists its GPUs in procfs (one directory per GPU, named by PCI address).

@@ -46,6 +46,8 @@ const RECORDED: &[&str] = &[
     "UCX_NET_DEVICES",
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
+    "HPCX_DIR",
+    "HPCX_NCCL_RDMA_SHARP_PLUGIN_DIR",
     "FI_PROVIDER",
     "NO_PROXY",
     "no_proxy",

@@ -73,6 +73,14 @@ pub fn collect(
             net::probe_start(&peer_addrs, &needs)
         }
     };
+    // Net plugins matter only where RDMA devices exist (they run their own IB transport); doctor lists them
+    // always.
+    let net_plugins = if depth == Depth::Doctor || !rdma.devices.is_empty() {
+        let chosen = job::effective("NCCL_NET_PLUGIN", &env, &conf_files).map(|(v, _)| v);
+        nccl::find_net_plugins(&env, chosen, depth == Depth::Doctor)
+    } else {
+        Vec::new()
+    };
     let rdma = Some(rdma);
     let shm = Some(host::probe_shm(&cfg.shm_path));
     let gpus = Some(host::gpu_count(&env, &cfg.devfs));
@@ -108,5 +116,6 @@ pub fn collect(
         shm,
         gpus,
         nccl_installs,
+        net_plugins,
     }
 }

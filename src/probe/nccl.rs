@@ -6,7 +6,7 @@
 //! fixed set of directories and one read of `/etc/ld.so.cache` (no `ldconfig -p`, no process spawned, no
 //! library opened).
 
-use crate::snapshot::NcclInstall;
+use crate::snapshot::{NcclInstall, NetPlugin};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -174,6 +174,185 @@ fn wheel_version_of_lib(lib: &Path) -> Option<String> {
     wheel_version(dir.parent()?.parent()?.parent()?)
 }
 
+/// Folders where HPC-X puts NCCL's RDMA/SHARP net plugin (`libnccl-net.so`), besides `$HPCX_DIR` and
+/// `$HPCX_NCCL_RDMA_SHARP_PLUGIN_DIR`. A library there loads only when the loader path names the folder.
+pub const HPCX_PLUGIN_DIRS: &[&str] = &[
+    "/opt/hpcx/nccl_rdma_sharp_plugin/lib",
+    "/opt/mellanox/hpcx/nccl_rdma_sharp_plugin/lib",
+    "/usr/local/hpcx/nccl_rdma_sharp_plugin/lib",
+];
+
+/// The loader's default directories (after `LD_LIBRARY_PATH` and `/etc/ld.so.cache`), in its order.
+pub const LOADER_DEFAULT_DIRS: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
+
+/// The library names NCCL `dlopen`s for its external net plugin, in order, given the `NCCL_NET_PLUGIN` value
+/// NCCL sees:
+///
+/// - unset or empty: `libnccl-net.so` (`openNetPluginLib`, src/net.cc 2.21.5; `initPluginLibsOnceFunc`,
+///   src/plugin/net.cc 2.30.7);
+/// - `none` (any case): nothing; 2.30.7 says so, 2.21.5 finds no library of that name;
+/// - otherwise, for each comma-separated name (2.30.7 takes a list; 2.21.5 one name): the name as written,
+///   then `libnccl-net-NAME.so` (2.30.7 `openPluginLib` in src/plugin/plugin_open.cc skips the second form
+///   for a path or a `lib….so` name).
+pub fn net_plugin_names(net_plugin: Option<&str>) -> Vec<String> {
+    match net_plugin {
+        None | Some("") => vec!["libnccl-net.so".into()],
+        Some(v) if v.eq_ignore_ascii_case("none") => Vec::new(),
+        Some(v) => {
+            let mut out = Vec::new();
+            for name in v.split(',').filter(|n| !n.is_empty()) {
+                out.push(name.to_string());
+                let lib_so = name.starts_with("lib") && name.ends_with(".so");
+                if !name.contains('/') && !lib_so {
+                    out.push(format!("libnccl-net-{name}.so"));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// The external net plugins NCCL could load. `net_plugin` is the `NCCL_NET_PLUGIN` value NCCL sees (the
+/// environment's, else the config files').
+///
+/// The one that loads is resolved as the loader resolves NCCL's `dlopen(name)` ([`net_plugin_names`] in
+/// order): a name with `/` is a path; otherwise the directories of `LD_LIBRARY_PATH`, the paths in
+/// `/etc/ld.so.cache`, then [`LOADER_DEFAULT_DIRS`] (libnccl's own RUNPATH is not known and not searched).
+/// Only `stat`s and one read of the cache: cheap enough for the start path where RDMA devices exist.
+///
+/// With `list_all` (doctor) every `libnccl-net*.so*` in those directories and in the HPC-X folders
+/// ([`HPCX_PLUGIN_DIRS`], `$HPCX_DIR/nccl_rdma_sharp_plugin/lib`, `$HPCX_NCCL_RDMA_SHARP_PLUGIN_DIR/lib`) is
+/// listed too, with `loads: false`. Never fails: unreadable places are skipped.
+pub fn find_net_plugins(
+    env: &BTreeMap<String, String>,
+    net_plugin: Option<&str>,
+    list_all: bool,
+) -> Vec<NetPlugin> {
+    let ld_dirs: Vec<PathBuf> = env
+        .get("LD_LIBRARY_PATH")
+        .map(|lp| {
+            lp.split(':')
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let cache: Vec<PathBuf> = fs::read(LD_SO_CACHE)
+        .map(|b| cache_paths_where(&b, is_net_plugin_name))
+        .unwrap_or_default();
+    let mut found = PluginList::default();
+    'names: for name in net_plugin_names(net_plugin) {
+        if name.contains('/') {
+            if Path::new(&name).is_file() {
+                found.add(Path::new(&name), "NCCL_NET_PLUGIN", true);
+                break;
+            }
+            continue;
+        }
+        for d in &ld_dirs {
+            let p = d.join(&name);
+            if p.is_file() {
+                found.add(&p, "LD_LIBRARY_PATH", true);
+                break 'names;
+            }
+        }
+        if let Some(p) = cache
+            .iter()
+            .find(|p| p.file_name().is_some_and(|n| n == name.as_str()) && p.is_file())
+        {
+            found.add(p, "ld.so.cache", true);
+            break;
+        }
+        for d in LOADER_DEFAULT_DIRS {
+            let p = Path::new(d).join(&name);
+            if p.is_file() {
+                found.add(&p, "system library directory", true);
+                break 'names;
+            }
+        }
+    }
+    if !list_all {
+        return found.out;
+    }
+    for d in &ld_dirs {
+        found.scan(d, "LD_LIBRARY_PATH");
+    }
+    for p in &cache {
+        if p.is_file() {
+            found.add(p, "ld.so.cache", false);
+        }
+    }
+    for d in LOADER_DEFAULT_DIRS {
+        found.scan(Path::new(d), "system library directory");
+    }
+    let mut hpcx: Vec<PathBuf> = HPCX_PLUGIN_DIRS.iter().map(PathBuf::from).collect();
+    if let Some(h) = env.get("HPCX_DIR").filter(|v| !v.is_empty()) {
+        hpcx.push(Path::new(h).join("nccl_rdma_sharp_plugin/lib"));
+    }
+    if let Some(h) = env
+        .get("HPCX_NCCL_RDMA_SHARP_PLUGIN_DIR")
+        .filter(|v| !v.is_empty())
+    {
+        hpcx.push(Path::new(h).join("lib"));
+    }
+    for d in &hpcx {
+        found.scan(d, "HPC-X folder");
+    }
+    found.out
+}
+
+/// Net plugins found so far, de-duplicated by canonical path (the first finding wins).
+#[derive(Default)]
+struct PluginList {
+    seen: BTreeSet<PathBuf>,
+    out: Vec<NetPlugin>,
+}
+
+impl PluginList {
+    fn add(&mut self, path: &Path, source: &str, loads: bool) {
+        let key = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if self.seen.insert(key) {
+            self.out.push(NetPlugin {
+                path: path.display().to_string(),
+                source: source.to_string(),
+                loads,
+            });
+        }
+    }
+
+    /// Every `libnccl-net*.so*` file in `dir`, by name.
+    fn scan(&mut self, dir: &Path, source: &str) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let mut names: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| is_net_plugin_name(&e.file_name().to_string_lossy()))
+            .map(|e| e.path())
+            .collect();
+        names.sort();
+        for p in names {
+            if p.is_file() {
+                self.add(&p, source, false);
+            }
+        }
+    }
+}
+
+/// `libnccl-net.so`, `libnccl-net-NAME.so`, and their versioned forms (`libnccl-net.so.0`).
+fn is_net_plugin_name(name: &str) -> bool {
+    name.starts_with("libnccl-net") && (name.ends_with(".so") || name.contains(".so."))
+}
+
 /// The distinct versions among `installs` (sorted); more than one means the loaded NCCL depends on paths.
 pub fn distinct_versions(installs: &[NcclInstall]) -> Vec<String> {
     installs
@@ -285,6 +464,11 @@ pub fn dist_info_version(name: &str) -> Option<String> {
 /// optionally after an old `ld.so-1.7.0` header) keeps every path as a NUL-terminated string, so scanning
 /// the strings is enough and independent of the header layout.
 pub fn ld_cache_paths(bytes: &[u8]) -> Vec<PathBuf> {
+    cache_paths_where(bytes, is_libnccl_name)
+}
+
+/// Absolute paths in a loader cache's string table whose file name satisfies `want`.
+fn cache_paths_where(bytes: &[u8], want: fn(&str) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for s in bytes.split(|b| *b == 0) {
         if s.first() != Some(&b'/') {
@@ -294,7 +478,7 @@ pub fn ld_cache_paths(bytes: &[u8]) -> Vec<PathBuf> {
             continue;
         };
         let name = s.rsplit('/').next().unwrap_or("");
-        if is_libnccl_name(name) {
+        if want(name) {
             out.push(PathBuf::from(s));
         }
     }
@@ -361,6 +545,88 @@ mod tests {
             Some("2.21.5")
         );
         assert_eq!(dist_info_version("nvidia_cublas_cu12-12.1.dist-info"), None);
+    }
+
+    #[test]
+    fn plugin_names_as_nccl_tries_them() {
+        assert_eq!(net_plugin_names(None), vec!["libnccl-net.so"]);
+        assert_eq!(net_plugin_names(Some("")), vec!["libnccl-net.so"]);
+        assert!(net_plugin_names(Some("none")).is_empty());
+        assert!(net_plugin_names(Some("NONE")).is_empty());
+        assert_eq!(
+            net_plugin_names(Some("ofi")),
+            vec!["ofi", "libnccl-net-ofi.so"]
+        );
+        assert_eq!(
+            net_plugin_names(Some("/opt/x/libnccl-net.so,libnccl-net-aws.so")),
+            vec!["/opt/x/libnccl-net.so", "libnccl-net-aws.so"]
+        );
+        assert!(is_net_plugin_name("libnccl-net.so"));
+        assert!(is_net_plugin_name("libnccl-net-ofi.so"));
+        assert!(is_net_plugin_name("libnccl-net.so.0"));
+        assert!(!is_net_plugin_name("libnccl.so.2"));
+        assert!(!is_net_plugin_name("libnccl-net.la"));
+    }
+
+    #[test]
+    fn net_plugin_on_the_loader_path_loads() {
+        let root = std::env::temp_dir().join(format!("ncclenv-plugin-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let (a, b) = (root.join("a"), root.join("b"));
+        let ok = fs::create_dir_all(&a).is_ok()
+            && fs::create_dir_all(&b).is_ok()
+            && fs::write(b.join("libnccl-net.so"), b"x").is_ok()
+            && fs::write(b.join("libnccl-net-ofi.so"), b"x").is_ok();
+        assert!(ok, "fixture under {}", root.display());
+        let mut env = BTreeMap::new();
+        env.insert(
+            "LD_LIBRARY_PATH".to_string(),
+            format!("{}:{}", a.display(), b.display()),
+        );
+        let found = find_net_plugins(&env, None, false);
+        let ours: Vec<&NetPlugin> = found
+            .iter()
+            .filter(|p| p.path.starts_with(&root.display().to_string()))
+            .collect();
+        assert_eq!(ours.len(), 1, "{found:?}");
+        assert!(ours[0].loads && ours[0].path.ends_with("b/libnccl-net.so"));
+        assert_eq!(ours[0].source, "LD_LIBRARY_PATH");
+        // NCCL_NET_PLUGIN=ofi: libnccl-net-ofi.so; none: nothing loads.
+        let found = find_net_plugins(&env, Some("ofi"), false);
+        assert!(found
+            .iter()
+            .any(|p| p.loads && p.path.ends_with("libnccl-net-ofi.so")));
+        let found = find_net_plugins(&env, Some("none"), true);
+        assert!(found.iter().all(|p| !p.loads), "{found:?}");
+        assert_eq!(
+            found
+                .iter()
+                .filter(|p| p.path.starts_with(&root.display().to_string()))
+                .count(),
+            2,
+            "doctor lists both: {found:?}"
+        );
+        // $HPCX_DIR: listed, not loaded.
+        let hpcx = root.join("hpcx/nccl_rdma_sharp_plugin/lib");
+        assert!(
+            fs::create_dir_all(&hpcx).is_ok()
+                && fs::write(hpcx.join("libnccl-net.so"), b"x").is_ok()
+        );
+        let mut env = BTreeMap::new();
+        env.insert(
+            "HPCX_DIR".to_string(),
+            root.join("hpcx").display().to_string(),
+        );
+        let found = find_net_plugins(&env, None, true);
+        let _ = fs::remove_dir_all(&root);
+        let h: Vec<&NetPlugin> = found
+            .iter()
+            .filter(|p| p.source == "HPC-X folder")
+            .collect();
+        assert!(
+            h.iter().any(|p| !p.loads && p.path.contains("/hpcx/")),
+            "{found:?}"
+        );
     }
 
     #[test]
