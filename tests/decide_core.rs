@@ -504,6 +504,57 @@ fn comm_id_changes_nothing() {
     assert!(p.hands_off && p.changes.is_empty());
 }
 
+/// F23: `/dev/shm` is decided under a vendor profile and with `NCCL_COMM_ID` too; NCCL's transport variables
+/// stay untouched (and with `NCCL_COMM_ID` the network too).
+#[test]
+fn f23_shared_memory_decided_under_vendor_profile_and_comm_id() {
+    for (k, v) in [
+        ("NCCL_FASTRAK_IFNAME", "eth1"),
+        ("NCCL_COMM_ID", "10.0.0.1:1234"),
+    ] {
+        let mut l = f5();
+        l.env(k, v);
+        let snap = Snapshot {
+            net: Ok(l.net.clone()),
+            env: l.env.clone(),
+            shm: Some(ShmInfo {
+                path: "/dev/shm".into(),
+                total_bytes: Some(64 << 20),
+                free_bytes: Some(64 << 20),
+                writable: Some(true),
+                ..ShmInfo::default()
+            }),
+            gpus: Some(GpuInfo {
+                count: Some(8),
+                source: "CUDA_VISIBLE_DEVICES".into(),
+                warning: None,
+            }),
+            ..Snapshot::default()
+        };
+        let p = decide(&snap, &Config::default());
+        assert_eq!(val(&p, "NCCL_SHM_DISABLE"), Some("1"), "{k}");
+        assert!(has_warning(&p, "shm-too-small"), "{k}");
+        for name in ["NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_FASTRAK_IFNAME"] {
+            assert_eq!(val(&p, name), None, "{k}: {name}");
+        }
+        if k == "NCCL_COMM_ID" {
+            // Hands off the network: the shared-memory variable is the only change.
+            assert!(p.hands_off);
+            assert_eq!(p.changes.len(), 1, "{k}: {:?}", p.changes);
+        }
+        // With room enough, nothing changes at all.
+        let mut big = snap.clone();
+        if let Some(s) = big.shm.as_mut() {
+            s.free_bytes = Some(1 << 30);
+        }
+        assert_eq!(
+            val(&decide(&big, &Config::default()), "NCCL_SHM_DISABLE"),
+            None,
+            "{k}"
+        );
+    }
+}
+
 #[test]
 fn failed_probe_fails_open_or_refuses_strictly() {
     let snap = Snapshot {

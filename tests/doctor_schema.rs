@@ -275,3 +275,101 @@ fn doctor_shows_the_peer_and_how_it_was_found() {
     assert!(ms >= 300, "{}", v["peer"]);
     assert!(v["peer"]["resolve_attempts"].as_u64() >= Some(1));
 }
+
+/// Per-device facts: F22's two HCAs (one without its verbs node) with a RoCE GID table, an HPC-X-style net
+/// plugin on `LD_LIBRARY_PATH`, an inherited `NCCL_IB_GID_INDEX` and the launcher's local ranks, in text and
+/// in JSON valid against the schema.
+#[test]
+fn doctor_shows_each_hca_its_gid_table_plugins_and_the_shm_budget() {
+    use common::fake_rdma::{gid, hca, uverbs, verbs_map, write};
+    if !require_root() {
+        return;
+    }
+    let ns = Netns::new("docrdma");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.244.2.5/24");
+    ns.route("default via 10.244.2.1 dev eth0");
+    ns.plug("net1");
+    ns.addr("net1", "10.10.0.5/24");
+    let t = TempDir::new("docrdma");
+    let sys = t.join("sys");
+    for (i, net) in [(0, "net1"), (1, "net2")] {
+        let dev = format!("erdma_{i}");
+        hca(&sys, &dev, "Ethernet", "100 Gb/sec (4X EDR)", Some(net));
+        gid(
+            &sys,
+            &dev,
+            1,
+            "0000:0000:0000:0000:0000:ffff:0a0a:0005",
+            "RoCE v2",
+            net,
+        );
+        verbs_map(&sys, &format!("uverbs{i}"), &dev);
+    }
+    uverbs(&t.join("dev"), 0);
+    write(&t.join("lib/libnccl-net.so"), "not loaded by the test");
+    let run = |json: bool| {
+        let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+        c.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("NCCLENV_SYSFS", &sys)
+            .env("NCCLENV_DEVFS", t.join("dev"))
+            .env("LD_LIBRARY_PATH", t.join("lib"))
+            .env("NCCL_IB_GID_INDEX", "5")
+            .env("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+            .arg("doctor");
+        if json {
+            c.arg("--json");
+        }
+        c.args(["--", "torchrun", "--nproc-per-node=2", "train.py"]);
+        c.output().expect("run ncclenv doctor")
+    };
+    let text = run(false);
+    let t_out = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(1), "{t_out}");
+    for want in [
+        "VERBS NODE",
+        "uverbs0 (opens)",
+        "uverbs1 (missing)",
+        "not usable: no verbs node",
+        "GID tables",
+        "::ffff:10.10.0.5",
+        "NCCL's choice, works here",
+        "NCCL net plugins",
+        "lib/libnccl-net.so",
+        "local ranks: 2 (--nproc-per-node)",
+        "NCCL needs: 74 MiB for 2 local rank(s) (--nproc-per-node)",
+        "[warn] rdma-hca-unusable",
+        "[warn] rdma-gid-index-unusable: inherited NCCL_IB_GID_INDEX=5",
+        "beyond the GID table (2 entries)",
+    ] {
+        assert!(t_out.contains(want), "doctor text lacks {want:?}:\n{t_out}");
+    }
+    let json = run(true);
+    validate(&json.stdout);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let hcas = &v["decision"]["rdma_hcas"];
+    assert_eq!(hcas[0]["verbs"], "opens");
+    assert_eq!(hcas[1]["verbs"], "missing");
+    assert_eq!(hcas[1]["ports"][0]["usable"], false);
+    assert_eq!(hcas[0]["ports"][0]["nccl_gid_index"], 1);
+    assert_eq!(hcas[0]["ports"][0]["working_gid_index"], 1);
+    assert_eq!(v["rdma"]["devices"][0]["verbs"]["name"], "uverbs0");
+    assert_eq!(v["rdma"]["devices"][0]["ports"][0]["gid_tbl_len"], 2);
+    assert_eq!(v["job"]["local_ranks"], 2);
+    assert_eq!(v["decision"]["shm_need"]["ranks"], 2);
+    assert_eq!(v["decision"]["shm_need"]["segment_bytes"], 9_637_888);
+    let plugins = v["net_plugins"].as_array().cloned().unwrap_or_default();
+    assert!(
+        plugins
+            .iter()
+            .any(|p| p["loads"] == true && p["source"] == "LD_LIBRARY_PATH"),
+        "{plugins:?}"
+    );
+    assert_eq!(
+        v["decision"]["changes"].as_array().map(|c| c
+            .iter()
+            .any(|c| c["name"] == "NCCL_IB_HCA" && c["value"] == "=erdma_0")),
+        Some(true)
+    );
+}

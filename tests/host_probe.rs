@@ -129,8 +129,11 @@ fn char_node(p: &Path, major: u64, minor: u64) {
     .expect("mknod");
 }
 
+/// `<dev>/infiniband/uverbsN` that opens read-write: `/dev/null`'s numbers (1:3). The real uverbs major (231)
+/// has no driver on a machine without RDMA, and the probe opens every HCA's node (that case, ENXIO, is
+/// `f22_each_hca_gets_its_own_verbs_node`'s).
 fn uverbs(dev: &Path, n: u64) {
-    char_node(&dev.join(format!("infiniband/uverbs{n}")), 231, 192 + n);
+    char_node(&dev.join(format!("infiniband/uverbs{n}")), 1, 3);
 }
 
 fn snapshot(r: RdmaSnapshot, links: &[&str], env: &[(&str, &str)]) -> Snapshot {
@@ -350,10 +353,17 @@ fn f15_memlock_in_a_child_process() {
     let c = cfg(&t);
     let links = ["lo", "ens1", "ib0"];
 
-    // soft = hard = 8 MiB: disabled, warning names --ulimit memlock=-1.
-    let v = run_child("child_f15_probe", &vars, &[], Some(memlock_8m_8m));
+    // soft = hard = 8 MiB, without CAP_IPC_LOCK (Docker's default set): disabled, warning names
+    // --ulimit memlock=-1.
+    let v = run_child(
+        "child_f15_probe",
+        &vars,
+        &no_ipc_lock(),
+        Some(memlock_8m_8m),
+    );
     let r: RdmaSnapshot = serde_json::from_value(v).expect("snapshot");
     assert_eq!(r.error, None);
+    assert_eq!(r.cap_ipc_lock, Some(false));
     assert_eq!(r.uverbs, vec!["uverbs0".to_string()]);
     assert!(r.rdma_cm);
     assert_eq!(r.devices[0].ports[0].rate, "200 Gb/sec (4X HDR)");
@@ -371,7 +381,12 @@ fn f15_memlock_in_a_child_process() {
     // soft 8 MiB, hard unlimited: raise, IB left on. Raising the hard limit needs CAP_SYS_RESOURCE, which a
     // container's root may lack: then check soft 4 MiB < hard 8 MiB (raised, but the hard limit is still too
     // low) and leave "hard unlimited" to `f15_memlock_plain_values`.
-    match try_child("child_f15_probe", &vars, &[], Some(memlock_8m_unlimited)) {
+    match try_child(
+        "child_f15_probe",
+        &vars,
+        &no_ipc_lock(),
+        Some(memlock_8m_unlimited),
+    ) {
         Ok(v) => {
             let r: RdmaSnapshot = serde_json::from_value(v).expect("snapshot");
             assert_eq!((r.memlock_soft, r.memlock_hard), (Some(8 * MIB), None));
@@ -382,7 +397,12 @@ fn f15_memlock_in_a_child_process() {
         }
         Err(e) => {
             eprintln!("NOTE: cannot raise the hard RLIMIT_MEMLOCK here ({e}); checking soft 4 MiB < hard 8 MiB");
-            let v = run_child("child_f15_probe", &vars, &[], Some(memlock_4m_8m));
+            let v = run_child(
+                "child_f15_probe",
+                &vars,
+                &no_ipc_lock(),
+                Some(memlock_4m_8m),
+            );
             let r: RdmaSnapshot = serde_json::from_value(v).expect("snapshot");
             assert_eq!(
                 (r.memlock_soft, r.memlock_hard),
@@ -395,6 +415,52 @@ fn f15_memlock_in_a_child_process() {
                 .contains("hard RLIMIT_MEMLOCK is 8 MiB"));
         }
     }
+}
+
+/// `setpriv --bounding-set -ipc_lock`: the child runs as root without CAP_IPC_LOCK.
+fn no_ipc_lock() -> Vec<String> {
+    ["setpriv", "--bounding-set", "-ipc_lock"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// F31: the same child as root keeps CAP_IPC_LOCK (this test process has it) and loses it without it in
+/// the bounding set; the decision follows.
+#[test]
+fn f31_capabilities_read_in_a_child_process() {
+    if !require_root("f31_capabilities_read_in_a_child_process") {
+        return;
+    }
+    let t = Tmp::new("f31");
+    f15_tree(&t);
+    let vars = [
+        ("NCCLENV_HP_SYS", t.sys().display().to_string()),
+        ("NCCLENV_HP_DEV", t.dev().display().to_string()),
+    ];
+    let here = rdma::ipc_lock_from_status(
+        &fs::read_to_string("/proc/self/status").unwrap_or_default(),
+        true,
+    );
+    assert_eq!(here, Some(true), "this test needs root with CAP_IPC_LOCK");
+    let c = cfg(&t);
+    for (wrapper, has) in [(Vec::new(), true), (no_ipc_lock(), false)] {
+        let v = run_child("child_f15_probe", &vars, &wrapper, Some(memlock_8m_8m));
+        let r: RdmaSnapshot = serde_json::from_value(v).expect("snapshot");
+        assert_eq!(r.cap_ipc_lock, Some(has), "{wrapper:?}");
+        assert_eq!(r.memlock_hard, Some(8 * MIB));
+        let p = decide(&snapshot(r, &["lo", "eth0"], &[]), &c);
+        assert_eq!(p.value_of("NCCL_IB_DISABLE").is_some(), !has, "{wrapper:?}");
+        assert_eq!(codes(&p).contains(&"rdma-memlock-low"), !has, "{wrapper:?}");
+        assert_eq!(
+            codes(&p).contains(&"rdma-memlock-ipc-lock"),
+            has,
+            "{wrapper:?}"
+        );
+    }
+    // No RDMA device: the capabilities are not read at all.
+    let empty = Tmp::new("f31none");
+    assert_eq!(rdma::probe(&empty.sys(), &empty.dev()).cap_ipc_lock, None);
 }
 
 fn memlock_4m_8m() -> std::io::Result<()> {
@@ -411,6 +477,8 @@ fn f15_memlock_plain_values() {
     f15_tree(&t);
     let c = cfg(&t);
     let mut r = rdma::probe(&t.sys(), &t.dev());
+    // Plain values: the memlock rule as it applies without CAP_IPC_LOCK.
+    r.cap_ipc_lock = Some(false);
     for (soft, hard, disabled, raise) in [
         (Some(8 * MIB), Some(8 * MIB), true, false),
         (Some(64 << 10), Some(64 << 10), true, false),
@@ -572,6 +640,8 @@ fn rdma_usable_is_reported_and_changes_nothing() {
     assert!(p.changes.is_empty(), "{:?}", p.changes);
     r.memlock_soft = Some(8 * MIB);
     r.memlock_hard = Some(8 * MIB);
+    // Without CAP_IPC_LOCK (this test process has it; the limit would not bind it).
+    r.cap_ipc_lock = Some(false);
     let p = decide(&snapshot(r, &["lo", "eth0"], &[]), &cfg(&t));
     assert!(!codes(&p).contains(&"rdma-usable"), "{:?}", codes(&p));
     assert_eq!(p.value_of("NCCL_IB_DISABLE"), Some("1"));
@@ -615,6 +685,116 @@ fn more_usable_hcas_than_nccl_ib_hca_can_hold() {
     let mut want: Vec<String> = (0..16).map(|i| format!("mlx5_{i}")).collect();
     want.sort_unstable();
     assert_eq!(got, want);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// F22: one verbs node per HCA
+
+#[test]
+fn f22_each_hca_gets_its_own_verbs_node() {
+    if !require_root("f22_each_hca_gets_its_own_verbs_node") {
+        return;
+    }
+    let t = Tmp::new("f22");
+    for (i, net) in [(0, "net1"), (1, "net2")] {
+        let dev = format!("erdma_{i}");
+        add_port(
+            &t.sys(),
+            &dev,
+            1,
+            true,
+            "Ethernet",
+            "100 Gb/sec (4X EDR)",
+            &[(
+                3,
+                "0000:0000:0000:0000:0000:ffff:0a0a:0005",
+                "RoCE v2",
+                Some(net),
+            )],
+        );
+        // The kernel's map, numbered against the HCAs on purpose: uverbs1 is erdma_0.
+        write(
+            &t.sys()
+                .join(format!("class/infiniband_verbs/uverbs{}/ibdev", 1 - i)),
+            &format!("{dev}\n"),
+        );
+    }
+    // A node that opens read-write (/dev/null's numbers) for erdma_0 only.
+    char_node(&t.dev().join("infiniband/uverbs1"), 1, 3);
+    let links = ["lo", "eth0", "net1", "net2"];
+    let probe = || {
+        let mut r = rdma::probe(&t.sys(), &t.dev());
+        (r.memlock_soft, r.memlock_hard) = (None, None);
+        r
+    };
+    let r = probe();
+    assert_eq!(r.error, None);
+    let v0 = r.devices[0].verbs.clone().expect("erdma_0 mapped");
+    assert_eq!(
+        (v0.name.as_str(), v0.present, v0.open_error.as_deref()),
+        ("uverbs1", true, None)
+    );
+    let v1 = r.devices[1].verbs.clone().expect("erdma_1 mapped");
+    assert_eq!((v1.name.as_str(), v1.present), ("uverbs0", false));
+    assert_eq!(
+        r.devices[0].ports[0].gid_tbl_len, 4,
+        "gids/1 (zero) and gids/3 make a 4-entry table"
+    );
+    let p = decide(&snapshot(r, &links, &[]), &cfg(&t));
+    assert_eq!(p.value_of("NCCL_IB_HCA"), Some("=erdma_0"));
+    assert!(codes(&p).contains(&"rdma-hca-unusable"));
+
+    // erdma_1's node exists with the real uverbs major and no driver: it does not open (ENXIO).
+    char_node(&t.dev().join("infiniband/uverbs0"), 231, 192);
+    let r = probe();
+    let v1 = r.devices[1].verbs.clone().expect("mapped");
+    assert!(v1.present);
+    assert!(
+        v1.open_error
+            .as_deref()
+            .is_some_and(|e| e.contains("No such device")),
+        "{v1:?}"
+    );
+    let p = decide(&snapshot(r, &links, &[]), &cfg(&t));
+    assert_eq!(p.value_of("NCCL_IB_HCA"), Some("=erdma_0"));
+
+    // A plain file where the node should be: not a character device.
+    fs::remove_file(t.dev().join("infiniband/uverbs0")).expect("rm");
+    write(&t.dev().join("infiniband/uverbs0"), "x");
+    let v1 = probe().devices[1].verbs.clone().expect("mapped");
+    assert_eq!(
+        (v1.present, v1.open_error.as_deref()),
+        (false, Some("not a character device"))
+    );
+
+    // Both open: every HCA used, no list.
+    fs::remove_file(t.dev().join("infiniband/uverbs0")).expect("rm");
+    char_node(&t.dev().join("infiniband/uverbs0"), 1, 3);
+    let p = decide(&snapshot(probe(), &links, &[]), &cfg(&t));
+    assert_eq!(p.value_of("NCCL_IB_HCA"), None);
+    assert!(!codes(&p).contains(&"rdma-hca-unusable"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// F30: leftover nccl-* segments and writability
+
+#[test]
+fn f30_shm_probe_lists_nccl_segments() {
+    let t = Tmp::new("f30");
+    let dir = t.0.join("shm");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(dir.join("nccl-small"), vec![1u8; 8192]).expect("write");
+    fs::write(dir.join("nccl-big"), vec![1u8; 65536]).expect("write");
+    fs::write(dir.join("other"), vec![1u8; 65536]).expect("write");
+    let s = host::probe_shm(&dir);
+    assert_eq!(s.error, None);
+    assert_eq!(s.writable, Some(true));
+    let names: Vec<&str> = s.nccl_segments.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, vec!["nccl-big", "nccl-small"]);
+    assert!(s.nccl_segments[0].bytes >= 65536);
+    // A missing path: not checked.
+    let s = host::probe_shm(&t.0.join("missing"));
+    assert_eq!((s.writable, s.nccl_segments.len()), (None, 0));
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -389,6 +389,7 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+pub mod fake_rdma;
 pub mod layouts;
 pub mod oracle;
 
@@ -405,5 +406,6 @@ pub const OURS: &[&str] = &[
     "UCX_NET_DEVICES",
     "NCCL_IB_DISABLE",
     "NCCL_IB_HCA",
+    "NCCL_IBEXT_DISABLE",
     "NCCL_SHM_DISABLE",
 ];
