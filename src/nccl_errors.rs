@@ -264,7 +264,8 @@ pub const KNOWN: &[KnownError] = &[
         cause: "an RDMA device is listed but its verbs device node cannot be opened (permissions, or not mounted \
                 into the container): the device is skipped",
         remedy: "Mount the devices with --device=/dev/infiniband (Kubernetes: the RDMA device plugin's resource)",
-        ncclenv: "`rdma-no-verbs-devices` when the nodes are missing",
+        ncclenv: "opens each HCA's own node: `NCCL_IB_HCA` without the HCA and `rdma-hca-unusable`, or \
+                  `rdma-no-verbs-devices` when none opens",
         foreign: false,
         version_notes: &[],
     },
@@ -278,7 +279,8 @@ pub const KNOWN: &[KnownError] = &[
         short: "wrong `NCCL_IB_GID_INDEX` (RoCE)",
         cause: "RDMA queue pair setup failed: usually a wrong NCCL_IB_GID_INDEX",
         remedy: "Unset NCCL_IB_GID_INDEX (automatic since NCCL 2.21) or pick the RoCE v2 GID of the right netdev",
-        ncclenv: "`ncclenv doctor` lists each port's GIDs and their netdevs",
+        ncclenv: "`rdma-gid-index-unusable` names the index that works (or says to unset it); `ncclenv doctor` \
+                  lists each port's GIDs and their netdevs",
         foreign: false,
         version_notes: &[],
     },
@@ -292,11 +294,12 @@ pub const KNOWN: &[KnownError] = &[
         level: Level::Warn,
         codes: &[Code { code: 2, versions: ALL }],
         source: "src/misc/shmutils.cc, ncclShmOpen",
-        short: "`/dev/shm` full (Docker's 64 MiB)",
-        cause: "/dev/shm is too small for NCCL's SHM transport (about 9.2 MiB per channel and peer)",
+        short: "`/dev/shm` full (Docker's 64 MiB) or not writable",
+        cause: "/dev/shm is too small for NCCL's SHM transport (about 9.2 MiB per channel and peer with the default \
+                NCCL_BUFFSIZE), or the job's user cannot create files in it",
         remedy: "Run the container with --shm-size=1g (Kubernetes: an emptyDir with medium Memory on /dev/shm), or \
                  set NCCL_SHM_DISABLE=1",
-        ncclenv: "sets `NCCL_SHM_DISABLE=1`, names `--shm-size=1g`/`--ipc=host`",
+        ncclenv: "sets `NCCL_SHM_DISABLE=1`, names `--shm-size=1g`/`--ipc=host` and leftover `nccl-*` segments",
         foreign: false,
         version_notes: &[],
     },
