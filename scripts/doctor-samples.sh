@@ -3,13 +3,15 @@
 #   1. F1  Docker bridge: eth0 172.17.0.2/16 with the default route.
 #   2. F7  inherited NCCL_SOCKET_IFNAME=bond0 beside a macvlan child bond0.2973.
 #   3. F14 host network with a RoCE HCA visible in sysfs (a fake tree) but no /dev/infiniband.
+#   4. F22 a Kubernetes RDMA pod given one of its two HCAs' verbs nodes, an inherited NCCL_IB_GID_INDEX.
 # usage: sudo scripts/doctor-samples.sh [--stdout] [path/to/ncclenv]      (root: network namespaces, mounts)
 #   --stdout   print the document instead of writing docs/doctor-samples.md (tests/doctor_schema.rs compares)
 #
 # The file is this script's output, never edited by hand. What would differ between machines is pinned here:
 # the interfaces' MAC addresses (and so their fe80 addresses), /dev/shm (a private 1 GiB tmpfs in a mount
-# namespace), RLIMIT_MEMLOCK (8 MiB, as Docker gives), and the fake sysfs/dev trees' temporary path, printed
-# as /fake. What the script cannot pin, the GPU driver entry and the NCCL installations of the machine, the
+# namespace), RLIMIT_MEMLOCK (8 MiB, as Docker gives) without CAP_IPC_LOCK (Docker's default capability set;
+# the F22 pod keeps root's, as a Kubernetes RDMA pod has it), and the fake sysfs/dev trees' temporary path,
+# printed as /fake. What the script cannot pin, the GPU driver entry and the NCCL installations of the machine, the
 # test leaves out of its comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,12 +43,13 @@ settle() { # every interface but lo RUNNING and with its fe80 address
   done
   echo "doctor-samples: the layout did not settle" >&2; exit 1
 }
+CAPS=(setpriv --bounding-set -ipc_lock)
 doctor() { # VAR=value… : one sample, as the reader would type it
   echo '```text'
   echo "\$ ${*:+$* }ncclenv doctor"
   ip netns exec "$NS" unshare -m --propagation private sh -c \
     'mount -t tmpfs -o size=1g ncclenv-shm /dev/shm && exec "$@"' sh \
-    prlimit --memlock=8388608:8388608 \
+    prlimit --memlock=8388608:8388608 "${CAPS[@]}" \
     env -i PATH=/usr/bin:/bin NCCLENV_SYSFS="$T/sys" NCCLENV_DEVFS="$T/dev" "$@" "$BIN" doctor \
     | sed "s|$T|/fake|g" || echo "(exit $?)"
   echo '```'
@@ -59,8 +62,8 @@ cat <<'EOF'
 Written by `sudo scripts/doctor-samples.sh` (do not edit by hand: `tests/doctor_schema.rs` fails when this file
 and the script's output differ; rerun the script after changing what doctor prints). Each sample is a
 throwaway network namespace; the fake sysfs and dev trees are shown as `/fake`; `/dev/shm` is a private 1 GiB
-tmpfs and memlock 8 MiB, as the script sets them. Exit status: 0 NCCL should work, 1 a warning applies, 78
-ncclenv would refuse.
+tmpfs and memlock 8 MiB without `CAP_IPC_LOCK` (the F22 pod keeps it), as the script sets them. Exit status: 0
+NCCL should work, 1 a warning applies, 78 ncclenv would refuse.
 
 ## F1: a Docker bridge
 
@@ -96,5 +99,32 @@ echo "4: ACTIVE" > "$port/state"; echo "5: LinkUp" > "$port/phys_state"; echo Et
 echo "25 Gb/sec (1X EDR)" > "$port/rate"; echo "fe80:0000:0000:0000:0a5c:12ff:fe34:5678" > "$port/gids/0"
 echo "RoCE v2" > "$port/gid_attrs/types/0"; echo bond0 > "$port/gid_attrs/ndevs/0"
 doctor CUDA_VISIBLE_DEVICES=0,1,2,3
+cat <<'EOF'
+
+## F22: a device plugin admitted one of two HCAs
+
+A Kubernetes RDMA pod (root with `CAP_IPC_LOCK`): `eth0` with the default route, Multus `net1` and `net2`;
+sysfs shows `erdma_0` and `erdma_1`, ACTIVE RoCE ports with their GIDs on `net1`/`net2`, but only `erdma_0`'s
+verbs node is in the container. The image also forces `NCCL_IB_GID_INDEX=2`, a RoCE v1 entry. See
+docs/rdma-shm.md.
+
+EOF
+fresh; plug eth0 02:00:0a:f4:02:05 10.244.2.5/24; ip -n "$NS" route add default via 10.244.2.1
+plug net1 02:00:0a:0a:00:05 10.10.0.5/24; plug net2 02:00:0a:14:00:05 10.20.0.5/24; settle
+for i in 0 1; do
+  net=net$((i + 1)); port=$T/sys/class/infiniband/erdma_$i/ports/1; map=$T/sys/class/infiniband_verbs/uverbs$i
+  mkdir -p "$port/gids" "$port/gid_attrs/types" "$port/gid_attrs/ndevs" "$map"
+  echo "4: ACTIVE" > "$port/state"; echo "5: LinkUp" > "$port/phys_state"; echo Ethernet > "$port/link_layer"
+  echo "100 Gb/sec (4X EDR)" > "$port/rate"; echo "erdma_$i" > "$map/ibdev"
+  for g in 0 1 2 3 4 5 6 7; do echo "0000:0000:0000:0000:0000:0000:0000:0000" > "$port/gids/$g"; done
+  ll=fe80:0000:0000:0000:0a5c:12ff:fe34:567$i
+  v4=0000:0000:0000:0000:0000:ffff:$([ "$i" = 0 ] && echo 0a0a || echo 0a14):0005
+  gid() { echo "$2" > "$port/gids/$1"; echo "$3" > "$port/gid_attrs/types/$1"; echo "$net" > "$port/gid_attrs/ndevs/$1"; }
+  gid 0 "$ll" "IB/RoCE v1"; gid 1 "$ll" "RoCE v2"; gid 2 "$v4" "IB/RoCE v1"; gid 3 "$v4" "RoCE v2"
+done
+# A node that opens read-write (/dev/null's numbers) for erdma_0 only.
+mkdir -p "$T/dev/infiniband"; mknod "$T/dev/infiniband/uverbs0" c 1 3; mknod "$T/dev/infiniband/rdma_cm" c 1 3
+CAPS=()
+doctor CUDA_VISIBLE_DEVICES=0,1 NCCL_IB_GID_INDEX=2
 } > "$T/doc.md"
 if [ "$OUT" = /dev/stdout ]; then cat "$T/doc.md"; else cp "$T/doc.md" "$OUT"; fi
