@@ -1,14 +1,15 @@
 //! The entrypoint as shipped: `cargo build --release --target x86_64-unknown-linux-musl --bin ncclenv`
 //! (scripts/test.sh builds it before the tests) must be fully static (`file`: "statically linked") and under
-//! 1.5 MiB stripped, and must run.
+//! 1.6 MiB stripped, and must run (docs/performance.md: 1.5 MiB until the per-device RDMA and /dev/shm rules
+//! of issue #13 added 61 KB to a binary 2 KB under it).
 
 mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Size budget of the stripped static binary, bytes (1.5 MiB).
-const MAX_BYTES: u64 = 3 * 1024 * 1024 / 2;
+/// Size budget of the stripped static binary, bytes (1.6 MiB).
+const MAX_BYTES: u64 = 16 * 1024 * 1024 / 10;
 
 fn musl_binary() -> Option<PathBuf> {
     let p: PathBuf = common::target_dir().join("x86_64-unknown-linux-musl/release/ncclenv");
@@ -35,7 +36,7 @@ fn the_musl_build_is_static_small_and_runs() {
     let size = std::fs::metadata(&bin).expect("stat").len();
     assert!(
         size < MAX_BYTES,
-        "{} is {size} bytes, over 1.5 MiB",
+        "{} is {size} bytes, over 1.6 MiB",
         bin.display()
     );
     let v = Command::new(&bin)
