@@ -52,13 +52,13 @@ fn main() {
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report.detail).unwrap_or_default()
+            serde_json::to_string_pretty(&report.to_json()).unwrap_or_default()
         );
     } else {
         print!("{}", render_check(&report));
     }
     if let Some(p) = json_out {
-        let text = serde_json::to_string_pretty(&report.detail).unwrap_or_default();
+        let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
         if let Err(e) = std::fs::write(&p, text) {
             eprintln!("cannot write {}: {e}", p.display());
         }

@@ -239,7 +239,7 @@ fn main() -> ExitCode {
             if *json {
                 out(&format!(
                     "{}\n",
-                    ncclenv::text::escape_json(&r.detail.to_string())
+                    ncclenv::text::escape_json(&r.to_json().to_string())
                 ));
             } else {
                 out(&ncclenv::check::render_check(&r));
@@ -281,9 +281,9 @@ fn main() -> ExitCode {
                 }
                 if r.passed {
                     tracing::info!("check passed: {}", r.summary);
-                    for (name, value, reason) in &r.extra_env {
-                        plan.set(name, value.clone(), reason.clone());
-                        tracing::warn!("check repair: {name}={value} ({reason})");
+                    for e in &r.extra_env {
+                        plan.set(&e.name, e.value.clone(), e.reason.clone());
+                        tracing::warn!("check repair: {}={} ({})", e.name, e.value, e.reason);
                     }
                 } else if cfg.strict {
                     let refusal = report::Refusal {

@@ -4,7 +4,8 @@
 
 mod common;
 
-use ncclenv::check::{render_check, run_check, CheckReport};
+use ncclenv::check::protocol::Step;
+use ncclenv::check::{render_check, run_check, CheckReport, ErrorDetail};
 use ncclenv::config::{CheckMode, Config};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -100,25 +101,18 @@ fn leftovers(marker: &str, pgid: Option<i64>) -> Vec<String> {
 }
 
 fn assert_clean(name: &str, r: &CheckReport) {
-    let pgid = r
-        .detail
-        .get("helper_pid")
-        .and_then(|v| v.as_i64())
-        .filter(|p| *p > 1);
+    let pgid = r.detail.helper_pid.map(i64::from).filter(|p| *p > 1);
     let left = leftovers(&marker(name), pgid);
     assert!(
         left.is_empty(),
         "processes left behind: {left:?}\n{}",
         render_check(r)
     );
-    assert_eq!(
-        r.detail.get("processes_left").and_then(|v| v.as_bool()),
-        Some(false)
-    );
+    assert_eq!(r.detail.processes_left, Some(false));
 }
 
-fn err_field<'a>(r: &'a CheckReport, f: &str) -> Option<&'a serde_json::Value> {
-    r.detail.get("error").and_then(|e| e.get(f))
+fn error(r: &CheckReport) -> Option<&ErrorDetail> {
+    r.detail.error.as_ref()
 }
 
 #[test]
@@ -128,7 +122,9 @@ fn allreduce_two_ranks_passes_and_reports_bandwidth() {
     let r = run_check(&cfg, CheckMode::Allreduce, &env, Some(("lo", ip)), &[]);
     assert!(r.passed, "{}", render_check(&r));
     assert_eq!(r.mode, CheckMode::Allreduce);
-    let res = &r.detail["result"];
+    // As `ncclenv check --json` shows it.
+    let json = r.to_json();
+    let res = &json["result"];
     assert_eq!(res["nranks"], 2);
     assert_eq!(res["bytes"], 1 << 20);
     let alg = res["algbw_gbps"].as_f64().expect("algbw");
@@ -149,7 +145,7 @@ fn allreduce_is_capped_by_visible_gpus_and_one_gpu_is_noted() {
     cfg.check_gpus = 4;
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
     assert!(r.passed, "{}", render_check(&r));
-    assert_eq!(r.detail["result"]["nranks"], 1);
+    assert_eq!(r.detail.result.as_ref().and_then(|r| r.nranks), Some(1));
     assert!(
         r.summary.contains("nothing crossed between GPUs"),
         "{}",
@@ -163,7 +159,7 @@ fn three_ranks_sum_exactly() {
     cfg.check_gpus = 3;
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
     assert!(r.passed, "{}", render_check(&r));
-    assert_eq!(r.detail["result"]["nranks"], 3);
+    assert_eq!(r.detail.result.as_ref().and_then(|r| r.nranks), Some(3));
 }
 
 #[test]
@@ -180,10 +176,7 @@ fn wrong_sum_is_detected() {
     let (cfg, env, _) = setup("wrong", "wrong_sum", 2);
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
     assert!(!r.passed);
-    assert_eq!(
-        err_field(&r, "stage").and_then(|v| v.as_str()),
-        Some("verify")
-    );
+    assert_eq!(error(&r).map(|e| e.stage()), Some("verify"));
     assert!(
         r.summary.contains("wrong allreduce result"),
         "{}",
@@ -198,7 +191,7 @@ fn init_error_reports_code_and_text() {
     let (cfg, env, _) = setup("initerr", "init_error", 2);
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
     assert!(!r.passed);
-    assert_eq!(err_field(&r, "code").and_then(|v| v.as_i64()), Some(2));
+    assert_eq!(error(&r).and_then(|e| e.code()), Some(2));
     assert!(r.summary.contains("ncclSystemError"), "{}", r.summary);
     assert!(
         r.summary.contains("unhandled system error"),
@@ -216,10 +209,8 @@ fn bootstrap_error_is_explained() {
     env.push(("FAKE_NCCL_CODE".into(), "3".into()));
     let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
     assert!(!r.passed);
-    assert_eq!(err_field(&r, "code").and_then(|v| v.as_i64()), Some(3));
-    let why = err_field(&r, "explanation")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
+    assert_eq!(error(&r).and_then(|e| e.code()), Some(3));
+    let why = error(&r).and_then(|e| e.explanation()).unwrap_or("");
     assert!(why.contains("no socket interface"), "{why}");
     assert!(render_check(&r).contains("remedy"));
 }
@@ -253,11 +244,9 @@ fn hanging_rank_is_killed_at_the_deadline_and_nothing_is_left() {
         "took {took:?}"
     );
     assert!(r.summary.contains("HUNG"), "{}", r.summary);
-    assert_eq!(r.detail["hang"]["step"], "collective");
-    assert!(r.detail["hang"]["likely_causes"]
-        .as_str()
-        .unwrap_or("")
-        .contains("ACS"));
+    let hang = r.detail.hang.as_ref().expect("hang");
+    assert_eq!(hang.step, Some(Step::Collective));
+    assert!(hang.likely_causes.contains("ACS"));
     assert_clean("hang", &r);
 }
 
@@ -278,21 +267,16 @@ fn the_deadline_bounds_the_whole_check_with_repair() {
         took >= Duration::from_secs(10) && took < Duration::from_secs(25),
         "took {took:?}: the deadline is for the whole check"
     );
-    let attempts = r.detail["repair_attempts"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let attempts = r.detail.repair_attempts.clone().unwrap_or_default();
     assert!(
         !attempts.is_empty(),
         "the first hang left time to retry: {}",
-        r.detail
+        r.to_json()
     );
     assert!(
-        attempts
-            .iter()
-            .any(|a| a["summary"].as_str().unwrap_or("").contains("deadline")),
+        attempts.iter().any(|a| a.summary.contains("deadline")),
         "{}",
-        r.detail
+        r.to_json()
     );
     assert_clean("hangrep", &r);
 }
@@ -320,17 +304,20 @@ fn repair_finds_shm_disable() {
     );
     assert!(r.passed, "{}", render_check(&r));
     assert_eq!(r.extra_env.len(), 1);
-    assert_eq!(r.extra_env[0].0, "NCCL_SHM_DISABLE");
-    assert_eq!(r.extra_env[0].1, "1");
+    assert_eq!(r.extra_env[0].name, "NCCL_SHM_DISABLE");
+    assert_eq!(r.extra_env[0].value, "1");
+    assert_eq!(
+        r.to_json()["extra_env"][0]["name"],
+        "NCCL_SHM_DISABLE",
+        "--json shows the repair"
+    );
     assert!(render_check(&r).contains("repair:"));
     // Without repair the same failure is explained (/dev/shm), and nothing is proposed.
     cfg.check_repair = false;
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
     assert!(!r.passed);
     assert!(r.extra_env.is_empty());
-    let why = err_field(&r, "explanation")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
+    let why = error(&r).and_then(|e| e.explanation()).unwrap_or("");
     assert!(why.contains("/dev/shm"), "{why}");
 }
 
@@ -341,10 +328,7 @@ fn repair_never_proposes_p2p_disable_without_a_pass() {
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
     assert!(!r.passed);
     assert!(r.extra_env.is_empty());
-    assert_eq!(
-        r.detail["repair_attempts"].as_array().map(|a| a.len()),
-        Some(3)
-    );
+    assert_eq!(r.detail.repair_attempts.as_ref().map(|a| a.len()), Some(3));
 }
 
 #[test]
@@ -364,7 +348,7 @@ fn missing_helper_and_missing_library_are_reported() {
     } else {
         let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
         assert!(!r.passed, "{}", render_check(&r));
-        assert!(r.detail.get("helper").is_none(), "{}", r.detail);
+        assert!(r.detail.helper.is_none(), "{}", r.to_json());
         assert!(r.summary.contains("not found"), "{}", r.summary);
         assert!(
             r.summary.contains("/nonexistent/ncclenv-check"),
@@ -379,10 +363,7 @@ fn missing_helper_and_missing_library_are_reported() {
     // An explicit NCCLENV_NCCL_LIB is the only candidate: no other library may stand in for it.
     assert!(!r.passed, "{}", render_check(&r));
     {
-        let looked = err_field(&r, "looked")
-            .and_then(|v| v.as_array())
-            .map(|a| a.len())
-            .unwrap_or(0);
+        let looked = error(&r).map(|e| e.looked().len()).unwrap_or(0);
         assert_eq!(looked, 1, "{}", render_check(&r));
         assert!(
             r.summary.contains("/nonexistent/libnccl.so.2"),
@@ -420,7 +401,7 @@ fn off_does_nothing() {
     assert!(r.passed);
     assert_eq!(r.mode, CheckMode::Off);
     assert!(r.extra_env.is_empty());
-    assert_eq!(r.detail, serde_json::json!({"mode": "off"}));
+    assert_eq!(r.to_json(), serde_json::json!({"mode": "off"}));
     assert!(!mark.exists(), "the helper ran for --check off");
     // Control: the same helper does run (and leaves its mark) for a bootstrap check.
     let r = run_check(

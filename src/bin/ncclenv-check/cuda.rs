@@ -1,0 +1,389 @@
+//! CUDA, loaded at run time: the driver API from `libcuda.so.1` (cuda.h, `_v2` entry points, CUDA 11–13), else
+//! the runtime API from `libcudart` (cuda_runtime_api.h); the few calls one rank needs, as safe methods.
+
+use crate::ffi;
+use crate::libsearch;
+use libloading::Library;
+use ncclenv::check::protocol::{CudaApi, HelperError, HelperMsg, LibKind, LibMsg, Stage};
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+/// `CUresult` / `cudaError_t`.
+type CuRes = c_int;
+/// `CUDA_ERROR_NO_DEVICE` (driver) and `cudaErrorNoDevice` (runtime).
+const NO_DEVICE: CuRes = 100;
+/// `cudaErrorInsufficientDriver`: the runtime without a (recent enough) driver.
+const INSUFFICIENT_DRIVER: CuRes = 35;
+/// `cudaMemcpyHostToDevice`.
+const HOST_TO_DEVICE: c_int = 1;
+/// `cudaMemcpyDeviceToHost`.
+const DEVICE_TO_HOST: c_int = 2;
+
+/// The entry points of one flavour.
+enum Api {
+    Driver {
+        init: unsafe extern "C" fn(c_uint) -> CuRes,
+        count: unsafe extern "C" fn(*mut c_int) -> CuRes,
+        get: unsafe extern "C" fn(*mut c_int, c_int) -> CuRes,
+        retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuRes,
+        set_current: unsafe extern "C" fn(*mut c_void) -> CuRes,
+        alloc: unsafe extern "C" fn(*mut u64, usize) -> CuRes,
+        htod: unsafe extern "C" fn(u64, *const c_void, usize) -> CuRes,
+        dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> CuRes,
+        stream_create: unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CuRes,
+        stream_sync: unsafe extern "C" fn(*mut c_void) -> CuRes,
+        err_str: Option<unsafe extern "C" fn(CuRes, *mut *const c_char) -> CuRes>,
+    },
+    Runtime {
+        count: unsafe extern "C" fn(*mut c_int) -> CuRes,
+        set_device: unsafe extern "C" fn(c_int) -> CuRes,
+        malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> CuRes,
+        memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> CuRes,
+        stream_create: unsafe extern "C" fn(*mut *mut c_void) -> CuRes,
+        stream_sync: unsafe extern "C" fn(*mut c_void) -> CuRes,
+        err_str: Option<unsafe extern "C" fn(CuRes) -> *const c_char>,
+    },
+}
+
+/// A loaded CUDA library.
+pub struct Cuda {
+    /// Never unloaded (CUDA keeps threads too).
+    _lib: std::mem::ManuallyDrop<Library>,
+    /// The file loaded.
+    pub path: String,
+    api: Api,
+}
+
+/// Outcome of counting GPUs.
+pub enum Count {
+    /// This many GPUs are visible.
+    Gpus(u32),
+    /// None is: why.
+    NoGpu(String),
+}
+
+/// A CUDA stream (never destroyed: the process ends with `_exit`).
+pub struct Stream(*mut c_void);
+
+impl Stream {
+    /// The `cudaStream_t`/`CUstream` for NCCL.
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// Device memory of `bytes` bytes (never freed: the process ends with `_exit`).
+pub struct DeviceBuffer {
+    ptr: *mut c_void,
+    bytes: usize,
+}
+
+impl DeviceBuffer {
+    /// Its device address.
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ptr
+    }
+
+    /// Its size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// Look up the driver API's entry points in `lib`.
+///
+/// # Safety
+/// `lib` must be a CUDA driver library, whose symbols have the signatures of cuda.h.
+unsafe fn driver(lib: &Library) -> Option<Api> {
+    // SAFETY: the caller guarantees the signatures; the library is never unloaded.
+    unsafe {
+        Some(Api::Driver {
+            init: ffi::sym(lib, "cuInit")?,
+            count: ffi::sym(lib, "cuDeviceGetCount")?,
+            get: ffi::sym(lib, "cuDeviceGet")?,
+            retain: ffi::sym(lib, "cuDevicePrimaryCtxRetain")?,
+            set_current: ffi::sym(lib, "cuCtxSetCurrent")?,
+            alloc: ffi::sym(lib, "cuMemAlloc_v2")?,
+            htod: ffi::sym(lib, "cuMemcpyHtoD_v2")?,
+            dtoh: ffi::sym(lib, "cuMemcpyDtoH_v2")?,
+            stream_create: ffi::sym(lib, "cuStreamCreate")?,
+            stream_sync: ffi::sym(lib, "cuStreamSynchronize")?,
+            err_str: ffi::sym(lib, "cuGetErrorString"),
+        })
+    }
+}
+
+/// Look up the runtime API's entry points in `lib`.
+///
+/// # Safety
+/// `lib` must be a CUDA runtime library, whose symbols have the signatures of cuda_runtime_api.h.
+unsafe fn runtime(lib: &Library) -> Option<Api> {
+    // SAFETY: the caller guarantees the signatures; the library is never unloaded.
+    unsafe {
+        Some(Api::Runtime {
+            count: ffi::sym(lib, "cudaGetDeviceCount")?,
+            set_device: ffi::sym(lib, "cudaSetDevice")?,
+            malloc: ffi::sym(lib, "cudaMalloc")?,
+            memcpy: ffi::sym(lib, "cudaMemcpy")?,
+            stream_create: ffi::sym(lib, "cudaStreamCreate")?,
+            stream_sync: ffi::sym(lib, "cudaStreamSynchronize")?,
+            err_str: ffi::sym(lib, "cudaGetErrorString"),
+        })
+    }
+}
+
+impl Cuda {
+    /// Find and load a CUDA library ([`libsearch::cuda_candidates`]); on failure, the places looked.
+    pub fn load() -> Result<Cuda, Vec<String>> {
+        let (lib, path) = libsearch::load_first(libsearch::cuda_candidates(), |lib| {
+            if ffi::has(lib, "cuInit") || ffi::has(lib, "cudaGetDeviceCount") {
+                Ok(())
+            } else {
+                Err("has neither cuInit nor cudaGetDeviceCount".into())
+            }
+        })?;
+        // SAFETY: a library exporting cuInit (cudaGetDeviceCount) is CUDA's driver (runtime) library, whose
+        // entry points have the signatures of cuda.h (cuda_runtime_api.h), CUDA 11–13.
+        let api = unsafe { driver(&lib).or_else(|| runtime(&lib)) };
+        let Some(api) = api else {
+            return Err(vec![format!(
+                "{path}: missing CUDA driver or runtime symbols (cuMemAlloc_v2… / cudaMalloc…)"
+            )]);
+        };
+        Ok(Cuda {
+            _lib: std::mem::ManuallyDrop::new(lib),
+            path,
+            api,
+        })
+    }
+
+    /// The flavour loaded.
+    pub fn api(&self) -> CudaApi {
+        match self.api {
+            Api::Driver { .. } => CudaApi::Driver,
+            Api::Runtime { .. } => CudaApi::Runtime,
+        }
+    }
+
+    /// The `lib` message for it.
+    pub fn lib_msg(&self) -> HelperMsg {
+        HelperMsg::Lib(LibMsg {
+            rank: None,
+            what: LibKind::Cuda,
+            path: self.path.clone(),
+            nccl_version: None,
+            cuda: Some(self.api()),
+        })
+    }
+
+    /// A CUDA failure: `what` returned `code`, with CUDA's error string.
+    fn err(&self, what: &str, code: CuRes) -> HelperError {
+        let error_string = match &self.api {
+            Api::Driver {
+                err_str: Some(f), ..
+            } => {
+                let mut p: *const c_char = std::ptr::null();
+                // SAFETY: cuGetErrorString writes a pointer to a static string (or leaves NULL).
+                unsafe {
+                    f(code, &mut p);
+                    ffi::cstr(p)
+                }
+            }
+            // SAFETY: cudaGetErrorString returns a static string for any code.
+            Api::Runtime {
+                err_str: Some(f), ..
+            } => unsafe { ffi::cstr(f(code)) },
+            _ => None,
+        };
+        HelperError {
+            code: Some(code),
+            error_string,
+            ..HelperError::new(Stage::Cuda, format!("{what} returned {code}"))
+        }
+    }
+
+    /// Number of visible GPUs; `CUDA_ERROR_NO_DEVICE` (100) and, for the runtime without a driver,
+    /// `cudaErrorInsufficientDriver` (35) mean no GPU.
+    pub fn count(&self) -> Result<Count, HelperError> {
+        let mut n: c_int = 0;
+        match &self.api {
+            Api::Driver { init, count, .. } => {
+                // SAFETY: cuInit takes flags (0).
+                let rc = unsafe { init(0) };
+                if rc == NO_DEVICE {
+                    return Ok(Count::NoGpu("cuInit: no CUDA-capable device (100)".into()));
+                }
+                if rc != 0 {
+                    return Err(self.err("cuInit", rc));
+                }
+                // SAFETY: cuDeviceGetCount writes one int to the pointer given.
+                let rc = unsafe { count(&mut n) };
+                if rc != 0 {
+                    return Err(self.err("cuDeviceGetCount", rc));
+                }
+            }
+            Api::Runtime { count, .. } => {
+                // SAFETY: cudaGetDeviceCount writes one int to the pointer given.
+                let rc = unsafe { count(&mut n) };
+                if rc == NO_DEVICE || rc == INSUFFICIENT_DRIVER {
+                    return Ok(Count::NoGpu(format!(
+                        "cudaGetDeviceCount returned {rc} (no device or no driver)"
+                    )));
+                }
+                if rc != 0 {
+                    return Err(self.err("cudaGetDeviceCount", rc));
+                }
+            }
+        }
+        if n <= 0 {
+            Ok(Count::NoGpu("CUDA sees 0 devices".into()))
+        } else {
+            Ok(Count::Gpus(u32::try_from(n).unwrap_or(0)))
+        }
+    }
+
+    /// Make device `dev` current to this thread (driver: its primary context; runtime: `cudaSetDevice`) and
+    /// create a stream on it.
+    pub fn select(&self, dev: u32) -> Result<Stream, HelperError> {
+        let dev = c_int::try_from(dev).unwrap_or(c_int::MAX);
+        let mut stream: *mut c_void = std::ptr::null_mut();
+        match &self.api {
+            Api::Driver {
+                get,
+                retain,
+                set_current,
+                stream_create,
+                ..
+            } => {
+                let mut d: c_int = 0;
+                // SAFETY: cuDeviceGet writes one device handle to the pointer given.
+                let rc = unsafe { get(&mut d, dev) };
+                if rc != 0 {
+                    return Err(self.err("cuDeviceGet", rc));
+                }
+                let mut ctx: *mut c_void = std::ptr::null_mut();
+                // SAFETY: cuDevicePrimaryCtxRetain writes the context to the pointer given.
+                let rc = unsafe { retain(&mut ctx, d) };
+                if rc != 0 {
+                    return Err(self.err("cuDevicePrimaryCtxRetain", rc));
+                }
+                // SAFETY: ctx came from cuDevicePrimaryCtxRetain.
+                let rc = unsafe { set_current(ctx) };
+                if rc != 0 {
+                    return Err(self.err("cuCtxSetCurrent", rc));
+                }
+                // SAFETY: cuStreamCreate writes the stream to the pointer given.
+                let rc = unsafe { stream_create(&mut stream, 0) };
+                if rc != 0 {
+                    return Err(self.err("cuStreamCreate", rc));
+                }
+            }
+            Api::Runtime {
+                set_device,
+                stream_create,
+                ..
+            } => {
+                // SAFETY: cudaSetDevice takes a device number.
+                let rc = unsafe { set_device(dev) };
+                if rc != 0 {
+                    return Err(self.err("cudaSetDevice", rc));
+                }
+                // SAFETY: cudaStreamCreate writes the stream to the pointer given.
+                let rc = unsafe { stream_create(&mut stream) };
+                if rc != 0 {
+                    return Err(self.err("cudaStreamCreate", rc));
+                }
+            }
+        }
+        Ok(Stream(stream))
+    }
+
+    /// Allocate `bytes` bytes on the current device.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, HelperError> {
+        let ptr = match &self.api {
+            Api::Driver { alloc, .. } => {
+                let mut p: u64 = 0;
+                // SAFETY: cuMemAlloc_v2 writes the device address to the pointer given.
+                let rc = unsafe { alloc(&mut p, bytes) };
+                if rc != 0 {
+                    return Err(self.err("cuMemAlloc", rc));
+                }
+                p as usize as *mut c_void
+            }
+            Api::Runtime { malloc, .. } => {
+                let mut p: *mut c_void = std::ptr::null_mut();
+                // SAFETY: cudaMalloc writes the device address to the pointer given.
+                let rc = unsafe { malloc(&mut p, bytes) };
+                if rc != 0 {
+                    return Err(self.err("cudaMalloc", rc));
+                }
+                p
+            }
+        };
+        Ok(DeviceBuffer { ptr, bytes })
+    }
+
+    /// Copy `src` to the start of `dst`.
+    pub fn to_device(&self, dst: &DeviceBuffer, src: &[f32]) -> Result<(), HelperError> {
+        let bytes = std::mem::size_of_val(src);
+        if bytes > dst.bytes {
+            return Err(HelperError::new(
+                Stage::Cuda,
+                "memcpy host→device: more bytes than the device buffer holds",
+            ));
+        }
+        let from = src.as_ptr() as *const c_void;
+        // SAFETY: dst holds at least `bytes` bytes (checked above) on the current device; src is a live slice.
+        let rc = unsafe {
+            match &self.api {
+                Api::Driver { htod, .. } => htod(dst.ptr as usize as u64, from, bytes),
+                Api::Runtime { memcpy, .. } => memcpy(dst.ptr, from, bytes, HOST_TO_DEVICE),
+            }
+        };
+        if rc != 0 {
+            return Err(self.err("memcpy host→device", rc));
+        }
+        Ok(())
+    }
+
+    /// Copy the start of `src` into `dst` (a failure is reported at stage `verify`).
+    pub fn to_host(&self, dst: &mut [f32], src: &DeviceBuffer) -> Result<(), HelperError> {
+        let bytes = std::mem::size_of_val(dst);
+        if bytes > src.bytes {
+            return Err(HelperError::new(
+                Stage::Verify,
+                "memcpy device→host: more bytes than the device buffer holds",
+            ));
+        }
+        let to = dst.as_mut_ptr() as *mut c_void;
+        // SAFETY: src holds at least `bytes` bytes (checked above); dst is a live mutable slice.
+        let rc = unsafe {
+            match &self.api {
+                Api::Driver { dtoh, .. } => dtoh(to, src.ptr as usize as u64, bytes),
+                Api::Runtime { memcpy, .. } => memcpy(to, src.ptr, bytes, DEVICE_TO_HOST),
+            }
+        };
+        if rc != 0 {
+            let mut e = self.err("memcpy device→host", rc);
+            e.stage = Stage::Verify;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Wait for everything queued on `stream` (a failure is reported at stage `collective`).
+    pub fn sync(&self, stream: &Stream) -> Result<(), HelperError> {
+        // SAFETY: the stream came from this library's stream_create.
+        let rc = unsafe {
+            match &self.api {
+                Api::Driver { stream_sync, .. } => stream_sync(stream.0),
+                Api::Runtime { stream_sync, .. } => stream_sync(stream.0),
+            }
+        };
+        if rc != 0 {
+            let mut e = self.err("stream synchronize", rc);
+            e.stage = Stage::Collective;
+            return Err(e);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,310 @@
+//! What a check found: [`CheckReport`] for the caller to act on, and [`CheckDetail`], everything known, which
+//! is what `ncclenv check --json` prints ([`CheckReport::to_json`]).
+
+use super::protocol::{CudaApi, HelperMsg, HelperResult, Stage, Step};
+use crate::config::CheckMode;
+use serde::{Serialize, Serializer};
+
+/// What the check found, for `main.rs` to print and act on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckReport {
+    /// The check that actually ran (an allreduce on a machine without GPU falls back to `Bootstrap`).
+    pub mode: CheckMode,
+    /// True when NCCL accepted the environment (and, for allreduce, every element of the result was right).
+    pub passed: bool,
+    /// One line: the verdict and its main number or reason.
+    pub summary: String,
+    /// Everything known, for `--json` ([`CheckReport::to_json`]).
+    pub detail: CheckDetail,
+    /// Variables to add to the command's environment: set when `NCCLENV_CHECK_REPAIR=1` found a setting with
+    /// which a failed allreduce passes.
+    pub extra_env: Vec<Repair>,
+}
+
+impl CheckReport {
+    /// The signal number (SIGINT 2, SIGTERM 15) that interrupted the check, if one did. The caller should then
+    /// stop instead of running the command (conventionally exit 128 + signal).
+    pub fn interrupted_by(&self) -> Option<i32> {
+        self.detail.interrupted_by
+    }
+
+    /// The report as `ncclenv check --json` prints it: [`CheckDetail`] as a JSON object (keys sorted).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.detail).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// A variable the check's repair adds to the command's environment (`extra_env` in the JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Repair {
+    /// Its name, e.g. `NCCL_SHM_DISABLE`.
+    pub name: String,
+    /// Its value, e.g. `1`.
+    pub value: String,
+    /// Why: which failure it repaired.
+    pub reason: String,
+}
+
+/// Everything a check knows: the JSON object of `ncclenv check --json`, one field per key. A key is left out
+/// when its field is `None`: `--check off` has only `mode`; a missing helper `mode`, `passed` and `error`; a
+/// run of the helper the rest, as far as it got.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CheckDetail {
+    /// The check the helper ran (from its result; `off` for `--check off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<CheckMode>,
+    /// The check asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested: Option<CheckMode>,
+    /// The verdict (as [`CheckReport::passed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// The one-line verdict (as [`CheckReport::summary`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Path of the helper that ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper: Option<String>,
+    /// Milliseconds from starting the helper to its verdict (or to the end of the attempt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    /// The helper's pid (= its process group; 0 when it did not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_pid: Option<i32>,
+    /// How the helper ended (`exit 0`, `killed by signal 9 (SIGKILL)`…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_exit: Option<String>,
+    /// True when a process the check started could not be killed (should never be).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes_left: Option<bool>,
+    /// Protocol lines not kept (beyond 4,096 lines or 16 MiB), when some were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_dropped: Option<u64>,
+    /// Lines longer than 1 MiB, dropped, when there were some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines_too_long: Option<u64>,
+    /// The last 8 KiB of the helper's stderr, when it wrote any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
+    /// Lines on stdout that were not protocol (at most 50, each cut to 300 characters), when there were some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stray_output: Option<Vec<String>>,
+    /// Events not in `events` (dropped, or beyond the 256 latest), when some are not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_not_shown: Option<u64>,
+    /// The helper's protocol lines but its result, the latest 256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<HelperMsg>>,
+    /// Path of the libnccl the helper loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_path: Option<String>,
+    /// Its version, e.g. `2.21.5`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_version: Option<String>,
+    /// Path of the CUDA library the ranks loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_path: Option<String>,
+    /// Its API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_api: Option<CudaApi>,
+    /// Why the check failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+    /// The signal that interrupted the check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<i32>,
+    /// Where the check hung.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hang: Option<Hang>,
+    /// The helper's remark (one-rank communicator, no-GPU fallback).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The helper's result line.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::protocol::serialize_tagged_result"
+    )]
+    pub result: Option<HelperResult>,
+    /// The interface and address ncclenv chose, when NCCL's bootstrap address was compared with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+    /// The settings repair tried, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair_attempts: Option<Vec<RepairAttempt>>,
+    /// The detail of the attempt that passed with the repair.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired_result: Option<Box<CheckDetail>>,
+    /// The variables repair adds to the command's environment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_env: Option<Vec<Repair>>,
+}
+
+/// Why a check failed (`error` in the JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ErrorDetail {
+    /// The helper reported the failure: its error, explained.
+    Reported(ReportedError),
+    /// ncclenv saw the failure itself (no helper, not started, no verdict, another bootstrap address).
+    Own(OwnError),
+}
+
+impl ErrorDetail {
+    /// The stage's name (`load`, `init`, …, `helper`, `spawn`, `crash`, `address`).
+    pub fn stage(&self) -> &'static str {
+        match self {
+            ErrorDetail::Reported(e) => e.stage.name(),
+            ErrorDetail::Own(e) => e.stage.name(),
+        }
+    }
+
+    /// The NCCL (or CUDA) result code, when the helper reported one.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            ErrorDetail::Reported(e) => e.code,
+            ErrorDetail::Own(_) => None,
+        }
+    }
+
+    /// ncclenv's explanation, when the helper reported the failure.
+    pub fn explanation(&self) -> Option<&str> {
+        match self {
+            ErrorDetail::Reported(e) => Some(&e.explanation),
+            ErrorDetail::Own(_) => None,
+        }
+    }
+
+    /// What to do about it, when ncclenv knows.
+    pub fn remedy(&self) -> Option<&str> {
+        match self {
+            ErrorDetail::Reported(e) => Some(&e.remedy),
+            ErrorDetail::Own(e) => e.remedy.as_deref(),
+        }
+    }
+
+    /// The places looked for a library (or for the helper).
+    pub fn looked(&self) -> &[String] {
+        match self {
+            ErrorDetail::Reported(e) => &e.looked,
+            ErrorDetail::Own(e) => e.looked.as_deref().unwrap_or(&[]),
+        }
+    }
+}
+
+/// A failure the helper reported, with ncclenv's explanation and remedy. Every key is written, `null` when
+/// unknown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportedError {
+    /// Where it failed.
+    pub stage: Stage,
+    /// NCCL result code (or CUDA error number for stage `cuda`).
+    pub code: Option<i32>,
+    /// The code's `ncclResult_t` name.
+    pub name: Option<&'static str>,
+    /// `ncclGetErrorString` (or CUDA's error string).
+    pub error_string: Option<String>,
+    /// `ncclGetLastError(NULL)`.
+    pub last_error: Option<String>,
+    /// The helper's message.
+    pub message: String,
+    /// Places looked for a library.
+    pub looked: Vec<String>,
+    /// The rank it happened on.
+    pub rank: Option<u32>,
+    /// ncclenv's explanation.
+    pub explanation: String,
+    /// What to do about it.
+    pub remedy: String,
+}
+
+/// Where a failure ncclenv saw itself happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OwnStage {
+    /// No helper was found.
+    Helper,
+    /// The helper could not be started.
+    Spawn,
+    /// The helper ended without a verdict.
+    Crash,
+    /// NCCL bootstraps on another address than the one ncclenv chose.
+    Address,
+}
+
+impl OwnStage {
+    /// The stage's name in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            OwnStage::Helper => "helper",
+            OwnStage::Spawn => "spawn",
+            OwnStage::Crash => "crash",
+            OwnStage::Address => "address",
+        }
+    }
+}
+
+/// A failure ncclenv saw itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OwnError {
+    /// Where.
+    pub stage: OwnStage,
+    /// What happened.
+    pub message: String,
+    /// The places looked for the helper (stage `helper`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub looked: Option<Vec<String>>,
+    /// What to do about it (stage `address`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<String>,
+}
+
+impl OwnError {
+    /// A failure at `stage` with `message` and nothing else.
+    pub fn new(stage: OwnStage, message: String) -> OwnError {
+        OwnError {
+            stage,
+            message,
+            looked: None,
+            remedy: None,
+        }
+    }
+}
+
+/// Where a check hung (`hang` in the JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hang {
+    /// The deadline of the attempt, seconds.
+    pub timeout_s: f64,
+    /// Each unfinished rank (or the helper) and its step, e.g. `rank 0 in init, rank 1 in collective`.
+    #[serde(rename = "where")]
+    pub where_: String,
+    /// The most advanced step an unfinished rank was in (written `""` when none had started one).
+    #[serde(serialize_with = "step_or_empty")]
+    pub step: Option<Step>,
+    /// Its likely causes.
+    pub likely_causes: &'static str,
+}
+
+fn step_or_empty<S: Serializer>(step: &Option<Step>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(step.map(Step::name).unwrap_or(""))
+}
+
+/// The interface and address ncclenv chose (`expected` in the JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Expected {
+    /// The interface.
+    pub interface: String,
+    /// Its address.
+    pub addr: String,
+}
+
+/// One setting repair tried (`repair_attempts` in the JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairAttempt {
+    /// `NAME=VALUE`.
+    pub set: String,
+    /// Whether the allreduce passed with it.
+    pub passed: bool,
+    /// The attempt's verdict (or why it was not tried).
+    pub summary: String,
+}

@@ -1,0 +1,73 @@
+//! The check's report for people: the verdict block `ncclenv check` prints.
+
+use super::judge::mode_name;
+use super::outcome::CheckReport;
+
+/// Lines of the helper's stderr shown under a failed check (the last non-blank ones).
+const STDERR_LINES: usize = 5;
+
+/// The human verdict block for a report: a headline, the numbers, the error with its explanation and remedy,
+/// a hang's step and causes, and the repair found. Ends with a newline. Every line is escaped
+/// ([`crate::text::escape`]).
+pub fn render_check(report: &CheckReport) -> String {
+    let d = &report.detail;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "ncclenv check ({}): {}\n",
+        mode_name(report.mode),
+        if report.passed { "PASSED" } else { "FAILED" }
+    ));
+    out.push_str(&format!("  {}\n", report.summary));
+    if let Some(v) = &d.nccl_version {
+        let p = d.nccl_path.as_deref().unwrap_or_default();
+        out.push_str(&format!("  library:     NCCL {v} {p}\n"));
+    }
+    if let Some(r) = &d.result {
+        if let Some(a) = &r.addr {
+            out.push_str(&format!(
+                "  bootstrap:   {a} port {}\n",
+                r.port.unwrap_or(0)
+            ));
+        }
+        if let (Some(n), Some(bytes)) = (r.nranks, r.bytes) {
+            out.push_str(&format!(
+                "  allreduce:   {n} rank(s), {bytes} bytes, {:.3} ms, algbw {:.2} GB/s, busbw {:.2} GB/s\n",
+                r.seconds.unwrap_or(0.0) * 1e3,
+                r.algbw_gbps.unwrap_or(0.0),
+                r.busbw_gbps.unwrap_or(0.0),
+            ));
+        }
+    }
+    if let Some(n) = &d.note {
+        out.push_str(&format!("  note:        {n}\n"));
+    }
+    if let Some(e) = &d.error {
+        if let Some(x) = e.explanation() {
+            out.push_str(&format!("  why:         {x}\n"));
+        }
+        if let Some(x) = e.remedy() {
+            out.push_str(&format!("  remedy:      {x}\n"));
+        }
+    }
+    if let Some(h) = &d.hang {
+        out.push_str(&format!("  stuck:       {}\n", h.where_));
+        out.push_str(&format!("  likely:      {}\n", h.likely_causes));
+    }
+    for r in &report.extra_env {
+        out.push_str(&format!(
+            "  repair:      {}={} ({})\n",
+            r.name, r.value, r.reason
+        ));
+    }
+    if !report.passed {
+        if let Some(t) = &d.stderr_tail {
+            let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
+            let start = lines.len().saturating_sub(STDERR_LINES);
+            for l in &lines[start..] {
+                out.push_str(&format!("  stderr:      {l}\n"));
+            }
+        }
+    }
+    // NCCL's messages and the helper's stderr may hold control characters: every line leaves inert.
+    crate::text::escape_lines(&out)
+}

@@ -1,0 +1,86 @@
+//! `NCCLENV_CHECK_REPAIR=1`: after a failed allreduce, retry with one setting changed at a time, within the
+//! check's one deadline; the first setting with which it passes goes into the command's environment.
+
+use super::outcome::{CheckReport, Repair, RepairAttempt};
+use super::Check;
+use std::time::Duration;
+
+/// Interfaces tried as `NCCL_SOCKET_IFNAME==name` by repair, at most.
+const MAX_OTHER_IFACES: usize = 3;
+/// Time a retry needs at least; with less left, repair stops and says so.
+const MIN_RETRY: Duration = Duration::from_secs(1);
+
+/// The settings tried, in order: the SHM transport off, GPU peer-to-peer off, InfiniBand/RoCE off, then each
+/// of the next candidate interfaces (at most [`MAX_OTHER_IFACES`]), each alone.
+fn tries(other_ifaces: &[String]) -> Vec<Repair> {
+    let repair = |name: &str, value: String, reason: String| Repair {
+        name: name.into(),
+        value,
+        reason,
+    };
+    let mut tries = vec![
+        repair("NCCL_SHM_DISABLE", "1".into(),
+               "the allreduce check failed and passed with the SHM transport off (/dev/shm too small or broken)".into()),
+        repair("NCCL_P2P_DISABLE", "1".into(),
+               "the allreduce check failed and passed with GPU peer-to-peer off (PCIe ACS/IOMMU or a broken P2P path)".into()),
+        repair("NCCL_IB_DISABLE", "1".into(),
+               "the allreduce check failed and passed with InfiniBand/RoCE off (a broken RDMA setup)".into()),
+    ];
+    for i in other_ifaces.iter().take(MAX_OTHER_IFACES) {
+        tries.push(repair(
+            "NCCL_SOCKET_IFNAME",
+            format!("={i}"),
+            format!("the allreduce check failed on the chosen interface and passed on {i}"),
+        ));
+    }
+    tries
+}
+
+/// Retry the failed allreduce of `report` (whose summary is the first attempt's) with each setting of
+/// [`tries`] the environment does not hold already, until one passes, a signal comes, or the deadline leaves
+/// less than [`MIN_RETRY`]. Records every attempt in `repair_attempts`; a pass sets `passed`, the summary,
+/// `extra_env` and `repaired_result`; a signal sets `interrupted_by` and the summary.
+pub(super) fn repair(check: &Check<'_>, report: &mut CheckReport, other_ifaces: &[String]) {
+    let first_summary = report.summary.clone();
+    let mut attempts = Vec::new();
+    for t in tries(other_ifaces) {
+        if check.env.get(&t.name) == Some(std::ffi::OsStr::new(&t.value)) {
+            continue;
+        }
+        let set = format!("{}={}", t.name, t.value);
+        let left = check.time_left();
+        if left < MIN_RETRY {
+            attempts.push(RepairAttempt {
+                set,
+                passed: false,
+                summary: "not tried: the check's deadline (NCCLENV_CHECK_TIMEOUT) was reached"
+                    .into(),
+            });
+            break;
+        }
+        // Another interface bootstraps on another address: the comparison would fail it.
+        let compare = t.name != "NCCL_SOCKET_IFNAME";
+        let v = check.attempt(&[(t.name.clone(), t.value.clone())], left, compare);
+        attempts.push(RepairAttempt {
+            set: set.clone(),
+            passed: v.passed,
+            summary: v.summary.clone(),
+        });
+        if let Some(sig) = v.detail.interrupted_by {
+            report.detail.interrupted_by = Some(sig);
+            report.summary = v.summary;
+            break;
+        }
+        if v.passed {
+            report.passed = true;
+            report.summary = format!(
+                "{} (repaired: {set}; first try: {first_summary})",
+                v.summary
+            );
+            report.extra_env.push(t);
+            report.detail.repaired_result = Some(Box::new(v.detail));
+            break;
+        }
+    }
+    report.detail.repair_attempts = Some(attempts);
+}
