@@ -19,14 +19,17 @@
 //!   `ncclGetLastError(NULL)`, places looked).
 //! - `{"ev":"version","note":V}` ([`VersionMsg`]): `ncclenv-check --version`.
 //!
-//! Fields are written in the order listed; optional ones are left out when unknown (an error's fields are
-//! always written, `null` when unknown). A line that is not one of these messages (another `ev`, a missing
-//! required field, a field of the wrong type) is not protocol: the entrypoint keeps it as stray output.
+//! `ev` is the first key of every line; the other fields are written in the order listed, optional ones left
+//! out when unknown (an error's fields are always written, `null` when unknown). A line that is not one of
+//! these messages (`ev` missing or not first, another `ev`, a missing required field, a field of the wrong
+//! type) is not protocol: the entrypoint keeps it as stray output.
 //!
 //! Exit status of the helper: [`EXIT_RESULT`] when a result line was written (whatever its verdict),
 //! [`EXIT_USAGE`] on bad usage.
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Exit status of the helper when it wrote its `result` line, whatever the verdict.
@@ -431,8 +434,13 @@ pub struct VersionMsg {
     pub note: String,
 }
 
-/// One protocol line (see the module documentation); `ev` names the kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One protocol line (see the module documentation); `ev`, its first key, names the kind.
+///
+/// Written with serde's internal tagging (`ev` first). Read by [`HelperMsg`]'s own `Deserialize`, which
+/// takes `ev` as the first key and then reads the kind's fields straight from the line: serde's generic
+/// reading of an internally tagged enum buffers every line into a tree first, which costs the static
+/// entrypoint several KiB of code.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
 pub enum HelperMsg {
     /// A step entered.
@@ -486,6 +494,53 @@ impl HelperMsg {
             HelperMsg::RankResult(_) | HelperMsg::Result(_) | HelperMsg::Version(_) => return,
         };
         slot.get_or_insert(rank);
+    }
+}
+
+/// The kinds of message, as `ev` names them (the variants of [`HelperMsg`], renamed as it is).
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Step,
+    Lib,
+    Id,
+    Nogpu,
+    RankResult,
+    Result,
+    Version,
+}
+
+impl<'de> Deserialize<'de> for HelperMsg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HelperMsg, D::Error> {
+        d.deserialize_map(MsgVisitor)
+    }
+}
+
+/// Reads `ev` (the first key), then the rest of the object as that kind's fields.
+struct MsgVisitor;
+
+impl<'de> Visitor<'de> for MsgVisitor {
+    type Value = HelperMsg;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object whose first key is \"ev\"")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HelperMsg, A::Error> {
+        if map.next_key::<String>()?.as_deref() != Some("ev") {
+            return Err(A::Error::custom("the first key is not \"ev\""));
+        }
+        let kind: Kind = map.next_value()?;
+        let rest = MapAccessDeserializer::new(map);
+        Ok(match kind {
+            Kind::Step => HelperMsg::Step(StepMsg::deserialize(rest)?),
+            Kind::Lib => HelperMsg::Lib(LibMsg::deserialize(rest)?),
+            Kind::Id => HelperMsg::Id(IdMsg::deserialize(rest)?),
+            Kind::Nogpu => HelperMsg::Nogpu(NoGpuMsg::deserialize(rest)?),
+            Kind::RankResult => HelperMsg::RankResult(RankResult::deserialize(rest)?),
+            Kind::Result => HelperMsg::Result(HelperResult::deserialize(rest)?),
+            Kind::Version => HelperMsg::Version(VersionMsg::deserialize(rest)?),
+        })
     }
 }
 
@@ -601,6 +656,7 @@ mod tests {
             r#"{"ev":"step","step":"load","rank":"0"}"#,
             r#"{"ev":"result","ok":true}"#,
             r#"{"ev":"result","mode":"bootstrap","ok":true,"error":{"stage":"elsewhere"}}"#,
+            r#"{"step":"load","ev":"step"}"#,
             r#"["ev","step"]"#,
         ] {
             assert_eq!(HelperMsg::parse(l), None, "{l}");
