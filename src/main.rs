@@ -228,13 +228,8 @@ fn main() -> ExitCode {
             prepare_debug_dir(&mut plan);
             let env = exec::final_env(environ, &plan);
             let r = run_check(&cfg, mode, &env, &plan, &snap);
-            if let Some(sig) = r.interrupted_by() {
-                let code = (128 + sig) as u8;
-                report::exit_error(
-                    &format!("interrupted by signal {sig} during the check"),
-                    code,
-                );
-                return ExitCode::from(code);
+            if let Some(code) = interrupted(&r) {
+                return code;
             }
             if *json {
                 out(&format!(
@@ -247,7 +242,7 @@ fn main() -> ExitCode {
             if r.passed {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(1)
+                ExitCode::from(ncclenv::check::EXIT_CHECK_FAILED)
             }
         }
         Mode::Exec(cmd) => {
@@ -271,13 +266,8 @@ fn main() -> ExitCode {
             } else if cfg.check != CheckMode::Off {
                 let env = exec::final_env(environ, &plan);
                 let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
-                if let Some(sig) = r.interrupted_by() {
-                    let code = (128 + sig) as u8;
-                    report::exit_error(
-                        &format!("interrupted by signal {sig} during the check"),
-                        code,
-                    );
-                    return ExitCode::from(code);
+                if let Some(code) = interrupted(&r) {
+                    return code;
                 }
                 if r.passed {
                     tracing::info!("check passed: {}", r.summary);
@@ -425,6 +415,16 @@ fn run_check(
         .filter(|n| Some(n.as_str()) != chosen)
         .collect();
     ncclenv::check::run_check(cfg, mode, env, expected, &others)
+}
+
+/// When a signal interrupted the check: say so and exit 128 + N (the command does not run).
+fn interrupted(r: &ncclenv::check::CheckReport) -> Option<ExitCode> {
+    let (sig, code) = (r.interrupted_by()?, r.interrupted_exit_code()?);
+    report::exit_error(
+        &format!("interrupted by signal {sig} during the check"),
+        code,
+    );
+    Some(ExitCode::from(code))
 }
 
 /// Raise the soft RLIMIT_MEMLOCK to the hard limit (no privilege needed; the command inherits it).

@@ -5,6 +5,14 @@ use super::protocol::{CudaApi, HelperMsg, HelperResult, Stage, Step};
 use crate::config::CheckMode;
 use serde::{Serialize, Serializer};
 
+/// The first exit code of "interrupted by signal N": 128 + N, the shells' convention for a command killed by
+/// a signal (POSIX.1-2017 Shell Command Language, 2.8.2 "Exit Status for Commands"; bash's manual, "Exit
+/// Status").
+pub const EXIT_SIGNAL_BASE: u8 = 128;
+
+/// Exit code of `ncclenv check` when the check ran and failed (0 when it passed).
+pub const EXIT_CHECK_FAILED: u8 = 1;
+
 /// What the check found, for `main.rs` to print and act on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
@@ -23,9 +31,15 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// The signal number (SIGINT 2, SIGTERM 15) that interrupted the check, if one did. The caller should then
-    /// stop instead of running the command (conventionally exit 128 + signal).
+    /// stop instead of running the command, with [`CheckReport::interrupted_exit_code`].
     pub fn interrupted_by(&self) -> Option<i32> {
         self.detail.interrupted_by
+    }
+
+    /// 128 + the signal that interrupted the check ([`EXIT_SIGNAL_BASE`]), if one did.
+    pub fn interrupted_exit_code(&self) -> Option<u8> {
+        let sig = u8::try_from(self.interrupted_by()?).ok()?;
+        Some(EXIT_SIGNAL_BASE.saturating_add(sig))
     }
 
     /// The report as `ncclenv check --json` prints it: [`CheckDetail`] as a JSON object (keys sorted).
