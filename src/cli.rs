@@ -320,7 +320,7 @@ const VALUED: &[&str] = &[
 ];
 
 /// Variables named `NCCLENV_*` that ncclenv or its helper reads but that are not options of this table:
-/// `NCCLENV_CUDA_LIB` (the check helper's CUDA library, `src/bin/ncclenv-check.rs`) and, in debug builds
+/// `NCCLENV_CUDA_LIB` (the check helper's CUDA library, `src/bin/ncclenv-check/`) and, in debug builds
 /// only, `NCCLENV_TEST_PANIC` (the tests' forced panic, `src/main.rs`).
 const OTHER_VARIABLES: &[&str] = &[
     "NCCLENV_CUDA_LIB",
