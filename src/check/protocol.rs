@@ -40,15 +40,61 @@ pub const EXIT_USAGE: i32 = 2;
 /// Size of `ncclUniqueId` in bytes (`NCCL_UNIQUE_ID_BYTES`, src/nccl.h.in).
 pub const UNIQUE_ID_BYTES: usize = 128;
 
+/// The names of a unit enum on the wire: `ALL`, `name()`, and `Serialize`/`Deserialize` as that string. One
+/// small reader ([`by_name`]) serves every such enum, where serde's derive would add a visitor to each.
+macro_rules! wire_names {
+    ($t:ident { $($v:ident => $n:literal),+ $(,)? }) => {
+        impl $t {
+            /// Every value, with its name on the wire.
+            pub const ALL: &'static [($t, &'static str)] = &[$(($t::$v, $n)),+];
+
+            /// The name on the wire.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($t::$v => $n),+
+                }
+            }
+        }
+
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                by_name(d, $t::ALL)
+            }
+        }
+    };
+}
+
+/// Read a string and find it among `all` (the names of a [`wire_names!`] enum).
+fn by_name<'de, D: Deserializer<'de>, T: Copy>(
+    d: D,
+    all: &[(T, &'static str)],
+) -> Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    all.iter()
+        .find(|(_, n)| *n == s)
+        .map(|(v, _)| *v)
+        .ok_or_else(|| D::Error::custom(format_args!("unknown name {s:?}")))
+}
+
 /// Which check the helper ran (`mode` of a result).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// `ncclGetVersion` + `ncclGetUniqueId` in a throwaway process.
     Bootstrap,
     /// One rank process per GPU and a verified allreduce.
     Allreduce,
 }
+
+wire_names!(Mode {
+    Bootstrap => "bootstrap",
+    Allreduce => "allreduce",
+});
 
 impl From<Mode> for crate::config::CheckMode {
     fn from(m: Mode) -> Self {
@@ -61,8 +107,7 @@ impl From<Mode> for crate::config::CheckMode {
 
 /// The steps a rank (or the orchestrator) goes through, in order: the last one reported before a hang says
 /// where it hung.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Step {
     /// `dlopen` of libnccl and CUDA.
     Load,
@@ -78,23 +123,17 @@ pub enum Step {
     Verify,
 }
 
-impl Step {
-    /// The step's name on the wire (`load`, `cuda`, `id`, `init`, `collective`, `verify`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::Load => "load",
-            Step::Cuda => "cuda",
-            Step::Id => "id",
-            Step::Init => "init",
-            Step::Collective => "collective",
-            Step::Verify => "verify",
-        }
-    }
-}
+wire_names!(Step {
+    Load => "load",
+    Cuda => "cuda",
+    Id => "id",
+    Init => "init",
+    Collective => "collective",
+    Verify => "verify",
+});
 
 /// Where a check failed (`stage` of a [`HelperError`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     /// No libnccl (or CUDA library) could be loaded.
     Load,
@@ -118,27 +157,21 @@ pub enum Stage {
     Crash,
 }
 
-impl Stage {
-    /// The stage's name on the wire (`load`, `symbol`, `cuda`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Load => "load",
-            Stage::Symbol => "symbol",
-            Stage::Cuda => "cuda",
-            Stage::Id => "id",
-            Stage::Init => "init",
-            Stage::Collective => "collective",
-            Stage::Verify => "verify",
-            Stage::Usage => "usage",
-            Stage::Spawn => "spawn",
-            Stage::Crash => "crash",
-        }
-    }
-}
+wire_names!(Stage {
+    Load => "load",
+    Symbol => "symbol",
+    Cuda => "cuda",
+    Id => "id",
+    Init => "init",
+    Collective => "collective",
+    Verify => "verify",
+    Usage => "usage",
+    Spawn => "spawn",
+    Crash => "crash",
+});
 
 /// Which library a [`LibMsg`] is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LibKind {
     /// libnccl.
     Nccl,
@@ -146,15 +179,24 @@ pub enum LibKind {
     Cuda,
 }
 
+wire_names!(LibKind {
+    Nccl => "nccl",
+    Cuda => "cuda",
+});
+
 /// The CUDA flavour the ranks use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CudaApi {
     /// The driver API (`libcuda.so.1`).
     Driver,
     /// The runtime API (`libcudart`).
     Runtime,
 }
+
+wire_names!(CudaApi {
+    Driver => "driver",
+    Runtime => "runtime",
+});
 
 /// An error reported by the helper (protocol field `error`). Every field is written, `null` when unknown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,7 +425,8 @@ pub struct HelperResult {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        serialize_with = "tagged_ranks"
+        serialize_with = "tagged_ranks",
+        deserialize_with = "ranks_as_messages"
     )]
     pub ranks: Vec<RankResult>,
 }
@@ -498,8 +541,7 @@ impl HelperMsg {
 }
 
 /// The kinds of message, as `ev` names them (the variants of [`HelperMsg`], renamed as it is).
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Step,
     Lib,
@@ -509,6 +551,16 @@ enum Kind {
     Result,
     Version,
 }
+
+wire_names!(Kind {
+    Step => "step",
+    Lib => "lib",
+    Id => "id",
+    Nogpu => "nogpu",
+    RankResult => "rank_result",
+    Result => "result",
+    Version => "version",
+});
 
 impl<'de> Deserialize<'de> for HelperMsg {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HelperMsg, D::Error> {
@@ -555,6 +607,20 @@ enum Tagged<'a> {
 /// Per-rank results as `rank_result` messages (field `ranks` of a result).
 fn tagged_ranks<S: Serializer>(ranks: &[RankResult], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ranks.iter().map(Tagged::RankResult))
+}
+
+/// Per-rank results read as the `rank_result` messages they are written as (through [`HelperMsg`]'s reader,
+/// not a second reader of [`RankResult`]); an element of another kind is an error.
+fn ranks_as_messages<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RankResult>, D::Error> {
+    Vec::<HelperMsg>::deserialize(d)?
+        .into_iter()
+        .map(|m| match m {
+            HelperMsg::RankResult(r) => Ok(r),
+            _ => Err(D::Error::custom(
+                "ranks holds a message that is not a rank_result",
+            )),
+        })
+        .collect()
 }
 
 /// A result as its `result` message (with `ev`), for a report that shows the helper's line.
@@ -657,6 +723,8 @@ mod tests {
             r#"{"ev":"result","ok":true}"#,
             r#"{"ev":"result","mode":"bootstrap","ok":true,"error":{"stage":"elsewhere"}}"#,
             r#"{"step":"load","ev":"step"}"#,
+            r#"{"ev":"result","mode":"allreduce","ok":true,"ranks":[{"ev":"step","step":"load"}]}"#,
+            r#"{"ev":"result","mode":"allreduce","ok":true,"ranks":[{"rank":0,"ok":true}]}"#,
             r#"["ev","step"]"#,
         ] {
             assert_eq!(HelperMsg::parse(l), None, "{l}");
