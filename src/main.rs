@@ -234,7 +234,7 @@ fn main() -> ExitCode {
             if *json {
                 out(&format!(
                     "{}\n",
-                    ncclenv::text::escape_json(&r.to_json().to_string())
+                    ncclenv::text::escape_json(&r.to_json_text())
                 ));
             } else {
                 out(&ncclenv::check::render_check(&r));

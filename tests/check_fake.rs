@@ -425,10 +425,7 @@ fn driver_entry() {
     let (mut cfg, env, _) = setup("sigterm", "hang", 2);
     cfg.check_timeout_s = 60;
     let r = run_check(&cfg, CheckMode::Allreduce, &env, None, &[]);
-    println!(
-        "DRIVER-REPORT {}",
-        serde_json::to_string(&r.detail).unwrap_or_default()
-    );
+    println!("DRIVER-REPORT {}", r.to_json_text());
     std::process::exit(if r.interrupted_by().is_some() { 0 } else { 1 });
 }
 

@@ -42,7 +42,12 @@ impl CheckReport {
         Some(EXIT_SIGNAL_BASE.saturating_add(sig))
     }
 
-    /// The report as `ncclenv check --json` prints it: [`CheckDetail`] as a JSON object (keys sorted).
+    /// What `ncclenv check --json` prints: [`CheckDetail`] as one line of JSON.
+    pub fn to_json_text(&self) -> String {
+        serde_json::to_string(&self.detail).unwrap_or_default()
+    }
+
+    /// [`CheckDetail`] as a JSON value (for programs and tests that read it by key).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.detail).unwrap_or(serde_json::Value::Null)
     }
@@ -51,106 +56,108 @@ impl CheckReport {
 /// A variable the check's repair adds to the command's environment (`extra_env` in the JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Repair {
+    // Fields in alphabetical order, as CheckDetail's.
     /// Its name, e.g. `NCCL_SHM_DISABLE`.
     pub name: String,
-    /// Its value, e.g. `1`.
-    pub value: String,
     /// Why: which failure it repaired.
     pub reason: String,
+    /// Its value, e.g. `1`.
+    pub value: String,
 }
 
-/// Everything a check knows: the JSON object of `ncclenv check --json`, one field per key. A key is left out
-/// when its field is `None`: `--check off` has only `mode`; a missing helper `mode`, `passed` and `error`; a
-/// run of the helper the rest, as far as it got.
+/// Everything a check knows: the JSON object of `ncclenv check --json` ([`CheckReport::to_json_text`]), one
+/// field per key. A key is left out when its field is `None`: `--check off` has only `mode`; a missing helper
+/// `mode`, `passed` and `error`; a run of the helper the rest, as far as it got. The report's own objects list
+/// their keys in alphabetical order; the helper's lines (`events`, `result`) are written as the helper wrote
+/// them, `ev` first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CheckDetail {
-    /// The check the helper ran (from its result; `off` for `--check off`).
+    // Fields in alphabetical order: the keys come out sorted, as they did when the report was built as a
+    // serde_json::Value.
+    /// Its API.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<CheckMode>,
-    /// The check asked for.
+    pub cuda_api: Option<CudaApi>,
+    /// Path of the CUDA library the ranks loaded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub requested: Option<CheckMode>,
-    /// The verdict (as [`CheckReport::passed`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub passed: Option<bool>,
-    /// The one-line verdict (as [`CheckReport::summary`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-    /// Path of the helper that ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub helper: Option<String>,
+    pub cuda_path: Option<String>,
     /// Milliseconds from starting the helper to its verdict (or to the end of the attempt).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elapsed_ms: Option<u64>,
-    /// The helper's pid (= its process group; 0 when it did not start).
+    /// Why the check failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub helper_pid: Option<i32>,
-    /// How the helper ended (`exit 0`, `killed by signal 9 (SIGKILL)`…).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub helper_exit: Option<String>,
-    /// True when a process the check started could not be killed (should never be).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub processes_left: Option<bool>,
-    /// Protocol lines not kept (beyond 4,096 lines or 16 MiB), when some were not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub events_dropped: Option<u64>,
-    /// Lines longer than 1 MiB, dropped, when there were some.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lines_too_long: Option<u64>,
-    /// The last 8 KiB of the helper's stderr, when it wrote any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr_tail: Option<String>,
-    /// Lines on stdout that were not protocol (at most 50, each cut to 300 characters), when there were some.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stray_output: Option<Vec<String>>,
-    /// Events not in `events` (dropped, or beyond the 256 latest), when some are not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub events_not_shown: Option<u64>,
+    pub error: Option<ErrorDetail>,
     /// The helper's protocol lines but its result, the latest 256.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<HelperMsg>>,
+    /// Protocol lines not kept (beyond 4,096 lines or 16 MiB), when some were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_dropped: Option<u64>,
+    /// Events not in `events` (dropped, or beyond the 256 latest), when some are not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_not_shown: Option<u64>,
+    /// The interface and address ncclenv chose, when NCCL's bootstrap address was compared with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+    /// The variables repair adds to the command's environment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_env: Option<Vec<Repair>>,
+    /// Where the check hung.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hang: Option<Hang>,
+    /// Path of the helper that ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper: Option<String>,
+    /// How the helper ended (`exit 0`, `killed by signal 9 (SIGKILL)`…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_exit: Option<String>,
+    /// The helper's pid (= its process group; 0 when it did not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_pid: Option<i32>,
+    /// The signal that interrupted the check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<i32>,
+    /// Lines longer than 1 MiB, dropped, when there were some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines_too_long: Option<u64>,
+    /// The check the helper ran (from its result; `off` for `--check off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<CheckMode>,
     /// Path of the libnccl the helper loaded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nccl_path: Option<String>,
     /// Its version, e.g. `2.21.5`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nccl_version: Option<String>,
-    /// Path of the CUDA library the ranks loaded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cuda_path: Option<String>,
-    /// Its API.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cuda_api: Option<CudaApi>,
-    /// Why the check failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorDetail>,
-    /// The signal that interrupted the check.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub interrupted_by: Option<i32>,
-    /// Where the check hung.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hang: Option<Hang>,
     /// The helper's remark (one-rank communicator, no-GPU fallback).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The helper's result line.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "super::protocol::serialize_tagged_result"
-    )]
-    pub result: Option<HelperResult>,
-    /// The interface and address ncclenv chose, when NCCL's bootstrap address was compared with it.
+    /// The verdict (as [`CheckReport::passed`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected: Option<Expected>,
+    pub passed: Option<bool>,
+    /// True when a process the check started could not be killed (should never be).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes_left: Option<bool>,
     /// The settings repair tried, in order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repair_attempts: Option<Vec<RepairAttempt>>,
     /// The detail of the attempt that passed with the repair.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repaired_result: Option<Box<CheckDetail>>,
-    /// The variables repair adds to the command's environment.
+    /// The check asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra_env: Option<Vec<Repair>>,
+    pub requested: Option<CheckMode>,
+    /// The helper's result line.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_result")]
+    pub result: Option<HelperResult>,
+    /// The last 8 KiB of the helper's stderr, when it wrote any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
+    /// Lines on stdout that were not protocol (at most 50, each cut to 300 characters), when there were some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stray_output: Option<Vec<String>>,
+    /// The one-line verdict (as [`CheckReport::summary`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// Why a check failed (`error` in the JSON).
@@ -209,26 +216,27 @@ impl ErrorDetail {
 /// unknown.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReportedError {
-    /// Where it failed.
-    pub stage: Stage,
+    // Fields in alphabetical order, as CheckDetail's.
     /// NCCL result code (or CUDA error number for stage `cuda`).
     pub code: Option<i32>,
-    /// The code's `ncclResult_t` name.
-    pub name: Option<&'static str>,
     /// `ncclGetErrorString` (or CUDA's error string).
     pub error_string: Option<String>,
-    /// `ncclGetLastError(NULL)`.
-    pub last_error: Option<String>,
-    /// The helper's message.
-    pub message: String,
-    /// Places looked for a library.
-    pub looked: Vec<String>,
-    /// The rank it happened on.
-    pub rank: Option<u32>,
     /// ncclenv's explanation.
     pub explanation: String,
+    /// `ncclGetLastError(NULL)`.
+    pub last_error: Option<String>,
+    /// Places looked for a library.
+    pub looked: Vec<String>,
+    /// The helper's message.
+    pub message: String,
+    /// The code's `ncclResult_t` name.
+    pub name: Option<&'static str>,
+    /// The rank it happened on.
+    pub rank: Option<u32>,
     /// What to do about it.
     pub remedy: String,
+    /// Where it failed.
+    pub stage: Stage,
 }
 
 /// Where a failure ncclenv saw itself happened.
@@ -260,16 +268,17 @@ impl OwnStage {
 /// A failure ncclenv saw itself.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OwnError {
-    /// Where.
-    pub stage: OwnStage,
-    /// What happened.
-    pub message: String,
+    // Fields in alphabetical order, as CheckDetail's.
     /// The places looked for the helper (stage `helper`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub looked: Option<Vec<String>>,
+    /// What happened.
+    pub message: String,
     /// What to do about it (stage `address`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,
+    /// Where.
+    pub stage: OwnStage,
 }
 
 impl OwnError {
@@ -287,16 +296,24 @@ impl OwnError {
 /// Where a check hung (`hang` in the JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hang {
+    // Fields in alphabetical order, as CheckDetail's.
+    /// Its likely causes.
+    pub likely_causes: &'static str,
+    /// The most advanced step an unfinished rank was in (written `""` when none had started one).
+    #[serde(serialize_with = "step_or_empty")]
+    pub step: Option<Step>,
     /// The deadline of the attempt, seconds.
     pub timeout_s: f64,
     /// Each unfinished rank (or the helper) and its step, e.g. `rank 0 in init, rank 1 in collective`.
     #[serde(rename = "where")]
     pub where_: String,
-    /// The most advanced step an unfinished rank was in (written `""` when none had started one).
-    #[serde(serialize_with = "step_or_empty")]
-    pub step: Option<Step>,
-    /// Its likely causes.
-    pub likely_causes: &'static str,
+}
+
+fn ser_result<S: Serializer>(r: &Option<HelperResult>, s: S) -> Result<S::Ok, S::Error> {
+    match r {
+        Some(r) => super::protocol::tagged_result(r).serialize(s),
+        None => s.serialize_none(),
+    }
 }
 
 fn step_or_empty<S: Serializer>(step: &Option<Step>, s: S) -> Result<S::Ok, S::Error> {
@@ -306,19 +323,21 @@ fn step_or_empty<S: Serializer>(step: &Option<Step>, s: S) -> Result<S::Ok, S::E
 /// The interface and address ncclenv chose (`expected` in the JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Expected {
-    /// The interface.
-    pub interface: String,
+    // Fields in alphabetical order, as CheckDetail's.
     /// Its address.
     pub addr: String,
+    /// The interface.
+    pub interface: String,
 }
 
 /// One setting repair tried (`repair_attempts` in the JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RepairAttempt {
-    /// `NAME=VALUE`.
-    pub set: String,
+    // Fields in alphabetical order, as CheckDetail's.
     /// Whether the allreduce passed with it.
     pub passed: bool,
+    /// `NAME=VALUE`.
+    pub set: String,
     /// The attempt's verdict (or why it was not tried).
     pub summary: String,
 }

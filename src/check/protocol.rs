@@ -624,14 +624,8 @@ fn ranks_as_messages<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RankResult>,
 }
 
 /// A result as its `result` message (with `ev`), for a report that shows the helper's line.
-pub fn serialize_tagged_result<S: Serializer>(
-    r: &Option<HelperResult>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match r {
-        Some(r) => Tagged::Result(r).serialize(s),
-        None => s.serialize_none(),
-    }
+pub fn tagged_result(r: &HelperResult) -> impl Serialize + '_ {
+    Tagged::Result(r)
 }
 
 /// Decode the bootstrap address from a unique id: bytes 0–7 are the magic, bytes 8… a `sockaddr_in` or
