@@ -1765,7 +1765,8 @@ fn peer_name_resolution_is_bounded() {
         .find(|l| l.contains("job-master-0"))
         .unwrap_or_else(|| panic!("no warning names the master:\n{}", o.stderr))
         .to_string();
-    assert!(w.contains("500 ms"), "{w}");
+    let waited = tried_ms(&w);
+    assert!((500..20_000).contains(&waited), "{w}");
 
     job.set("NCCLENV_RESOLVE_TIMEOUT_MS", "3000");
     let t = std::time::Instant::now();
@@ -1776,7 +1777,18 @@ fn peer_name_resolution_is_bounded() {
         took >= std::time::Duration::from_secs(3) && took < std::time::Duration::from_secs(30),
         "a 3000 ms bound took {took:?}"
     );
-    assert!(o.stderr.contains("3000 ms"), "{}", o.stderr);
+    let waited = tried_ms(&o.stderr);
+    assert!((3000..30_000).contains(&waited), "{}", o.stderr);
+}
+
+/// The milliseconds in a `peer-unresolved` warning's "tried for N ms": the time ncclenv really waited,
+/// which a loaded machine makes a little longer than the bound.
+fn tried_ms(text: &str) -> u64 {
+    text.split("tried for ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no \"tried for N ms\" in:\n{text}"))
 }
 
 /// An inherited prefix whose first match has an address but no carrier (F8's trap, `eth0` dead before the
