@@ -4,6 +4,7 @@
 //! Rendering only: the caller probes, decides, and passes the interface speeds it read with
 //! [`crate::probe::host::link_speeds`]. Nothing here does I/O.
 
+use crate::exit;
 use crate::plan::{Action, Plan, Severity, Verdict};
 use crate::preflight::Outlook;
 use crate::probe::nccl::distinct_versions;
@@ -15,16 +16,13 @@ use std::fmt::Write as _;
 /// The `schema` value of [`render_json`]'s output. Bumped only on an incompatible change of the shape.
 pub const JSON_SCHEMA_ID: &str = "ncclenv-doctor/1";
 
-/// Exit code of `doctor` (and of a refusal): `EX_CONFIG`.
-pub const EXIT_REFUSE: i32 = 78;
-
-/// Exit code for a plan: 0 when NCCL should work as planned, 1 when at least one warning (severity warn, not
-/// info) applies, [`EXIT_REFUSE`] (78) when the verdict is refuse.
-pub fn exit_code(plan: &Plan) -> i32 {
+/// Exit code for a plan: [`exit::OK`] (0) when NCCL should work as planned, [`exit::FAILED`] (1) when at
+/// least one warning (severity warn, not info) applies, [`exit::REFUSED`] (78) when the verdict is refuse.
+pub fn exit_code(plan: &Plan) -> u8 {
     match plan.verdict {
-        Verdict::Refuse { .. } => EXIT_REFUSE,
-        Verdict::Proceed if plan.has_warnings() => 1,
-        Verdict::Proceed => 0,
+        Verdict::Refuse { .. } => exit::REFUSED,
+        Verdict::Proceed if plan.has_warnings() => exit::FAILED,
+        Verdict::Proceed => exit::OK,
     }
 }
 
@@ -315,7 +313,7 @@ pub fn render_text(
         }
         Verdict::Proceed => o.push_str("  proceed: NCCL should work (exit 0)\n"),
         Verdict::Refuse { reason, remedy } => {
-            let _ = writeln!(o, "  refuse (exit {EXIT_REFUSE}): {reason}");
+            let _ = writeln!(o, "  refuse (exit {}): {reason}", exit::REFUSED);
             let _ = writeln!(o, "  remedy: {remedy}");
         }
     }
@@ -1152,9 +1150,9 @@ mod tests {
     fn exit_codes() {
         let mut p = Plan::default();
         assert_eq!(exit_code(&p), 0);
-        p.info("x", "m", "r");
+        p.finding(crate::findings::Finding::Disabled, "m", "r");
         assert_eq!(exit_code(&p), 0);
-        p.warn("y", "m", "r");
+        p.finding(crate::findings::Finding::NoInterface, "m", "r");
         assert_eq!(exit_code(&p), 1);
         p.refuse("no", "fix");
         assert_eq!(exit_code(&p), 78);

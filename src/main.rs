@@ -19,9 +19,10 @@
 use ncclenv::cli::{self, Mode};
 use ncclenv::config::CheckMode;
 use ncclenv::environ::Environ;
+use ncclenv::findings::Finding;
 use ncclenv::plan::Verdict;
 use ncclenv::probe::{self, Depth};
-use ncclenv::{decide, exec, plan, report};
+use ncclenv::{decide, exec, exit, plan, report};
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,14 +32,6 @@ use std::sync::OnceLock;
 #[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-/// Exit code of a refusal (`EX_CONFIG` from sysexits.h).
-const EXIT_REFUSED: u8 = 78;
-/// Exit code of a usage error.
-const EXIT_USAGE: u8 = 2;
-
-/// Exit code when ncclenv panics outside the entrypoint (`EX_SOFTWARE` from sysexits.h).
-const EXIT_SOFTWARE: u8 = 70;
 
 /// What ncclenv received, kept for [`on_panic`]: its arguments (without argv\[0\]) and its environment.
 static RECEIVED: OnceLock<(Vec<OsString>, Environ)> = OnceLock::new();
@@ -74,7 +67,8 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
         (Some(cmd), Some((_, env))) => {
             err_line(&format!(
                 "ncclenv: error: internal error (panic{at}: {what}); running the command with the environment \
-                 untouched [panic] (what to do: report this bug)"
+                 untouched [{}] (what to do: report this bug)",
+                Finding::Panic.code()
             ));
             let e = exec::exec(&cmd, env);
             err_line(&e.message);
@@ -82,9 +76,10 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
         }
         _ => {
             err_line(&format!(
-                "ncclenv: error: internal error (panic{at}: {what}) [panic] (what to do: report this bug)"
+                "ncclenv: error: internal error (panic{at}: {what}) [{}] (what to do: report this bug)",
+                Finding::Panic.code()
             ));
-            std::process::exit(i32::from(EXIT_SOFTWARE));
+            std::process::exit(i32::from(exit::SOFTWARE));
         }
     }
 }
@@ -111,7 +106,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             report::usage_error(&format!("{} (see ncclenv --help)", e.0), &vars);
-            return ExitCode::from(EXIT_USAGE);
+            return ExitCode::from(exit::USAGE);
         }
     };
     if let Mode::Exec(cmd) = &cli.mode {
@@ -144,8 +139,9 @@ fn main() -> ExitCode {
         if cfg.disable {
             for (name, near) in &cfg.unknown_vars {
                 tracing::warn!(
-                    "{} [unknown-variable]",
-                    ncclenv::decide::unknown_variable_text(name, near.as_deref())
+                    "{} [{}]",
+                    ncclenv::decide::unknown_variable_text(name, near.as_deref()),
+                    Finding::UnknownVariable.code()
                 );
             }
             tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
@@ -180,10 +176,11 @@ fn main() -> ExitCode {
                 report::refused(&r, cfg.termination_log.as_deref());
                 // printf '%s' prints its argument as it is (dash's echo would interpret backslashes).
                 out(&format!(
-                    "printf '%s\\n' {} >&2; exit 78\n",
-                    plan::shell_quote(&ncclenv::text::escape(&r.text()))
+                    "printf '%s\\n' {} >&2; exit {}\n",
+                    plan::shell_quote(&ncclenv::text::escape(&r.text())),
+                    exit::REFUSED
                 ));
-                return ExitCode::from(EXIT_REFUSED);
+                return ExitCode::from(exit::REFUSED);
             }
             out(&plan::shell_lines(&plan));
             ExitCode::SUCCESS
@@ -214,14 +211,14 @@ fn main() -> ExitCode {
                     &preflight,
                 ));
             }
-            ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)
+            ExitCode::from(ncclenv::doctor::exit_code(&plan))
         }
         Mode::Check { mode, json, .. } => {
             // The check proves the environment the entrypoint would give the command: where the entrypoint
             // would refuse, there is nothing to prove (exit 78, as the entrypoint).
             if let Some(r) = report::refusal(&plan) {
                 report::refusal_line(&r);
-                return ExitCode::from(EXIT_REFUSED);
+                return ExitCode::from(exit::REFUSED);
             }
             let mode = mode.unwrap_or(CheckMode::Bootstrap);
             // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.
@@ -242,7 +239,7 @@ fn main() -> ExitCode {
             if r.passed {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(ncclenv::check::EXIT_CHECK_FAILED)
+                ExitCode::from(exit::CHECK_FAILED)
             }
         }
         Mode::Exec(cmd) => {
@@ -255,7 +252,7 @@ fn main() -> ExitCode {
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
                 report::refused(&r, cfg.termination_log.as_deref());
-                return ExitCode::from(EXIT_REFUSED);
+                return ExitCode::from(exit::REFUSED);
             }
             if cfg.check != CheckMode::Off && plan.hands_off {
                 // Hands off (NCCL_COMM_ID, a vendor profile, a failed probe): ncclenv vouches
@@ -281,7 +278,7 @@ fn main() -> ExitCode {
                         remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
                     };
                     report::refused(&refusal, cfg.termination_log.as_deref());
-                    return ExitCode::from(EXIT_REFUSED);
+                    return ExitCode::from(exit::REFUSED);
                 } else {
                     tracing::warn!("check failed, running the command anyway: {}", r.summary);
                 }
@@ -309,9 +306,9 @@ fn install(dir: &std::path::Path) -> ExitCode {
     let Some(exe) = exe else {
         report::exit_error(
             "install: cannot find this executable (no /proc/self/exe; run it by its path)",
-            1,
+            exit::FAILED,
         );
-        return ExitCode::from(1);
+        return ExitCode::from(exit::FAILED);
     };
     match ncclenv::install::install(&exe, dir) {
         Ok(r) => {
@@ -335,8 +332,8 @@ fn install(dir: &std::path::Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            report::exit_error(&format!("install: {e}"), 1);
-            ExitCode::from(1)
+            report::exit_error(&format!("install: {e}"), exit::FAILED);
+            ExitCode::from(exit::FAILED)
         }
     }
 }
@@ -361,8 +358,8 @@ fn prepare_debug_dir(plan: &mut ncclenv::plan::Plan) {
         plan.changes.retain(|c| c.name != "NCCL_DEBUG_FILE");
         plan.debug_dir = None;
         plan.debug_files = Some("the command's stdout".into());
-        plan.warn(
-            "debug-dir-unwritable",
+        plan.finding(
+            Finding::DebugDirUnwritable,
             format!("cannot use {dir} for NCCL's log files ({e}); NCCL_DEBUG_FILE is not set, so NCCL logs to the command's stdout"),
             "set NCCLENV_DEBUG_DIR to a writable folder (a mounted volume keeps the files after the container ends)",
         );
@@ -384,9 +381,9 @@ fn explain_in_helper(
                 "explain runs in the helper ncclenv-check, which was not found (looked: {}); install it beside ncclenv or set NCCLENV_CHECK_HELPER",
                 looked.join("; ")
             ),
-            EXIT_USAGE,
+            exit::USAGE,
         );
-        return ExitCode::from(EXIT_USAGE);
+        return ExitCode::from(exit::USAGE);
     };
     let mut cmd: Vec<OsString> = vec![
         helper.into_os_string(),

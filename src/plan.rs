@@ -1,6 +1,7 @@
 //! The result of the decision: variables to set or unset, each with its reason; warnings with remedies; and a
 //! verdict. `report` prints it, `env` turns it into shell lines, `exec` applies it.
 
+use crate::findings::Finding;
 use serde::{Deserialize, Serialize};
 
 /// What to do with one environment variable.
@@ -40,10 +41,11 @@ pub enum Severity {
     Warn,
 }
 
-/// One finding: what is wrong or risky, and what the user can do.
+/// One finding: what is wrong or risky, and what the user can do. Made by [`Plan::finding`]; the code stays a
+/// string here because a fleet verdict (`preflight`) may carry the codes of another ncclenv version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Warning {
-    /// Stable identifier, e.g. `inherited-ifname-repaired` (every code: `docs/findings.md`).
+    /// Stable identifier, e.g. `inherited-ifname-repaired` (every code: [`Finding`], `docs/findings.md`).
     pub code: String,
     /// Info or warn.
     pub severity: Severity,
@@ -53,6 +55,13 @@ pub struct Warning {
     pub remedy: String,
     /// True when `NCCLENV_STRICT=1` turns this finding into a refusal (exit 78).
     pub strict_refuses: bool,
+}
+
+impl Warning {
+    /// The finding of this warning's code, when this ncclenv knows it.
+    pub fn finding(&self) -> Option<Finding> {
+        Finding::from_code(&self.code)
+    }
 }
 
 /// Run the command, or refuse.
@@ -166,37 +175,15 @@ impl Plan {
             replaced: None,
         });
     }
-    /// Add a warning (severity warn).
-    pub fn warn(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
-        self.push(code, Severity::Warn, message, remedy, false);
-    }
-    /// Add a warning that `NCCLENV_STRICT=1` turns into exit 78.
-    pub fn warn_strict(
-        &mut self,
-        code: &str,
-        message: impl Into<String>,
-        remedy: impl Into<String>,
-    ) {
-        self.push(code, Severity::Warn, message, remedy, true);
-    }
-    /// Add an informational finding.
-    pub fn info(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
-        self.push(code, Severity::Info, message, remedy, false);
-    }
-    fn push(
-        &mut self,
-        code: &str,
-        severity: Severity,
-        message: impl Into<String>,
-        remedy: impl Into<String>,
-        strict_refuses: bool,
-    ) {
+    /// Add a finding: its code, severity and strict flag come from [`Finding`]; the message says what was
+    /// found here, the remedy what the user can do.
+    pub fn finding(&mut self, f: Finding, message: impl Into<String>, remedy: impl Into<String>) {
         self.warnings.push(Warning {
-            code: code.to_string(),
-            severity,
+            code: f.code().to_string(),
+            severity: f.severity(),
             message: message.into(),
             remedy: remedy.into(),
-            strict_refuses,
+            strict_refuses: f.strict_refuses(),
         });
     }
     /// Refuse to run the command (exit 78). The first refusal wins.
