@@ -115,7 +115,7 @@ fn main() -> ExitCode {
     let cfg = cli.config;
     match &cli.mode {
         Mode::Help => {
-            out(cli::HELP);
+            out(&cli::help());
             return ExitCode::SUCCESS;
         }
         Mode::Version => {
