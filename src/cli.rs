@@ -620,7 +620,13 @@ pub fn help() -> String {
         };
         let mut lines = opt.help.lines();
         let first = lines.next().unwrap_or("");
-        let _ = writeln!(o, "{left:<24} {first:<40} {var}");
+        // The text at column 25 (two spaces after a longer flag), the variable at column 66.
+        let line = if left.len() < 24 {
+            format!("{left:<24} {first}")
+        } else {
+            format!("{left}  {first}")
+        };
+        let _ = writeln!(o, "{line:<64} {var}");
         for more in lines {
             let _ = writeln!(o, "{:<24} {more}", "");
         }
