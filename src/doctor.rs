@@ -1355,4 +1355,113 @@ mod tests {
         assert_eq!(v["net_error"], "not probed");
         assert_eq!(v["interfaces"].as_array().map(Vec::len), Some(0));
     }
+
+    /// Golden files: `doctor`'s text and JSON on captured snapshots. Each case is a folder of
+    /// `tests/golden/doctor/`: `snapshot.json` (`{"snapshot": Snapshot, "speeds": {"eth0": 25000}}`: the
+    /// serde form of what the probes read, and the link speeds in Mb/s), `doctor.txt` (the text report) and
+    /// `doctor.json` (the JSON report, pretty-printed). The decision, the preflight outlook and both renderings
+    /// run on the snapshot with the default configuration, as `ncclenv doctor` does. `NCCLENV_BLESS=1 cargo
+    /// test --lib doctor::tests::golden` rewrites the two outputs; [`capture`] writes a new case from this
+    /// machine.
+    mod golden {
+        use super::super::*;
+        use std::path::{Path, PathBuf};
+
+        /// One fixture file.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Fixture {
+            snapshot: Snapshot,
+            speeds: BTreeMap<String, u64>,
+        }
+
+        fn root() -> PathBuf {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/doctor")
+        }
+
+        /// The text and pretty JSON of `doctor` on a fixture, and its exit code.
+        fn render(f: &Fixture) -> (String, String, u8) {
+            let cfg = crate::config::Config::default();
+            let plan = crate::decide::decide(&f.snapshot, &cfg);
+            let outlook = crate::preflight::outlook(&f.snapshot, &cfg, &plan);
+            let r = Report::new(&f.snapshot, &plan, &f.speeds, &outlook);
+            let json = serde_json::to_string_pretty(&r.json()).unwrap_or_default() + "\n";
+            (r.text(), json, exit_code(&plan))
+        }
+
+        #[test]
+        fn doctor_output_matches_the_golden_files() {
+            let bless = std::env::var("NCCLENV_BLESS").as_deref() == Ok("1");
+            let mut cases: Vec<PathBuf> = std::fs::read_dir(root())
+                .expect("tests/golden/doctor")
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("snapshot.json").is_file())
+                .collect();
+            cases.sort();
+            assert!(cases.len() >= 3, "golden cases: {cases:?}");
+            let mut exits = Vec::new();
+            for dir in &cases {
+                let text = std::fs::read_to_string(dir.join("snapshot.json")).expect("read");
+                let f: Fixture = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+                let (t, j, code) = render(&f);
+                exits.push(code);
+                for (name, want) in [("doctor.txt", &t), ("doctor.json", &j)] {
+                    let path = dir.join(name);
+                    let have = std::fs::read_to_string(&path).unwrap_or_default();
+                    if have == *want {
+                        continue;
+                    }
+                    if bless {
+                        std::fs::write(&path, want).expect("write golden file");
+                    } else {
+                        panic!(
+                            "{} differs from doctor's output (NCCLENV_BLESS=1 cargo test --lib \
+                             doctor::tests::golden rewrites it); doctor now says:\n{want}",
+                            path.display()
+                        );
+                    }
+                }
+            }
+            // The cases cover the three verdicts: ok, warnings, refuse.
+            for code in [exit::OK, exit::FAILED, exit::REFUSED] {
+                assert!(
+                    exits.contains(&code),
+                    "no golden case exits {code}: {exits:?}"
+                );
+            }
+        }
+
+        /// Capture this machine as a new case: `NCCLENV_CAPTURE=NAME cargo test --lib
+        /// doctor::tests::golden::capture -- --ignored`, with `NCCLENV_CAPTURE_CMD='torchrun --nnodes=2 …'`
+        /// for a job's command (its launcher arguments are read, as `ncclenv doctor -- CMD` does). Then bless.
+        /// Review `snapshot.json` before committing it: it records interface names, addresses and the
+        /// NCCL-related variables of this machine.
+        #[test]
+        #[ignore = "writes a fixture from this machine; run by hand"]
+        fn capture() {
+            let Ok(name) = std::env::var("NCCLENV_CAPTURE") else {
+                return;
+            };
+            let cmd: Vec<std::ffi::OsString> = std::env::var("NCCLENV_CAPTURE_CMD")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(Into::into)
+                .collect();
+            let vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+            let cfg = crate::config::Config::default();
+            let snapshot = crate::probe::collect(&cfg, &cmd, &vars, crate::probe::Depth::Doctor);
+            let names: Vec<String> = snapshot
+                .net
+                .as_ref()
+                .map(|n| n.links.iter().map(|l| l.name.clone()).collect())
+                .unwrap_or_default();
+            let speeds = crate::probe::host::link_speeds(&cfg.sysfs, &names);
+            let dir = root().join(name);
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let f = Fixture { snapshot, speeds };
+            let text = serde_json::to_string_pretty(&f).expect("json") + "\n";
+            std::fs::write(dir.join("snapshot.json"), text).expect("write");
+        }
+    }
 }
