@@ -1,10 +1,12 @@
-//! `ncclenv`: parse → probe → decide → report → exec. See README.md.
+//! `ncclenv`: parse → probe → decide → report → exec. See README.md. `main` parses the command line and hands
+//! over to one function per mode: [`entrypoint`], [`env`], [`doctor`], [`check`], [`install`],
+//! [`explain_in_helper`], [`help`], [`version`].
 //!
-//! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode; also
-//! `ncclenv check` where the entrypoint would refuse; the reason also goes to the termination log for
-//! Kubernetes); 126 the command cannot be executed; 127 the command was not found; 128+N interrupted by signal
-//! N during a check (the entrypoint's or `ncclenv check`'s); otherwise the command's own (ncclenv is replaced
-//! by it). `install`: 0 copied, 1 failed.
+//! Exit codes are named in `ncclenv::exit`: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail,
+//! or strict mode; also `ncclenv check` where the entrypoint would refuse; the reason also goes to the
+//! termination log for Kubernetes); 126 the command cannot be executed; 127 the command was not found; 128+N
+//! interrupted by signal N during a check (the entrypoint's or `ncclenv check`'s); otherwise the command's own
+//! (ncclenv is replaced by it). `install`: 0 copied, 1 failed.
 //!
 //! Nothing here may abort on a failed write: a full, closed or broken stdout/stderr must never keep the job
 //! from running, so every write goes through [`out`] and `report`, which ignore errors (the logger's writer
