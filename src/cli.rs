@@ -790,7 +790,29 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
     args: &[OsString],
     vars: I,
 ) -> Result<Cli, UsageError> {
-    let mut cfg = config_from_env(vars)?;
+    let mut config = config_from_env(vars)?;
+    let mode = match read_args(args, &mut config)? {
+        Args::Help => Mode::Help,
+        Args::Version => Mode::Version,
+        Args::Words { words, json, cmd } => mode(&words, json, cmd)?,
+    };
+    Ok(Cli { mode, config })
+}
+
+/// The command line read word by word: `--help`/`--version` at once, or the subcommand's words, `--json`
+/// and the command after `--`.
+enum Args {
+    Help,
+    Version,
+    Words {
+        words: Vec<String>,
+        json: bool,
+        cmd: Option<Vec<OsString>>,
+    },
+}
+
+/// Apply every option of `args` to `cfg` (the flag wins over the variable) and collect the rest.
+fn read_args(args: &[OsString], cfg: &mut Config) -> Result<Args, UsageError> {
     let mut words: Vec<String> = Vec::new();
     let mut json = false;
     let mut cmd: Option<Vec<OsString>> = None;
@@ -812,18 +834,8 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             )));
         };
         match a {
-            "-h" | "--help" => {
-                return Ok(Cli {
-                    mode: Mode::Help,
-                    config: cfg,
-                })
-            }
-            "-V" | "--version" => {
-                return Ok(Cli {
-                    mode: Mode::Version,
-                    config: cfg,
-                })
-            }
+            "-h" | "--help" => return Ok(Args::Help),
+            "-V" | "--version" => return Ok(Args::Version),
             "--json" => json = true,
             _ if a.starts_with("--") => {
                 let body = &a[2..];
@@ -835,30 +847,16 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
                     return Err(UsageError(format!("unknown option {a}")));
                 };
                 if opt.accepts == Accepts::Switch {
-                    apply(&mut cfg, opt, a, inline.as_deref().unwrap_or("1"))?;
+                    apply(cfg, opt, a, inline.as_deref().unwrap_or("1"))?;
                 } else {
                     let v = match inline {
                         Some(v) => v,
                         None => {
                             i += 1;
-                            match args.get(i) {
-                                // `--peer -- cmd`: the `--` starts the command, it is not the value.
-                                None => return Err(UsageError(format!("--{key} needs a value"))),
-                                Some(v) if v == "--" => {
-                                    return Err(UsageError(format!("--{key} needs a value")))
-                                }
-                                Some(v) => match v.to_str() {
-                                    Some(v) => v.to_string(),
-                                    None => {
-                                        return Err(UsageError(format!(
-                                            "--{key}: value is not valid UTF-8"
-                                        )))
-                                    }
-                                },
-                            }
+                            next_value(args.get(i), key)?
                         }
                     };
-                    apply(&mut cfg, opt, &format!("--{key}"), &v)?;
+                    apply(cfg, opt, &format!("--{key}"), &v)?;
                 }
             }
             _ if a.starts_with('-') && a.len() > 1 => {
@@ -868,12 +866,27 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
         }
         i += 1;
     }
+    Ok(Args::Words { words, json, cmd })
+}
+
+/// The value of `--key VALUE`: the next argument, which must exist, be UTF-8 and not be `--` (`--peer -- cmd`:
+/// the `--` starts the command, it is not the value).
+fn next_value(next: Option<&OsString>, key: &str) -> Result<String, UsageError> {
+    match next {
+        None => Err(UsageError(format!("--{key} needs a value"))),
+        Some(v) if v == "--" => Err(UsageError(format!("--{key} needs a value"))),
+        Some(v) => match v.to_str() {
+            Some(v) => Ok(v.to_string()),
+            None => Err(UsageError(format!("--{key}: value is not valid UTF-8"))),
+        },
+    }
+}
+
+/// The mode the words say: none (the entrypoint, with a command), or a subcommand and its arguments.
+fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode, UsageError> {
     let Some(first) = words.first().map(String::as_str) else {
         return match cmd {
-            Some(cmd) if !json => Ok(Cli {
-                mode: Mode::Exec(cmd),
-                config: cfg,
-            }),
+            Some(cmd) if !json => Ok(Mode::Exec(cmd)),
             Some(_) => Err(UsageError("--json goes with doctor, check or explain".into())),
             None => Err(UsageError(
                 "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check, explain, install DIR"
@@ -941,7 +954,7 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             "--json goes with doctor, check or explain".into(),
         ));
     }
-    Ok(Cli { mode, config: cfg })
+    Ok(mode)
 }
 
 #[cfg(test)]
