@@ -422,6 +422,12 @@ impl<'a> Report<'a> {
                 r.source
             );
         }
+        self.job_facts_text(o);
+    }
+
+    /// What the launcher says about the job: nodes, node rank, master port, this node's address.
+    fn job_facts_text(&self, o: &mut String) {
+        let job = self.job;
         let mut facts = Vec::new();
         if let Some(n) = job.nnodes {
             facts.push(format!("nodes: {n}{}", paren(&job.source)));
@@ -689,9 +695,8 @@ impl<'a> Report<'a> {
         }
     }
 
-    /// The HCA/port table (with each HCA's verbs node and whether NCCL can use the port) and the GID tables.
+    /// The HCA/port table (with each HCA's verbs node and whether NCCL can use the port), then the GID tables.
     fn rdma_tables(&self, o: &mut String, r: &RdmaSnapshot) {
-        use crate::decide::gid;
         let report = &self.decision.rdma_hcas;
         let mut rows = vec![row(&[
             "DEVICE",
@@ -743,6 +748,14 @@ impl<'a> Report<'a> {
             }
         }
         o.push_str(&table(&rows, "  "));
+        self.gid_tables(o, r);
+    }
+
+    /// Each port's non-empty GID entries: address, type, netdev, and which index NCCL picks, which works
+    /// here and which `NCCL_IB_GID_INDEX` names.
+    fn gid_tables(&self, o: &mut String, r: &RdmaSnapshot) {
+        use crate::decide::gid;
+        let report = &self.decision.rdma_hcas;
         let links: Option<Vec<&str>> = self
             .net
             .map(|n| n.links.iter().map(|l| l.name.as_str()).collect());
