@@ -29,6 +29,7 @@ macro_rules! findings {
             }
 
             /// Info (worth knowing; nothing is wrong) or warn (NCCL may fail or run slowly; `doctor` exits 1).
+            /// A rule may make a warning an info where it is harmless (`Plan::finding_as`).
             pub const fn severity(self) -> Severity {
                 match self { $( Finding::$v => Severity::$sev, )* }
             }

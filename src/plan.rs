@@ -178,12 +178,23 @@ impl Plan {
     /// Add a finding: its code, severity and strict flag come from [`Finding`]; the message says what was
     /// found here, the remedy what the user can do.
     pub fn finding(&mut self, f: Finding, message: impl Into<String>, remedy: impl Into<String>) {
+        self.finding_as(f, f.severity(), message, remedy);
+    }
+    /// Add a finding whose severity depends on where it is made (e.g. a warning on one node that is only worth
+    /// knowing on another): `severity` instead of the code's own; an info never refuses under strict mode.
+    pub fn finding_as(
+        &mut self,
+        f: Finding,
+        severity: Severity,
+        message: impl Into<String>,
+        remedy: impl Into<String>,
+    ) {
         self.warnings.push(Warning {
             code: f.code().to_string(),
-            severity: f.severity(),
+            severity,
             message: message.into(),
             remedy: remedy.into(),
-            strict_refuses: f.strict_refuses(),
+            strict_refuses: f.strict_refuses() && severity == Severity::Warn,
         });
     }
     /// Refuse to run the command (exit 78). The first refusal wins.
@@ -309,6 +320,29 @@ mod tests {
         p.unset("A", "gone");
         assert_eq!(p.value_of("A"), None);
         assert_eq!(shell_lines(&p), "unset A\n");
+    }
+
+    #[test]
+    fn findings_take_severity_and_strictness_from_the_enum() {
+        let mut p = Plan::default();
+        p.finding(Finding::RdmaMemlockLow, "m", "r");
+        p.finding(Finding::RdmaUsable, "m", "r");
+        p.finding_as(Finding::RdmaMemlockLow, Severity::Info, "m", "r");
+        let got: Vec<(&str, Severity, bool)> = p
+            .warnings
+            .iter()
+            .map(|w| (w.code.as_str(), w.severity, w.strict_refuses))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("rdma-memlock-low", Severity::Warn, true),
+                ("rdma-usable", Severity::Info, false),
+                ("rdma-memlock-low", Severity::Info, false),
+            ]
+        );
+        assert_eq!(p.warnings[0].finding(), Some(Finding::RdmaMemlockLow));
+        assert!(p.has_warnings());
     }
 
     #[test]
