@@ -1370,10 +1370,11 @@ mod tests {
     }
 
     /// Golden files: `doctor`'s text and JSON on captured snapshots. Each case is a folder of
-    /// `tests/golden/doctor/`: `snapshot.json` (`{"snapshot": Snapshot, "speeds": {"eth0": 25000}}`: the
-    /// serde form of what the probes read, and the link speeds in Mb/s), `doctor.txt` (the text report) and
+    /// `tests/golden/doctor/`: `snapshot.json` (`{"snapshot": Snapshot, "speeds": {"eth0": 25000}, "ncclenv":
+    /// {…}}`: the serde form of what the probes read, the link speeds in Mb/s, and the `NCCLENV_*` variables
+    /// of the capture, which configure the decision), `doctor.txt` (the text report) and
     /// `doctor.json` (the JSON report, pretty-printed). The decision, the preflight outlook and both renderings
-    /// run on the snapshot with the default configuration, as `ncclenv doctor` does. `NCCLENV_BLESS=1 cargo
+    /// run on the snapshot, as `ncclenv doctor` does. `NCCLENV_BLESS=1 cargo
     /// test --lib doctor::tests::golden` rewrites the two outputs; [`capture`] writes a new case from this
     /// machine.
     mod golden {
@@ -1385,6 +1386,15 @@ mod tests {
         struct Fixture {
             snapshot: Snapshot,
             speeds: BTreeMap<String, u64>,
+            /// The `NCCLENV_*` variables of the capture (e.g. a fake sysfs root), read as ncclenv reads them.
+            #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+            ncclenv: BTreeMap<String, String>,
+        }
+
+        /// The configuration of a fixture: its `NCCLENV_*` variables over the defaults.
+        fn config(f: &Fixture) -> crate::config::Config {
+            let vars = f.ncclenv.iter().map(|(k, v)| (k.into(), v.into()));
+            crate::cli::config_from_env(vars).expect("the fixture's NCCLENV_* variables")
         }
 
         fn root() -> PathBuf {
@@ -1393,7 +1403,7 @@ mod tests {
 
         /// The text and pretty JSON of `doctor` on a fixture, and its exit code.
         fn render(f: &Fixture) -> (String, String, u8) {
-            let cfg = crate::config::Config::default();
+            let cfg = config(f);
             let plan = crate::decide::decide(&f.snapshot, &cfg);
             let outlook = crate::preflight::outlook(&f.snapshot, &cfg, &plan);
             let r = Report::new(&f.snapshot, &plan, &f.speeds, &outlook);
@@ -1447,7 +1457,8 @@ mod tests {
 
         /// Capture this machine as a new case: `NCCLENV_CAPTURE=NAME cargo test --lib
         /// doctor::tests::golden::capture -- --ignored`, with `NCCLENV_CAPTURE_CMD='torchrun --nnodes=2 …'`
-        /// for a job's command (its launcher arguments are read, as `ncclenv doctor -- CMD` does). Then bless.
+        /// for a job's command (its launcher arguments are read, as `ncclenv doctor -- CMD` does); the capture's
+        /// `NCCLENV_*` variables (a fake `NCCLENV_SYSFS` tree) are kept in the fixture. Then bless.
         /// Review `snapshot.json` before committing it: it records interface names, addresses and the
         /// NCCL-related variables of this machine.
         #[test]
@@ -1462,7 +1473,12 @@ mod tests {
                 .map(Into::into)
                 .collect();
             let vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
-            let cfg = crate::config::Config::default();
+            let ncclenv: BTreeMap<String, String> = std::env::vars()
+                .filter(|(k, _)| k.starts_with("NCCLENV_") && !k.starts_with("NCCLENV_CAPTURE"))
+                .collect();
+            let cfg =
+                crate::cli::config_from_env(ncclenv.iter().map(|(k, v)| (k.into(), v.into())))
+                    .expect("NCCLENV_* variables");
             let snapshot = crate::probe::collect(&cfg, &cmd, &vars, crate::probe::Depth::Doctor);
             let names: Vec<String> = snapshot
                 .net
@@ -1472,7 +1488,11 @@ mod tests {
             let speeds = crate::probe::host::link_speeds(&cfg.sysfs, &names);
             let dir = root().join(name);
             std::fs::create_dir_all(&dir).expect("mkdir");
-            let f = Fixture { snapshot, speeds };
+            let f = Fixture {
+                snapshot,
+                speeds,
+                ncclenv,
+            };
             let text = serde_json::to_string_pretty(&f).expect("json") + "\n";
             std::fs::write(dir.join("snapshot.json"), text).expect("write");
         }
