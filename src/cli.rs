@@ -2,6 +2,10 @@
 //! `NCCLENV_*` variable; the flag wins. A malformed value is a usage error (exit 2) naming the flag or
 //! variable.
 //!
+//! Each option is declared once, in [`OPTIONS`] (name, value placeholder, type and range, `--help` line,
+//! the README's meaning and default, and how it is stored): the parser, [`help`] and the README's table of
+//! variables (a test; `NCCLENV_BLESS=1 cargo test --lib cli` rewrites it) all read that table.
+//!
 //! Only the exact upper-case names of the options ([`option_variables`]) are read, each as `getenv` reads it
 //! (the first entry of a duplicated name wins). Any other `NCCLENV_*` name (`NCCLENV_Peer`,
 //! `NCCLENV_CHECK_TIMEOUTS`, a name or value that is not UTF-8) is never an option and never stops the job:
@@ -66,62 +70,6 @@ pub struct Cli {
     /// The configuration (variables, then flags).
     pub config: Config,
 }
-
-/// The help text printed by `--help`.
-pub const HELP: &str = "\
-ncclenv: give a multi-GPU job an NCCL environment that works, or stop with the exact reason
-
-usage:
-  ncclenv [OPTIONS] -- COMMAND [ARGS...]   decide, set the variables, exec COMMAND
-  ncclenv [OPTIONS] env                    print the decisions as shell lines: eval \"$(ncclenv env)\"
-  ncclenv [OPTIONS] doctor [--json]        everything probed and decided (exit 0 ok, 1 warnings, 78 refuse)
-  ncclenv [OPTIONS] check [bootstrap|allreduce] [--json]
-                                           prove the environment with the real NCCL
-  ncclenv install DIR                      copy ncclenv (and ncclenv-check beside it) into DIR
-  ncclenv [OPTIONS] explain [--json] [FILE...]
-                                           read NCCL debug logs (stdin when no FILE): per process
-                                           the bootstrap, interfaces, transport and every error with
-                                           its cause and fix (exit 0 nothing wrong, 1 something wrong)
-  env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
-  (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
-
-options (each also read from the variable in brackets; the flag wins):
-  --peer HOST            the job's master host or address        [NCCLENV_PEER]
-  --nnodes N             number of nodes of the job              [NCCLENV_NNODES]
-  --strict               refuse (exit 78) on any repair or risk   [NCCLENV_STRICT=1]
-  --log LEVEL            off|error|warn|info|debug (info)        [NCCLENV_LOG]
-  --log-format FORMAT    text|json lines on stderr (text)        [NCCLENV_LOG_FORMAT]
-  --termination-log PATH  where exit 78 writes its reason        [NCCLENV_TERMINATION_LOG]
-                         (default /dev/termination-log when it exists and is writable)
-  --exclude LIST         interface names never to choose         [NCCLENV_EXCLUDE]
-  --disable              change nothing, just exec               [NCCLENV_DISABLE=1]
-  --sysfs PATH           sysfs root (/sys)                       [NCCLENV_SYSFS]
-  --devfs PATH           dev root (/dev)                         [NCCLENV_DEVFS]
-  --shm-path PATH        shared memory path (/dev/shm)           [NCCLENV_SHM_PATH]
-  --shm-min MIB          free /dev/shm needed, MiB               [NCCLENV_SHM_MIN]
-  --check MODE           off|bootstrap|allreduce before exec     [NCCLENV_CHECK]
-  --check-timeout SECS   deadline of the check (60)              [NCCLENV_CHECK_TIMEOUT]
-  --check-gpus N         ranks of the allreduce check (2)        [NCCLENV_CHECK_GPUS]
-  --check-mib MIB        allreduce buffer, MiB (64)              [NCCLENV_CHECK_MIB]
-  --check-repair         retry a failed allreduce safer          [NCCLENV_CHECK_REPAIR=1]
-  --check-helper PATH    the ncclenv-check helper                [NCCLENV_CHECK_HELPER]
-  --nccl-lib PATH        libnccl to load for the check           [NCCLENV_NCCL_LIB]
-  --resolve-timeout-ms MS  bound on resolving the peer (2000)    [NCCLENV_RESOLVE_TIMEOUT_MS]
-  --debug                NCCL's own logs for the command: set the
-                         unset of NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS,
-                         NCCL_DEBUG_FILE (one file per host and
-                         process) and the launcher's debug switch  [NCCLENV_DEBUG=1]
-  --debug-dir PATH       folder of those files (/tmp/ncclenv-debug) [NCCLENV_DEBUG_DIR]
-  --preflight            the nodes meet and agree before exec    [NCCLENV_PREFLIGHT=1]
-  --preflight-timeout SECS  wait for the other nodes (60)        [NCCLENV_PREFLIGHT_TIMEOUT]
-  --preflight-port PORT  port to meet on (the master's port)     [NCCLENV_PREFLIGHT_PORT]
-  -h, --help             this text
-  -V, --version          the version
-
-exit codes: 2 usage error, 78 refused (NCCL would certainly fail, or strict mode), 126 command not
-executable, 127 command not found, 128+N interrupted by signal N during a check; otherwise the
-command's own.
-";
 
 fn err<T>(what: &str, value: &str, expected: &str) -> Result<T, UsageError> {
     Err(UsageError(format!(
@@ -236,98 +184,491 @@ fn parse_peer(what: &str, v: &str) -> Result<String, UsageError> {
     }
 }
 
-/// Largest `--check-timeout`: one day, in seconds.
-pub const MAX_CHECK_TIMEOUT_S: u64 = 86_400;
-/// Largest `--resolve-timeout-ms`: ten minutes.
-pub const MAX_RESOLVE_TIMEOUT_MS: u64 = 600_000;
-/// Largest `--check-mib`: 64 GiB.
-pub const MAX_CHECK_MIB: u64 = 65_536;
-/// Largest `--check-gpus`.
-pub const MAX_CHECK_GPUS: u64 = 1_024;
-/// Largest `--shm-min`: 1 TiB, in MiB.
-pub const MAX_SHM_MIN_MIB: u64 = 1_048_576;
-/// Largest `--preflight-timeout`: one day, in seconds.
-pub const MAX_PREFLIGHT_TIMEOUT_S: u64 = 86_400;
-
-/// Apply one option (by its long name without dashes) to the config. `what` names the flag or variable in
-/// errors.
-fn apply(cfg: &mut Config, key: &str, what: &str, v: &str) -> Result<(), UsageError> {
-    match key {
-        "peer" => cfg.peer = Some(parse_peer(what, v)?),
-        "nnodes" => cfg.nnodes = Some(parse_nnodes(what, v)?),
-        "strict" => cfg.strict = parse_bool(what, v)?,
-        "log" => cfg.log = parse_log(what, v)?,
-        "log-format" => cfg.log_format = parse_log_format(what, v)?,
-        "termination-log" => cfg.termination_log = Some(parse_path(what, v)?),
-        "exclude" => cfg.exclude = parse_exclude(what, v)?,
-        "disable" => cfg.disable = parse_bool(what, v)?,
-        "sysfs" => cfg.sysfs = parse_path(what, v)?,
-        "devfs" => cfg.devfs = parse_path(what, v)?,
-        "shm-path" => cfg.shm_path = parse_path(what, v)?,
-        "shm-min" => cfg.shm_min_mib = Some(parse_range(what, v, 0, MAX_SHM_MIN_MIB, "MiB")?),
-        "check" => cfg.check = parse_check(what, v)?,
-        "check-timeout" => {
-            cfg.check_timeout_s = parse_range(what, v, 1, MAX_CHECK_TIMEOUT_S, "seconds")?
-        }
-        "check-gpus" => {
-            // At most MAX_CHECK_GPUS (1024), which fits in u32.
-            cfg.check_gpus = parse_range(what, v, 1, MAX_CHECK_GPUS, "ranks")? as u32
-        }
-        "check-mib" => cfg.check_mib = parse_range(what, v, 1, MAX_CHECK_MIB, "MiB")?,
-        "check-repair" => cfg.check_repair = parse_bool(what, v)?,
-        "check-helper" => cfg.check_helper = Some(parse_path(what, v)?),
-        "nccl-lib" => cfg.nccl_lib = Some(parse_path(what, v)?),
-        "resolve-timeout-ms" => {
-            cfg.resolve_timeout_ms =
-                parse_range(what, v, 1, MAX_RESOLVE_TIMEOUT_MS, "milliseconds")?
-        }
-        "debug" => cfg.debug = parse_bool(what, v)?,
-        "debug-dir" => cfg.debug_dir = Some(parse_abs_path(what, v)?),
-        "preflight" => cfg.preflight = parse_bool(what, v)?,
-        "preflight-timeout" => {
-            cfg.preflight_timeout_s = parse_range(what, v, 1, MAX_PREFLIGHT_TIMEOUT_S, "seconds")?
-        }
-        "preflight-port" => cfg.preflight_port = Some(parse_port(what, v)?),
-        _ => return Err(UsageError(format!("unknown option --{key}"))),
-    }
-    Ok(())
+/// What an option's value may be (its type and range). [`Accepts::Whole`]'s range is the one the parser
+/// enforces and the README states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepts {
+    /// A switch: `1`, `true`, `yes`, `on` / `0`, `false`, `no`, `off`, empty (any case); the flag alone = `1`.
+    Switch,
+    /// A whole number in `min..=max` counting `unit`.
+    Whole {
+        /// Smallest value.
+        min: u64,
+        /// Largest value (far from overflow in every later computation: deadlines, buffer sizes).
+        max: u64,
+        /// What it counts, for the usage error.
+        unit: &'static str,
+    },
+    /// A TCP port, 1–65535.
+    Port,
+    /// One of a few words (the option's parser lists them).
+    Words,
+    /// A host or address, optionally with `:port` (`launcher::parse_host_spec`).
+    Peer,
+    /// `N` or `N:M` (`launcher::parse_nnodes`).
+    Nnodes,
+    /// Comma-separated interface names (at most 15 bytes each).
+    Names,
+    /// A path, not empty.
+    Path,
+    /// An absolute path.
+    AbsPath,
 }
 
-/// Options that take no value (`--strict` = `--strict=1`).
-const SWITCHES: &[&str] = &["strict", "disable", "check-repair", "debug", "preflight"];
-/// Options that take a value.
-const VALUED: &[&str] = &[
-    "peer",
-    "nnodes",
-    "log",
-    "log-format",
-    "termination-log",
-    "exclude",
-    "sysfs",
-    "devfs",
-    "shm-path",
-    "shm-min",
-    "check",
-    "check-timeout",
-    "check-gpus",
-    "check-mib",
-    "check-helper",
-    "nccl-lib",
-    "resolve-timeout-ms",
-    "debug-dir",
-    "preflight-timeout",
-    "preflight-port",
+/// One option, declared once: the parser ([`parse`], [`config_from_env`]), `--help` ([`help`]) and the README's
+/// table of variables (checked by a test) are read from [`OPTIONS`].
+pub struct Opt {
+    /// The long flag without dashes (`check-timeout`); its variable is [`option_variable`] of it.
+    pub name: &'static str,
+    /// The value's placeholder in `--help` and the README (`SECS`); `None` for a switch.
+    pub value: Option<&'static str>,
+    /// Type and range.
+    pub accepts: Accepts,
+    /// The `--help` text (lines after the first are continuation lines).
+    pub help: &'static str,
+    /// The README's "meaning" column (`{range}` stands for a [`Accepts::Whole`] range).
+    pub meaning: &'static str,
+    /// The README's "default" column.
+    pub default: &'static str,
+    /// Parse the value and store it in the config.
+    set: fn(&mut Config, Val<'_>) -> Result<(), UsageError>,
+}
+
+/// A value being applied: the text, the flag or variable it came from (for errors), and what it accepts.
+struct Val<'a> {
+    what: &'a str,
+    text: &'a str,
+    accepts: Accepts,
+}
+
+impl Val<'_> {
+    fn switch(&self) -> Result<bool, UsageError> {
+        parse_bool(self.what, self.text)
+    }
+    fn whole(&self) -> Result<u64, UsageError> {
+        match self.accepts {
+            Accepts::Whole { min, max, unit } => parse_range(self.what, self.text, min, max, unit),
+            _ => Err(UsageError(format!("{}: not a number option", self.what))),
+        }
+    }
+}
+
+/// A variable ncclenv (or its helper) reads that is not an option, for the README's table.
+pub struct EnvOnly {
+    /// The variable.
+    pub name: &'static str,
+    /// The README's "meaning" column.
+    pub meaning: &'static str,
+    /// The README's "default" column.
+    pub default: &'static str,
+}
+
+/// Every option, in the order of `--help` and the README.
+pub const OPTIONS: &[Opt] = &[
+    Opt {
+        name: "peer",
+        value: Some("HOST"),
+        accepts: Accepts::Peer,
+        help: "the job's master host or address",
+        meaning: "host or address of the job's master, optionally `:port` (1–65535; IPv6 with a port as `[addr]:port`)",
+        default: "from the launcher",
+        set: |c, v| {
+            c.peer = Some(parse_peer(v.what, v.text)?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "nnodes",
+        value: Some("N"),
+        accepts: Accepts::Nnodes,
+        help: "number of nodes of the job",
+        meaning: "number of nodes (`N` or `N:M` with 1 ≤ N ≤ M, which counts as M)",
+        default: "from the launcher",
+        set: |c, v| {
+            c.nnodes = Some(parse_nnodes(v.what, v.text)?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "strict",
+        value: None,
+        accepts: Accepts::Switch,
+        help: "refuse (exit 78) on any repair or risk",
+        meaning: "`1`: every repair, every risk warning about an inherited value, a fallback to `lo` and a choice no route supported become exit 78",
+        default: "`0`",
+        set: |c, v| {
+            c.strict = v.switch()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "log",
+        value: Some("LEVEL"),
+        accepts: Accepts::Words,
+        help: "off|error|warn|info|debug (info)",
+        meaning: "`off`, `error`, `warn`, `info`, `debug`",
+        default: "`info`",
+        set: |c, v| {
+            c.log = parse_log(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "log-format",
+        value: Some("FORMAT"),
+        accepts: Accepts::Words,
+        help: "text|json lines on stderr (text)",
+        meaning: "`text`, or `json`: one JSON object per line on stderr (fields: `docs/logging.md`)",
+        default: "`text`",
+        set: |c, v| {
+            c.log_format = parse_log_format(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "termination-log",
+        value: Some("PATH"),
+        accepts: Accepts::Path,
+        help: "where exit 78 writes its reason
+(default /dev/termination-log when it exists and is writable)",
+        meaning: "where a refusal (exit 78) writes its reason for Kubernetes (`kubectl describe pod`)",
+        default: "`/dev/termination-log` when it exists and is writable",
+        set: |c, v| {
+            c.termination_log = Some(parse_path(v.what, v.text)?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "exclude",
+        value: Some("LIST"),
+        accepts: Accepts::Names,
+        help: "interface names never to choose",
+        meaning: "comma-separated interface names never to choose (exact names)",
+        default: "none",
+        set: |c, v| {
+            c.exclude = parse_exclude(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "disable",
+        value: None,
+        accepts: Accepts::Switch,
+        help: "change nothing, just exec",
+        meaning: "`1`: change nothing, probe nothing, just exec",
+        default: "`0`",
+        set: |c, v| {
+            c.disable = v.switch()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "sysfs",
+        value: Some("PATH"),
+        accepts: Accepts::Path,
+        help: "sysfs root (/sys)",
+        meaning: "sysfs root (RDMA devices, link speeds)",
+        default: "`/sys`",
+        set: |c, v| {
+            c.sysfs = parse_path(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "devfs",
+        value: Some("PATH"),
+        accepts: Accepts::Path,
+        help: "dev root (/dev)",
+        meaning: "dev root (`infiniband/uverbsN`, `nvidiaN`)",
+        default: "`/dev`",
+        set: |c, v| {
+            c.devfs = parse_path(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "shm-path",
+        value: Some("PATH"),
+        accepts: Accepts::Path,
+        help: "shared memory path (/dev/shm)",
+        meaning: "the shared-memory mount checked",
+        default: "`/dev/shm`",
+        set: |c, v| {
+            c.shm_path = parse_path(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "shm-min",
+        value: Some("MIB"),
+        accepts: Accepts::Whole { min: 0, max: 1_048_576, unit: "MiB" },
+        help: "free /dev/shm needed, MiB",
+        meaning: "free MiB of `/dev/shm` NCCL needs ({range})",
+        default: "4 NCCL segments (9,637,888 B each with the default `NCCL_BUFFSIZE`/`NCCL_LL_BUFFSIZE`/`NCCL_LL128_BUFFSIZE`) per local rank: the launcher's count, else visible GPUs (≥ 2; 8 when unknown)",
+        set: |c, v| {
+            c.shm_min_mib = Some(v.whole()?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "check",
+        value: Some("MODE"),
+        accepts: Accepts::Words,
+        help: "off|bootstrap|allreduce before exec",
+        meaning: "`off`, `bootstrap`, `allreduce`: prove the environment before exec",
+        default: "`off`",
+        set: |c, v| {
+            c.check = parse_check(v.what, v.text)?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "check-timeout",
+        value: Some("SECS"),
+        accepts: Accepts::Whole { min: 1, max: 86_400, unit: "seconds" },
+        help: "deadline of the check (60)",
+        meaning: "deadline of the whole check, seconds, {range} (with repair, the first attempt gets half)",
+        default: "`60`",
+        set: |c, v| {
+            c.check_timeout_s = v.whole()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "check-gpus",
+        value: Some("N"),
+        accepts: Accepts::Whole { min: 1, max: 1_024, unit: "ranks" },
+        help: "ranks of the allreduce check (2)",
+        meaning: "ranks of the allreduce check, {range} (capped by visible GPUs)",
+        default: "`2`",
+        set: |c, v| {
+            // At most 1024 (the range above), which fits in u32.
+            c.check_gpus = v.whole()? as u32;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "check-mib",
+        value: Some("MIB"),
+        accepts: Accepts::Whole { min: 1, max: 65_536, unit: "MiB" },
+        help: "allreduce buffer, MiB (64)",
+        meaning: "allreduce buffer size, {range}",
+        default: "`64`",
+        set: |c, v| {
+            c.check_mib = v.whole()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "check-repair",
+        value: None,
+        accepts: Accepts::Switch,
+        help: "retry a failed allreduce safer",
+        meaning: "retry a failed allreduce with `NCCL_SHM_DISABLE=1`, `NCCL_P2P_DISABLE=1`, `NCCL_IB_DISABLE=1`, the next candidate interface; run with the first that passes",
+        default: "`0`",
+        set: |c, v| {
+            c.check_repair = v.switch()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "check-helper",
+        value: Some("PATH"),
+        accepts: Accepts::Path,
+        help: "the ncclenv-check helper",
+        meaning: "the `ncclenv-check` binary",
+        default: "beside `ncclenv`",
+        set: |c, v| {
+            c.check_helper = Some(parse_path(v.what, v.text)?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "nccl-lib",
+        value: Some("PATH"),
+        accepts: Accepts::Path,
+        help: "libnccl to load for the check",
+        meaning: "libnccl for the check (when set, the only one tried), and the NCCL whose rules the decision follows",
+        default: "loader, CUDA folders, site-packages",
+        set: |c, v| {
+            c.nccl_lib = Some(parse_path(v.what, v.text)?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "resolve-timeout-ms",
+        value: Some("MS"),
+        accepts: Accepts::Whole { min: 1, max: 600_000, unit: "milliseconds" },
+        help: "bound on resolving the peer (2000)",
+        meaning: "how long a master's host name that does not resolve (yet) is retried, {range}; then `peer-unresolved`",
+        default: "`2000`",
+        set: |c, v| {
+            c.resolve_timeout_ms = v.whole()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "debug",
+        value: None,
+        accepts: Accepts::Switch,
+        help: "NCCL's own logs for the command: set the
+unset of NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS,
+NCCL_DEBUG_FILE (one file per host and
+process) and the launcher's debug switch",
+        meaning: "`1`: NCCL's own logs for the command, one file per host and process (below; [docs/explain.md](docs/explain.md))",
+        default: "`0`",
+        set: |c, v| {
+            c.debug = v.switch()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "debug-dir",
+        value: Some("PATH"),
+        accepts: Accepts::AbsPath,
+        help: "folder of those files (/tmp/ncclenv-debug)",
+        meaning: "absolute folder of those files (created when missing)",
+        default: "`/tmp/ncclenv-debug`",
+        set: |c, v| {
+            c.debug_dir = Some(parse_abs_path(v.what, v.text)?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "preflight",
+        value: None,
+        accepts: Accepts::Switch,
+        help: "the nodes meet and agree before exec",
+        meaning: "`1`: the nodes meet and agree before exec ([fleet preflight](docs/preflight.md))",
+        default: "`0`",
+        set: |c, v| {
+            c.preflight = v.switch()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "preflight-timeout",
+        value: Some("SECS"),
+        accepts: Accepts::Whole { min: 1, max: 86_400, unit: "seconds" },
+        help: "wait for the other nodes (60)",
+        meaning: "how long the preflight waits for the other nodes, {range}",
+        default: "`60`",
+        set: |c, v| {
+            c.preflight_timeout_s = v.whole()?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "preflight-port",
+        value: Some("PORT"),
+        accepts: Accepts::Port,
+        help: "port to meet on (the master's port)",
+        meaning: "the port the nodes meet on",
+        default: "the launcher's master port",
+        set: |c, v| {
+            c.preflight_port = Some(parse_port(v.what, v.text)?);
+            Ok(())
+        },
+    },
 ];
 
-/// Variables named `NCCLENV_*` that ncclenv or its helper reads but that are not options of this table:
-/// `NCCLENV_CUDA_LIB` (the check helper's CUDA library, `src/bin/ncclenv-check/`) and, in debug builds
-/// only, `NCCLENV_TEST_PANIC` (the tests' forced panic, `src/main.rs`).
-const OTHER_VARIABLES: &[&str] = &[
-    "NCCLENV_CUDA_LIB",
-    #[cfg(debug_assertions)]
-    "NCCLENV_TEST_PANIC",
+/// Variables read that are not options: `NCCLENV_CUDA_LIB` (the check helper's CUDA library,
+/// `src/bin/ncclenv-check/`) and `NO_COLOR`.
+pub const ENV_ONLY: &[EnvOnly] = &[
+    EnvOnly {
+        name: "NCCLENV_CUDA_LIB",
+        meaning: "`libcuda.so.1` (or `libcudart`) for the allreduce check, tried before the usual places (read by `ncclenv-check`)",
+        default: "loader, CUDA folders, site-packages",
+    },
+    EnvOnly {
+        name: "NO_COLOR",
+        meaning: "non-empty: no colour on stderr",
+        default: "",
+    },
 ];
 
+/// The option named `name` (the long flag without dashes).
+fn option(name: &str) -> Option<&'static Opt> {
+    OPTIONS.iter().find(|o| o.name == name)
+}
+
+/// Apply one option's value to the config. `what` names the flag or variable in errors.
+fn apply(cfg: &mut Config, opt: &Opt, what: &str, v: &str) -> Result<(), UsageError> {
+    (opt.set)(
+        cfg,
+        Val {
+            what,
+            text: v,
+            accepts: opt.accepts,
+        },
+    )
+}
+
+/// The `--help` text: usage, then one line (or a few) per option from [`OPTIONS`], then the exit codes.
+pub fn help() -> String {
+    use std::fmt::Write as _;
+    let mut o = String::from(HELP_USAGE);
+    o.push_str("\noptions (each also read from the variable in brackets; the flag wins):\n");
+    for opt in OPTIONS {
+        let left = match opt.value {
+            Some(v) => format!("  --{} {v}", opt.name),
+            None => format!("  --{}", opt.name),
+        };
+        let var = match opt.accepts {
+            Accepts::Switch => format!("[{}=1]", option_variable(opt.name)),
+            _ => format!("[{}]", option_variable(opt.name)),
+        };
+        let mut lines = opt.help.lines();
+        let first = lines.next().unwrap_or("");
+        // The text at column 25 (two spaces after a longer flag), the variable at column 66.
+        let line = if left.len() < 24 {
+            format!("{left:<24} {first}")
+        } else {
+            format!("{left}  {first}")
+        };
+        let _ = writeln!(o, "{line:<64} {var}");
+        for more in lines {
+            let _ = writeln!(o, "{:<24} {more}", "");
+        }
+    }
+    for (left, what) in [
+        ("  -h, --help", "this text"),
+        ("  -V, --version", "the version"),
+    ] {
+        let _ = writeln!(o, "{left:<24} {what}");
+    }
+    let _ = write!(
+        o,
+        "\nexit codes: {} usage error, {} refused (NCCL would certainly fail, or strict mode), {} command not\n\
+         executable, {} command not found, {}+N interrupted by signal N during a check; otherwise the\n\
+         command's own.\n",
+        crate::exit::USAGE,
+        crate::exit::REFUSED,
+        crate::exit::CANNOT_EXECUTE,
+        crate::exit::NOT_FOUND,
+        crate::exit::SIGNAL_BASE
+    );
+    o
+}
+
+/// The commands part of `--help`.
+const HELP_USAGE: &str = "\
+ncclenv: give a multi-GPU job an NCCL environment that works, or stop with the exact reason
+
+usage:
+  ncclenv [OPTIONS] -- COMMAND [ARGS...]   decide, set the variables, exec COMMAND
+  ncclenv [OPTIONS] env                    print the decisions as shell lines: eval \"$(ncclenv env)\"
+  ncclenv [OPTIONS] doctor [--json]        everything probed and decided (exit 0 ok, 1 warnings, 78 refuse)
+  ncclenv [OPTIONS] check [bootstrap|allreduce] [--json]
+                                           prove the environment with the real NCCL
+  ncclenv install DIR                      copy ncclenv (and ncclenv-check beside it) into DIR
+  ncclenv [OPTIONS] explain [--json] [FILE...]
+                                           read NCCL debug logs (stdin when no FILE): per process
+                                           the bootstrap, interfaces, transport and every error with
+                                           its cause and fix (exit 0 nothing wrong, 1 something wrong)
+  env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
+  (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
+";
 /// The variable of an option: `NCCLENV_` and the long name in upper case with `_` for `-`
 /// (`check-timeout` → `NCCLENV_CHECK_TIMEOUT`).
 pub fn option_variable(key: &str) -> String {
@@ -337,12 +678,26 @@ pub fn option_variable(key: &str) -> String {
 /// Every `NCCLENV_*` name ncclenv knows: the options' variables ([`option_variable`] of each switch and
 /// valued option) and the few others it reads.
 pub fn option_variables() -> Vec<String> {
-    SWITCHES
+    OPTIONS
         .iter()
-        .chain(VALUED)
-        .map(|k| option_variable(k))
-        .chain(OTHER_VARIABLES.iter().map(|s| s.to_string()))
+        .map(|o| option_variable(o.name))
+        .chain(other_variables().map(str::to_string))
         .collect()
+}
+
+/// Variables named `NCCLENV_*` that ncclenv or its helper reads but that are not options: those of
+/// [`ENV_ONLY`] (`NCCLENV_CUDA_LIB`) and, in debug builds only, `NCCLENV_TEST_PANIC` (the tests' forced
+/// panic, `src/main.rs`).
+fn other_variables() -> impl Iterator<Item = &'static str> {
+    const TEST_ONLY: &[&str] = &[
+        #[cfg(debug_assertions)]
+        "NCCLENV_TEST_PANIC",
+    ];
+    ENV_ONLY
+        .iter()
+        .map(|e| e.name)
+        .filter(|n| n.starts_with("NCCLENV_"))
+        .chain(TEST_ONLY.iter().copied())
 }
 
 /// The known name closest to `name`, when `name` looks like a typo of it: the same name in another case, or
@@ -401,14 +756,13 @@ pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
             continue;
         }
         seen.push(k.clone());
-        let key = k.to_str().and_then(|name| {
-            SWITCHES
-                .iter()
-                .chain(VALUED)
-                .find(|key| option_variable(key) == name)
-        });
-        let Some(key) = key else {
-            if k.to_str().is_some_and(|n| OTHER_VARIABLES.contains(&n)) {
+        let opt = k
+            .to_str()
+            .and_then(|name| OPTIONS.iter().find(|o| option_variable(o.name) == name));
+        let Some(opt) = opt else {
+            if k.to_str()
+                .is_some_and(|n| other_variables().any(|o| o == n))
+            {
                 continue;
             }
             let name = crate::text::bytes_text(k.as_bytes());
@@ -416,15 +770,15 @@ pub fn config_from_env<I: IntoIterator<Item = (OsString, OsString)>>(
             cfg.unknown_vars.push((name, near));
             continue;
         };
-        let var = option_variable(key);
+        let var = option_variable(opt.name);
         let Some(v) = v.to_str() else {
             return Err(UsageError(format!("{var}: the value is not valid UTF-8")));
         };
         // An empty variable means "not set" for values, "off" for switches.
-        if v.is_empty() && !SWITCHES.contains(key) {
+        if v.is_empty() && opt.accepts != Accepts::Switch {
             continue;
         }
-        apply(&mut cfg, key, &var, v)?;
+        apply(&mut cfg, opt, &var, v)?;
     }
     Ok(cfg)
 }
@@ -436,7 +790,29 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
     args: &[OsString],
     vars: I,
 ) -> Result<Cli, UsageError> {
-    let mut cfg = config_from_env(vars)?;
+    let mut config = config_from_env(vars)?;
+    let mode = match read_args(args, &mut config)? {
+        Args::Help => Mode::Help,
+        Args::Version => Mode::Version,
+        Args::Words { words, json, cmd } => mode(&words, json, cmd)?,
+    };
+    Ok(Cli { mode, config })
+}
+
+/// The command line read word by word: `--help`/`--version` at once, or the subcommand's words, `--json`
+/// and the command after `--`.
+enum Args {
+    Help,
+    Version,
+    Words {
+        words: Vec<String>,
+        json: bool,
+        cmd: Option<Vec<OsString>>,
+    },
+}
+
+/// Apply every option of `args` to `cfg` (the flag wins over the variable) and collect the rest.
+fn read_args(args: &[OsString], cfg: &mut Config) -> Result<Args, UsageError> {
     let mut words: Vec<String> = Vec::new();
     let mut json = false;
     let mut cmd: Option<Vec<OsString>> = None;
@@ -458,18 +834,8 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             )));
         };
         match a {
-            "-h" | "--help" => {
-                return Ok(Cli {
-                    mode: Mode::Help,
-                    config: cfg,
-                })
-            }
-            "-V" | "--version" => {
-                return Ok(Cli {
-                    mode: Mode::Version,
-                    config: cfg,
-                })
-            }
+            "-h" | "--help" => return Ok(Args::Help),
+            "-V" | "--version" => return Ok(Args::Version),
             "--json" => json = true,
             _ if a.starts_with("--") => {
                 let body = &a[2..];
@@ -477,33 +843,20 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
                     Some((k, v)) => (k, Some(v.to_string())),
                     None => (body, None),
                 };
-                if SWITCHES.contains(&key) {
-                    apply(&mut cfg, key, a, inline.as_deref().unwrap_or("1"))?;
-                } else if VALUED.contains(&key) {
+                let Some(opt) = option(key) else {
+                    return Err(UsageError(format!("unknown option {a}")));
+                };
+                if opt.accepts == Accepts::Switch {
+                    apply(cfg, opt, a, inline.as_deref().unwrap_or("1"))?;
+                } else {
                     let v = match inline {
                         Some(v) => v,
                         None => {
                             i += 1;
-                            match args.get(i) {
-                                // `--peer -- cmd`: the `--` starts the command, it is not the value.
-                                None => return Err(UsageError(format!("--{key} needs a value"))),
-                                Some(v) if v == "--" => {
-                                    return Err(UsageError(format!("--{key} needs a value")))
-                                }
-                                Some(v) => match v.to_str() {
-                                    Some(v) => v.to_string(),
-                                    None => {
-                                        return Err(UsageError(format!(
-                                            "--{key}: value is not valid UTF-8"
-                                        )))
-                                    }
-                                },
-                            }
+                            next_value(args.get(i), key)?
                         }
                     };
-                    apply(&mut cfg, key, &format!("--{key}"), &v)?;
-                } else {
-                    return Err(UsageError(format!("unknown option {a}")));
+                    apply(cfg, opt, &format!("--{key}"), &v)?;
                 }
             }
             _ if a.starts_with('-') && a.len() > 1 => {
@@ -513,12 +866,27 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
         }
         i += 1;
     }
+    Ok(Args::Words { words, json, cmd })
+}
+
+/// The value of `--key VALUE`: the next argument, which must exist, be UTF-8 and not be `--` (`--peer -- cmd`:
+/// the `--` starts the command, it is not the value).
+fn next_value(next: Option<&OsString>, key: &str) -> Result<String, UsageError> {
+    match next {
+        None => Err(UsageError(format!("--{key} needs a value"))),
+        Some(v) if v == "--" => Err(UsageError(format!("--{key} needs a value"))),
+        Some(v) => match v.to_str() {
+            Some(v) => Ok(v.to_string()),
+            None => Err(UsageError(format!("--{key}: value is not valid UTF-8"))),
+        },
+    }
+}
+
+/// The mode the words say: none (the entrypoint, with a command), or a subcommand and its arguments.
+fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode, UsageError> {
     let Some(first) = words.first().map(String::as_str) else {
         return match cmd {
-            Some(cmd) if !json => Ok(Cli {
-                mode: Mode::Exec(cmd),
-                config: cfg,
-            }),
+            Some(cmd) if !json => Ok(Mode::Exec(cmd)),
             Some(_) => Err(UsageError("--json goes with doctor, check or explain".into())),
             None => Err(UsageError(
                 "nothing to do: give a command after -- (ncclenv -- COMMAND), or env, doctor, check, explain, install DIR"
@@ -586,7 +954,7 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
             "--json goes with doctor, check or explain".into(),
         ));
     }
-    Ok(Cli { mode, config: cfg })
+    Ok(mode)
 }
 
 #[cfg(test)]
@@ -601,6 +969,100 @@ mod tests {
         v.iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v)))
             .collect()
+    }
+
+    const BEGIN: &str = "<!-- options:begin (generated from src/cli.rs) -->\n";
+    const END: &str = "<!-- options:end -->";
+
+    /// The README's table of variables, from [`OPTIONS`] and [`ENV_ONLY`].
+    fn readme_table() -> String {
+        let mut t = String::from("| variable | flag | meaning | default |\n|---|---|---|---|\n");
+        for o in OPTIONS {
+            let flag = match o.value {
+                Some(v) => format!("`--{} {v}`", o.name),
+                None => format!("`--{}`", o.name),
+            };
+            let meaning = match o.accepts {
+                Accepts::Whole { min, max, .. } => {
+                    o.meaning.replace("{range}", &format!("{min}\u{2013}{max}"))
+                }
+                _ => o.meaning.to_string(),
+            };
+            t.push_str(&format!(
+                "| `{}` | {flag} | {meaning} | {} |\n",
+                option_variable(o.name),
+                o.default
+            ));
+        }
+        for e in ENV_ONLY {
+            t.push_str(&format!(
+                "| `{}` | | {} | {} |\n",
+                e.name, e.meaning, e.default
+            ));
+        }
+        t
+    }
+
+    /// README.md's table of variables is [`OPTIONS`]; with `NCCLENV_BLESS=1` this test rewrites it instead of
+    /// failing.
+    #[test]
+    fn readme_variables_table_is_the_options_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme = std::fs::read_to_string(&path).expect("README.md");
+        let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
+            panic!("README.md lacks the markers {BEGIN:?} … {END:?}");
+        };
+        let want = readme_table();
+        if readme[b + BEGIN.len()..e] != want {
+            if std::env::var("NCCLENV_BLESS").as_deref() == Ok("1") {
+                let new = format!("{}{BEGIN}{want}{}", &readme[..b], &readme[e..]);
+                std::fs::write(&path, new).expect("write README.md");
+            } else {
+                panic!("README.md's variables differ from cli::OPTIONS; run NCCLENV_BLESS=1 cargo test --lib cli");
+            }
+        }
+    }
+
+    /// Every option is in `--help` with its variable, every `{range}` has a range, and a default the README
+    /// gives as one value is the config's default.
+    #[test]
+    fn help_and_defaults_follow_the_table() {
+        let h = help();
+        for o in OPTIONS {
+            let var = option_variable(o.name);
+            let line = h
+                .lines()
+                .find(|l| {
+                    l.trim_start().starts_with(&format!("--{} ", o.name))
+                        || l.trim_start() == format!("--{}", o.name)
+                })
+                .unwrap_or_else(|| panic!("--help lacks --{}", o.name));
+            assert!(line.contains(&var), "{line}");
+            assert_eq!(
+                o.meaning.contains("{range}"),
+                matches!(o.accepts, Accepts::Whole { .. }),
+                "{}",
+                o.name
+            );
+            let one = o
+                .default
+                .strip_prefix('`')
+                .and_then(|d| d.strip_suffix('`'))
+                .filter(|d| !d.contains('`'));
+            if let (Some(d), false) = (one, o.accepts == Accepts::AbsPath) {
+                let mut c = Config::default();
+                apply(&mut c, o, "default", d).expect("default parses");
+                assert_eq!(c, Config::default(), "--{}'s default {d}", o.name);
+            }
+        }
+        for code in [
+            crate::exit::USAGE,
+            crate::exit::REFUSED,
+            crate::exit::CANNOT_EXECUTE,
+            crate::exit::NOT_FOUND,
+        ] {
+            assert!(h.contains(&format!("{code} ")), "{code}");
+        }
     }
 
     #[test]
@@ -898,10 +1360,9 @@ mod tests {
     /// `NCCLENV_` and a tail: a known option's in any case, with a typo, or any bytes.
     fn nccl_env_name() -> impl Strategy<Value = OsString> {
         use std::os::unix::ffi::OsStringExt;
-        let known: Vec<String> = SWITCHES
+        let known: Vec<String> = OPTIONS
             .iter()
-            .chain(VALUED)
-            .map(|k| option_variable(k)[8..].to_string())
+            .map(|o| option_variable(o.name)[8..].to_string())
             .collect();
         prop_oneof![
             3 => proptest::sample::select(known.clone()).prop_map(|t| t.into_bytes()),

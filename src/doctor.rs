@@ -1,30 +1,35 @@
-//! `ncclenv doctor`: render a [`Snapshot`] and the [`Plan`] decided from it, as aligned plain text for people
-//! ([`render_text`]) or as JSON for tools ([`render_json`], shape in `docs/doctor.schema.json`).
+//! `ncclenv doctor`: one typed [`Report`] built from a [`Snapshot`] and the [`Plan`] decided from it, rendered
+//! as aligned plain text for people ([`Report::text`], one function per section) or as JSON for tools
+//! ([`Report::json`], the serde form of the same struct; shape in `docs/doctor.schema.json`).
 //!
 //! Rendering only: the caller probes, decides, and passes the interface speeds it read with
-//! [`crate::probe::host::link_speeds`]. Nothing here does I/O.
+//! [`crate::probe::host::link_speeds`] and the preflight outlook. Nothing here does I/O.
 
-use crate::plan::{Action, Plan, Severity, Verdict};
+use crate::decide::rdma::HcaReport;
+use crate::decide::shm::ShmNeed;
+use crate::exit;
+use crate::plan::{Action, Change, Choice, Plan, Severity, Verdict, Warning};
 use crate::preflight::Outlook;
 use crate::probe::nccl::distinct_versions;
-use crate::snapshot::{Addr, Link, NetSnapshot, Route, Snapshot};
-use serde_json::{json, Value};
+use crate::snapshot::{
+    Addr, ConfFile, GpuInfo, JobShape, Link, NcclInstall, NetPlugin, NetSnapshot, Peer,
+    RdmaSnapshot, Route, RouteLookup, ShmInfo, Snapshot,
+};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// The `schema` value of [`render_json`]'s output. Bumped only on an incompatible change of the shape.
+/// The `schema` value of [`Report::json`]'s output. Bumped only on an incompatible change of the shape.
 pub const JSON_SCHEMA_ID: &str = "ncclenv-doctor/1";
 
-/// Exit code of `doctor` (and of a refusal): `EX_CONFIG`.
-pub const EXIT_REFUSE: i32 = 78;
-
-/// Exit code for a plan: 0 when NCCL should work as planned, 1 when at least one warning (severity warn, not
-/// info) applies, [`EXIT_REFUSE`] (78) when the verdict is refuse.
-pub fn exit_code(plan: &Plan) -> i32 {
+/// Exit code for a plan: [`exit::OK`] (0) when NCCL should work as planned, [`exit::FAILED`] (1) when at
+/// least one warning (severity warn, not info) applies, [`exit::REFUSED`] (78) when the verdict is refuse.
+pub fn exit_code(plan: &Plan) -> u8 {
     match plan.verdict {
-        Verdict::Refuse { .. } => EXIT_REFUSE,
-        Verdict::Proceed if plan.has_warnings() => 1,
-        Verdict::Proceed => 0,
+        Verdict::Refuse { .. } => exit::REFUSED,
+        Verdict::Proceed if plan.has_warnings() => exit::FAILED,
+        Verdict::Proceed => exit::OK,
     }
 }
 
@@ -32,138 +37,492 @@ pub fn exit_code(plan: &Plan) -> i32 {
 pub const NCCL_ALONE_NOTE: &str =
     "              (ncclenv's model of NCCL's rules, not a run of NCCL: `ncclenv check` runs the real one)\n";
 
-/// The doctor report as plain text with aligned columns: interfaces (name, state, kind, addresses, MTU,
-/// speed in Mb/s from `speeds`, the routes that use it), default routes, the route to the peer, what NCCL
-/// alone would choose (`nccl_alone`: ncclenv's model of NCCL's rules, `decide::interface::nccl_alone`) next to
-/// ncclenv's choice, RDMA devices and ports, memlock, `/dev/shm`, GPUs, NCCL installations, NCCL config
-/// files, every change with its reason, every finding with its remedy (every warning is a finding with a
-/// code: the GPU list and several NCCL versions included), and the verdict; after the peer, whether the fleet
-/// preflight would run (`preflight`, from [`crate::preflight::outlook`]). Every line is escaped
-/// ([`crate::text::escape`]; table cells before they are aligned).
-pub fn render_text(
-    snap: &Snapshot,
-    plan: &Plan,
-    nccl_alone: Option<&str>,
-    speeds: &BTreeMap<String, u64>,
-    preflight: &Outlook,
-) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "ncclenv doctor");
+/// Everything `doctor` shows. Its fields are the top-level keys of `doctor --json` (described by
+/// `docs/doctor.schema.json`); the text report reads the same fields.
+///
+/// ```text
+/// { "schema": "ncclenv-doctor/1",
+///   "interfaces": [Interface], "net_error": null | "text", "routes": Routes, "peer": null | PeerReport,
+///   "job": JobShape, "rdma": null | RdmaSnapshot,  "shm": null | ShmInfo,  "gpus": null | GpuInfo,
+///   "nccl_installs": [NcclInstall],  "nccl_versions": ["2.21.5", …],  "net_plugins": [NetPlugin],
+///   "conf_files": [ConfFile], "preflight": Outlook::json, "decision": Decision }
+/// ```
+///
+/// `Route`, `RdmaSnapshot`, … are the serde forms of the `crate::snapshot` types; sizes are in bytes,
+/// speeds in Mb/s, memlock `null` = unlimited. The JSON's keys are written in alphabetical order.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    /// [`JSON_SCHEMA_ID`].
+    pub schema: &'static str,
+    /// Every link, with its addresses and the routes that use it (empty when the network probe failed).
+    pub interfaces: Vec<Interface<'a>>,
+    /// Why the network probe failed.
+    pub net_error: Option<&'a str>,
+    /// Default routes, every route, and the kernel's answers for off-link destinations.
+    pub routes: Routes<'a>,
+    /// The job's master and the kernel's route to it.
+    pub peer: Option<PeerReport<'a>>,
+    /// What the launcher says about the job.
+    pub job: &'a JobShape,
+    /// RDMA devices, verbs nodes, memlock.
+    pub rdma: Option<&'a RdmaSnapshot>,
+    /// The shared-memory mount.
+    pub shm: Option<&'a ShmInfo>,
+    /// Visible GPUs.
+    pub gpus: Option<&'a GpuInfo>,
+    /// NCCL libraries found.
+    pub nccl_installs: &'a [NcclInstall],
+    /// Their distinct versions.
+    pub nccl_versions: Vec<String>,
+    /// NCCL net plugins found.
+    pub net_plugins: &'a [NetPlugin],
+    /// NCCL config files and their values.
+    pub conf_files: &'a [ConfFile],
+    /// Whether the fleet preflight would run, and how.
+    #[serde(serialize_with = "outlook_json")]
+    pub preflight: &'a Outlook,
+    /// What ncclenv decided.
+    pub decision: Decision<'a>,
+    /// The network snapshot, for the text's route lines (`None` when the probe failed).
+    #[serde(skip)]
+    net: Option<&'a NetSnapshot>,
+    /// The inherited `NCCL_IB_GID_INDEX` NCCL would read (environment over config file), for the GID table.
+    #[serde(skip)]
+    gid_index: Option<u32>,
+}
 
-    // Interfaces and routes.
-    section(&mut o, "Interfaces");
-    match &snap.net {
-        Ok(net) => {
-            let mut rows = vec![row(&[
-                "NAME",
-                "STATE",
-                "KIND",
-                "ADDRESSES",
-                "MTU",
-                "SPEED",
-                "USED BY",
-            ])];
-            for l in &net.links {
-                let addrs: Vec<String> = addrs_of(net, l).iter().map(|a| addr_text(a)).collect();
-                rows.push(vec![
-                    l.name.clone(),
-                    state_text(l),
-                    kind_text(l),
-                    dash(addrs.join(" ")),
-                    l.mtu.map_or("-".into(), |m| m.to_string()),
-                    speeds.get(&l.name).map_or("-".into(), |s| speed_text(*s)),
-                    dash(used_by(net, l).join(", ")),
-                ]);
-            }
-            o.push_str(&table(&rows, "  "));
-            section(&mut o, "Default routes");
-            let defaults: Vec<&Route> = net.routes.iter().filter(|r| r.is_default()).collect();
-            if defaults.is_empty() {
-                o.push_str("  none\n");
-            }
-            for r in defaults {
-                let _ = writeln!(o, "  {}", route_text(net, r));
-            }
-            // The kernel's own answer through every ip rule (a failed lookup, e.g. IPv6 on an IPv4-only
-            // host, says nothing the list above does not).
-            for lk in net.default_lookups.iter().filter(|l| l.error.is_none()) {
+/// One interface of [`Report::interfaces`].
+#[derive(Debug, Serialize)]
+pub struct Interface<'a> {
+    /// Interface index.
+    pub index: u32,
+    /// Name.
+    pub name: &'a str,
+    /// Operational state (`up`, `down`, `unknown`, …).
+    pub state: &'a str,
+    /// Administratively up.
+    pub up: bool,
+    /// Running (carrier).
+    pub running: bool,
+    /// Link kind (`veth`, `bridge`, …), else from the ARPHRD type.
+    pub kind: String,
+    /// ARPHRD type.
+    pub link_type: u16,
+    /// MTU.
+    pub mtu: Option<u32>,
+    /// Speed in Mb/s, when sysfs says.
+    pub speed_mbps: Option<u64>,
+    /// MAC address.
+    pub mac: Option<&'a str>,
+    /// Its addresses.
+    pub addresses: Vec<&'a Addr>,
+    /// Which routes use it: `default`, `default6`, `peer <addr>`, `N other route(s)`.
+    pub used_by: Vec<String>,
+}
+
+/// [`Report::routes`].
+#[derive(Debug, Default, Serialize)]
+pub struct Routes<'a> {
+    /// Default routes.
+    pub default: Vec<&'a Route>,
+    /// Every route.
+    pub all: &'a [Route],
+    /// The kernel's route to an off-link destination through every ip rule.
+    pub lookups: &'a [RouteLookup],
+}
+
+/// [`Report::peer`]: the master as probed, and the kernel's routes to its addresses.
+#[derive(Debug, Serialize)]
+pub struct PeerReport<'a> {
+    /// Where the master was named (flag, variable, launcher argument).
+    pub source: &'a str,
+    /// The host as written.
+    pub host: &'a str,
+    /// Its port, when given.
+    pub port: Option<u16>,
+    /// Its addresses.
+    pub addrs: &'a [std::net::IpAddr],
+    /// The last resolution error.
+    pub error: Option<&'a str>,
+    /// How long resolution was tried, ms.
+    pub resolve_ms: u64,
+    /// Resolution attempts.
+    pub resolve_attempts: u32,
+    /// The kernel's route to each address.
+    pub routes: &'a [RouteLookup],
+    /// The probed peer, for the text.
+    #[serde(skip)]
+    peer: &'a Peer,
+}
+
+/// [`Report::decision`].
+#[derive(Debug, Serialize)]
+pub struct Decision<'a> {
+    /// Variable changes, in order.
+    pub changes: &'a [Change],
+    /// Findings, in order.
+    pub warnings: &'a [Warning],
+    /// Proceed or refuse.
+    pub verdict: &'a Verdict,
+    /// ncclenv's interface.
+    pub choice: Option<&'a Choice>,
+    /// What NCCL alone would choose (ncclenv's model of NCCL's rules, `decide::interface::nccl_alone`).
+    pub nccl_alone: Option<String>,
+    /// That model as data.
+    pub nccl_model: Value,
+    /// Raise the soft memlock limit before exec.
+    pub raise_memlock: bool,
+    /// ncclenv changes nothing.
+    pub hands_off: bool,
+    /// [`exit_code`] of the plan.
+    pub exit_code: u8,
+    /// Per-HCA facts.
+    pub rdma_hcas: Vec<HcaReport>,
+    /// The `/dev/shm` budget judged against.
+    pub shm_need: Option<&'a ShmNeed>,
+    /// The plan, for the text.
+    #[serde(skip)]
+    plan: &'a Plan,
+}
+
+/// One section of the text report: writes its lines (after its title) to the string.
+type Section<'r, 'a> = fn(&'r Report<'a>, &mut String);
+
+fn outlook_json<S: serde::Serializer>(o: &&Outlook, s: S) -> Result<S::Ok, S::Error> {
+    o.json().serialize(s)
+}
+
+impl<'a> Report<'a> {
+    /// Build the report: `speeds` are the interfaces' speeds in Mb/s by name, `preflight` the outlook of the
+    /// fleet preflight ([`crate::preflight::outlook`]). Pure.
+    pub fn new(
+        snap: &'a Snapshot,
+        plan: &'a Plan,
+        speeds: &BTreeMap<String, u64>,
+        preflight: &'a Outlook,
+    ) -> Report<'a> {
+        let net = snap.net.as_ref().ok();
+        let interfaces = net.map_or_else(Vec::new, |net| {
+            net.links
+                .iter()
+                .map(|l| Interface {
+                    index: l.index,
+                    name: &l.name,
+                    state: &l.oper_state,
+                    up: l.up,
+                    running: l.running,
+                    kind: kind_text(l),
+                    link_type: l.link_type,
+                    mtu: l.mtu,
+                    speed_mbps: speeds.get(&l.name).copied(),
+                    mac: l.mac.as_deref(),
+                    addresses: addrs_of(net, l),
+                    used_by: used_by(net, l),
+                })
+                .collect()
+        });
+        let routes = net.map_or_else(Routes::default, |net| Routes {
+            default: net.routes.iter().filter(|r| r.is_default()).collect(),
+            all: &net.routes,
+            lookups: &net.default_lookups,
+        });
+        let peer = snap.peer.as_ref().map(|p| PeerReport {
+            source: &p.source,
+            host: &p.host,
+            port: p.port,
+            addrs: &p.addrs,
+            error: p.error.as_deref(),
+            resolve_ms: p.resolve_ms,
+            resolve_attempts: p.resolve_attempts,
+            routes: net.map_or(&[][..], |n| &n.peer_routes),
+            peer: p,
+        });
+        let gid_index =
+            crate::probe::job::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
+                .and_then(|(v, _)| crate::nccl_rules::param_value(v))
+                .and_then(|i| u32::try_from(i).ok());
+        Report {
+            schema: JSON_SCHEMA_ID,
+            interfaces,
+            net_error: snap.net.as_ref().err().map(String::as_str),
+            routes,
+            peer,
+            job: &snap.job,
+            rdma: snap.rdma.as_ref(),
+            shm: snap.shm.as_ref(),
+            gpus: snap.gpus.as_ref(),
+            nccl_installs: &snap.nccl_installs,
+            nccl_versions: distinct_versions(&snap.nccl_installs),
+            net_plugins: &snap.net_plugins,
+            conf_files: &snap.conf_files,
+            preflight,
+            decision: Decision {
+                changes: &plan.changes,
+                warnings: &plan.warnings,
+                verdict: &plan.verdict,
+                choice: plan.choice.as_ref(),
+                nccl_alone: crate::decide::interface::nccl_alone(snap),
+                nccl_model: crate::decide::interface::nccl_model_json(snap),
+                raise_memlock: plan.raise_memlock,
+                hands_off: plan.hands_off,
+                exit_code: exit_code(plan),
+                rdma_hcas: crate::decide::rdma::hca_report(snap),
+                shm_need: plan.shm_need.as_ref(),
+                plan,
+            },
+            net,
+            gid_index,
+        }
+    }
+
+    /// The report as JSON (`docs/doctor.schema.json`), keys in alphabetical order.
+    pub fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// [`Report::json`] as one line of text.
+    pub fn json_text(&self) -> String {
+        self.json().to_string()
+    }
+
+    /// The report as plain text with aligned columns, one section after another. Every line is escaped
+    /// ([`crate::text::escape`]; table cells before they are aligned).
+    pub fn text(&self) -> String {
+        let mut o = String::from("ncclenv doctor\n");
+        let sections: [(&str, Section<'_, 'a>); 13] = [
+            ("Interfaces", Report::interfaces_text),
+            ("Peer", Report::peer_text),
+            ("Preflight", Report::preflight_text),
+            ("Interface choice", Report::choice_text),
+            ("RDMA", Report::rdma_text),
+            ("NCCL net plugins", Report::plugins_text),
+            ("Shared memory", Report::shm_text),
+            ("GPUs", Report::gpus_text),
+            ("NCCL installations", Report::installs_text),
+            ("NCCL config files", Report::conf_text),
+            ("Changes", Report::changes_text),
+            ("Findings", Report::findings_text),
+            ("Verdict", Report::verdict_text),
+        ];
+        for (title, render) in sections {
+            let _ = writeln!(o, "\n{title}");
+            render(self, &mut o);
+        }
+        // Names and values from the world may hold control characters: every line leaves inert.
+        crate::text::escape_lines(&o)
+    }
+
+    /// Interfaces (name, state, kind, addresses, MTU, speed, the routes that use it), then the default
+    /// routes and the kernel's own answer for off-link destinations; or the network probe's error.
+    fn interfaces_text(&self, o: &mut String) {
+        let Some(net) = self.net else {
+            let _ = writeln!(
+                o,
+                "  network probe failed: {}",
+                self.net_error.unwrap_or("")
+            );
+            return;
+        };
+        let mut rows = vec![row(&[
+            "NAME",
+            "STATE",
+            "KIND",
+            "ADDRESSES",
+            "MTU",
+            "SPEED",
+            "USED BY",
+        ])];
+        for i in &self.interfaces {
+            let addrs: Vec<String> = i.addresses.iter().map(|a| addr_text(a)).collect();
+            rows.push(vec![
+                i.name.to_string(),
+                state_text(i),
+                i.kind.clone(),
+                dash(addrs.join(" ")),
+                i.mtu.map_or("-".into(), |m| m.to_string()),
+                i.speed_mbps.map_or("-".into(), speed_text),
+                dash(i.used_by.join(", ")),
+            ]);
+        }
+        o.push_str(&table(&rows, "  "));
+        o.push_str("\nDefault routes\n");
+        if self.routes.default.is_empty() {
+            o.push_str("  none\n");
+        }
+        for r in &self.routes.default {
+            let _ = writeln!(o, "  {}", route_text(net, r));
+        }
+        // The kernel's own answer through every ip rule (a failed lookup, e.g. IPv6 on an IPv4-only
+        // host, says nothing the list above does not).
+        for lk in self.routes.lookups.iter().filter(|l| l.error.is_none()) {
+            let _ = writeln!(
+                o,
+                "  {}",
+                lookup_text(net, lk, &format!("kernel's route to off-link {}", lk.dest))
+            );
+        }
+    }
+
+    /// The master, how it was found (flag, `PET_*`, variable), its addresses or how long resolution was
+    /// tried, the kernel's route to it, the rendezvous, and what the launcher says about the job.
+    fn peer_text(&self, o: &mut String) {
+        let job = self.job;
+        match &self.peer {
+            None => o.push_str("  none named (single node, or no launcher variable seen)\n"),
+            Some(pr) => {
+                let p = pr.peer;
+                let addrs: Vec<String> = p.addrs.iter().map(|a| a.to_string()).collect();
+                let resolved = if p.resolve_attempts == 0 {
+                    String::new()
+                } else if p.addrs.is_empty() {
+                    format!(
+                        " (not resolved: tried for {} ms, {} attempt(s){})",
+                        p.resolve_ms,
+                        p.resolve_attempts,
+                        p.error
+                            .as_ref()
+                            .map_or(String::new(), |e| format!("; last: {e}"))
+                    )
+                } else {
+                    format!(" (resolved in {} ms)", p.resolve_ms)
+                };
                 let _ = writeln!(
                     o,
-                    "  {}",
-                    lookup_text(net, lk, &format!("kernel's route to off-link {}", lk.dest))
+                    "  {}{} from {}{} -> {}{resolved}",
+                    p.host,
+                    p.port.map_or(String::new(), |n| format!(" port {n}")),
+                    p.source,
+                    job.launcher
+                        .map_or(String::new(), |l| format!(" ({})", l.name())),
+                    dash(addrs.join(", ")),
+                );
+                if let Some(net) = self.net {
+                    for lk in pr.routes {
+                        let _ = writeln!(
+                            o,
+                            "  {}",
+                            lookup_text(net, lk, &format!("route to {}", lk.dest))
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(r) = &job.rendezvous {
+            let _ = writeln!(
+                o,
+                "  rendezvous: {} at {}{} ({}, from {})",
+                r.owner,
+                r.host,
+                r.port.map_or(String::new(), |n| format!(":{n}")),
+                match r.protocol {
+                    crate::snapshot::RdzvProtocol::Tcp => "TCP",
+                    crate::snapshot::RdzvProtocol::Http if r.tls => "HTTPS",
+                    crate::snapshot::RdzvProtocol::Http => "HTTP",
+                },
+                r.source
+            );
+        }
+        self.job_facts_text(o);
+    }
+
+    /// What the launcher says about the job: nodes, node rank, master port, this node's address.
+    fn job_facts_text(&self, o: &mut String) {
+        let job = self.job;
+        let mut facts = Vec::new();
+        if let Some(n) = job.nnodes {
+            facts.push(format!("nodes: {n}{}", paren(&job.source)));
+        }
+        if let Some(r) = job.node_rank {
+            facts.push(format!("node rank: {r}{}", paren(&job.node_rank_source)));
+        }
+        if let Some(p) = job.master_port {
+            facts.push(format!(
+                "master port: {p}{}",
+                paren(&job.master_port_source)
+            ));
+        }
+        if let Some(a) = &job.self_addr {
+            facts.push(format!(
+                "this node's address: {a}{}",
+                paren(&job.self_addr_source)
+            ));
+        }
+        if !facts.is_empty() {
+            let _ = writeln!(o, "  {}", facts.join("; "));
+        }
+    }
+
+    /// Whether the fleet preflight would run ([`Outlook::text`]).
+    fn preflight_text(&self, o: &mut String) {
+        o.push_str(&self.preflight.text());
+    }
+
+    /// What NCCL alone would choose next to ncclenv's choice.
+    fn choice_text(&self, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "  NCCL alone: {}",
+            self.decision
+                .nccl_alone
+                .as_deref()
+                .unwrap_or("unknown (the network probe failed)")
+        );
+        o.push_str(NCCL_ALONE_NOTE);
+        match self.decision.choice {
+            Some(c) => {
+                let _ = writeln!(
+                    o,
+                    "  ncclenv:    {}{} ({})",
+                    c.ifname,
+                    c.addr.map_or(String::new(), |a| format!(" {a}")),
+                    c.how
                 );
             }
-        }
-        Err(e) => {
-            let _ = writeln!(o, "  network probe failed: {e}");
+            None => o.push_str("  ncclenv:    no interface chosen\n"),
         }
     }
 
-    section(&mut o, "Peer");
-    peer_text(&mut o, snap);
-
-    section(&mut o, "Preflight");
-    o.push_str(&preflight.text());
-
-    section(&mut o, "Interface choice");
-    let _ = writeln!(
-        o,
-        "  NCCL alone: {}",
-        nccl_alone.unwrap_or("unknown (the network probe failed)")
-    );
-    o.push_str(NCCL_ALONE_NOTE);
-    match &plan.choice {
-        Some(c) => {
-            let _ = writeln!(
-                o,
-                "  ncclenv:    {}{} ({})",
-                c.ifname,
-                c.addr.map_or(String::new(), |a| format!(" {a}")),
-                c.how
-            );
+    /// RDMA devices and ports, GID tables, verbs nodes, memlock and `CAP_IPC_LOCK`.
+    fn rdma_text(&self, o: &mut String) {
+        let Some(r) = self.rdma else {
+            o.push_str("  not probed\n");
+            return;
+        };
+        if r.devices.is_empty() {
+            o.push_str("  no device\n");
+        } else {
+            self.rdma_tables(o, r);
         }
-        None => o.push_str("  ncclenv:    no interface chosen\n"),
-    }
-
-    // RDMA.
-    section(&mut o, "RDMA");
-    match &snap.rdma {
-        None => o.push_str("  not probed\n"),
-        Some(r) => {
-            if r.devices.is_empty() {
-                o.push_str("  no device\n");
-            } else {
-                rdma_tables(&mut o, snap, r);
-            }
-            let _ = writeln!(
-                o,
-                "  verbs nodes: {}; rdma_cm: {}",
-                dash(r.uverbs.join(" ")),
-                if r.rdma_cm { "yes" } else { "no" }
-            );
-            let caps = match r.cap_ipc_lock {
-                None => String::new(),
-                Some(true) => "; CAP_IPC_LOCK: yes (the limit does not bind the command)".into(),
-                Some(false) => "; CAP_IPC_LOCK: no".into(),
-            };
-            let _ = writeln!(
-                o,
-                "  memlock: soft {}, hard {}{caps}",
-                limit_text(r.memlock_soft),
-                limit_text(r.memlock_hard)
-            );
-            if let Some(e) = &r.error {
-                let _ = writeln!(o, "  probe error: {e}");
-            }
+        let _ = writeln!(
+            o,
+            "  verbs nodes: {}; rdma_cm: {}",
+            dash(r.uverbs.join(" ")),
+            if r.rdma_cm { "yes" } else { "no" }
+        );
+        let caps = match r.cap_ipc_lock {
+            None => String::new(),
+            Some(true) => "; CAP_IPC_LOCK: yes (the limit does not bind the command)".into(),
+            Some(false) => "; CAP_IPC_LOCK: no".into(),
+        };
+        let _ = writeln!(
+            o,
+            "  memlock: soft {}, hard {}{caps}",
+            limit_text(r.memlock_soft),
+            limit_text(r.memlock_hard)
+        );
+        if let Some(e) = &r.error {
+            let _ = writeln!(o, "  probe error: {e}");
         }
     }
 
-    section(&mut o, "NCCL net plugins");
-    if snap.net_plugins.is_empty() {
-        o.push_str("  none found\n");
-    } else {
+    /// NCCL net plugins and whether each loads.
+    fn plugins_text(&self, o: &mut String) {
+        if self.net_plugins.is_empty() {
+            o.push_str("  none found\n");
+            return;
+        }
         let mut rows = vec![row(&["PATH", "FOUND IN", "LOADS"])];
-        for p in &snap.net_plugins {
+        for p in self.net_plugins {
             rows.push(vec![
                 p.path.clone(),
                 p.source.clone(),
@@ -178,74 +537,80 @@ pub fn render_text(
         o.push_str(&table(&rows, "  "));
     }
 
-    section(&mut o, "Shared memory");
-    match &snap.shm {
-        None => o.push_str("  not probed\n"),
-        Some(s) => match &s.error {
-            Some(e) => {
-                let _ = writeln!(o, "  {}: {e}", s.path);
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "  {}: {} free of {}{}{}",
-                    s.path,
-                    s.free_bytes.map_or("?".into(), mib_text),
-                    s.total_bytes.map_or("?".into(), mib_text),
-                    if s.read_only { ", read-only" } else { "" },
-                    match s.writable {
-                        Some(true) => "; writable",
-                        Some(false) => "; NOT writable",
-                        None => "",
+    /// `/dev/shm`: free and total, read-only, writable, leftover `nccl-*` segments, and what NCCL needs.
+    fn shm_text(&self, o: &mut String) {
+        match self.shm {
+            None => o.push_str("  not probed\n"),
+            Some(s) => match &s.error {
+                Some(e) => {
+                    let _ = writeln!(o, "  {}: {e}", s.path);
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  {}: {} free of {}{}{}",
+                        s.path,
+                        s.free_bytes.map_or("?".into(), mib_text),
+                        s.total_bytes.map_or("?".into(), mib_text),
+                        if s.read_only { ", read-only" } else { "" },
+                        match s.writable {
+                            Some(true) => "; writable",
+                            Some(false) => "; NOT writable",
+                            None => "",
+                        }
+                    );
+                    if let Some(e) = &s.write_error {
+                        let _ = writeln!(o, "  {e}");
                     }
-                );
-                if let Some(e) = &s.write_error {
-                    let _ = writeln!(o, "  {e}");
+                    if !s.nccl_segments.is_empty() {
+                        let segs: Vec<String> = s
+                            .nccl_segments
+                            .iter()
+                            .map(|g| format!("{} ({})", g.name, mib_text(g.bytes)))
+                            .collect();
+                        let _ = writeln!(o, "  nccl-* segments: {}", segs.join(", "));
+                    }
                 }
-                if !s.nccl_segments.is_empty() {
-                    let segs: Vec<String> = s
-                        .nccl_segments
-                        .iter()
-                        .map(|g| format!("{} ({})", g.name, mib_text(g.bytes)))
-                        .collect();
-                    let _ = writeln!(o, "  nccl-* segments: {}", segs.join(", "));
-                }
-            }
-        },
-    }
-    if let Some(n) = &plan.shm_need {
-        let _ = writeln!(o, "  NCCL needs: {}", n.describe());
+            },
+        }
+        if let Some(n) = self.decision.shm_need {
+            let _ = writeln!(o, "  NCCL needs: {}", n.describe());
+        }
     }
 
-    section(&mut o, "GPUs");
-    match &snap.gpus {
-        None => o.push_str("  not probed\n"),
-        Some(g) => {
+    /// Visible GPUs and the launcher's local ranks.
+    fn gpus_text(&self, o: &mut String) {
+        match self.gpus {
+            None => o.push_str("  not probed\n"),
+            Some(g) => {
+                let _ = writeln!(
+                    o,
+                    "  {} ({})",
+                    g.count.map_or("unknown".into(), |c| c.to_string()),
+                    g.source
+                );
+            }
+        }
+        if let Some(n) = self.job.local_ranks {
             let _ = writeln!(
                 o,
-                "  {} ({})",
-                g.count.map_or("unknown".into(), |c| c.to_string()),
-                g.source
+                "  local ranks: {n} ({})",
+                self.job
+                    .local_ranks_source
+                    .as_deref()
+                    .unwrap_or("the launcher")
             );
         }
     }
-    if let Some(n) = snap.job.local_ranks {
-        let _ = writeln!(
-            o,
-            "  local ranks: {n} ({})",
-            snap.job
-                .local_ranks_source
-                .as_deref()
-                .unwrap_or("the launcher")
-        );
-    }
 
-    section(&mut o, "NCCL installations");
-    if snap.nccl_installs.is_empty() {
-        o.push_str("  none found\n");
-    } else {
+    /// NCCL libraries found, with their versions.
+    fn installs_text(&self, o: &mut String) {
+        if self.nccl_installs.is_empty() {
+            o.push_str("  none found\n");
+            return;
+        }
         let mut rows = vec![row(&["PATH", "VERSION", "FOUND IN"])];
-        for i in &snap.nccl_installs {
+        for i in self.nccl_installs {
             rows.push(vec![
                 i.path.clone(),
                 i.version.clone().unwrap_or_else(|| "?".into()),
@@ -255,381 +620,187 @@ pub fn render_text(
         o.push_str(&table(&rows, "  "));
     }
 
-    section(&mut o, "NCCL config files");
-    if snap.conf_files.is_empty() {
-        o.push_str("  none\n");
-    }
-    for f in &snap.conf_files {
-        let _ = writeln!(o, "  {}", f.path);
-        for (k, v) in &f.values {
-            let _ = writeln!(o, "    {k}={v}");
+    /// NCCL config files and their values.
+    fn conf_text(&self, o: &mut String) {
+        if self.conf_files.is_empty() {
+            o.push_str("  none\n");
         }
-        if let Some(e) = &f.error {
-            let _ = writeln!(o, "    error: {e}");
+        for f in self.conf_files {
+            let _ = writeln!(o, "  {}", f.path);
+            for (k, v) in &f.values {
+                let _ = writeln!(o, "    {k}={v}");
+            }
+            if let Some(e) = &f.error {
+                let _ = writeln!(o, "    error: {e}");
+            }
         }
     }
 
-    // Decision.
-    section(&mut o, "Changes");
-    if plan.changes.is_empty() {
-        o.push_str("  none\n");
-    } else {
-        let mut rows = Vec::new();
-        for c in &plan.changes {
-            let what = match &c.action {
-                Action::Set { value } => format!("{}={value}", c.name),
-                Action::Unset => format!("unset {}", c.name),
-            };
-            let mut reason = c.reason.clone();
-            if let Some(old) = &c.replaced {
-                let _ = write!(reason, " (was {old:?})");
+    /// Every change with its reason (and the value it replaced), memlock, hands off.
+    fn changes_text(&self, o: &mut String) {
+        let d = &self.decision;
+        if d.changes.is_empty() {
+            o.push_str("  none\n");
+        } else {
+            let mut rows = Vec::new();
+            for c in d.changes {
+                let what = match &c.action {
+                    Action::Set { value } => format!("{}={value}", c.name),
+                    Action::Unset => format!("unset {}", c.name),
+                };
+                let mut reason = c.reason.clone();
+                if let Some(old) = &c.replaced {
+                    let _ = write!(reason, " (was {old:?})");
+                }
+                rows.push(vec![what, reason]);
             }
-            rows.push(vec![what, reason]);
+            o.push_str(&table(&rows, "  "));
+        }
+        if d.raise_memlock {
+            o.push_str("  raise soft RLIMIT_MEMLOCK to the hard limit before exec\n");
+        }
+        if d.hands_off {
+            o.push_str("  hands off: ncclenv changes nothing\n");
+        }
+    }
+
+    /// Every finding with its severity, code and remedy.
+    fn findings_text(&self, o: &mut String) {
+        if self.decision.warnings.is_empty() {
+            o.push_str("  none\n");
+        }
+        for w in self.decision.warnings {
+            let sev = match w.severity {
+                Severity::Info => "info",
+                Severity::Warn => "warn",
+            };
+            let _ = writeln!(o, "  [{sev}] {}: {}", w.code, w.message);
+            let _ = writeln!(o, "         remedy: {}", w.remedy);
+        }
+    }
+
+    /// Proceed or refuse, with the exit code.
+    fn verdict_text(&self, o: &mut String) {
+        match self.decision.verdict {
+            Verdict::Proceed if self.decision.plan.has_warnings() => {
+                let _ = writeln!(o, "  proceed, with warnings (exit {})", exit::FAILED);
+            }
+            Verdict::Proceed => {
+                let _ = writeln!(o, "  proceed: NCCL should work (exit {})", exit::OK);
+            }
+            Verdict::Refuse { reason, remedy } => {
+                let _ = writeln!(o, "  refuse (exit {}): {reason}", exit::REFUSED);
+                let _ = writeln!(o, "  remedy: {remedy}");
+            }
+        }
+    }
+
+    /// The HCA/port table (with each HCA's verbs node and whether NCCL can use the port), then the GID tables.
+    fn rdma_tables(&self, o: &mut String, r: &RdmaSnapshot) {
+        let report = &self.decision.rdma_hcas;
+        let mut rows = vec![row(&[
+            "DEVICE",
+            "PORT",
+            "STATE",
+            "PHYS",
+            "LINK",
+            "RATE",
+            "VERBS NODE",
+            "NCCL",
+        ])];
+        for (d, rep) in r.devices.iter().zip(report) {
+            // The full open error is in the NCCL column.
+            let state = if rep.verbs.starts_with("open failed") {
+                "does not open"
+            } else {
+                rep.verbs.as_str()
+            };
+            let verbs = match &rep.verbs_node {
+                Some(n) => format!("{n} ({state})"),
+                None => state.to_string(),
+            };
+            if d.ports.is_empty() {
+                rows.push(vec![
+                    d.name.clone(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    verbs.clone(),
+                    "no ports".into(),
+                ]);
+            }
+            for (p, pr) in d.ports.iter().zip(&rep.ports) {
+                rows.push(vec![
+                    d.name.clone(),
+                    p.port.to_string(),
+                    crate::decide::rdma::port_state_name(p.state),
+                    phys_state(p.phys_state),
+                    dash(p.link_layer.clone()),
+                    dash(p.rate.clone()),
+                    verbs.clone(),
+                    match &pr.problem {
+                        None => "usable".into(),
+                        Some(why) => format!("not usable: {why}"),
+                    },
+                ]);
+            }
         }
         o.push_str(&table(&rows, "  "));
-    }
-    if plan.raise_memlock {
-        o.push_str("  raise soft RLIMIT_MEMLOCK to the hard limit before exec\n");
-    }
-    if plan.hands_off {
-        o.push_str("  hands off: ncclenv changes nothing\n");
+        self.gid_tables(o, r);
     }
 
-    section(&mut o, "Findings");
-    if plan.warnings.is_empty() {
-        o.push_str("  none\n");
+    /// Each port's non-empty GID entries: address, type, netdev, and which index NCCL picks, which works
+    /// here and which `NCCL_IB_GID_INDEX` names.
+    fn gid_tables(&self, o: &mut String, r: &RdmaSnapshot) {
+        use crate::decide::gid;
+        let report = &self.decision.rdma_hcas;
+        let links: Option<Vec<&str>> = self
+            .net
+            .map(|n| n.links.iter().map(|l| l.name.as_str()).collect());
+        let mut rows = vec![row(&[
+            "DEVICE", "PORT", "INDEX", "GID", "TYPE", "NETDEV", "NOTE",
+        ])];
+        for (d, rep) in r.devices.iter().zip(report) {
+            for (p, pr) in d.ports.iter().zip(&rep.ports) {
+                for g in &p.gids {
+                    let mut notes = Vec::new();
+                    if pr.nccl_gid_index == Some(g.index) {
+                        notes.push("NCCL's choice");
+                    }
+                    if gid::is_roce(p) && pr.working_gid_index == Some(g.index) {
+                        notes.push("works here");
+                    }
+                    if gid::is_roce(p) && self.gid_index == Some(g.index) {
+                        notes.push("NCCL_IB_GID_INDEX");
+                    }
+                    if let (Some(l), Some(n)) = (&links, &g.ndev) {
+                        if !l.contains(&n.as_str()) {
+                            notes.push("netdev not here");
+                        }
+                    }
+                    rows.push(vec![
+                        d.name.clone(),
+                        p.port.to_string(),
+                        g.index.to_string(),
+                        gid::gid_addr(g).map_or_else(|| g.gid.clone(), |a| a.to_string()),
+                        g.kind.clone().unwrap_or_else(|| "-".into()),
+                        g.ndev.clone().unwrap_or_else(|| "-".into()),
+                        notes.join(", "),
+                    ]);
+                }
+            }
+        }
+        if rows.len() > 1 {
+            o.push_str("  GID tables (non-empty entries)\n");
+            o.push_str(&table(&rows, "  "));
+        }
     }
-    for w in &plan.warnings {
-        let sev = match w.severity {
-            Severity::Info => "info",
-            Severity::Warn => "warn",
-        };
-        let _ = writeln!(o, "  [{sev}] {}: {}", w.code, w.message);
-        let _ = writeln!(o, "         remedy: {}", w.remedy);
-    }
-
-    section(&mut o, "Verdict");
-    match &plan.verdict {
-        Verdict::Proceed if plan.has_warnings() => {
-            o.push_str("  proceed, with warnings (exit 1)\n")
-        }
-        Verdict::Proceed => o.push_str("  proceed: NCCL should work (exit 0)\n"),
-        Verdict::Refuse { reason, remedy } => {
-            let _ = writeln!(o, "  refuse (exit {EXIT_REFUSE}): {reason}");
-            let _ = writeln!(o, "  remedy: {remedy}");
-        }
-    }
-    // Names and values from the world may hold control characters: every line leaves inert.
-    crate::text::escape_lines(&o)
-}
-
-/// The doctor report as JSON. Top-level shape (stable; described by `docs/doctor.schema.json`):
-///
-/// ```text
-/// { "schema": "ncclenv-doctor/1",
-///   "interfaces": [ { "index", "name", "state", "up", "running", "kind", "link_type", "mtu",
-///                     "speed_mbps", "mac", "addresses": [ {"addr", "prefix_len", "scope", …} ],
-///                     "used_by": ["default", "peer 10.0.0.1", …] } ],
-///   "net_error": null | "text",
-///   "routes": { "default": [Route], "all": [Route], "lookups": [RouteLookup] },
-///   "peer": null | { "source", "host", "port", "addrs", "error", "resolve_ms", "resolve_attempts",
-///                    "routes": [RouteLookup] },
-///   "job": JobShape (nnodes, source, launcher, master_port(+_source), node_rank(+_source),
-///                    self_addr(+_source), rendezvous, local_ranks(+_source), ips, problems),
-///   "rdma": null | RdmaSnapshot,  "shm": null | ShmInfo,  "gpus": null | GpuInfo,
-///   "nccl_installs": [NcclInstall],  "nccl_versions": ["2.21.5", …],  "net_plugins": [NetPlugin],
-///   "conf_files": [ConfFile],
-///   "preflight": { "enabled", "timeout_s", "would_run", "reason", "role", "role_reason", "master", "listen",
-///                  "port", "port_source", "nnodes", "node_rank", "interface", "address", "key" },
-///   "decision": { "changes": [Change], "warnings": [Warning], "verdict": {"verdict": "proceed"|"refuse", …},
-///                 "choice": null | Choice, "nccl_alone": null | "text", "raise_memlock", "hands_off",
-///                 "exit_code", "rdma_hcas": [HcaReport], "shm_need": null | ShmNeed } }
-/// ```
-///
-/// `Route`, `RdmaSnapshot`, … are the serde forms of the `crate::snapshot` types; sizes are in bytes,
-/// speeds in Mb/s, memlock `null` = unlimited.
-pub fn render_json(
-    snap: &Snapshot,
-    plan: &Plan,
-    nccl_alone: Option<&str>,
-    speeds: &BTreeMap<String, u64>,
-    preflight: &Outlook,
-) -> Value {
-    let (interfaces, routes, net_error) = match &snap.net {
-        Ok(net) => {
-            let ifs: Vec<Value> = net
-                .links
-                .iter()
-                .map(|l| {
-                    json!({
-                        "index": l.index,
-                        "name": l.name,
-                        "state": l.oper_state,
-                        "up": l.up,
-                        "running": l.running,
-                        "kind": kind_text(l),
-                        "link_type": l.link_type,
-                        "mtu": l.mtu,
-                        "speed_mbps": speeds.get(&l.name),
-                        "mac": l.mac,
-                        "addresses": addrs_of(net, l),
-                        "used_by": used_by(net, l),
-                    })
-                })
-                .collect();
-            let defaults: Vec<&Route> = net.routes.iter().filter(|r| r.is_default()).collect();
-            (
-                ifs,
-                json!({ "default": defaults, "all": net.routes, "lookups": net.default_lookups }),
-                Value::Null,
-            )
-        }
-        Err(e) => (
-            Vec::new(),
-            json!({ "default": [], "all": [], "lookups": [] }),
-            Value::String(e.clone()),
-        ),
-    };
-    let peer = match &snap.peer {
-        None => Value::Null,
-        Some(p) => {
-            let lookups = snap
-                .net
-                .as_ref()
-                .map(|n| n.peer_routes.clone())
-                .unwrap_or_default();
-            json!({
-                "source": p.source,
-                "host": p.host,
-                "port": p.port,
-                "addrs": p.addrs,
-                "error": p.error,
-                "resolve_ms": p.resolve_ms,
-                "resolve_attempts": p.resolve_attempts,
-                "routes": lookups,
-            })
-        }
-    };
-    json!({
-        "schema": JSON_SCHEMA_ID,
-        "interfaces": interfaces,
-        "net_error": net_error,
-        "routes": routes,
-        "peer": peer,
-        "job": snap.job,
-        "rdma": snap.rdma,
-        "shm": snap.shm,
-        "gpus": snap.gpus,
-        "nccl_installs": snap.nccl_installs,
-        "nccl_versions": distinct_versions(&snap.nccl_installs),
-        "net_plugins": snap.net_plugins,
-        "conf_files": snap.conf_files,
-        "preflight": preflight.json(),
-        "decision": {
-            "changes": plan.changes,
-            "warnings": plan.warnings,
-            "verdict": plan.verdict,
-            "choice": plan.choice,
-            "nccl_alone": nccl_alone,
-            "nccl_model": crate::decide::interface::nccl_model_json(snap),
-            "raise_memlock": plan.raise_memlock,
-            "hands_off": plan.hands_off,
-            "exit_code": exit_code(plan),
-            "rdma_hcas": crate::decide::rdma::hca_report(snap),
-            "shm_need": plan.shm_need,
-        },
-    })
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Helpers
-
-/// The HCA/port table (with each HCA's verbs node and whether NCCL can use the port) and the GID tables.
-fn rdma_tables(o: &mut String, snap: &Snapshot, r: &crate::snapshot::RdmaSnapshot) {
-    use crate::decide::gid;
-    let report = crate::decide::rdma::hca_report(snap);
-    let mut rows = vec![row(&[
-        "DEVICE",
-        "PORT",
-        "STATE",
-        "PHYS",
-        "LINK",
-        "RATE",
-        "VERBS NODE",
-        "NCCL",
-    ])];
-    for (d, rep) in r.devices.iter().zip(&report) {
-        // The full open error is in the NCCL column.
-        let state = if rep.verbs.starts_with("open failed") {
-            "does not open"
-        } else {
-            rep.verbs.as_str()
-        };
-        let verbs = match &rep.verbs_node {
-            Some(n) => format!("{n} ({state})"),
-            None => state.to_string(),
-        };
-        if d.ports.is_empty() {
-            rows.push(vec![
-                d.name.clone(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                verbs.clone(),
-                "no ports".into(),
-            ]);
-        }
-        for (p, pr) in d.ports.iter().zip(&rep.ports) {
-            rows.push(vec![
-                d.name.clone(),
-                p.port.to_string(),
-                crate::decide::rdma::port_state_name(p.state),
-                phys_state(p.phys_state),
-                dash(p.link_layer.clone()),
-                dash(p.rate.clone()),
-                verbs.clone(),
-                match &pr.problem {
-                    None => "usable".into(),
-                    Some(why) => format!("not usable: {why}"),
-                },
-            ]);
-        }
-    }
-    o.push_str(&table(&rows, "  "));
-    let inherited = crate::probe::job::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
-        .and_then(|(v, _)| crate::nccl_rules::param_value(v))
-        .and_then(|i| u32::try_from(i).ok());
-    let links: Option<Vec<&str>> = snap
-        .net
-        .as_ref()
-        .ok()
-        .map(|n| n.links.iter().map(|l| l.name.as_str()).collect());
-    let mut rows = vec![row(&[
-        "DEVICE", "PORT", "INDEX", "GID", "TYPE", "NETDEV", "NOTE",
-    ])];
-    for (d, rep) in r.devices.iter().zip(&report) {
-        for (p, pr) in d.ports.iter().zip(&rep.ports) {
-            for g in &p.gids {
-                let mut notes = Vec::new();
-                if pr.nccl_gid_index == Some(g.index) {
-                    notes.push("NCCL's choice");
-                }
-                if gid::is_roce(p) && pr.working_gid_index == Some(g.index) {
-                    notes.push("works here");
-                }
-                if gid::is_roce(p) && inherited == Some(g.index) {
-                    notes.push("NCCL_IB_GID_INDEX");
-                }
-                if let (Some(l), Some(n)) = (&links, &g.ndev) {
-                    if !l.contains(&n.as_str()) {
-                        notes.push("netdev not here");
-                    }
-                }
-                rows.push(vec![
-                    d.name.clone(),
-                    p.port.to_string(),
-                    g.index.to_string(),
-                    gid::gid_addr(g).map_or_else(|| g.gid.clone(), |a| a.to_string()),
-                    g.kind.clone().unwrap_or_else(|| "-".into()),
-                    g.ndev.clone().unwrap_or_else(|| "-".into()),
-                    notes.join(", "),
-                ]);
-            }
-        }
-    }
-    if rows.len() > 1 {
-        o.push_str("  GID tables (non-empty entries)\n");
-        o.push_str(&table(&rows, "  "));
-    }
-}
-
-fn section(o: &mut String, title: &str) {
-    let _ = writeln!(o, "\n{title}");
-}
-
-/// The Peer section: the master, how it was found (flag, `PET_*`, variable), its addresses or how long
-/// resolution was tried, the kernel's route to it, the rendezvous, and what the launcher says about the job.
-fn peer_text(o: &mut String, snap: &Snapshot) {
-    let job = &snap.job;
-    match &snap.peer {
-        None => o.push_str("  none named (single node, or no launcher variable seen)\n"),
-        Some(p) => {
-            let addrs: Vec<String> = p.addrs.iter().map(|a| a.to_string()).collect();
-            let resolved = if p.resolve_attempts == 0 {
-                String::new()
-            } else if p.addrs.is_empty() {
-                format!(
-                    " (not resolved: tried for {} ms, {} attempt(s){})",
-                    p.resolve_ms,
-                    p.resolve_attempts,
-                    p.error
-                        .as_ref()
-                        .map_or(String::new(), |e| format!("; last: {e}"))
-                )
-            } else {
-                format!(" (resolved in {} ms)", p.resolve_ms)
-            };
-            let _ = writeln!(
-                o,
-                "  {}{} from {}{} -> {}{resolved}",
-                p.host,
-                p.port.map_or(String::new(), |n| format!(" port {n}")),
-                p.source,
-                job.launcher
-                    .map_or(String::new(), |l| format!(" ({})", l.name())),
-                dash(addrs.join(", ")),
-            );
-            if let Ok(net) = &snap.net {
-                for lk in &net.peer_routes {
-                    let _ = writeln!(
-                        o,
-                        "  {}",
-                        lookup_text(net, lk, &format!("route to {}", lk.dest))
-                    );
-                }
-            }
-        }
-    }
-    if let Some(r) = &job.rendezvous {
-        let _ = writeln!(
-            o,
-            "  rendezvous: {} at {}{} ({}, from {})",
-            r.owner,
-            r.host,
-            r.port.map_or(String::new(), |n| format!(":{n}")),
-            match r.protocol {
-                crate::snapshot::RdzvProtocol::Tcp => "TCP",
-                crate::snapshot::RdzvProtocol::Http if r.tls => "HTTPS",
-                crate::snapshot::RdzvProtocol::Http => "HTTP",
-            },
-            r.source
-        );
-    }
-    let mut facts = Vec::new();
-    if let Some(n) = job.nnodes {
-        facts.push(format!("nodes: {n}{}", paren(&job.source)));
-    }
-    if let Some(r) = job.node_rank {
-        facts.push(format!("node rank: {r}{}", paren(&job.node_rank_source)));
-    }
-    if let Some(p) = job.master_port {
-        facts.push(format!(
-            "master port: {p}{}",
-            paren(&job.master_port_source)
-        ));
-    }
-    if let Some(a) = &job.self_addr {
-        facts.push(format!(
-            "this node's address: {a}{}",
-            paren(&job.self_addr_source)
-        ));
-    }
-    if !facts.is_empty() {
-        let _ = writeln!(o, "  {}", facts.join("; "));
-    }
-}
 
 fn paren(s: &Option<String>) -> String {
     s.as_ref().map_or(String::new(), |s| format!(" ({s})"))
@@ -717,11 +888,11 @@ fn addr_text(a: &Addr) -> String {
     s
 }
 
-fn state_text(l: &Link) -> String {
-    let mut s = if l.oper_state.is_empty() {
+fn state_text(l: &Interface<'_>) -> String {
+    let mut s = if l.state.is_empty() {
         "?".to_string()
     } else {
-        l.oper_state.clone()
+        l.state.to_string()
     };
     if l.up && !l.running {
         s.push_str(",no-carrier");
@@ -977,6 +1148,32 @@ mod tests {
         (snap, plan)
     }
 
+    /// The report's text, with "NCCL alone" given (the sample's model answer is not what these tests check).
+    fn render_text(
+        snap: &Snapshot,
+        plan: &Plan,
+        alone: Option<&str>,
+        speeds: &BTreeMap<String, u64>,
+        preflight: &Outlook,
+    ) -> String {
+        let mut r = Report::new(snap, plan, speeds, preflight);
+        r.decision.nccl_alone = alone.map(String::from);
+        r.text()
+    }
+
+    /// The report's JSON, with "NCCL alone" given.
+    fn render_json(
+        snap: &Snapshot,
+        plan: &Plan,
+        alone: Option<&str>,
+        speeds: &BTreeMap<String, u64>,
+        preflight: &Outlook,
+    ) -> Value {
+        let mut r = Report::new(snap, plan, speeds, preflight);
+        r.decision.nccl_alone = alone.map(String::from);
+        r.json()
+    }
+
     fn no_preflight() -> Outlook {
         Outlook {
             enabled: false,
@@ -1152,9 +1349,9 @@ mod tests {
     fn exit_codes() {
         let mut p = Plan::default();
         assert_eq!(exit_code(&p), 0);
-        p.info("x", "m", "r");
+        p.finding(crate::findings::Finding::Disabled, "m", "r");
         assert_eq!(exit_code(&p), 0);
-        p.warn("y", "m", "r");
+        p.finding(crate::findings::Finding::NoInterface, "m", "r");
         assert_eq!(exit_code(&p), 1);
         p.refuse("no", "fix");
         assert_eq!(exit_code(&p), 78);
@@ -1170,5 +1367,134 @@ mod tests {
         let v = render_json(&snap, &plan, None, &BTreeMap::new(), &no_preflight());
         assert_eq!(v["net_error"], "not probed");
         assert_eq!(v["interfaces"].as_array().map(Vec::len), Some(0));
+    }
+
+    /// Golden files: `doctor`'s text and JSON on captured snapshots. Each case is a folder of
+    /// `tests/golden/doctor/`: `snapshot.json` (`{"snapshot": Snapshot, "speeds": {"eth0": 25000}, "ncclenv":
+    /// {…}}`: the serde form of what the probes read, the link speeds in Mb/s, and the `NCCLENV_*` variables
+    /// of the capture, which configure the decision), `doctor.txt` (the text report) and
+    /// `doctor.json` (the JSON report, pretty-printed). The decision, the preflight outlook and both renderings
+    /// run on the snapshot, as `ncclenv doctor` does. `NCCLENV_BLESS=1 cargo
+    /// test --lib doctor::tests::golden` rewrites the two outputs; [`capture`] writes a new case from this
+    /// machine.
+    mod golden {
+        use super::super::*;
+        use std::path::{Path, PathBuf};
+
+        /// One fixture file.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Fixture {
+            snapshot: Snapshot,
+            speeds: BTreeMap<String, u64>,
+            /// The `NCCLENV_*` variables of the capture (e.g. a fake sysfs root), read as ncclenv reads them.
+            #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+            ncclenv: BTreeMap<String, String>,
+        }
+
+        /// The configuration of a fixture: its `NCCLENV_*` variables over the defaults.
+        fn config(f: &Fixture) -> crate::config::Config {
+            let vars = f.ncclenv.iter().map(|(k, v)| (k.into(), v.into()));
+            crate::cli::config_from_env(vars).expect("the fixture's NCCLENV_* variables")
+        }
+
+        fn root() -> PathBuf {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/doctor")
+        }
+
+        /// The text and pretty JSON of `doctor` on a fixture, and its exit code.
+        fn render(f: &Fixture) -> (String, String, u8) {
+            let cfg = config(f);
+            let plan = crate::decide::decide(&f.snapshot, &cfg);
+            let outlook = crate::preflight::outlook(&f.snapshot, &cfg, &plan);
+            let r = Report::new(&f.snapshot, &plan, &f.speeds, &outlook);
+            let json = serde_json::to_string_pretty(&r.json()).unwrap_or_default() + "\n";
+            (r.text(), json, exit_code(&plan))
+        }
+
+        #[test]
+        fn doctor_output_matches_the_golden_files() {
+            let bless = std::env::var("NCCLENV_BLESS").as_deref() == Ok("1");
+            let mut cases: Vec<PathBuf> = std::fs::read_dir(root())
+                .expect("tests/golden/doctor")
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("snapshot.json").is_file())
+                .collect();
+            cases.sort();
+            assert!(cases.len() >= 3, "golden cases: {cases:?}");
+            let mut exits = Vec::new();
+            for dir in &cases {
+                let text = std::fs::read_to_string(dir.join("snapshot.json")).expect("read");
+                let f: Fixture = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+                let (t, j, code) = render(&f);
+                exits.push(code);
+                for (name, want) in [("doctor.txt", &t), ("doctor.json", &j)] {
+                    let path = dir.join(name);
+                    let have = std::fs::read_to_string(&path).unwrap_or_default();
+                    if have == *want {
+                        continue;
+                    }
+                    if bless {
+                        std::fs::write(&path, want).expect("write golden file");
+                    } else {
+                        panic!(
+                            "{} differs from doctor's output (NCCLENV_BLESS=1 cargo test --lib \
+                             doctor::tests::golden rewrites it); doctor now says:\n{want}",
+                            path.display()
+                        );
+                    }
+                }
+            }
+            // The cases cover the three verdicts: ok, warnings, refuse.
+            for code in [exit::OK, exit::FAILED, exit::REFUSED] {
+                assert!(
+                    exits.contains(&code),
+                    "no golden case exits {code}: {exits:?}"
+                );
+            }
+        }
+
+        /// Capture this machine as a new case: `NCCLENV_CAPTURE=NAME cargo test --lib
+        /// doctor::tests::golden::capture -- --ignored`, with `NCCLENV_CAPTURE_CMD='torchrun --nnodes=2 …'`
+        /// for a job's command (its launcher arguments are read, as `ncclenv doctor -- CMD` does); the capture's
+        /// `NCCLENV_*` variables (a fake `NCCLENV_SYSFS` tree) are kept in the fixture. Then bless.
+        /// Review `snapshot.json` before committing it: it records interface names, addresses and the
+        /// NCCL-related variables of this machine.
+        #[test]
+        #[ignore = "writes a fixture from this machine; run by hand"]
+        fn capture() {
+            let Ok(name) = std::env::var("NCCLENV_CAPTURE") else {
+                return;
+            };
+            let cmd: Vec<std::ffi::OsString> = std::env::var("NCCLENV_CAPTURE_CMD")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(Into::into)
+                .collect();
+            let vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+            let ncclenv: BTreeMap<String, String> = std::env::vars()
+                .filter(|(k, _)| k.starts_with("NCCLENV_") && !k.starts_with("NCCLENV_CAPTURE"))
+                .collect();
+            let cfg =
+                crate::cli::config_from_env(ncclenv.iter().map(|(k, v)| (k.into(), v.into())))
+                    .expect("NCCLENV_* variables");
+            let snapshot = crate::probe::collect(&cfg, &cmd, &vars, crate::probe::Depth::Doctor);
+            let names: Vec<String> = snapshot
+                .net
+                .as_ref()
+                .map(|n| n.links.iter().map(|l| l.name.clone()).collect())
+                .unwrap_or_default();
+            let speeds = crate::probe::host::link_speeds(&cfg.sysfs, &names);
+            let dir = root().join(name);
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let f = Fixture {
+                snapshot,
+                speeds,
+                ncclenv,
+            };
+            let text = serde_json::to_string_pretty(&f).expect("json") + "\n";
+            std::fs::write(dir.join("snapshot.json"), text).expect("write");
+        }
     }
 }

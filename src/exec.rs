@@ -49,8 +49,9 @@ pub fn exec_or_fallback(cmd: &[OsString], env: &Environ, inherited: &Environ) ->
         return e;
     }
     tracing::warn!(
-        "the command's arguments and environment with ncclenv's variables ({} bytes of environment) exceed          the kernel's limit (execve: E2BIG, Argument list too long); running it with the inherited          environment, unchanged [exec-e2big] (what to do: shrink the environment, or set ncclenv's variables          in the image)",
-        env.exec_size()
+        "the command's arguments and environment with ncclenv's variables ({} bytes of environment) exceed          the kernel's limit (execve: E2BIG, Argument list too long); running it with the inherited          environment, unchanged [{}] (what to do: shrink the environment, or set ncclenv's variables          in the image)",
+        env.exec_size(),
+        crate::findings::Finding::ExecE2big.code()
     );
     exec(cmd, inherited)
 }
@@ -85,7 +86,7 @@ pub fn reset_signals() {
 pub fn exec(cmd: &[OsString], env: &Environ) -> ExecError {
     let Some(prog) = cmd.first() else {
         return ExecError {
-            code: 127,
+            code: i32::from(crate::exit::NOT_FOUND),
             message: "ncclenv: no command".into(),
             too_big: false,
         };
@@ -103,13 +104,18 @@ pub fn exec(cmd: &[OsString], env: &Environ) -> ExecError {
     };
     let errno_fail = |e: Errno| ExecError {
         too_big: e == Errno::E2BIG,
-        ..fail(126, e.desc())
+        ..fail(i32::from(crate::exit::CANNOT_EXECUTE), e.desc())
     };
     let mut argv: Vec<CString> = Vec::with_capacity(cmd.len());
     for a in cmd {
         match cstring(a.as_bytes()) {
             Some(c) => argv.push(c),
-            None => return fail(126, "an argument contains a NUL byte"),
+            None => {
+                return fail(
+                    i32::from(crate::exit::CANNOT_EXECUTE),
+                    "an argument contains a NUL byte",
+                )
+            }
         }
     }
     let envp: Vec<CString> = env
@@ -118,18 +124,23 @@ pub fn exec(cmd: &[OsString], env: &Environ) -> ExecError {
         .filter_map(|e| cstring(e.as_bytes()))
         .collect();
     if prog.is_empty() {
-        return fail(127, "command not found");
+        return fail(i32::from(crate::exit::NOT_FOUND), "command not found");
     }
     reset_signals();
     let bytes = prog.as_bytes();
     if bytes.contains(&b'/') {
         return match try_exec(bytes, &argv, &envp) {
             Errno::ENOENT | Errno::ENOTDIR => match missing_interpreter(Path::new(prog)) {
-                Some(why) => fail(127, &why),
-                None => fail(127, "No such file or directory"),
+                Some(why) => fail(i32::from(crate::exit::NOT_FOUND), &why),
+                None => fail(
+                    i32::from(crate::exit::NOT_FOUND),
+                    "No such file or directory",
+                ),
             },
             // execve says EACCES for a directory; shells say what it is.
-            Errno::EACCES if Path::new(prog).is_dir() => fail(126, "Is a directory"),
+            Errno::EACCES if Path::new(prog).is_dir() => {
+                fail(i32::from(crate::exit::CANNOT_EXECUTE), "Is a directory")
+            }
             e => errno_fail(e),
         };
     }
@@ -157,20 +168,20 @@ pub fn exec(cmd: &[OsString], env: &Environ) -> ExecError {
         }
     }
     if let Some(e) = denied {
-        return fail(126, e.desc());
+        return fail(i32::from(crate::exit::CANNOT_EXECUTE), e.desc());
     }
     // Not found, unless one of the places that said ENOENT holds the file: then its interpreter is missing.
     for full in absent {
         let p = OsString::from_vec(full);
         if let Some(why) = missing_interpreter(Path::new(&p)) {
             return ExecError {
-                code: 127,
+                code: i32::from(crate::exit::NOT_FOUND),
                 message: format!("ncclenv: {}: {why}", p.to_string_lossy()),
                 too_big: false,
             };
         }
     }
-    fail(127, "command not found")
+    fail(i32::from(crate::exit::NOT_FOUND), "command not found")
 }
 
 /// Why `execve(path)` said `ENOENT` although `path` is a file: the interpreter of its `#!` line, or the

@@ -1,10 +1,12 @@
-//! `ncclenv`: parse → probe → decide → report → exec. See README.md.
+//! `ncclenv`: parse → probe → decide → report → exec. See README.md. `main` parses the command line and hands
+//! over to one function per mode: [`entrypoint`], [`env`], [`doctor`], [`check`], [`install`],
+//! [`explain_in_helper`], [`help`], [`version`].
 //!
-//! Exit codes: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail, or strict mode; also
-//! `ncclenv check` where the entrypoint would refuse; the reason also goes to the termination log for
-//! Kubernetes); 126 the command cannot be executed; 127 the command was not found; 128+N interrupted by signal
-//! N during a check (the entrypoint's or `ncclenv check`'s); otherwise the command's own (ncclenv is replaced
-//! by it). `install`: 0 copied, 1 failed.
+//! Exit codes are named in `ncclenv::exit`: 2 usage error; 78 refused (`EX_CONFIG`: NCCL would certainly fail,
+//! or strict mode; also `ncclenv check` where the entrypoint would refuse; the reason also goes to the
+//! termination log for Kubernetes); 126 the command cannot be executed; 127 the command was not found; 128+N
+//! interrupted by signal N during a check (the entrypoint's or `ncclenv check`'s); otherwise the command's own
+//! (ncclenv is replaced by it). `install`: 0 copied, 1 failed.
 //!
 //! Nothing here may abort on a failed write: a full, closed or broken stdout/stderr must never keep the job
 //! from running, so every write goes through [`out`] and `report`, which ignore errors (the logger's writer
@@ -17,11 +19,13 @@
 //! no such switch (`cfg(debug_assertions)`).
 
 use ncclenv::cli::{self, Mode};
-use ncclenv::config::CheckMode;
+use ncclenv::config::{CheckMode, Config};
 use ncclenv::environ::Environ;
-use ncclenv::plan::Verdict;
+use ncclenv::findings::Finding;
+use ncclenv::plan::{Plan, Verdict};
 use ncclenv::probe::{self, Depth};
-use ncclenv::{decide, exec, plan, report};
+use ncclenv::snapshot::Snapshot;
+use ncclenv::{decide, doctor, exec, exit, plan, report};
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,14 +35,6 @@ use std::sync::OnceLock;
 #[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-/// Exit code of a refusal (`EX_CONFIG` from sysexits.h).
-const EXIT_REFUSED: u8 = 78;
-/// Exit code of a usage error.
-const EXIT_USAGE: u8 = 2;
-
-/// Exit code when ncclenv panics outside the entrypoint (`EX_SOFTWARE` from sysexits.h).
-const EXIT_SOFTWARE: u8 = 70;
 
 /// What ncclenv received, kept for [`on_panic`]: its arguments (without argv\[0\]) and its environment.
 static RECEIVED: OnceLock<(Vec<OsString>, Environ)> = OnceLock::new();
@@ -74,7 +70,8 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
         (Some(cmd), Some((_, env))) => {
             err_line(&format!(
                 "ncclenv: error: internal error (panic{at}: {what}); running the command with the environment \
-                 untouched [panic] (what to do: report this bug)"
+                 untouched [{}] (what to do: report this bug)",
+                Finding::Panic.code()
             ));
             let e = exec::exec(&cmd, env);
             err_line(&e.message);
@@ -82,9 +79,10 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
         }
         _ => {
             err_line(&format!(
-                "ncclenv: error: internal error (panic{at}: {what}) [panic] (what to do: report this bug)"
+                "ncclenv: error: internal error (panic{at}: {what}) [{}] (what to do: report this bug)",
+                Finding::Panic.code()
             ));
-            std::process::exit(i32::from(EXIT_SOFTWARE));
+            std::process::exit(i32::from(exit::SOFTWARE));
         }
     }
 }
@@ -97,12 +95,39 @@ fn err_line(text: &str) {
     let _ = e.write_all(b"\n");
 }
 
+/// What every mode gets: the configuration, the environment as the kernel handed it, and its name/value view
+/// (entries without `=` are the command's alone).
+struct Ctx<'a> {
+    cfg: &'a Config,
+    environ: &'a Environ,
+    vars: &'a [(OsString, OsString)],
+}
+
+impl Ctx<'_> {
+    /// Probe and decide for the job's command `cmd` (run by the entrypoint, only read by env, doctor and
+    /// check: its launcher arguments).
+    fn decide(&self, cmd: &[OsString], depth: Depth) -> (Snapshot, Plan) {
+        let snap = probe::collect(self.cfg, cmd, self.vars, depth);
+        report::debug_snapshot(&snap);
+        let plan = decide::decide(&snap, self.cfg);
+        #[cfg(debug_assertions)]
+        if self
+            .environ
+            .get("NCCLENV_TEST_PANIC")
+            .is_some_and(|v| v == "1")
+        {
+            panic!("NCCLENV_TEST_PANIC=1 (a debug build's test of the panic path)");
+        }
+        (snap, plan)
+    }
+}
+
+/// Parse the command line, then hand over to one function per mode.
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(on_panic));
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let environ = Environ::from_process();
     let (args, environ) = RECEIVED.get_or_init(|| (args, environ));
-    // The name/value view for options and probes (entries without `=` are the command's alone).
     let vars: Vec<(OsString, OsString)> = environ
         .pairs()
         .map(|(k, v)| (k.to_os_string(), v.to_os_string()))
@@ -111,7 +136,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             report::usage_error(&format!("{} (see ncclenv --help)", e.0), &vars);
-            return ExitCode::from(EXIT_USAGE);
+            return ExitCode::from(exit::USAGE);
         }
     };
     if let Mode::Exec(cmd) = &cli.mode {
@@ -119,180 +144,185 @@ fn main() -> ExitCode {
     }
     let cfg = cli.config;
     match &cli.mode {
-        Mode::Help => {
-            out(cli::HELP);
-            return ExitCode::SUCCESS;
-        }
-        Mode::Version => {
-            out(&format!("ncclenv {}\n", env!("CARGO_PKG_VERSION")));
-            return ExitCode::SUCCESS;
-        }
+        Mode::Help => return help(),
+        Mode::Version => return version(),
         _ => {}
     }
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     report::init(cfg.log, cfg.log_format, no_color);
-
-    if let Mode::Install(dir) = &cli.mode {
-        return install(dir);
-    }
-
-    if let Mode::Explain { .. } = &cli.mode {
-        return explain_in_helper(&cfg, args, environ);
-    }
-
-    if let Mode::Exec(cmd) = &cli.mode {
-        if cfg.disable {
-            for (name, near) in &cfg.unknown_vars {
-                tracing::warn!(
-                    "{} [unknown-variable]",
-                    ncclenv::decide::unknown_variable_text(name, near.as_deref())
-                );
-            }
-            tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
-            return exec_or_exit(cmd, environ, environ);
-        }
-    }
-
-    // The job's command: run by the entrypoint, only read (launcher arguments) by env, doctor and check.
-    let cmd: &[OsString] = match &cli.mode {
-        Mode::Exec(c) | Mode::Env(c) | Mode::Doctor { cmd: c, .. } | Mode::Check { cmd: c, .. } => {
-            c
-        }
-        Mode::Help | Mode::Version | Mode::Install(_) | Mode::Explain { .. } => &[],
+    let cx = Ctx {
+        cfg: &cfg,
+        environ,
+        vars: &vars,
     };
-    let depth = match cli.mode {
-        Mode::Doctor { .. } => Depth::Doctor,
-        _ => Depth::Start,
-    };
-    let snap = probe::collect(&cfg, cmd, &vars, depth);
-    report::debug_snapshot(&snap);
-    let mut plan = decide::decide(&snap, &cfg);
-    #[cfg(debug_assertions)]
-    if environ.get("NCCLENV_TEST_PANIC").is_some_and(|v| v == "1") {
-        panic!("NCCLENV_TEST_PANIC=1 (a debug build's test of the panic path)");
+    match cli.mode {
+        Mode::Exec(cmd) => entrypoint(&cx, &cmd),
+        Mode::Env(cmd) => env(&cx, &cmd),
+        Mode::Doctor { json, cmd } => doctor(&cx, json, &cmd),
+        Mode::Check { mode, json, cmd } => {
+            check(&cx, mode.unwrap_or(CheckMode::Bootstrap), json, &cmd)
+        }
+        Mode::Install(dir) => install(&dir),
+        Mode::Explain { .. } => explain_in_helper(&cfg, args, environ),
+        Mode::Help | Mode::Version => ExitCode::SUCCESS,
     }
+}
 
-    match &cli.mode {
-        Mode::Env(_) => {
-            prepare_debug_dir(&mut plan);
-            report::emit(&plan);
-            if let Some(r) = report::refusal(&plan) {
-                report::refused(&r, cfg.termination_log.as_deref());
-                // printf '%s' prints its argument as it is (dash's echo would interpret backslashes).
-                out(&format!(
-                    "printf '%s\\n' {} >&2; exit 78\n",
-                    plan::shell_quote(&ncclenv::text::escape(&r.text()))
-                ));
-                return ExitCode::from(EXIT_REFUSED);
-            }
-            out(&plan::shell_lines(&plan));
-            ExitCode::SUCCESS
+/// `ncclenv --help`.
+fn help() -> ExitCode {
+    out(&cli::help());
+    ExitCode::SUCCESS
+}
+
+/// `ncclenv --version`.
+fn version() -> ExitCode {
+    out(&format!("ncclenv {}\n", env!("CARGO_PKG_VERSION")));
+    ExitCode::SUCCESS
+}
+
+/// `ncclenv [OPTIONS] -- COMMAND`: decide, the fleet preflight and the check when asked, then exec the
+/// command (or refuse, exit 78).
+fn entrypoint(cx: &Ctx<'_>, cmd: &[OsString]) -> ExitCode {
+    let (cfg, environ) = (cx.cfg, cx.environ);
+    if cfg.disable {
+        for (name, near) in &cfg.unknown_vars {
+            tracing::warn!(
+                "{} [{}]",
+                ncclenv::decide::unknown_variable_text(name, near.as_deref()),
+                Finding::UnknownVariable.code()
+            );
         }
-        Mode::Doctor { json, .. } => {
-            let alone = decide::interface::nccl_alone(&snap);
-            let names: Vec<String> = match &snap.net {
-                Ok(n) => n.links.iter().map(|l| l.name.clone()).collect(),
-                Err(_) => Vec::new(),
-            };
-            let speeds = ncclenv::probe::host::link_speeds(&cfg.sysfs, &names);
-            let preflight = ncclenv::preflight::outlook(&snap, &cfg, &plan);
-            if *json {
-                let v = ncclenv::doctor::render_json(
-                    &snap,
-                    &plan,
-                    alone.as_deref(),
-                    &speeds,
-                    &preflight,
-                );
-                out(&format!("{}\n", ncclenv::text::escape_json(&v.to_string())));
-            } else {
-                out(&ncclenv::doctor::render_text(
-                    &snap,
-                    &plan,
-                    alone.as_deref(),
-                    &speeds,
-                    &preflight,
-                ));
-            }
-            ExitCode::from(ncclenv::doctor::exit_code(&plan) as u8)
+        tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
+        return exec_or_exit(cmd, environ, environ);
+    }
+    let (snap, mut plan) = cx.decide(cmd, Depth::Start);
+    prepare_debug_dir(&mut plan);
+    // The fleet preflight sits between the decision and the check/exec: its repairs, findings and
+    // refusal go into the plan, so they are logged with the rest and reach the command.
+    if cfg.preflight {
+        ncclenv::preflight::run(cfg, &snap, &mut plan, environ);
+    }
+    report::emit(&plan);
+    if let Some(r) = report::refusal(&plan) {
+        report::refused(&r, cfg.termination_log.as_deref());
+        return ExitCode::from(exit::REFUSED);
+    }
+    if let Err(code) = entrypoint_check(cx, &snap, &mut plan) {
+        return code;
+    }
+    if plan.verdict == Verdict::Proceed && plan.raise_memlock {
+        raise_memlock();
+    }
+    let env = exec::final_env(environ, &plan);
+    exec_or_exit(cmd, &env, environ)
+}
+
+/// The entrypoint's check (`NCCLENV_CHECK`): skipped when ncclenv is hands off; a pass adds its repairs to
+/// the plan; a failure warns, or refuses under `NCCLENV_STRICT=1`. `Err` is the exit code when ncclenv stops
+/// (a refusal, or a signal during the check).
+fn entrypoint_check(cx: &Ctx<'_>, snap: &Snapshot, plan: &mut Plan) -> Result<(), ExitCode> {
+    let cfg = cx.cfg;
+    if cfg.check == CheckMode::Off {
+        return Ok(());
+    }
+    if plan.hands_off {
+        // Hands off (NCCL_COMM_ID, a vendor profile, a failed probe): ncclenv vouches
+        // for nothing it did not decide.
+        tracing::warn!(
+            "NCCLENV_CHECK skipped: ncclenv is hands off and changed nothing (run `ncclenv check` to prove the environment as it is)"
+        );
+        return Ok(());
+    }
+    let env = exec::final_env(cx.environ, plan);
+    let r = run_check(cfg, cfg.check, &env, plan, snap);
+    if let Some(code) = interrupted(&r) {
+        return Err(code);
+    }
+    if r.passed {
+        tracing::info!("check passed: {}", r.summary);
+        for e in &r.extra_env {
+            plan.set(&e.name, e.value.clone(), e.reason.clone());
+            tracing::warn!("check repair: {}={} ({})", e.name, e.value, e.reason);
         }
-        Mode::Check { mode, json, .. } => {
-            // The check proves the environment the entrypoint would give the command: where the entrypoint
-            // would refuse, there is nothing to prove (exit 78, as the entrypoint).
-            if let Some(r) = report::refusal(&plan) {
-                report::refusal_line(&r);
-                return ExitCode::from(EXIT_REFUSED);
-            }
-            let mode = mode.unwrap_or(CheckMode::Bootstrap);
-            // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.
-            prepare_debug_dir(&mut plan);
-            let env = exec::final_env(environ, &plan);
-            let r = run_check(&cfg, mode, &env, &plan, &snap);
-            if let Some(code) = interrupted(&r) {
-                return code;
-            }
-            if *json {
-                out(&format!(
-                    "{}\n",
-                    ncclenv::text::escape_json(&r.to_json_text())
-                ));
-            } else {
-                out(&ncclenv::check::render_check(&r));
-            }
-            if r.passed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(ncclenv::check::EXIT_CHECK_FAILED)
-            }
-        }
-        Mode::Exec(cmd) => {
-            prepare_debug_dir(&mut plan);
-            // The fleet preflight sits between the decision and the check/exec: its repairs, findings and
-            // refusal go into the plan, so they are logged with the rest and reach the command.
-            if cfg.preflight {
-                ncclenv::preflight::run(&cfg, &snap, &mut plan, environ);
-            }
-            report::emit(&plan);
-            if let Some(r) = report::refusal(&plan) {
-                report::refused(&r, cfg.termination_log.as_deref());
-                return ExitCode::from(EXIT_REFUSED);
-            }
-            if cfg.check != CheckMode::Off && plan.hands_off {
-                // Hands off (NCCL_COMM_ID, a vendor profile, a failed probe): ncclenv vouches
-                // for nothing it did not decide.
-                tracing::warn!(
-                    "NCCLENV_CHECK skipped: ncclenv is hands off and changed nothing (run `ncclenv check` to prove the environment as it is)"
-                );
-            } else if cfg.check != CheckMode::Off {
-                let env = exec::final_env(environ, &plan);
-                let r = run_check(&cfg, cfg.check, &env, &plan, &snap);
-                if let Some(code) = interrupted(&r) {
-                    return code;
-                }
-                if r.passed {
-                    tracing::info!("check passed: {}", r.summary);
-                    for e in &r.extra_env {
-                        plan.set(&e.name, e.value.clone(), e.reason.clone());
-                        tracing::warn!("check repair: {}={} ({})", e.name, e.value, e.reason);
-                    }
-                } else if cfg.strict {
-                    let refusal = report::Refusal {
-                        reason: format!("NCCLENV_STRICT=1 and the check failed: {}", r.summary),
-                        remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
-                    };
-                    report::refused(&refusal, cfg.termination_log.as_deref());
-                    return ExitCode::from(EXIT_REFUSED);
-                } else {
-                    tracing::warn!("check failed, running the command anyway: {}", r.summary);
-                }
-            }
-            if plan.verdict == Verdict::Proceed && plan.raise_memlock {
-                raise_memlock();
-            }
-            let env = exec::final_env(environ, &plan);
-            exec_or_exit(cmd, &env, environ)
-        }
-        Mode::Help | Mode::Version | Mode::Install(_) | Mode::Explain { .. } => ExitCode::SUCCESS,
+    } else if cfg.strict {
+        let refusal = report::Refusal {
+            reason: format!("NCCLENV_STRICT=1 and the check failed: {}", r.summary),
+            remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
+        };
+        report::refused(&refusal, cfg.termination_log.as_deref());
+        return Err(ExitCode::from(exit::REFUSED));
+    } else {
+        tracing::warn!("check failed, running the command anyway: {}", r.summary);
+    }
+    Ok(())
+}
+
+/// `ncclenv env [-- COMMAND]`: the decisions as shell lines, or on a refusal a line that prints the reason
+/// and exits 78 in the shell that evals it.
+fn env(cx: &Ctx<'_>, cmd: &[OsString]) -> ExitCode {
+    let (_, mut plan) = cx.decide(cmd, Depth::Start);
+    prepare_debug_dir(&mut plan);
+    report::emit(&plan);
+    if let Some(r) = report::refusal(&plan) {
+        report::refused(&r, cx.cfg.termination_log.as_deref());
+        // printf '%s' prints its argument as it is (dash's echo would interpret backslashes).
+        out(&format!(
+            "printf '%s\\n' {} >&2; exit {}\n",
+            plan::shell_quote(&ncclenv::text::escape(&r.text())),
+            exit::REFUSED
+        ));
+        return ExitCode::from(exit::REFUSED);
+    }
+    out(&plan::shell_lines(&plan));
+    ExitCode::SUCCESS
+}
+
+/// `ncclenv doctor [--json] [-- COMMAND]`: one typed report, rendered as text or JSON; exit 0, 1 or 78.
+fn doctor(cx: &Ctx<'_>, json: bool, cmd: &[OsString]) -> ExitCode {
+    let (snap, plan) = cx.decide(cmd, Depth::Doctor);
+    let names: Vec<String> = match &snap.net {
+        Ok(n) => n.links.iter().map(|l| l.name.clone()).collect(),
+        Err(_) => Vec::new(),
+    };
+    let speeds = ncclenv::probe::host::link_speeds(&cx.cfg.sysfs, &names);
+    let preflight = ncclenv::preflight::outlook(&snap, cx.cfg, &plan);
+    let r = doctor::Report::new(&snap, &plan, &speeds, &preflight);
+    if json {
+        out(&format!("{}\n", ncclenv::text::escape_json(&r.json_text())));
+    } else {
+        out(&r.text());
+    }
+    ExitCode::from(doctor::exit_code(&plan))
+}
+
+/// `ncclenv check [bootstrap|allreduce] [--json] [-- COMMAND]`: prove the environment the entrypoint would
+/// give the command; where the entrypoint would refuse there is nothing to prove (exit 78, as the
+/// entrypoint).
+fn check(cx: &Ctx<'_>, mode: CheckMode, json: bool, cmd: &[OsString]) -> ExitCode {
+    let (snap, mut plan) = cx.decide(cmd, Depth::Start);
+    if let Some(r) = report::refusal(&plan) {
+        report::refusal_line(&r);
+        return ExitCode::from(exit::REFUSED);
+    }
+    // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.
+    prepare_debug_dir(&mut plan);
+    let env = exec::final_env(cx.environ, &plan);
+    let r = run_check(cx.cfg, mode, &env, &plan, &snap);
+    if let Some(code) = interrupted(&r) {
+        return code;
+    }
+    if json {
+        out(&format!(
+            "{}\n",
+            ncclenv::text::escape_json(&r.to_json_text())
+        ));
+    } else {
+        out(&ncclenv::check::render_check(&r));
+    }
+    if r.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::CHECK_FAILED)
     }
 }
 
@@ -309,9 +339,9 @@ fn install(dir: &std::path::Path) -> ExitCode {
     let Some(exe) = exe else {
         report::exit_error(
             "install: cannot find this executable (no /proc/self/exe; run it by its path)",
-            1,
+            exit::FAILED,
         );
-        return ExitCode::from(1);
+        return ExitCode::from(exit::FAILED);
     };
     match ncclenv::install::install(&exe, dir) {
         Ok(r) => {
@@ -335,8 +365,8 @@ fn install(dir: &std::path::Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            report::exit_error(&format!("install: {e}"), 1);
-            ExitCode::from(1)
+            report::exit_error(&format!("install: {e}"), exit::FAILED);
+            ExitCode::from(exit::FAILED)
         }
     }
 }
@@ -361,8 +391,8 @@ fn prepare_debug_dir(plan: &mut ncclenv::plan::Plan) {
         plan.changes.retain(|c| c.name != "NCCL_DEBUG_FILE");
         plan.debug_dir = None;
         plan.debug_files = Some("the command's stdout".into());
-        plan.warn(
-            "debug-dir-unwritable",
+        plan.finding(
+            Finding::DebugDirUnwritable,
             format!("cannot use {dir} for NCCL's log files ({e}); NCCL_DEBUG_FILE is not set, so NCCL logs to the command's stdout"),
             "set NCCLENV_DEBUG_DIR to a writable folder (a mounted volume keeps the files after the container ends)",
         );
@@ -384,9 +414,9 @@ fn explain_in_helper(
                 "explain runs in the helper ncclenv-check, which was not found (looked: {}); install it beside ncclenv or set NCCLENV_CHECK_HELPER",
                 looked.join("; ")
             ),
-            EXIT_USAGE,
+            exit::USAGE,
         );
-        return ExitCode::from(EXIT_USAGE);
+        return ExitCode::from(exit::USAGE);
     };
     let mut cmd: Vec<OsString> = vec![
         helper.into_os_string(),

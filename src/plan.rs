@@ -1,6 +1,7 @@
 //! The result of the decision: variables to set or unset, each with its reason; warnings with remedies; and a
 //! verdict. `report` prints it, `env` turns it into shell lines, `exec` applies it.
 
+use crate::findings::Finding;
 use serde::{Deserialize, Serialize};
 
 /// What to do with one environment variable.
@@ -40,10 +41,11 @@ pub enum Severity {
     Warn,
 }
 
-/// One finding: what is wrong or risky, and what the user can do.
+/// One finding: what is wrong or risky, and what the user can do. Made by [`Plan::finding`]; the code stays a
+/// string here because a fleet verdict (`preflight`) may carry the codes of another ncclenv version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Warning {
-    /// Stable identifier, e.g. `inherited-ifname-repaired` (every code: `docs/findings.md`).
+    /// Stable identifier, e.g. `inherited-ifname-repaired` (every code: [`Finding`], `docs/findings.md`).
     pub code: String,
     /// Info or warn.
     pub severity: Severity,
@@ -53,6 +55,13 @@ pub struct Warning {
     pub remedy: String,
     /// True when `NCCLENV_STRICT=1` turns this finding into a refusal (exit 78).
     pub strict_refuses: bool,
+}
+
+impl Warning {
+    /// The finding of this warning's code, when this ncclenv knows it.
+    pub fn finding(&self) -> Option<Finding> {
+        Finding::from_code(&self.code)
+    }
 }
 
 /// Run the command, or refuse.
@@ -166,37 +175,26 @@ impl Plan {
             replaced: None,
         });
     }
-    /// Add a warning (severity warn).
-    pub fn warn(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
-        self.push(code, Severity::Warn, message, remedy, false);
+    /// Add a finding: its code, severity and strict flag come from [`Finding`]; the message says what was
+    /// found here, the remedy what the user can do.
+    pub fn finding(&mut self, f: Finding, message: impl Into<String>, remedy: impl Into<String>) {
+        self.finding_as(f, f.severity(), message, remedy);
     }
-    /// Add a warning that `NCCLENV_STRICT=1` turns into exit 78.
-    pub fn warn_strict(
+    /// Add a finding whose severity depends on where it is made (e.g. a warning on one node that is only worth
+    /// knowing on another): `severity` instead of the code's own; an info never refuses under strict mode.
+    pub fn finding_as(
         &mut self,
-        code: &str,
-        message: impl Into<String>,
-        remedy: impl Into<String>,
-    ) {
-        self.push(code, Severity::Warn, message, remedy, true);
-    }
-    /// Add an informational finding.
-    pub fn info(&mut self, code: &str, message: impl Into<String>, remedy: impl Into<String>) {
-        self.push(code, Severity::Info, message, remedy, false);
-    }
-    fn push(
-        &mut self,
-        code: &str,
+        f: Finding,
         severity: Severity,
         message: impl Into<String>,
         remedy: impl Into<String>,
-        strict_refuses: bool,
     ) {
         self.warnings.push(Warning {
-            code: code.to_string(),
+            code: f.code().to_string(),
             severity,
             message: message.into(),
             remedy: remedy.into(),
-            strict_refuses,
+            strict_refuses: f.strict_refuses() && severity == Severity::Warn,
         });
     }
     /// Refuse to run the command (exit 78). The first refusal wins.
@@ -322,6 +320,29 @@ mod tests {
         p.unset("A", "gone");
         assert_eq!(p.value_of("A"), None);
         assert_eq!(shell_lines(&p), "unset A\n");
+    }
+
+    #[test]
+    fn findings_take_severity_and_strictness_from_the_enum() {
+        let mut p = Plan::default();
+        p.finding(Finding::RdmaMemlockLow, "m", "r");
+        p.finding(Finding::RdmaUsable, "m", "r");
+        p.finding_as(Finding::RdmaMemlockLow, Severity::Info, "m", "r");
+        let got: Vec<(&str, Severity, bool)> = p
+            .warnings
+            .iter()
+            .map(|w| (w.code.as_str(), w.severity, w.strict_refuses))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("rdma-memlock-low", Severity::Warn, true),
+                ("rdma-usable", Severity::Info, false),
+                ("rdma-memlock-low", Severity::Info, false),
+            ]
+        );
+        assert_eq!(p.warnings[0].finding(), Some(Finding::RdmaMemlockLow));
+        assert!(p.has_warnings());
     }
 
     #[test]

@@ -542,8 +542,10 @@ impl Refusal {
     /// The one line for people: `ncclenv: refused (exit 78): REASON. What to do: REMEDY`.
     pub fn text(&self) -> String {
         format!(
-            "ncclenv: refused (exit 78): {}. What to do: {}",
-            self.reason, self.remedy
+            "ncclenv: refused (exit {}): {}. What to do: {}",
+            crate::exit::REFUSED,
+            self.reason,
+            self.remedy
         )
     }
 }
@@ -578,7 +580,7 @@ pub fn refusal_line(r: &Refusal) {
         r.reason.clone(),
         Kind::Refusal {
             remedy: &r.remedy,
-            exit_code: 78,
+            exit_code: crate::exit::REFUSED,
         },
     );
     write(Lvl::Error, &rec, true);
@@ -638,7 +640,13 @@ pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsStrin
             v.to_str()
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("json"))
         });
-    let rec = Record::new(Lvl::Error, message.to_string(), Kind::Exit { exit_code: 2 });
+    let rec = Record::new(
+        Lvl::Error,
+        message.to_string(),
+        Kind::Exit {
+            exit_code: crate::exit::USAGE,
+        },
+    );
     let format = if json {
         LogFormat::Json
     } else {

@@ -10,6 +10,7 @@
 //! (tests/explain.rs).
 
 use crate::config::{Config, DEFAULT_DEBUG_DIR};
+use crate::findings::Finding;
 use crate::nccl_log::{
     bootstrap_subsystem, escape_debug_file, level_shows_info, subsystem_enabled, version_code,
     BOOTSTRAP_SUBSYS_SINCE,
@@ -95,8 +96,8 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             "INFO",
             "NCCLENV_DEBUG=1: NCCL logs its initialisation, interfaces and errors",
         ),
-        Some((v, origin)) if !level_shows_info(v) => plan.warn(
-            "debug-hides-bootstrap",
+        Some((v, origin)) if !level_shows_info(v) => plan.finding(
+            Finding::DebugHidesBootstrap,
             format!("NCCLENV_DEBUG=1 keeps the inherited NCCL_DEBUG={v} (from {origin}): NCCL will write only its WARN lines, not the interface it bootstraps on"),
             "unset NCCL_DEBUG (ncclenv then sets INFO), or set NCCL_DEBUG=INFO",
         ),
@@ -130,8 +131,8 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 })
                 .collect();
             if !hidden.is_empty() {
-                plan.warn(
-                    "debug-hides-bootstrap",
+                plan.finding(
+                    Finding::DebugHidesBootstrap,
                     format!(
                         "NCCLENV_DEBUG=1 keeps the inherited NCCL_DEBUG_SUBSYS={v} (from {origin}), which hides the bootstrap line ({}; {vtext})",
                         hidden.join("; ")

@@ -2,6 +2,7 @@
 //! runtime or the container toolkit reads differently than written, and several NCCL versions on disk. Both
 //! used to be text in `doctor` only; as findings they have a code and count for doctor's exit code.
 
+use crate::findings::Finding;
 use crate::plan::Plan;
 use crate::probe::nccl::distinct_versions;
 use crate::snapshot::Snapshot;
@@ -19,8 +20,8 @@ fn gpu_list(snap: &Snapshot, plan: &mut Plan) {
     let Some(w) = snap.gpus.as_ref().and_then(|g| g.warning.as_ref()) else {
         return;
     };
-    plan.warn(
-        "gpu-list-invalid",
+    plan.finding(
+        Finding::GpuListInvalid,
         w.clone(),
         "list GPU indices or GPU-/MIG- UUIDs only, each once (nvidia-smi -L shows them)",
     );
@@ -39,8 +40,8 @@ fn nccl_versions(snap: &Snapshot, plan: &mut Plan) {
         .iter()
         .filter_map(|i| i.version.as_ref().map(|v| format!("{v} at {}", i.path)))
         .collect();
-    plan.warn(
-        "nccl-several-versions",
+    plan.finding(
+        Finding::NcclSeveralVersions,
         format!(
             "several NCCL versions are installed ({}): which one the job loads depends on LD_LIBRARY_PATH and \
              the framework",

@@ -9,6 +9,7 @@
 //! the best-ranked candidate (with a warning); else `lo` for a single-node job.
 
 use crate::config::Config;
+use crate::findings::Finding;
 use crate::nccl_rules::{self, Era, Found, PickSource};
 use crate::plan::{Choice, Plan};
 use crate::probe::job::effective;
@@ -275,8 +276,8 @@ fn peer_route<'a>(
         .iter()
         .filter(|a| a.is_ipv6() && is_link_local_ip(a))
     {
-        plan.warn(
-            "peer-link-local",
+        plan.finding(
+            Finding::PeerLinkLocal,
             format!(
                 "the master {} (from {}) is the IPv6 link-local address {a}{}: NCCL's unique id carries no scope id, so other nodes cannot connect to it",
                 peer.host,
@@ -294,8 +295,8 @@ fn peer_route<'a>(
         }
         let peer_fam = Some(Family::of(&lookup.dest));
         if let Some(err) = &lookup.error {
-            plan.warn(
-                "peer-unreachable",
+            plan.finding(
+                Finding::PeerUnreachable,
                 format!(
                     "the kernel has no route to the peer {} ({} from {}): {err}",
                     lookup.dest, peer.host, peer.source
@@ -348,8 +349,8 @@ fn peer_route<'a>(
                     routed: true,
                 })
             }
-            None => plan.warn(
-                "peer-route-unusable",
+            None => plan.finding(
+                Finding::PeerRouteUnusable,
                 format!(
                     "the route to the peer {} leaves through {}, but {}",
                     lookup.dest,
@@ -422,8 +423,8 @@ fn default_route<'a>(
                 match v.candidate(l, Some(fam)) {
                     Some(a) if !hop.linkdown => {
                         if !skipped.is_empty() {
-                            plan.warn(
-                                "default-route-down",
+                            plan.finding(
+                                Finding::DefaultRouteDown,
                                 format!(
                                     "the preferred default route is unusable: {}; took {} (metric {}) instead",
                                     skipped.join("; "),
@@ -524,8 +525,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     let fam_value = effective("NCCL_SOCKET_FAMILY", env, conf);
     let fam_inherited = nccl_rules::socket_family(fam_value.as_ref().map(|(v, _)| *v));
     if let (Some((val, origin)), None) = (&fam_value, fam_inherited) {
-        plan.warn(
-            "family-ignored",
+        plan.finding(
+            Finding::FamilyIgnored,
             format!("NCCL ignores NCCL_SOCKET_FAMILY={val:?} (from {origin}): only AF_INET and AF_INET6 count"),
             "set NCCL_SOCKET_FAMILY=AF_INET or AF_INET6, or unset it",
         );
@@ -551,8 +552,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     let mut kept: Option<Found> = None;
     if let Some((val, origin)) = &inherited {
         if !nccl_rules::ifname_counts(val) {
-            plan.warn(
-                "ifname-ignored",
+            plan.finding(
+                Finding::IfnameIgnored,
                 format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
                 "remove it; ncclenv sets its own choice",
             );
@@ -605,7 +606,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                                 old: val,
                                 new: Some(new.clone()),
                                 reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                                code: "inherited-ifname-repaired",
+                                code: Finding::InheritedIfnameRepaired,
                                 message: format!(
                                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {new:?}: {why}. Usable interfaces: {}",
                                     v.usable_list(fam)
@@ -686,8 +687,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 Some(_) => "the peer did not resolve and no default route named an interface",
                 None => "no peer is named and no default route names an interface",
             };
-            plan.warn_strict(
-                "no-route-decided",
+            plan.finding(
+                Finding::NoRouteDecided,
                 format!(
                     "{lead}; took {} as the {}. Usable: {}",
                     p.link.name,
@@ -741,16 +742,16 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             return;
         }
         let Some(lo) = lo else {
-            plan.warn(
-                "no-interface",
+            plan.finding(
+                Finding::NoInterface,
                 format!("{lacks}; not even lo is present"),
                 "give the container a network",
             );
             return;
         };
         if lo_down.is_some() {
-            plan.warn(
-                "no-interface",
+            plan.finding(
+                Finding::NoInterface,
                 lacks,
                 "bring loopback up (ip link set lo up; Docker and Kubernetes do it for every container), or give the container a network",
             );
@@ -771,7 +772,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                     old: val,
                     new: Some(value.clone()),
                     reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                    code: "inherited-ifname-repaired",
+                    code: Finding::InheritedIfnameRepaired,
                     message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
                     remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
                 },
@@ -782,8 +783,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 "no usable interface but loopback: single-node only",
             ),
         }
-        plan.warn_strict(
-            "loopback-only",
+        plan.finding(
+            Finding::LoopbackOnly,
             format!("{lacks}; using lo: only a single-node job can work"),
             "for a multi-node job give the container a network (not --network=none); for one node this is fine",
         );
@@ -793,8 +794,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     // A master on loopback in a multi-node job: the other nodes are told to connect to their own loopback.
     if let (true, Some(p)) = (multi, &snap.peer) {
         if p.addrs.iter().any(|a| a.is_loopback()) {
-            plan.warn(
-                "peer-is-loopback",
+            plan.finding(
+                Finding::PeerIsLoopback,
                 format!(
                     "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
                     p.host,
@@ -824,7 +825,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 reason: format!(
                     "inherited {val} (from {origin}) matches no usable address; {ifname}'s address {a}"
                 ),
-                code: "inherited-family-repaired",
+                code: Finding::InheritedFamilyRepaired,
                 message: format!(
                     "NCCL_SOCKET_FAMILY={val} (from {origin}) replaced by {new}: no interface has a usable {} address, so NCCL would bootstrap on a link-local one or find none",
                     if val == "AF_INET6" { "IPv6" } else { "IPv4" }
@@ -858,8 +859,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     if let (false, Some(a)) = (snap.job.ips.is_empty(), addr) {
         let ips: Vec<IpAddr> = snap.job.ips.iter().filter_map(|h| h.parse().ok()).collect();
         if ips.len() == snap.job.ips.len() && !ips.contains(&a) {
-            plan.warn(
-                "advertised-address-differs",
+            plan.finding(
+                Finding::AdvertisedAddressDiffers,
                 format!(
                     "--ips {} does not contain {a}, the address NCCL binds on {ifname}: the launcher will advertise another address",
                     snap.job.ips.join(",")
@@ -902,8 +903,8 @@ fn risk_warnings(
             None
         };
         if let Some(why) = why {
-            plan.warn_strict(
-                "inherited-ifname-risky",
+            plan.finding(
+                Finding::InheritedIfnameRisky,
                 format!(
                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}) selects {} ({}), which {why}: another node cannot reach it",
                     f.name, f.addr
@@ -950,8 +951,8 @@ fn risk_warnings(
                     }
                 })
                 .collect();
-            plan.warn_strict(
-                "inherited-ifname-prefix",
+            plan.finding(
+                Finding::InheritedIfnamePrefix,
                 format!(
                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}): {:?} is a prefix and also matches {}; NET/Socket would stripe over all of them{}",
                     e.prefix,
@@ -987,8 +988,8 @@ fn unmatched_entries(v: &Net, val: &str, origin: &str, plan: &mut Plan) {
         .map(|e| format!("{:?}", e.prefix))
         .collect();
     if !dead.is_empty() {
-        plan.warn(
-            "inherited-ifname-entry-unmatched",
+        plan.finding(
+            Finding::InheritedIfnameEntryUnmatched,
             format!(
                 "NCCL_SOCKET_IFNAME={val:?} (from {origin}): the entries {} match no interface here{}",
                 dead.join(", "),
@@ -1009,8 +1010,8 @@ struct Repair<'a> {
     new: Option<String>,
     /// The change's reason (the `Changes` line).
     reason: String,
-    /// The finding's code.
-    code: &'a str,
+    /// The finding (a strict one: a repair).
+    code: Finding,
     /// The finding's message.
     message: String,
     /// What the user can do.
@@ -1027,8 +1028,8 @@ struct Fix {
 impl Fix {
     fn apply(&self, plan: &mut Plan, r: Repair) {
         if self.vendor {
-            plan.warn_strict(
-                "vendor-value-kept",
+            plan.finding(
+                Finding::VendorValueKept,
                 format!(
                     "{}; a vendor network profile is present, so ncclenv keeps {}={:?}{}",
                     r.message,
@@ -1052,7 +1053,7 @@ impl Fix {
                 }
             }
         }
-        plan.warn_strict(r.code, r.message, r.remedy);
+        plan.finding(r.code, r.message, r.remedy);
     }
 }
 
@@ -1099,14 +1100,14 @@ fn companion(
                         old: val,
                         new: Some(ifname.to_string()),
                         reason: format!("inherited {var}={val:?} would fail: {why}"),
-                        code: "gloo-ifname-repaired",
+                        code: Finding::GlooIfnameRepaired,
                         message: format!("{var}={val:?} replaced by {ifname:?}: {why}; Gloo would fail with \"Unable to find address for\""),
                         remedy: format!("set {var} to one plain interface name, e.g. {ifname}"),
                     },
                 );
             } else if !names.contains(&ifname) {
-                plan.warn(
-                    "companion-differs",
+                plan.finding(
+                    Finding::CompanionDiffers,
                     format!("{var}={val} names another interface than NCCL's {ifname}"),
                     format!(
                         "set {var}={ifname} so that every library of the job uses one interface"
@@ -1140,8 +1141,8 @@ fn other_launchers(
     let env = &snap.env;
     let launcher = snap.job.launcher;
     let differs = |plan: &mut Plan, var: &str, val: &str| {
-        plan.warn(
-            "companion-differs",
+        plan.finding(
+            Finding::CompanionDiffers,
             format!("{var}={val} selects another interface than NCCL's {ifname}"),
             format!("set {var} to {ifname} so that every library of the job uses one interface"),
         )
@@ -1154,7 +1155,7 @@ fn other_launchers(
                 old: val,
                 new: Some(ifname.to_string()),
                 reason: format!("inherited {var}={val:?} would fail: {why}"),
-                code: "launcher-ifname-repaired",
+                code: Finding::LauncherIfnameRepaired,
                 message: format!("{var}={val:?} replaced by {ifname:?}: {why}"),
                 remedy: format!("set {var} to an interface that exists here, e.g. {ifname}"),
             },
@@ -1256,8 +1257,8 @@ fn other_launchers(
                     format!("no interface named {} exists here", missing.join(", ")),
                 );
             } else if !missing.is_empty() {
-                plan.warn(
-                    "companion-differs",
+                plan.finding(
+                    Finding::CompanionDiffers,
                     format!(
                         "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
                         missing.join(", ")
@@ -1301,7 +1302,7 @@ fn pod_ip(
                     reason: format!(
                         "inherited POD_IP={p} is a loopback address in a {nodes}-node job: Paddle would advertise it to the other nodes"
                     ),
-                    code: "pod-ip-repaired",
+                    code: Finding::PodIpRepaired,
                     message: format!(
                         "POD_IP={p} is a loopback address, which Paddle advertises as this node's address in a {nodes}-node job: the other nodes would connect to themselves; {}",
                         match new {
@@ -1313,8 +1314,8 @@ fn pod_ip(
                 },
             );
         }
-        (Some(p), Some(a)) if p.parse::<IpAddr>().ok() != Some(a) => plan.warn(
-            "advertised-address-differs",
+        (Some(p), Some(a)) if p.parse::<IpAddr>().ok() != Some(a) => plan.finding(
+            Finding::AdvertisedAddressDiffers,
             format!("POD_IP={p} is what Paddle advertises, but NCCL binds {a} on {ifname}"),
             "unset POD_IP or make it the address of the chosen interface",
         ),
@@ -1343,13 +1344,13 @@ fn declared_differs(v: &Net, snap: &Snapshot, ifname: &str, addr: Option<IpAddr>
         .and_then(|a| v.link(a.index));
     let bound = addr.map_or(String::new(), |a| format!(" {a}"));
     match owner {
-        None => plan.warn(
-            "advertised-address-differs",
+        None => plan.finding(
+            Finding::AdvertisedAddressDiffers,
             format!("{src}={ip} names this node's address, but no interface here has it: the launcher will advertise an address this node does not own; NCCL binds{bound} on {ifname}"),
             format!("set {src} to this node's address on {ifname}, or unset it"),
         ),
-        Some(l) if l.name != ifname => plan.warn(
-            "advertised-address-differs",
+        Some(l) if l.name != ifname => plan.finding(
+            Finding::AdvertisedAddressDiffers,
             format!("{src}={ip} names this node's address, which is on {}, but NCCL binds{bound} on {ifname}: the job would use two networks", l.name),
             format!("set {src} to this node's address on {ifname}, or make the route to the master leave through {}", l.name),
         ),
@@ -1404,8 +1405,8 @@ fn container_bridge_nat(
     let (true, Some(gw)) = (in_pool, via) else {
         return;
     };
-    plan.warn(
-        "container-bridge-nat",
+    plan.finding(
+        Finding::ContainerBridgeNat,
         format!(
             "this node's address {a} on {ifname} looks like a container bridge behind NAT (a veth in a Docker/Podman default address pool; the master {} is reached through {gw}): the other nodes cannot connect back to {a}",
             peer.host
@@ -1425,8 +1426,8 @@ fn overlapping_prefixes(v: &Net, plan: &mut Plan) {
             }
             let p = a1.prefix_len.min(a2.prefix_len);
             if crate::snapshot::prefix_contains(&a1.addr, p, &a2.addr) && p > 0 {
-                plan.warn(
-                    "overlapping-prefixes",
+                plan.finding(
+                    Finding::OverlappingPrefixes,
                     format!(
                         "{} ({}/{}) and {} ({}/{}) have overlapping connected prefixes: the kernel sends traffic for that range through one of them whatever NCCL binds",
                         l1.name, a1.addr, a1.prefix_len, l2.name, a2.addr, a2.prefix_len
@@ -1477,8 +1478,8 @@ fn proxy_warning(snap: &Snapshot, plan: &mut Plan) {
     if no_proxy_exempts(&no_proxy, &r.host, &addrs) {
         return;
     }
-    plan.warn(
-        "proxy-catches-peer",
+    plan.finding(
+        Finding::ProxyCatchesPeer,
         format!(
             "{} is set and NO_PROXY does not exempt {}: {} ({}) would be reached through the proxy",
             set.join(", "),

@@ -9,6 +9,7 @@ pub mod rdma;
 pub mod shm;
 
 use crate::config::Config;
+use crate::findings::Finding;
 use crate::plan::Plan;
 use crate::probe::job::effective;
 use crate::snapshot::Snapshot;
@@ -71,8 +72,8 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     let mut plan = Plan::default();
     for (name, near) in &cfg.unknown_vars {
-        plan.warn(
-            "unknown-variable",
+        plan.finding(
+            Finding::UnknownVariable,
             unknown_variable_text(name, near.as_deref()),
             match near {
                 Some(n) => format!("rename it to {n}"),
@@ -82,8 +83,8 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     }
     if cfg.disable {
         plan.hands_off = true;
-        plan.info(
-            "disabled",
+        plan.finding(
+            Finding::Disabled,
             "NCCLENV_DISABLE=1: ncclenv changes nothing",
             "unset NCCLENV_DISABLE to let ncclenv decide",
         );
@@ -91,15 +92,15 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     }
     host::decide_host(snap, &mut plan);
     for p in &snap.job.problems {
-        plan.warn(
-            "launcher-argument",
+        plan.finding(
+            Finding::LauncherArgument,
             p.clone(),
             "fix the launcher argument; ncclenv ignored it",
         );
     }
     if let Some(p) = snap.peer.as_ref().filter(|p| p.addrs.is_empty()) {
-        plan.warn_strict(
-            "peer-unresolved",
+        plan.finding(
+            Finding::PeerUnresolved,
             format!(
                 "the master's name {} (from {}) did not resolve: tried for {} ms ({} attempt{}){}; deciding as if no master were named",
                 p.host,
@@ -160,13 +161,13 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             .map(|(_, r)| *r)
             .collect::<Vec<_>>()
             .join("; ");
-        plan.warn_strict("probe-failed", msg, remedy);
+        plan.finding(Finding::ProbeFailed, msg, remedy);
         return finish(plan, snap, cfg);
     }
     if let Some((v, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
         plan.hands_off = true;
-        plan.info(
-            "comm-id",
+        plan.finding(
+            Finding::CommId,
             format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
             "unset NCCL_COMM_ID to let ncclenv choose",
         );
@@ -176,8 +177,8 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     }
     let vendor = vendor_profile(snap);
     if !vendor.is_empty() {
-        plan.info(
-            "vendor-profile",
+        plan.finding(
+            Finding::VendorProfile,
             format!("a vendor network profile manages NCCL's transport ({}): ncclenv leaves NCCL_IB_*, NCCL_NET* and the plugin's variables alone and repairs no inherited value; NCCL's bootstrap and Gloo still use plain sockets, so it sets NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY and the companions where unset", vendor.join(", ")),
             "nothing to do",
         );
@@ -222,8 +223,8 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
         return;
     };
     if !net.addrs.iter().any(|a| a.covers(&ip)) {
-        plan.warn(
-            "comm-id-no-subnet",
+        plan.finding(
+            Finding::CommIdNoSubnet,
             format!("no local interface has a prefix covering NCCL_COMM_ID's address {ip}: NCCL fails with \"NET/Socket : No usable listening interface found\""),
             "set NCCL_COMM_ID to an address in one of this node's subnets",
         );

@@ -28,6 +28,7 @@
 
 use crate::config::Config;
 use crate::decide::gid;
+use crate::findings::Finding;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 use crate::probe::job::effective;
@@ -77,8 +78,8 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         return;
     };
     if let Some(key) = vendor_plugin(&snap.env) {
-        plan.info(
-            "rdma-vendor-plugin",
+        plan.finding(
+            Finding::RdmaVendorPlugin,
             format!(
                 "a vendor network plugin is configured ({key}); it manages its own transport variables, so \
                  ncclenv leaves NCCL_IB_DISABLE and NCCL_IB_HCA as they are"
@@ -89,8 +90,8 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
     if let Some(err) = &rdma.error {
         if !rdma.devices.is_empty() {
-            plan.info(
-                "rdma-probe-error",
+            plan.finding(
+                Finding::RdmaProbeError,
                 format!("part of the RDMA probe failed: {err}"),
                 "check that sysfs and /dev are mounted normally",
             );
@@ -329,8 +330,8 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
 fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPlugin>) -> bool {
     match a {
         Assessment::ProbeFailed(e) => {
-            plan.info(
-                "rdma-probe-error",
+            plan.finding(
+                Finding::RdmaProbeError,
                 format!("the RDMA probe failed ({e}); NCCL_IB_DISABLE left as NCCL decides"),
                 "check that sysfs and /dev are mounted normally",
             );
@@ -400,8 +401,8 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
     };
     raise_memlock(plan, *raise, *memlock);
     if *ipc_lock {
-        plan.info(
-            "rdma-memlock-ipc-lock",
+        plan.finding(
+            Finding::RdmaMemlockIpcLock,
             format!(
                 "RLIMIT_MEMLOCK is {}, below {} MiB, but the command holds CAP_IPC_LOCK, which lets it lock \
                  memory past the limit: RDMA memory registration works, RDMA stays on",
@@ -412,8 +413,8 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
         );
     }
     if !unusable_hcas.is_empty() {
-        plan.warn(
-            "rdma-hca-unusable",
+        plan.finding(
+            Finding::RdmaHcaUnusable,
             format!(
                 "RDMA HCA(s) with an ACTIVE port that NCCL cannot use in this container: {}; NCCL would use \
                  only {}, and a node that uses fewer NICs than its peers fails NCCL's net-mismatch check or \
@@ -436,16 +437,16 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
         );
     }
     if excluded.is_empty() {
-        plan.info(
-            "rdma-usable",
+        plan.finding(
+            Finding::RdmaUsable,
             format!("RDMA usable on {}", entries.join(", ")),
             "nothing to do",
         );
         return;
     }
     if hca_inherited {
-        plan.info(
-            "rdma-hca-inherited",
+        plan.finding(
+            Finding::RdmaHcaInherited,
             format!(
                 "RDMA usable on {}; not usable: {}; inherited NCCL_IB_HCA kept",
                 entries.join(", "),
@@ -454,8 +455,8 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
             format!("make sure NCCL_IB_HCA selects only ={}", entries.join(",")),
         );
     } else if entries.len() > MAX_HCA_ENTRIES {
-        plan.info(
-            "rdma-hca-too-many",
+        plan.finding(
+            Finding::RdmaHcaTooMany,
             format!(
                 "{} usable RDMA ports exceed the {MAX_HCA_ENTRIES} entries NCCL_IB_HCA can hold; not set (not \
                  usable: {})",
@@ -510,8 +511,8 @@ fn inherited(
     let kept = format!("inherited NCCL_IB_DISABLE={value} kept");
     if disables {
         if let Assessment::Usable { entries, .. } = a {
-            plan.info(
-                "rdma-ib-disabled-inherited",
+            plan.finding(
+                Finding::RdmaIbDisabledInherited,
                 format!(
                     "{kept}, although RDMA looks usable on {}",
                     entries.join(", ")
@@ -524,8 +525,8 @@ fn inherited(
             .is_some_and(|v| v != 0);
         let devices = !matches!(a, Assessment::NoDevice(_) | Assessment::ProbeFailed(_));
         if let (Some(p), false, true) = (plugin, ibext_off, devices) {
-            plan.warn(
-                "rdma-plugin-ignores-ib-disable",
+            plan.finding(
+                Finding::RdmaPluginIgnoresIbDisable,
                 format!(
                     "{kept}, but the net plugin {} ({}) would load and use IB through its own transport \
                      (IBext), which NCCL_IB_DISABLE does not switch off",
@@ -541,10 +542,10 @@ fn inherited(
         Assessment::RoceNetdevMissing(why) => warn_roce(plan, &format!("{kept}, but {why}")),
         Assessment::MemlockLow { bytes, raised } => {
             warn_memlock(plan, *bytes, *raised);
-            plan.info("rdma-ib-disabled-inherited", kept, "nothing to do");
+            plan.finding(Finding::RdmaIbDisabledInherited, kept, "nothing to do");
         }
-        Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.info(
-            "rdma-ib-disabled-inherited",
+        Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.finding(
+            Finding::RdmaIbDisabledInherited,
             format!("{kept}; {why}, so NCCL will use sockets"),
             "nothing to do",
         ),
@@ -619,8 +620,8 @@ fn check_gid_index(
             fixes.join("; ")
         )
     };
-    plan.warn_strict(
-        "rdma-gid-index-unusable",
+    plan.finding(
+        Finding::RdmaGidIndexUnusable,
         format!(
             "inherited NCCL_IB_GID_INDEX={value} (from {origin}) kept, but {}: NCCL uses this index as given \
              and connecting its queue pairs would fail (Call to ibv_modify_qp failed)",
@@ -704,8 +705,8 @@ pub fn hca_report(snap: &Snapshot) -> Vec<HcaReport> {
 fn raise_memlock(plan: &mut Plan, raise: bool, memlock: Option<u64>) {
     if raise {
         plan.raise_memlock = true;
-        plan.info(
-            "rdma-memlock-raised",
+        plan.finding(
+            Finding::RdmaMemlockRaised,
             format!(
                 "soft RLIMIT_MEMLOCK raised to the hard limit ({}) for the command",
                 memlock.map_or_else(|| "unlimited".to_string(), fmt_mib)
@@ -716,16 +717,16 @@ fn raise_memlock(plan: &mut Plan, raise: bool, memlock: Option<u64>) {
 }
 
 fn warn_no_verbs(plan: &mut Plan, why: &str) {
-    plan.warn_strict(
-        "rdma-no-verbs-devices",
+    plan.finding(
+        Finding::RdmaNoVerbsDevices,
         format!("RDMA hardware is present but unusable in this container: {why}; NCCL would silently fall back to sockets"),
         format!("run the container with {DOCKER_RDMA_FLAGS} (Kubernetes: request the RDMA device-plugin resource and add capability IPC_LOCK)"),
     );
 }
 
 fn warn_roce(plan: &mut Plan, why: &str) {
-    plan.warn_strict(
-        "rdma-roce-netdev-missing",
+    plan.finding(
+        Finding::RdmaRoceNetdevMissing,
         format!("{why}; NCCL would find no usable GID and fall back to sockets"),
         "attach the RoCE interface to the pod (Multus / SR-IOV network annotation) or run with host networking",
     );
@@ -737,8 +738,8 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
     } else {
         "RLIMIT_MEMLOCK"
     };
-    plan.warn_strict(
-        "rdma-memlock-low",
+    plan.finding(
+        Finding::RdmaMemlockLow,
         format!(
             "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail, so RDMA is disabled",
             fmt_mib(bytes),

@@ -13,6 +13,7 @@
 //! network transport and the job runs. The rule and its numbers are described in docs/rdma-shm.md.
 
 use crate::config::Config;
+use crate::findings::Finding;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 use crate::probe::job::effective;
@@ -201,8 +202,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     plan.shm_need = Some(need.clone());
     match need.ranks {
         Some(0) => {
-            plan.info(
-                "shm-no-gpu",
+            plan.finding(
+                Finding::ShmNoGpu,
                 format!(
                     "no GPU visible to the command ({}): NCCL's SHM transport is not used",
                     need.ranks_source
@@ -212,8 +213,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             return;
         }
         Some(1) => {
-            plan.info(
-                "shm-single-gpu",
+            plan.finding(
+                Finding::ShmSingleGpu,
                 format!(
                     "one local rank ({}): no local peer, NCCL's SHM transport is not used",
                     need.ranks_source
@@ -225,11 +226,14 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         _ => {}
     }
     let mut remedy = REMEDY.to_string();
-    let problem: Option<(&str, String)> = if let Some(e) = &shm.error {
-        Some(("shm-missing", format!("{} is not usable ({e})", shm.path)))
+    let problem: Option<(Finding, String)> = if let Some(e) = &shm.error {
+        Some((
+            Finding::ShmMissing,
+            format!("{} is not usable ({e})", shm.path),
+        ))
     } else if shm.read_only {
         Some((
-            "shm-read-only",
+            Finding::ShmReadOnly,
             format!("{} is mounted read-only", shm.path),
         ))
     } else if shm.writable == Some(false) {
@@ -239,7 +243,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             shm.path
         );
         Some((
-            "shm-not-writable",
+            Finding::ShmNotWritable,
             format!(
                 "{} is not writable for the job: {}; NCCL's segment creation would fail",
                 shm.path,
@@ -284,9 +288,12 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                         shm.path
                     );
                 }
-                Some(("shm-too-small", why))
+                Some((Finding::ShmTooSmall, why))
             }
-            None => Some(("shm-missing", format!("{}: free space unknown", shm.path))),
+            None => Some((
+                Finding::ShmMissing,
+                format!("{}: free space unknown", shm.path),
+            )),
         }
     };
 
@@ -295,8 +302,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         (Some(v), Some((code, why))) => {
             let disables = truthy(v);
             if !disables {
-                plan.warn(
-                    code,
+                plan.finding(
+                    *code,
                     format!("inherited NCCL_SHM_DISABLE={v} kept, but {why}"),
                     remedy.clone(),
                 );
@@ -310,8 +317,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 "1",
                 format!("{why}; the network transport carries those pairs instead"),
             );
-            plan.warn(
-                code,
+            plan.finding(
+                *code,
                 format!(
                     "{why}; NCCL's SHM transport is disabled (NCCL_SHM_DISABLE=1), which is slower"
                 ),
@@ -322,8 +329,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         (None, None) => false,
     };
     if shm_disabled && snap.var("NCCL_P2P_DISABLE").is_some_and(truthy) {
-        plan.warn(
-            "shm-p2p-both-disabled",
+        plan.finding(
+            Finding::ShmP2pBothDisabled,
             "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
              the network transport",
             format!(

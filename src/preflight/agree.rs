@@ -17,6 +17,7 @@
 //! | info | `preflight-passed` | the fleet agrees |
 
 use super::protocol::{FleetVerdict, NodeReport, Outcome, ProbeReport, Repair, MAX_LISTED};
+use crate::findings::Finding;
 use crate::plan::{Plan, Severity, Verdict, Warning};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -86,11 +87,11 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let present = m.members.len().saturating_sub(m.lost.len()) as u32;
 
     // Certain failures: each a finding, the first also the refusal.
-    let mut certain: Vec<(&'static str, String, String)> = Vec::new();
+    let mut certain: Vec<(Finding, String, String)> = Vec::new();
     for (i, x) in m.members.iter().enumerate() {
         if let Some(r) = &x.report.refused {
             certain.push((
-                "preflight-node-refused",
+                Finding::PreflightNodeRefused,
                 format!("node {} refuses on its own: {r}", names[i]),
                 format!("fix {} (its own log says what it lacks)", names[i]),
             ));
@@ -99,7 +100,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let by_addr = group(m, |x| Some(x.report.addr.to_string()));
     for (addr, nodes) in by_addr.iter().filter(|(_, v)| v.len() > 1) {
         certain.push((
-            "preflight-duplicate-address",
+            Finding::PreflightDuplicateAddress,
             format!(
                 "{} nodes advertise the same address {addr}: {}; NCCL's peers would connect to the wrong node",
                 nodes.len(),
@@ -111,7 +112,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let families = group(m, |x| Some(x.report.family.nccl_name().to_string()));
     if families.len() > 1 {
         certain.push((
-            "preflight-family-differs",
+            Finding::PreflightFamilyDiffers,
             format!(
                 "the nodes bootstrap on different address families ({}); NCCL cannot connect an IPv4 node to an IPv6 one",
                 describe_groups(&families)
@@ -123,7 +124,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let versions = group(m, |x| x.report.nccl_version.clone());
     if versions.len() > 1 {
         certain.push((
-            "preflight-nccl-version-differs",
+            Finding::PreflightNcclVersionDiffers,
             format!(
                 "the nodes load different NCCL versions ({}); NCCL refuses mismatched versions only after init (NVIDIA/nccl#1267)",
                 describe_groups(&versions)
@@ -147,7 +148,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             None => t.report.addr.to_string(),
         };
         certain.push((
-            "preflight-unreachable",
+            Finding::PreflightUnreachable,
             format!(
                 "node {} cannot be reached at {at} ({}, where NCCL will listen) from {}: {}; likely cause: {cause}",
                 names[j],
@@ -160,13 +161,13 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     }
     let certain = cap_per_code(certain);
     for (code, message, remedy) in &certain {
-        plan.warn(code, message.clone(), remedy.clone());
+        plan.finding(*code, message.clone(), remedy.clone());
     }
     // The finding whose code the refusal carries.
     let mut refuse_code = String::new();
     if let Some((code, message, remedy)) = certain.first() {
         plan.refuse(format!("preflight [{code}]: {message}"), remedy.clone());
-        refuse_code = code.to_string();
+        refuse_code = code.code().to_string();
     }
 
     // Absence: fail open, strict refuses.
@@ -181,8 +182,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         } else {
             format!("; lost after arriving: {}", list(&lost))
         };
-        plan.warn_strict(
-            "preflight-absent",
+        plan.finding(
+            Finding::PreflightAbsent,
             format!(
                 "{present} of {} nodes met within {} s ({} missing{lost_text}); running anyway: a node may start late, \
                  but NCCL waits for every rank",
@@ -222,8 +223,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             ib_off.len(),
             list(&why)
         );
-        plan.warn_strict(
-            "preflight-ib-disabled",
+        plan.finding(
+            Finding::PreflightIbDisabled,
             reason.clone(),
             "give every node the same RDMA access (devices, IPC_LOCK, memlock) to use InfiniBand on all",
         );
@@ -250,8 +251,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         })
         .collect();
     if !natted.is_empty() {
-        plan.warn(
-            "preflight-nat",
+        plan.finding(
+            Finding::PreflightNat,
             format!(
                 "{} node(s) advertise another address than their connection to the master came from: {}; they sit \
                  behind NAT or route to the master over another interface; their ring neighbour reached them, other \
@@ -264,8 +265,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     }
     let mtus = group(m, |x| x.report.mtu.map(|v| v.to_string()));
     if mtus.len() > 1 {
-        plan.warn(
-            "preflight-mtu-differs",
+        plan.finding(
+            Finding::PreflightMtuDiffers,
             format!(
                 "the bootstrap interfaces have different MTUs ({}); large transfers may stall where a path drops the larger frames",
                 describe_groups(&mtus)
@@ -275,8 +276,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     }
     let env_diffs = nccl_env_differences(m);
     if !env_diffs.is_empty() {
-        plan.warn(
-            "preflight-nccl-env-differs",
+        plan.finding(
+            Finding::PreflightNcclEnvDiffers,
             format!(
                 "NCCL variables differ across the nodes: {}",
                 env_diffs
@@ -291,8 +292,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     }
     let own = group(m, |x| Some(x.report.ncclenv_version.clone()));
     if own.len() > 1 {
-        plan.warn(
-            "preflight-ncclenv-version-differs",
+        plan.finding(
+            Finding::PreflightNcclenvVersionDiffers,
             format!(
                 "the nodes run different ncclenv versions ({}); they may decide differently",
                 describe_groups(&own)
@@ -327,8 +328,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
                     .is_some_and(|p| p.outcome == Outcome::Connected)
             })
             .count();
-        plan.info(
-            "preflight-passed",
+        plan.finding(
+            Finding::PreflightPassed,
             format!(
                 "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
                 m.expected
@@ -356,9 +357,9 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
 
 /// At most [`MAX_LISTED`] findings per code, then one that counts the rest, so that a verdict for 10,000
 /// nodes behind one broken switch still fits in one frame.
-fn cap_per_code(all: Vec<(&'static str, String, String)>) -> Vec<(&'static str, String, String)> {
-    let total = |code: &str| all.iter().filter(|f| f.0 == code).count();
-    let mut out: Vec<(&'static str, String, String)> = Vec::new();
+fn cap_per_code(all: Vec<(Finding, String, String)>) -> Vec<(Finding, String, String)> {
+    let total = |code: Finding| all.iter().filter(|f| f.0 == code).count();
+    let mut out: Vec<(Finding, String, String)> = Vec::new();
     for f in &all {
         let kept = out.iter().filter(|o| o.0 == f.0).count();
         if kept < MAX_LISTED {
@@ -558,11 +559,15 @@ pub fn apply(
             continue;
         }
         if vendor_profile {
-            plan.warn(
-                "preflight-ib-disabled",
+            plan.finding(
+                Finding::PreflightIbDisabled,
                 format!("the fleet repairs {name}={value} ({reason}), but a vendor network profile owns it here: left as is"),
                 "align the vendor profile's transport settings across the nodes",
             );
+            // The fleet judged strict mode once, for every node (as for its findings above).
+            if let Some(w) = plan.warnings.last_mut() {
+                w.strict_refuses = false;
+            }
             continue;
         }
         match now {

@@ -20,6 +20,7 @@ pub mod worker;
 
 use crate::config::Config;
 use crate::environ::Environ;
+use crate::findings::Finding;
 use crate::plan::{Plan, Verdict};
 use crate::snapshot::{Family, Snapshot};
 use protocol::{FleetVerdict, NodeReport};
@@ -233,8 +234,8 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let s = match setup(snap, cfg, plan) {
         Ok(s) => s,
         Err(why) => {
-            plan.info(
-                "preflight-skipped",
+            plan.finding(
+                Finding::PreflightSkipped,
                 format!("preflight skipped: {why}"),
                 "nothing to do for a single-node job; otherwise name the master, its port and the node count \
                  (the launcher's arguments, or NCCLENV_PEER, NCCLENV_PREFLIGHT_PORT, NCCLENV_NNODES)",
@@ -249,7 +250,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let responder = net::Responder::start(s.bootstrap, &s.key, nonce);
     let me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
     let vendor = !crate::decide::vendor_profile(snap).is_empty();
-    let end: Result<FleetVerdict, (&str, String)> = match s.role {
+    let end: Result<FleetVerdict, (Finding, String)> = match s.role {
         Role::Master => match master::run(&s, me, deadline, probe_timeout) {
             Ok(m) => {
                 log(format!(
@@ -261,7 +262,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
                 ));
                 Ok(m.verdict)
             }
-            Err(why) => Err(("preflight-listen-failed", why)),
+            Err(why) => Err((Finding::PreflightListenFailed, why)),
         },
         Role::Worker => match worker::run(&s, me, deadline, probe_timeout) {
             worker::WorkerEnd::Verdict(v) => {
@@ -274,7 +275,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
                 ));
                 Ok(v)
             }
-            worker::WorkerEnd::NoVerdict(why) => Err(("preflight-no-master", why)),
+            worker::WorkerEnd::NoVerdict(why) => Err((Finding::PreflightNoMaster, why)),
         },
     };
     responder.stop();
@@ -284,7 +285,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             let remedy = "check that the master node runs ncclenv with NCCLENV_PREFLIGHT=1 and that this node \
                           reaches its master port; NCCLENV_STRICT=1 refuses instead of running";
             let message = format!("preflight: no verdict, running without it: {why}");
-            plan.warn_strict(code, message.clone(), remedy);
+            plan.finding(code, message.clone(), remedy);
             if cfg.strict {
                 plan.refuse(
                     format!("preflight [{code}]: NCCLENV_STRICT=1 refuses: {message}"),

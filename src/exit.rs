@@ -1,0 +1,63 @@
+//! ncclenv's exit codes, named once. `main.rs`, `exec`, `doctor`, `report` and the check use these names;
+//! README.md "Exit codes" and `ncclenv --help` say the same.
+//!
+//! When ncclenv runs as the entrypoint and all goes well, it has no exit code of its own: it is replaced by
+//! the command (`execve`), whose exit code the job sees.
+
+/// Success: `env` printed its lines, `doctor` found nothing to warn about, the check passed, `install` copied.
+pub const OK: u8 = 0;
+
+/// A diagnostic's "something is wrong": `doctor` with a finding of severity warn, `install` that could not
+/// copy, `explain` that found something wrong. (`ncclenv check`'s failure is [`CHECK_FAILED`], the same
+/// value.)
+pub const FAILED: u8 = 1;
+
+/// A usage error: one line naming the option or variable and what it accepts. Also the helper's usage
+/// error (`check::protocol::EXIT_USAGE`).
+pub const USAGE: u8 = 2;
+
+/// An internal error (a panic) in `env`, `doctor` or `check` (`EX_SOFTWARE` from sysexits.h). As the
+/// entrypoint, ncclenv runs the command with the environment it received instead.
+pub const SOFTWARE: u8 = 70;
+
+/// A refusal (`EX_CONFIG` from sysexits.h): NCCL would certainly fail and no repair exists, or
+/// `NCCLENV_STRICT=1` and a strict finding. Also `doctor`'s verdict "would refuse" and `ncclenv check` where
+/// the entrypoint would refuse.
+pub const REFUSED: u8 = 78;
+
+/// The command was found but cannot be executed (not executable, a directory, E2BIG…), as shells say it.
+pub const CANNOT_EXECUTE: u8 = 126;
+
+/// The command, or its interpreter (its `#!` line's program, an ELF binary's loader), was not found, as
+/// bash 5.2 and dash say it.
+pub const NOT_FOUND: u8 = 127;
+
+/// `ncclenv check` ran and failed.
+pub use crate::check::EXIT_CHECK_FAILED as CHECK_FAILED;
+
+/// 128 + N: interrupted by signal N during a check (the shells' convention).
+pub use crate::check::EXIT_SIGNAL_BASE as SIGNAL_BASE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's exit-code table names every code here.
+    #[test]
+    fn readme_names_every_exit_code() {
+        let readme = include_str!("../README.md");
+        let table = readme
+            .split("## Exit codes")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .unwrap_or("");
+        for code in [USAGE, SOFTWARE, REFUSED, CANNOT_EXECUTE, NOT_FOUND] {
+            assert!(
+                table.contains(&format!("\n| {code} |")),
+                "README's exit codes lack {code}"
+            );
+        }
+        assert!(table.contains(&format!("{SIGNAL_BASE}+N")));
+        assert_eq!(CHECK_FAILED, FAILED);
+    }
+}
