@@ -3,7 +3,7 @@
 //! variable.
 //!
 //! Each option is declared once, in [`OPTIONS`] (name, value placeholder, type and range, `--help` line,
-//! the README's meaning and default, and how it is stored): the parser, [`help`] and the README's table of
+//! the README's meaning and default, and how it is stored): the parser, [`help`] and docs/configuration.md's table of
 //! variables (a test; `NCCLENV_BLESS=1 cargo test --lib cli` rewrites it) all read that table.
 //!
 //! Only the exact upper-case names of the options ([`option_variables`]) are read, each as `getenv` reads it
@@ -253,7 +253,7 @@ impl Val<'_> {
     }
 }
 
-/// A variable ncclenv (or its helper) reads that is not an option, for the README's table.
+/// A variable ncclenv (or its helper) reads that is not an option, for docs/configuration.md's table.
 pub struct EnvOnly {
     /// The variable.
     pub name: &'static str,
@@ -318,7 +318,7 @@ pub const OPTIONS: &[Opt] = &[
         value: Some("FORMAT"),
         accepts: Accepts::Words,
         help: "text|json lines on stderr (text)",
-        meaning: "`text`, or `json`: one JSON object per line on stderr (fields: `docs/logging.md`)",
+        meaning: "`text`, or `json`: one JSON object per line on stderr (fields: [logging.md](logging.md))",
         default: "`text`",
         set: |c, v| {
             c.log_format = parse_log_format(v.what, v.text)?;
@@ -515,7 +515,7 @@ pub const OPTIONS: &[Opt] = &[
 unset of NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS,
 NCCL_DEBUG_FILE (one file per host and
 process) and the launcher's debug switch",
-        meaning: "`1`: NCCL's own logs for the command, one file per host and process (below; [docs/explain.md](docs/explain.md))",
+        meaning: "`1`: NCCL's own logs for the command, one file per host and process (below; [explain.md](explain.md))",
         default: "`0`",
         set: |c, v| {
             c.debug = v.switch()?;
@@ -539,7 +539,7 @@ process) and the launcher's debug switch",
         value: None,
         accepts: Accepts::Switch,
         help: "the nodes meet and agree before exec",
-        meaning: "`1`: the nodes meet and agree before exec ([fleet preflight](docs/preflight.md))",
+        meaning: "`1`: the nodes meet and agree before exec ([fleet preflight](preflight.md))",
         default: "`0`",
         set: |c, v| {
             c.preflight = v.switch()?;
@@ -974,7 +974,7 @@ mod tests {
     const BEGIN: &str = "<!-- options:begin (generated from src/cli.rs) -->\n";
     const END: &str = "<!-- options:end -->";
 
-    /// The README's table of variables, from [`OPTIONS`] and [`ENV_ONLY`].
+    /// docs/configuration.md's table of variables, from [`OPTIONS`] and [`ENV_ONLY`].
     fn readme_table() -> String {
         let mut t = String::from("| variable | flag | meaning | default |\n|---|---|---|---|\n");
         for o in OPTIONS {
@@ -1003,24 +1003,38 @@ mod tests {
         t
     }
 
-    /// README.md's table of variables is [`OPTIONS`]; with `NCCLENV_BLESS=1` this test rewrites it instead of
-    /// failing.
+    /// docs/configuration.md's table of variables is [`OPTIONS`]; with `NCCLENV_BLESS=1` this test rewrites it
+    /// instead of failing. Every `NCCLENV_*` name the README mentions is an option.
     #[test]
-    fn readme_variables_table_is_the_options_table() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-        let readme = std::fs::read_to_string(&path).expect("README.md");
-        let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
-            panic!("README.md lacks the markers {BEGIN:?} … {END:?}");
+    fn variables_table_is_the_options_table() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = root.join("docs/configuration.md");
+        let doc = std::fs::read_to_string(&path).expect("docs/configuration.md");
+        let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("docs/configuration.md lacks the markers {BEGIN:?} … {END:?}");
         };
         let want = readme_table();
-        if readme[b + BEGIN.len()..e] != want {
+        if doc[b + BEGIN.len()..e] != want {
             if std::env::var("NCCLENV_BLESS").as_deref() == Ok("1") {
-                let new = format!("{}{BEGIN}{want}{}", &readme[..b], &readme[e..]);
-                std::fs::write(&path, new).expect("write README.md");
+                let new = format!("{}{BEGIN}{want}{}", &doc[..b], &doc[e..]);
+                std::fs::write(&path, new).expect("write docs/configuration.md");
             } else {
-                panic!("README.md's variables differ from cli::OPTIONS; run NCCLENV_BLESS=1 cargo test --lib cli");
+                panic!("docs/configuration.md's variables differ from cli::OPTIONS; run NCCLENV_BLESS=1 cargo test --lib cli");
             }
         }
+        let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+        let mut named = 0;
+        for word in readme.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if let Some(rest) = word.strip_prefix("NCCLENV_").filter(|r| !r.is_empty()) {
+                named += 1;
+                assert!(
+                    OPTIONS.iter().any(|o| option_variable(o.name) == word)
+                        || ENV_ONLY.iter().any(|e| e.name == word),
+                    "README.md names NCCLENV_{rest}, which is not an option"
+                );
+            }
+        }
+        assert!(named > 5, "the README names {named} NCCLENV_* variables");
     }
 
     /// Every option is in `--help` with its variable, every `{range}` has a range, and a default the README
@@ -1354,7 +1368,7 @@ mod tests {
         assert!(!e.0.contains("see --help"), "{}", e.0);
     }
 
-    /// Generated cases of the `NCCLENV_*` property test (README "Reliability").
+    /// Generated cases of the `NCCLENV_*` property test (docs/reliability.md).
     const PROPTEST_NCCLENV_CASES: u32 = 3000;
 
     /// `NCCLENV_` and a tail: a known option's in any case, with a typo, or any bytes.

@@ -187,7 +187,7 @@ mod tests {
         assert!(e.pairs().count() >= std_count);
     }
 
-    /// Generated cases of the environment property test (README "Reliability").
+    /// Generated cases of the environment property test (docs/reliability.md).
     const PROPTEST_ENVIRON_CASES: u32 = 2000;
 
     proptest::proptest! {

@@ -1,8 +1,8 @@
 //! The knowledge base of NCCL's errors: for each message NCCL (or Gloo beside it) prints, the cause, the remedy,
 //! what ncclenv does about it, the result code with the versions that return it, and where the message comes
 //! from in NCCL's source. One table, used by `check` (to explain a failed `ncclGetUniqueId`), by `explain` (to
-//! explain every WARN line of a log) and by the documentation: the README's "What NCCL's errors mean" rows and
-//! `docs/nccl-errors.md` are rendered from it ([`readme_rows`], [`docs_page`]) and a test keeps them equal.
+//! explain every WARN line of a log) and by the documentation: `docs/nccl-errors.md` (its summary table and its
+//! entries) is rendered from it ([`summary_rows`], [`docs_page`]) and a test keeps them equal.
 //!
 //! Message formats were read in NVIDIA/nccl at tags v2.21.5-1 and v2.27.7-1 (and v2.30.7-1 where said); the
 //! file named in each entry's `source` is relative to the repository root. Versions are encoded as
@@ -519,9 +519,9 @@ fn codes_text(k: &KnownError) -> String {
         .join(", ")
 }
 
-/// The rows of the README's "What NCCL's errors mean" table (header included), one per entry:
+/// The rows of the summary table at the top of `docs/nccl-errors.md` (header included), one per entry:
 /// `| message (codes) | short cause | what ncclenv does |`.
-pub fn readme_rows() -> String {
+pub fn summary_rows() -> String {
     let mut s = String::from("| NCCL says | cause | what ncclenv does |\n|---|---|---|\n");
     for k in KNOWN {
         let codes = codes_text(k);
@@ -538,15 +538,34 @@ pub fn readme_rows() -> String {
     s
 }
 
+/// The hand-written part of `docs/nccl-errors.md`: what the same messages usually mean in a multi-node job,
+/// where the cause lives between nodes (docs/policy.md, docs/preflight.md).
+const BETWEEN_NODES: &str = r#"## Between nodes
+
+In a multi-node job the same messages often have these causes (written by hand, not generated):
+
+| NCCL (or the launcher) says | cause | what ncclenv does |
+|---|---|---|
+| `connect to 169.254.60.61<36011> failed` / `no socket interface found` on a direct cable | the cable has only link-local addresses; the job went to the default-route NIC or was refused | takes the cable when the master is on it |
+| `connect to 127.0.1.1<…>` on the other nodes (Paddle) | `POD_IP` (or the host name) is a loopback address | repairs `POD_IP` (`pod-ip-repaired`) |
+| `connect to 172.17.0.2<…> … exceeded error retry count` (6) from the other nodes | this node sits on a NAT'd container bridge | warns `container-bridge-nat`: `--network=host` |
+| `Name or service not known` for the master at the rendezvous | the master's Service does not exist yet | retries until `NCCLENV_RESOLVE_TIMEOUT_MS`, warns, still sets the interface |
+"#;
+
 /// The page `docs/nccl-errors.md`: every entry in full, then the result codes.
 pub fn docs_page() -> String {
     let mut s = String::from(
         "# What NCCL's errors mean\n\n\
          Generated from `src/nccl_errors.rs` (the one table `ncclenv check`, `ncclenv explain` and these docs use);\n\
-         `cargo test --lib nccl_errors` fails when this page or the README's table differ from it, and\n\
-         `NCCLENV_BLESS=1 cargo test --lib nccl_errors` rewrites both. Messages were read in NVIDIA/nccl at the tags\n\
+         `cargo test --lib nccl_errors` fails when this page differs from it, and\n\
+         `NCCLENV_BLESS=1 cargo test --lib nccl_errors` rewrites it. Messages were read in NVIDIA/nccl at the tags\n\
          v2.21.5-1 and v2.27.7-1; paths are relative to that repository.\n\n",
     );
+    s.push_str("## In short\n\n");
+    s.push_str(&summary_rows());
+    s.push('\n');
+    s.push_str(BETWEEN_NODES);
+    s.push('\n');
     for k in KNOWN {
         s.push_str(&format!("## `{}`\n\n", k.message));
         s.push_str(&format!(
@@ -636,29 +655,12 @@ mod tests {
         assert_eq!(version_string(2708), "2.7.8");
     }
 
-    /// The README's table and docs/nccl-errors.md are rendered from [`KNOWN`]; with `NCCLENV_BLESS=1` this test
-    /// rewrites them instead of failing.
+    /// docs/nccl-errors.md is rendered from [`KNOWN`]; with `NCCLENV_BLESS=1` this test rewrites it instead of
+    /// failing.
     #[test]
-    fn readme_and_docs_match_the_knowledge_base() {
+    fn docs_match_the_knowledge_base() {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let bless = std::env::var("NCCLENV_BLESS").as_deref() == Ok("1");
-        let begin = "<!-- nccl-errors:begin (generated from src/nccl_errors.rs) -->\n";
-        let end = "<!-- nccl-errors:end -->";
-        let readme_path = root.join("README.md");
-        let readme = std::fs::read_to_string(&readme_path).expect("README.md");
-        let (Some(b), Some(e)) = (readme.find(begin), readme.find(end)) else {
-            panic!("README.md lacks the markers {begin:?} … {end:?}");
-        };
-        let current = &readme[b + begin.len()..e];
-        let want = readme_rows();
-        if current != want {
-            if bless {
-                let new = format!("{}{begin}{want}{}", &readme[..b], &readme[e..]);
-                std::fs::write(&readme_path, new).expect("write README.md");
-            } else {
-                panic!("README.md's NCCL error table differs from src/nccl_errors.rs; run NCCLENV_BLESS=1 cargo test --lib nccl_errors, or paste:\n{want}");
-            }
-        }
         let docs_path = root.join("docs/nccl-errors.md");
         let docs = std::fs::read_to_string(&docs_path).unwrap_or_default();
         let want = docs_page();

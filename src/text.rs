@@ -101,7 +101,7 @@ mod tests {
         assert_eq!(bytes_text(b"\xff\xfe"), "\\xff\\xfe");
     }
 
-    /// Generated cases of the escaping property test (README "Reliability").
+    /// Generated cases of the escaping property test (docs/reliability.md).
     const PROPTEST_TEXT_CASES: u32 = 3000;
 
     proptest::proptest! {

@@ -1,6 +1,6 @@
 //! Why a check failed, in words: the likely causes of a hang in each step, and the explanation and remedy of a
 //! failure the helper reported. NCCL's own errors are explained by the knowledge base in
-//! [`crate::nccl_errors`] (one table for the check, `ncclenv explain` and the README); this module only picks
+//! [`crate::nccl_errors`] (one table for the check, `ncclenv explain` and docs/nccl-errors.md); this module only picks
 //! what applies to a stage.
 
 use super::protocol::{HelperError, Stage, Step};

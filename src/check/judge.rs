@@ -502,7 +502,7 @@ mod tests {
         );
     }
 
-    /// Generated cases of the helper-protocol property test (README "Reliability").
+    /// Generated cases of the helper-protocol property test (docs/reliability.md).
     const PROPTEST_PROTOCOL_CASES: u32 = 2000;
 
     fn protocol_line() -> impl proptest::strategy::Strategy<Value = String> {

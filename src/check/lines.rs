@@ -87,7 +87,7 @@ impl LineSplitter {
 mod tests {
     use super::*;
 
-    /// Generated cases of the splitter's property test (README "Reliability").
+    /// Generated cases of the splitter's property test (docs/reliability.md).
     const PROPTEST_SPLITTER_CASES: u32 = 2000;
 
     /// Lines the way a reference splitter cuts them: at each `\n`, the last piece only when not empty.

@@ -696,9 +696,9 @@ mod tests {
         assert!(p.resolve_attempts >= 2, "{p:?}");
     }
 
-    /// Generated cases of the configuration-file property test (README "Reliability").
+    /// Generated cases of the configuration-file property test (docs/reliability.md).
     const PROPTEST_CONF_CASES: u32 = 4000;
-    /// Generated cases of the launcher-argument property test (README "Reliability").
+    /// Generated cases of the launcher-argument property test (docs/reliability.md).
     const PROPTEST_LAUNCHER_CASES: u32 = 3000;
 
     fn conf_bytes() -> impl Strategy<Value = Vec<u8>> {

@@ -1026,7 +1026,7 @@ fn usable_v4_link(oif: u32, links: &[Link], addrs: &[Addr], exclude: &[String]) 
     })
 }
 
-/// Generated cases of each netlink parser property test (README "Reliability").
+/// Generated cases of each netlink parser property test (docs/reliability.md).
 #[cfg(test)]
 pub(crate) const PROPTEST_NETLINK_CASES: u32 = 3000;
 
