@@ -6,8 +6,8 @@
 
 use crate::plan::{Action, Plan, Severity, Verdict};
 use crate::preflight::Outlook;
-use crate::probe::nccl::distinct_versions;
-use crate::snapshot::{Addr, Link, NetSnapshot, Route, Snapshot};
+use crate::snapshot::distinct_versions;
+use crate::snapshot::{Addr, Link, Network, Route, Snapshot};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -485,7 +485,7 @@ fn rdma_tables(o: &mut String, snap: &Snapshot, r: &crate::snapshot::RdmaSnapsho
             rows.push(vec![
                 d.name.clone(),
                 p.port.to_string(),
-                crate::decide::rdma::port_state_name(p.state),
+                p.port_state().to_string(),
                 phys_state(p.phys_state),
                 dash(p.link_layer.clone()),
                 dash(p.rate.clone()),
@@ -498,7 +498,7 @@ fn rdma_tables(o: &mut String, snap: &Snapshot, r: &crate::snapshot::RdmaSnapsho
         }
     }
     o.push_str(&table(&rows, "  "));
-    let inherited = crate::probe::job::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
+    let inherited = crate::nccl_rules::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
         .and_then(|(v, _)| crate::nccl_rules::param_value(v))
         .and_then(|i| u32::try_from(i).ok());
     let links: Option<Vec<&str>> = snap
@@ -636,7 +636,7 @@ fn paren(s: &Option<String>) -> String {
 }
 
 /// One route lookup as `LABEL: dev IF src A via G table T` (or its error).
-fn lookup_text(net: &NetSnapshot, lk: &crate::snapshot::RouteLookup, label: &str) -> String {
+fn lookup_text(net: &Network, lk: &crate::snapshot::RouteLookup, label: &str) -> String {
     let dev = lk.oif.map_or("-".to_string(), |i| link_name(net, i));
     let mut line = format!("{label}: dev {dev}");
     if let Some(s) = lk.prefsrc {
@@ -702,7 +702,7 @@ fn table(rows: &[Vec<String>], indent: &str) -> String {
     out
 }
 
-fn addrs_of<'a>(net: &'a NetSnapshot, l: &Link) -> Vec<&'a Addr> {
+fn addrs_of<'a>(net: &'a Network, l: &Link) -> Vec<&'a Addr> {
     net.addrs.iter().filter(|a| a.index == l.index).collect()
 }
 
@@ -743,7 +743,7 @@ fn kind_text(l: &Link) -> String {
     }
 }
 
-fn link_name(net: &NetSnapshot, index: u32) -> String {
+fn link_name(net: &Network, index: u32) -> String {
     net.links
         .iter()
         .find(|l| l.index == index)
@@ -751,7 +751,7 @@ fn link_name(net: &NetSnapshot, index: u32) -> String {
 }
 
 /// Which routes use the link: `default`, `peer <addr>`, and a count of other routes.
-fn used_by(net: &NetSnapshot, l: &Link) -> Vec<String> {
+fn used_by(net: &Network, l: &Link) -> Vec<String> {
     let mut out = Vec::new();
     let mut others = 0usize;
     for r in &net.routes {
@@ -778,7 +778,7 @@ fn used_by(net: &NetSnapshot, l: &Link) -> Vec<String> {
     out
 }
 
-fn route_text(net: &NetSnapshot, r: &Route) -> String {
+fn route_text(net: &Network, r: &Route) -> String {
     let paths: Vec<String> = r
         .paths()
         .iter()
@@ -811,7 +811,7 @@ fn speed_text(mbps: u64) -> String {
 }
 
 fn mib_text(bytes: u64) -> String {
-    crate::decide::rdma::fmt_mib(bytes)
+    crate::snapshot::Mib(bytes).to_string()
 }
 
 fn limit_text(v: Option<u64>) -> String {
@@ -845,7 +845,7 @@ mod tests {
     }
 
     fn sample() -> (Snapshot, Plan) {
-        let net = NetSnapshot {
+        let net = Network {
             links: vec![
                 Link {
                     index: 1,

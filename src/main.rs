@@ -190,18 +190,14 @@ fn main() -> ExitCode {
         }
         Mode::Doctor { json, .. } => {
             let alone = decide::interface::nccl_alone(&snap);
-            let names: Vec<String> = match &snap.net {
-                Ok(n) => n.links.iter().map(|l| l.name.clone()).collect(),
-                Err(_) => Vec::new(),
-            };
-            let speeds = ncclenv::probe::host::link_speeds(&cfg.sysfs, &names);
+            let speeds = &snap.link_speeds;
             let preflight = ncclenv::preflight::outlook(&snap, &cfg, &plan);
             if *json {
                 let v = ncclenv::doctor::render_json(
                     &snap,
                     &plan,
                     alone.as_deref(),
-                    &speeds,
+                    speeds,
                     &preflight,
                 );
                 out(&format!("{}\n", ncclenv::text::escape_json(&v.to_string())));
@@ -210,7 +206,7 @@ fn main() -> ExitCode {
                     &snap,
                     &plan,
                     alone.as_deref(),
-                    &speeds,
+                    speeds,
                     &preflight,
                 ));
             }

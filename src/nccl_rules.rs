@@ -1,14 +1,38 @@
-//! NCCL's own rules for socket interfaces, mirrored from its source. This module is the only place that knows
-//! them; the decision asks it "what would NCCL do with this value here?".
+//! NCCL's own rules for socket interfaces and its variables, mirrored from its source. This module is the only
+//! place that knows them; the decision asks it "what would NCCL do with this value here?". The rules in words,
+//! with their sources: `docs/nccl-rules.md`.
 //!
 //! Sources (NVIDIA/nccl, tags 2.18.3 … 2.30.7):
+//! - `initEnv`, `setEnvFile` in `src/misc/param.cc` (configuration files: the environment wins);
 //! - `parseStringList`, `matchIf`, `matchIfList` in `src/misc/utils.cc` (list syntax);
 //! - `findInterfaces`, `ncclFindInterfaces` in `src/misc/socket.cc` (interface order; `src/os/linux.cc` in 2.28+);
 //! - `envSocketFamily` in `src/misc/socket.cc` (`NCCL_SOCKET_FAMILY`);
 //! - `ncclLoadParam` in `src/misc/param.cc` (how every `NCCL_PARAM` integer variable is read).
 
-use crate::snapshot::{Addr, Family, Link, NetSnapshot};
+use crate::snapshot::{Addr, ConfFile, Family, Link, Network};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+
+/// The value NCCL sees for `name`: the environment's, else the first configuration file that sets it
+/// (`initEnv`/`setEnvFile` in src/misc/param.cc, NCCL 2.18–2.30, apply each file with `setenv(name, value, 0)`:
+/// the first applied wins, the environment always wins). `conf` lists the files in the order NCCL applies
+/// them ([`crate::snapshot::Snapshot::conf_files`]). Returns the value and where it came from (`environment`
+/// or the file's path).
+pub fn effective<'a>(
+    name: &str,
+    env: &'a BTreeMap<String, String>,
+    conf: &'a [ConfFile],
+) -> Option<(&'a str, String)> {
+    if let Some(v) = env.get(name) {
+        return Some((v.as_str(), "environment".to_string()));
+    }
+    for f in conf {
+        if let Some((_, v)) = f.values.iter().find(|(k, _)| k == name) {
+            return Some((v.as_str(), f.path.clone()));
+        }
+    }
+    None
+}
 
 /// `MAX_IFS` in NCCL (src/include/socket.h): at most 16 list entries are parsed and at most 16 interfaces kept.
 pub const MAX_IFS: usize = 16;
@@ -183,7 +207,7 @@ pub struct IfAddr {
 
 /// The `getifaddrs()` walk NCCL makes: every address in kernel order, IPv4 entries before IPv6 ones (glibc
 /// asks `RTM_GETADDR` for all families; the kernel dumps AF_INET before AF_INET6).
-pub fn ifaddrs(net: &NetSnapshot) -> Vec<IfAddr> {
+pub fn ifaddrs(net: &Network) -> Vec<IfAddr> {
     let by_index: std::collections::HashMap<u32, &Link> =
         net.links.iter().map(|l| (l.index, l)).collect();
     let link = |index: u32| by_index.get(&index).copied();
@@ -324,7 +348,7 @@ pub struct NcclPick {
 /// modelled: ncclenv changes nothing when it is set) → `^docker,lo,virbr` (2.28+; `^docker,lo` before) →
 /// `docker` → `lo` → `virbr`.
 pub fn nccl_pick(
-    net: &NetSnapshot,
+    net: &Network,
     ifname: Option<&str>,
     family: Option<Family>,
     era: Era,
@@ -358,6 +382,31 @@ pub fn nccl_pick(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn effective_prefers_environment_then_first_file() {
+        let conf = vec![
+            ConfFile {
+                path: "/u".into(),
+                values: vec![("A".into(), "u".into())],
+                error: None,
+            },
+            ConfFile {
+                path: "/etc".into(),
+                values: vec![("A".into(), "e".into()), ("B".into(), "e".into())],
+                error: None,
+            },
+        ];
+        let mut env = BTreeMap::new();
+        assert_eq!(effective("A", &env, &conf), Some(("u", "/u".to_string())));
+        assert_eq!(effective("B", &env, &conf), Some(("e", "/etc".to_string())));
+        env.insert("A".to_string(), "x".to_string());
+        assert_eq!(
+            effective("A", &env, &conf),
+            Some(("x", "environment".to_string()))
+        );
+        assert_eq!(effective("C", &env, &conf), None);
+    }
 
     #[test]
     fn params_read_like_strtoll() {
@@ -513,8 +562,8 @@ mod tests {
         }
     }
 
-    fn net() -> NetSnapshot {
-        NetSnapshot {
+    fn net() -> Network {
+        Network {
             links: vec![
                 link(1, "lo", true),
                 link(2, "docker0", true),

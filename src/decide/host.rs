@@ -3,8 +3,7 @@
 //! used to be text in `doctor` only; as findings they have a code and count for doctor's exit code.
 
 use crate::plan::Plan;
-use crate::probe::nccl::distinct_versions;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{distinct_versions, Snapshot};
 
 /// Run both rules.
 pub fn decide_host(snap: &Snapshot, plan: &mut Plan) {

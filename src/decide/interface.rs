@@ -9,43 +9,20 @@
 //! the best-ranked candidate (with a warning); else `lo` for a single-node job.
 
 use crate::config::Config;
+use crate::nccl_rules::effective;
 use crate::nccl_rules::{self, Era, Found, PickSource};
 use crate::plan::{Choice, Plan};
-use crate::probe::job::effective;
 use crate::snapshot::{
-    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, NetSnapshot, RdzvProtocol,
+    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, Network, RdzvProtocol,
     Snapshot,
 };
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Link-name prefixes of container and virtualisation bridges: Docker (`docker0`, compose `br-<id>`),
-/// libvirt (`virbr`), CNI and Kubernetes overlays. NCCL itself de-prioritises `docker` and `virbr`
-/// (`ncclFindInterfaces`, src/misc/socket.cc).
-const BRIDGE_PREFIXES: &[&str] = &["docker", "br-", "virbr", "cni", "flannel", "cali", "kube-"];
-
-/// True for an address NCCL can bind and another node can reach by routing: not tentative (IPv6 DAD still
-/// running makes the bind fail, NCCL-FACTS §4), not deprecated, not DAD-failed, not link-local, not loopback.
-pub fn usable_addr(a: &Addr) -> bool {
-    !a.tentative && !a.deprecated && !a.dad_failed && !a.is_link_local() && !a.is_loopback()
-}
-
-/// True for a container or virtualisation bridge, by link kind or by name (`docker`, `br-`, `virbr`, `cni`, `flannel`, `cali`, `kube-`).
-pub fn is_bridge_like(link: &Link) -> bool {
-    link.kind.as_deref() == Some("bridge")
-        || BRIDGE_PREFIXES.iter().any(|p| link.name.starts_with(p))
-}
-
-/// True for an IPv4 link-local (169.254/16) address that can be bound: not tentative, deprecated or
-/// DAD-failed.
-fn usable_link_local_v4(a: &Addr) -> bool {
-    a.addr.is_ipv4() && a.is_link_local() && !a.tentative && !a.deprecated && !a.dad_failed
-}
-
 /// Read-only helpers over the network snapshot, with links and usable addresses indexed once (the cost
 /// stays linear in interfaces and addresses: a host can have thousands of veths).
-struct Net<'a> {
-    net: &'a NetSnapshot,
+struct NetworkView<'a> {
+    net: &'a Network,
     exclude: &'a [String],
     links: HashMap<u32, &'a Link>,
     /// Usable addresses per link index, IPv4 before IPv6, kernel order within a family.
@@ -54,25 +31,25 @@ struct Net<'a> {
     ll4: HashMap<u32, &'a Addr>,
     /// Links on which an IPv4 link-local address is usable: the kernel's route to the peer leaves through
     /// them with no gateway (the peer is on that link, F16), or the peer is this host's own link-local
-    /// address there. Filled by [`Net::for_job`].
+    /// address there. Filled by [`NetworkView::for_job`].
     ll_ok: Vec<u32>,
     /// Output interfaces of the default routes of table main and of the kernel's off-link lookups: the
     /// uplinks (a bridge among them carries the host's own traffic; it is no container bridge).
     uplinks: Vec<u32>,
 }
 
-impl<'a> Net<'a> {
-    fn new(net: &'a NetSnapshot, exclude: &'a [String]) -> Net<'a> {
+impl<'a> NetworkView<'a> {
+    fn new(net: &'a Network, exclude: &'a [String]) -> NetworkView<'a> {
         let links = net.links.iter().map(|l| (l.index, l)).collect();
         let mut usable: HashMap<u32, Vec<&'a Addr>> = HashMap::new();
-        for a in net.addrs.iter().filter(|a| usable_addr(a)) {
+        for a in net.addrs.iter().filter(|a| a.usable()) {
             usable.entry(a.index).or_default().push(a);
         }
         for v in usable.values_mut() {
             v.sort_by_key(|a| a.family());
         }
         let mut ll4: HashMap<u32, &'a Addr> = HashMap::new();
-        for a in net.addrs.iter().filter(|a| usable_link_local_v4(a)) {
+        for a in net.addrs.iter().filter(|a| a.usable_link_local_v4()) {
             ll4.entry(a.index).or_insert(a);
         }
         let uplinks = net
@@ -88,7 +65,7 @@ impl<'a> Net<'a> {
                     .filter_map(|l| l.oif),
             )
             .collect();
-        Net {
+        NetworkView {
             net,
             exclude,
             links,
@@ -98,8 +75,8 @@ impl<'a> Net<'a> {
             uplinks,
         }
     }
-    /// The links where the job's peer makes an IPv4 link-local address usable (see [`Net::ll_ok`]).
-    fn for_job(mut self, snap: &Snapshot) -> Net<'a> {
+    /// The links where the job's peer makes an IPv4 link-local address usable (see [`NetworkView::ll_ok`]).
+    fn for_job(mut self, snap: &Snapshot) -> NetworkView<'a> {
         if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
             for l in self.net.peer_routes.iter().filter(|l| l.error.is_none()) {
                 if !l.dest.is_ipv4() {
@@ -116,19 +93,13 @@ impl<'a> Net<'a> {
         }
         self
     }
-    /// True when `link` is excluded by `NCCLENV_EXCLUDE`.
-    fn excluded(&self, link: &Link) -> bool {
-        self.exclude.iter().any(|e| e == &link.name)
-    }
-    /// A candidate for the route to the peer: [`Net::candidate`], or, on a link where the peer makes it
-    /// usable ([`Net::ll_ok`]), a RUNNING, non-loopback, non-excluded link's IPv4 link-local address.
+    /// A candidate for the route to the peer: [`NetworkView::candidate`], or, on a link where the peer makes it
+    /// usable ([`NetworkView::ll_ok`]), a RUNNING, non-loopback, non-excluded link's IPv4 link-local address.
     fn candidate_for_peer(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
         self.candidate(link, family).or_else(|| {
             if family == Some(Family::Inet6)
                 || !self.ll_ok.contains(&link.index)
-                || !link.running
-                || link.loopback
-                || self.excluded(link)
+                || !link.is_candidate(self.exclude)
             {
                 return None;
             }
@@ -136,17 +107,17 @@ impl<'a> Net<'a> {
         })
     }
     /// True when an address NCCL would use on `link_name` is fine although link-local: IPv4 on a link
-    /// where the peer is ([`Net::ll_ok`]).
+    /// where the peer is ([`NetworkView::ll_ok`]).
     fn link_local_ok(&self, link_name: &str, addr: &IpAddr) -> bool {
         addr.is_ipv4()
             && self
                 .link_by_name(link_name)
                 .is_some_and(|l| self.ll_ok.contains(&l.index))
     }
-    /// A container or virtualisation bridge that is not an uplink ([`Net::uplinks`]): a host's `br0` that
+    /// A container or virtualisation bridge that is not an uplink ([`NetworkView::uplinks`]): a host's `br0` that
     /// carries the default route is the host's own network.
     fn container_bridge(&self, link: &Link) -> bool {
-        is_bridge_like(link) && !self.uplinks.contains(&link.index)
+        link.is_bridge_like() && !self.uplinks.contains(&link.index)
     }
     fn link(&self, index: u32) -> Option<&'a Link> {
         self.links.get(&index).copied()
@@ -162,9 +133,9 @@ impl<'a> Net<'a> {
             .find(|a| family.is_none_or(|f| a.family() == f))
             .copied()
     }
-    /// A candidate: RUNNING, not loopback, not excluded, with a usable address of the family.
+    /// A candidate: [`Link::is_candidate`] with a usable address ([`Addr::usable`]) of the family.
     fn candidate(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
-        if !link.running || link.loopback || self.excluded(link) {
+        if !link.is_candidate(self.exclude) {
             return None;
         }
         self.usable_addr(link, family)
@@ -229,7 +200,7 @@ struct Pick<'a> {
 /// Rank candidates when no route decides: IPv4 first; physical NICs, bonds, macvlan/ipvlan before veths and
 /// tunnels; bridges last; then the lowest index.
 fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
-    let class = if is_bridge_like(link) {
+    let class = if link.is_bridge_like() {
         3
     } else {
         match link.kind.as_deref() {
@@ -245,7 +216,7 @@ fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
 /// `plan` on the way.
 fn choose<'a>(
     snap: &Snapshot,
-    v: &Net<'a>,
+    v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
@@ -265,7 +236,7 @@ fn choose<'a>(
 /// id is handed to.
 fn peer_route<'a>(
     snap: &Snapshot,
-    v: &Net<'a>,
+    v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
@@ -310,8 +281,7 @@ fn peer_route<'a>(
             if let Some((l, own)) = owner.and_then(|a| v.link(a.index).map(|l| (l, a))) {
                 if let Some(a) = v.candidate_for_peer(l, peer_fam).or_else(|| {
                     // The owned address itself, when nothing better on the link is usable.
-                    (usable_link_local_v4(own) && l.running && !l.loopback && !v.excluded(l))
-                        .then_some(own)
+                    (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own)
                 }) {
                     return Some(Pick {
                         link: l,
@@ -366,7 +336,11 @@ fn peer_route<'a>(
 /// Step 1b, the address this node declares for itself (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's
 /// `--local-addr`, Paddle's `POD_IP`; F29): the interface that owns it, when it is a candidate (an IPv4
 /// link-local address counts: the user named it).
-fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) -> Option<Pick<'a>> {
+fn declared_address<'a>(
+    snap: &Snapshot,
+    v: &NetworkView<'a>,
+    family: Option<Family>,
+) -> Option<Pick<'a>> {
     let text = snap.job.self_addr.as_deref()?;
     let ip = text.parse::<IpAddr>().ok()?;
     if ip.is_loopback() || family.is_some_and(|f| Family::of(&ip) != f) {
@@ -374,9 +348,9 @@ fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) ->
     }
     let own = v.net.addrs.iter().find(|a| a.addr == ip)?;
     let l = v.link(own.index)?;
-    let a = v.candidate(l, Some(Family::of(&ip))).or_else(|| {
-        (usable_link_local_v4(own) && l.running && !l.loopback && !v.excluded(l)).then_some(own)
-    })?;
+    let a = v
+        .candidate(l, Some(Family::of(&ip)))
+        .or_else(|| (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own))?;
     Some(Pick {
         link: l,
         addr: Some(a),
@@ -396,7 +370,7 @@ fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) ->
 /// link is skipped with a warning, F11), the only candidate, the best-ranked candidate.
 fn default_route<'a>(
     snap: &Snapshot,
-    v: &Net<'a>,
+    v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
@@ -478,10 +452,10 @@ fn default_route<'a>(
     None
 }
 
-/// The kernel's route to an off-link destination ([`NetSnapshot::default_lookups`]) when it came from a
+/// The kernel's route to an off-link destination ([`Network::default_lookups`]) when it came from a
 /// table other than main: an `ip rule` steers this host's traffic there (cloud images with per-interface
 /// tables, Cilium, source routing; F28), so that table's default route is the one in use.
-fn policy_default<'a>(v: &Net<'a>, fam: Family) -> Option<Pick<'a>> {
+fn policy_default<'a>(v: &NetworkView<'a>, fam: Family) -> Option<Pick<'a>> {
     let main = 254;
     let l = v.net.default_lookups.iter().find(|l| {
         Family::of(&l.dest) == fam
@@ -512,7 +486,7 @@ fn is_multi(snap: &Snapshot) -> bool {
 /// probe). Field cases F1–F12 (shared/FIELD-CASES.md).
 pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
     let Ok(net) = &snap.net else { return };
-    let v = Net::new(net, &cfg.exclude).for_job(snap);
+    let v = NetworkView::new(net, &cfg.exclude).for_job(snap);
     let fix = Fix { vendor };
     let env = &snap.env;
     let conf = &snap.conf_files;
@@ -701,7 +675,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     } else {
         // No candidate at all: only loopback is left.
         // Interfaces that only NCCLENV_EXCLUDE kept out: the refusal must name the user's own list.
-        let excluded: Vec<String> = Net::new(net, &[])
+        let excluded: Vec<String> = NetworkView::new(net, &[])
             .candidates(fam)
             .iter()
             .map(|(l, _)| l.name.clone())
@@ -880,7 +854,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
 /// single-node: a match that is loopback, link-local only, or a container bridge; an entry that
 /// prefix-matches several interfaces (NET/Socket stripes over all of them, src/transport/net_socket.cc).
 fn risk_warnings(
-    v: &Net,
+    v: &NetworkView,
     val: &str,
     origin: &str,
     found: &[Found],
@@ -975,7 +949,7 @@ fn whitespace_hint(val: &str) -> String {
 
 /// Entries of a kept `NCCL_SOCKET_IFNAME` that match no interface at all (a typo, or a space NCCL does not
 /// trim, as in `"eth0, eth1"`): harmless to NCCL, but not what the user meant.
-fn unmatched_entries(v: &Net, val: &str, origin: &str, plan: &mut Plan) {
+fn unmatched_entries(v: &NetworkView, val: &str, origin: &str, plan: &mut Plan) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
         return;
@@ -1060,7 +1034,7 @@ impl Fix {
 /// name). Set when unset; repaired when it holds NCCL syntax or a name that does not exist (Gloo then fails
 /// with "Unable to find address for: …"); warned when it names another interface than NCCL's.
 fn companion(
-    v: &Net,
+    v: &NetworkView,
     env: &std::collections::BTreeMap<String, String>,
     var: &str,
     ifname: &str,
@@ -1130,7 +1104,7 @@ fn companion(
 /// * `UCX_NET_DEVICES`: comma-separated devices: netdev names, RDMA `device:port` entries, or `all`. Only
 ///   evaluated (never set: it would take UCX off RDMA); a value with RDMA entries is warned, not repaired.
 fn other_launchers(
-    v: &Net,
+    v: &NetworkView,
     snap: &Snapshot,
     ifname: &str,
     addr: Option<IpAddr>,
@@ -1325,7 +1299,13 @@ fn pod_ip(
 /// The address this node declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's `--local-addr`;
 /// `POD_IP` is [`pod_ip`]'s) disagrees with the interface chosen, or belongs to no interface here:
 /// `advertised-address-differs`.
-fn declared_differs(v: &Net, snap: &Snapshot, ifname: &str, addr: Option<IpAddr>, plan: &mut Plan) {
+fn declared_differs(
+    v: &NetworkView,
+    snap: &Snapshot,
+    ifname: &str,
+    addr: Option<IpAddr>,
+    plan: &mut Plan,
+) {
     let (Some(text), Some(src)) = (&snap.job.self_addr, &snap.job.self_addr_source) else {
         return;
     };
@@ -1377,7 +1357,7 @@ const NAT_BRIDGE_POOLS: &[([u8; 4], u8)] = &[
 /// ([`NAT_BRIDGE_POOLS`]), and the route to the master leaves through it via a gateway (the master is on
 /// another host). A heuristic: a warning, never a refusal.
 fn container_bridge_nat(
-    v: &Net,
+    v: &NetworkView,
     snap: &Snapshot,
     ifname: &str,
     addr: Option<IpAddr>,
@@ -1416,7 +1396,7 @@ fn container_bridge_nat(
 
 /// Two candidate interfaces whose connected prefixes overlap: the kernel sources traffic from the first
 /// matching route whatever NCCL binds.
-fn overlapping_prefixes(v: &Net, plan: &mut Plan) {
+fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
     let c = v.candidates(None);
     for (i, (l1, a1)) in c.iter().enumerate() {
         for (l2, a2) in c.iter().skip(i + 1) {
@@ -1520,7 +1500,7 @@ pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
     let Ok(net) = &snap.net else {
         return Vec::new();
     };
-    let v = Net::new(net, &cfg.exclude);
+    let v = NetworkView::new(net, &cfg.exclude);
     let mut c = v.candidates(None);
     c.sort_by_key(|(l, a)| rank(l, a));
     c.into_iter()
@@ -1592,7 +1572,7 @@ impl NcclTarget {
 /// See [`NcclTarget`].
 pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
     let installs = match snap.nccl_installs.first() {
-        Some(i) if i.source == crate::probe::nccl::EXPLICIT_SOURCE => std::slice::from_ref(i),
+        Some(i) if i.source == crate::snapshot::EXPLICIT_NCCL_SOURCE => std::slice::from_ref(i),
         _ => &snap.nccl_installs[..],
     };
     let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
