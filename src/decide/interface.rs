@@ -1,12 +1,19 @@
 //! Choosing and validating the socket interface: `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY` and the framework
 //! companions `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME`, `POD_IP`. Pure: reads the snapshot, writes the plan.
 //!
-//! The order (`docs/policy.md`): the kernel's route to the peer (an IPv4
+//! [`decide_interface`] runs small steps with typed results: the inherited family ([`InheritedFamily`]);
+//! ncclenv's own choice ([`choose`], one function per step of the order below); the inherited interface list
+//! ([`InheritedList`]: absent, ignored, kept or fatal); the interface used (kept, own, or the loopback
+//! fallback or a refusal); the family export; the companions; warnings about the network's layout.
+//!
+//! The order of the own choice (`docs/policy.md`): the kernel's route to the peer (an IPv4
 //! link-local address counts when the peer is on that link); else the interface owning the address this node
 //! declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, …); else the kernel's route to an off-link
 //! destination when an `ip rule` takes it out of table main; else the IPv4 default route of table main with
 //! the lowest metric whose interface is a candidate; else the same for IPv6; else the only candidate; else
-//! the best-ranked candidate (with a warning); else `lo` for a single-node job.
+//! the best-ranked candidate (with a warning); else `lo` for a single-node job. What NCCL itself does with an
+//! inherited value is asked of `crate::nccl_rules` (`docs/nccl-rules.md`); the field cases cited as `F<n>`
+//! are in `docs/field-cases.md`.
 
 use crate::config::Config;
 use crate::nccl_rules::effective;
@@ -212,8 +219,9 @@ fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
     (u8::from(addr.family() == Family::Inet6), class, link.index)
 }
 
-/// ncclenv's own choice, in the order of the module docs. Warnings about the peer's route are added to
-/// `plan` on the way.
+/// ncclenv's own choice, one function per step of the order in the module docs; the first step that names
+/// a candidate decides. Warnings about the peer's route and dead default routes are added to `plan` on the
+/// way.
 fn choose<'a>(
     snap: &Snapshot,
     v: &NetworkView<'a>,
@@ -226,7 +234,10 @@ fn choose<'a>(
     if let Some(p) = declared_address(snap, v, family) {
         return Some(p);
     }
-    default_route(snap, v, family, plan)
+    if let Some(p) = default_routes(v, family, plan) {
+        return Some(p);
+    }
+    ranked_candidate(snap, v, family)
 }
 
 /// Step 1, the kernel's route to the peer: the interface it leaves through (its IPv4 link-local address
@@ -365,16 +376,14 @@ fn declared_address<'a>(
     })
 }
 
-/// Steps 2–5, no peer decided: the kernel's route to an off-link destination when an `ip rule` takes it out of
-/// table main (F28), the default routes of table main (IPv4, then IPv6, lowest metric first; one over a dead
-/// link is skipped with a warning, F11), the only candidate, the best-ranked candidate.
-fn default_route<'a>(
-    snap: &Snapshot,
+/// Steps 2 and 3, no peer decided: per family, IPv4 then IPv6 (only the inherited family when one counts),
+/// the kernel's route to an off-link destination when an `ip rule` takes it out of table main
+/// ([`policy_default`], F28), else the default routes of table main ([`main_default`]).
+fn default_routes<'a>(
     v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    // 2./3. Default routes, IPv4 then IPv6: policy routing first, then table main by metric.
     for fam in [Family::Inet, Family::Inet6] {
         if family.is_some_and(|f| f != fam) {
             continue;
@@ -382,74 +391,91 @@ fn default_route<'a>(
         if let Some(p) = policy_default(v, fam) {
             return Some(p);
         }
-        let mut defaults: Vec<_> = v
-            .net
-            .routes
-            .iter()
-            .filter(|r| r.is_default() && r.family == fam && r.kind == 1)
-            .collect();
-        defaults.sort_by_key(|r| r.metric);
-        let mut skipped: Vec<String> = Vec::new();
-        for r in defaults {
-            for hop in r.paths() {
-                let Some(l) = v.link(hop.oif) else { continue };
-                match v.candidate(l, Some(fam)) {
-                    Some(a) if !hop.linkdown => {
-                        if !skipped.is_empty() {
-                            plan.warn(
-                                "default-route-down",
-                                format!(
-                                    "the preferred default route is unusable: {}; took {} (metric {}) instead",
-                                    skipped.join("; "),
-                                    l.name,
-                                    r.metric
-                                ),
-                                "bring that interface up or remove its default route",
-                            );
-                        }
-                        return Some(Pick {
-                            link: l,
-                            addr: Some(a),
-                            how: format!("default route (metric {})", r.metric),
-                            routed: true,
-                        });
+        if let Some(p) = main_default(v, fam, plan) {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// The unicast default routes of table main in family `fam`, lowest metric first: the first whose interface
+/// is a candidate and whose next hop is not link-down. One skipped for a dead link is named in a
+/// `default-route-down` warning when a later one is taken (F11).
+fn main_default<'a>(v: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option<Pick<'a>> {
+    let mut defaults: Vec<_> = v
+        .net
+        .routes
+        .iter()
+        .filter(|r| r.is_default() && r.family == fam && r.kind == 1)
+        .collect();
+    defaults.sort_by_key(|r| r.metric);
+    let mut skipped: Vec<String> = Vec::new();
+    for r in defaults {
+        for hop in r.paths() {
+            let Some(l) = v.link(hop.oif) else { continue };
+            match v.candidate(l, Some(fam)) {
+                Some(a) if !hop.linkdown => {
+                    if !skipped.is_empty() {
+                        plan.warn(
+                            "default-route-down",
+                            format!(
+                                "the preferred default route is unusable: {}; took {} (metric {}) instead",
+                                skipped.join("; "),
+                                l.name,
+                                r.metric
+                            ),
+                            "bring that interface up or remove its default route",
+                        );
                     }
-                    _ => skipped.push(format!(
-                        "default route over {} (metric {}): {}",
-                        l.name,
-                        r.metric,
-                        if hop.linkdown && l.running {
-                            "link down".to_string()
-                        } else {
-                            v.why_not(l, Some(fam))
-                        }
-                    )),
+                    return Some(Pick {
+                        link: l,
+                        addr: Some(a),
+                        how: format!("default route (metric {})", r.metric),
+                        routed: true,
+                    });
                 }
+                _ => skipped.push(format!(
+                    "default route over {} (metric {}): {}",
+                    l.name,
+                    r.metric,
+                    if hop.linkdown && l.running {
+                        "link down".to_string()
+                    } else {
+                        v.why_not(l, Some(fam))
+                    }
+                )),
             }
         }
     }
-    // 4./5. No route told: the only candidate, or the best ranked.
+    None
+}
+
+/// Steps 4 and 5, no route told: the only candidate, or the best ranked of several ([`rank`]; then not
+/// `routed`, which the caller warns about).
+fn ranked_candidate<'a>(
+    snap: &Snapshot,
+    v: &NetworkView<'a>,
+    family: Option<Family>,
+) -> Option<Pick<'a>> {
     let mut cands = v.candidates(family);
     cands.sort_by_key(|(l, a)| rank(l, a));
-    if let Some((l, a)) = cands.first() {
-        let routes = if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
-            "no route to the peer or default route names one"
-        } else {
-            "no default route names one"
-        };
-        let how = if cands.len() == 1 {
-            format!("the only usable interface ({routes})")
-        } else {
-            format!("best ranked of several usable interfaces ({routes})")
-        };
-        return Some(Pick {
-            link: l,
-            addr: Some(a),
-            how,
-            routed: cands.len() == 1,
-        });
-    }
-    None
+    let (l, a) = cands.first()?;
+    let routes = if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
+        "no route to the peer or default route names one"
+    } else {
+        "no default route names one"
+    };
+    let how = if cands.len() == 1 {
+        format!("the only usable interface ({routes})")
+    } else {
+        format!("best ranked of several usable interfaces ({routes})")
+    };
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how,
+        routed: cands.len() == 1,
+    })
 }
 
 /// The kernel's route to an off-link destination ([`Network::default_lookups`]) when it came from a
@@ -481,161 +507,272 @@ fn is_multi(snap: &Snapshot) -> bool {
     snap.job.is_multi_node()
 }
 
-/// Decide `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`, `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `POD_IP`,
-/// and warn about what is visible and dangerous. Requires `snap.net` to be `Ok` (the caller handles a failed
-/// probe). Field cases F1–F12 (shared/FIELD-CASES.md).
-pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
-    let Ok(net) = &snap.net else { return };
-    let v = NetworkView::new(net, &cfg.exclude).for_job(snap);
-    let fix = Fix { vendor };
-    let env = &snap.env;
-    let conf = &snap.conf_files;
-    let multi = is_multi(snap);
-    let single = snap.job.is_single_node();
-    let target = nccl_target(snap);
-    let era = target.era;
+/// `NCCL_SOCKET_FAMILY` as inherited and as the choice uses it.
+struct InheritedFamily<'s> {
+    /// The value NCCL sees and where it came from ([`effective`]).
+    value: Option<(&'s str, String)>,
+    /// The family the choice is restricted to: the inherited one when it counts
+    /// ([`nccl_rules::socket_family`]) and some candidate has it; `None` otherwise.
+    used: Option<Family>,
+    /// The inherited value and its origin when it counts but no candidate has that family (AF_INET6 on an
+    /// IPv4-only host: NCCL would bootstrap on a link-local address or find nothing): ncclenv chooses
+    /// without it and repairs it ([`export_family`]).
+    repair: Option<(String, String)>,
+}
 
-    let fam_value = effective("NCCL_SOCKET_FAMILY", env, conf);
-    let fam_inherited = nccl_rules::socket_family(fam_value.as_ref().map(|(v, _)| *v));
-    if let (Some((val, origin)), None) = (&fam_value, fam_inherited) {
+/// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`) when NCCL ignores its value.
+fn inherited_family<'s>(
+    snap: &'s Snapshot,
+    v: &NetworkView,
+    plan: &mut Plan,
+) -> InheritedFamily<'s> {
+    let value = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
+    let counts = nccl_rules::socket_family(value.as_ref().map(|(v, _)| *v));
+    if let (Some((val, origin)), None) = (&value, counts) {
         plan.warn(
             "family-ignored",
             format!("NCCL ignores NCCL_SOCKET_FAMILY={val:?} (from {origin}): only AF_INET and AF_INET6 count"),
             "set NCCL_SOCKET_FAMILY=AF_INET or AF_INET6, or unset it",
         );
     }
-
-    // An inherited family no usable interface has (AF_INET6 on an IPv4-only host): NCCL would bootstrap on a
-    // link-local address or find nothing. ncclenv chooses without it and repairs it below.
-    let mut fam = fam_inherited;
-    let mut fam_repair: Option<(String, String)> = None;
-    if let (Some(f), Some((val, origin))) = (fam_inherited, &fam_value) {
+    let mut used = counts;
+    let mut repair = None;
+    if let (Some(f), Some((val, origin))) = (counts, &value) {
         if v.candidates(Some(f)).is_empty() && !v.candidates(None).is_empty() {
-            fam = None;
-            fam_repair = Some((val.to_string(), origin.clone()));
+            used = None;
+            repair = Some((val.to_string(), origin.clone()));
         }
     }
+    InheritedFamily {
+        value,
+        used,
+        repair,
+    }
+}
 
-    // ncclenv's own choice.
-    let own = choose(snap, &v, fam, plan);
-    let lo = v.net.links.iter().find(|l| l.loopback);
+/// The inherited `NCCL_SOCKET_IFNAME`, evaluated as NCCL would with the NCCL the command loads.
+enum InheritedList<'s> {
+    /// Not set in the environment or a configuration file.
+    Absent,
+    /// Set, but NCCL ignores it (one character or less, `ifname_counts`): warned, ncclenv sets its choice.
+    Ignored,
+    /// NCCL would work with it: kept; `first` is NCCL's first match, the interface it bootstraps on.
+    Kept {
+        value: &'s str,
+        origin: String,
+        first: Found,
+    },
+    /// NCCL would fail with it (`why`): repaired with ncclenv's own choice, or with `lo` when there is none.
+    Fatal {
+        value: &'s str,
+        origin: String,
+        why: String,
+    },
+}
 
-    // The inherited NCCL_SOCKET_IFNAME, evaluated as NCCL would.
-    let inherited = effective("NCCL_SOCKET_IFNAME", env, conf);
-    let mut kept: Option<Found> = None;
-    if let Some((val, origin)) = &inherited {
-        if !nccl_rules::ifname_counts(val) {
-            plan.warn(
-                "ifname-ignored",
-                format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
-                "remove it; ncclenv sets its own choice",
-            );
-        } else {
-            let pick = nccl_rules::nccl_pick(net, Some(val), fam, era);
-            let fatal = match pick.found.first() {
-                None => Some(format!(
-                    "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
-                    {
-                        let down: Vec<&str> = net
-                            .links
-                            .iter()
-                            .filter(|l| nccl_rules::parse_if_list(val).accepts(&l.name))
-                            .map(|l| l.name.as_str())
-                            .collect();
-                        let names = if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) };
-                        format!("{names}{}", whitespace_hint(val))
-                    }
-                )),
-                // Before 2.28 NCCL takes an interface without carrier (FIELD-CASES F8): bootstrap binds
-                // to a dead link, and no peer ever connects.
-                Some(f) if !f.running => Some(format!(
-                    "{} would bootstrap on {} ({}), which has no carrier (not RUNNING): no other rank can connect to it",
-                    target.describe(),
-                    f.name,
-                    f.addr
-                )),
-                Some(f)
-                    if multi
-                        && (f.loopback
-                            || (is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr))) =>
-                {
-                    Some(format!(
-                    "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
-                    f.name,
-                    f.addr,
-                    snap.job.nnodes.unwrap_or(2)
-                ))
-                }
-                _ => None,
-            };
-            match fatal {
-                Some(why) => {
-                    if let Some(p) = own.as_ref() {
-                        let new = v.nccl_value(&p.link.name);
-                        fix.apply(
-                            plan,
-                            Repair {
-                                name: "NCCL_SOCKET_IFNAME",
-                                old: val,
-                                new: Some(new.clone()),
-                                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                                code: "inherited-ifname-repaired",
-                                message: format!(
-                                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {new:?}: {why}. Usable interfaces: {}",
-                                    v.usable_list(fam)
-                                ),
-                                remedy: format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {new}"),
-                            },
-                        );
-                    }
-                    // No own choice: handled below with the loopback fallback.
-                }
-                None => {
-                    let first = pick.found[0].clone();
-                    // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY
-                    // (the first match's) when it is not inherited, which drops the other family's matches.
-                    let final_fam = fam.unwrap_or_else(|| Family::of(&first.addr));
-                    let final_pick = nccl_rules::nccl_pick(net, Some(val), Some(final_fam), era);
-                    let dropped: Vec<&Found> = pick
-                        .found
-                        .iter()
-                        .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
-                        .collect();
-                    if !single {
-                        risk_warnings(
-                            &v,
-                            val,
-                            origin,
-                            &final_pick.found,
-                            &dropped,
-                            final_fam,
-                            plan,
-                        );
-                    }
-                    unmatched_entries(&v, val, origin, plan);
-                    kept = Some(first);
-                }
+impl InheritedList<'_> {
+    /// The value and its origin when NCCL takes it into account (kept or fatal).
+    fn counted(&self) -> Option<(&str, &str)> {
+        match self {
+            InheritedList::Kept { value, origin, .. }
+            | InheritedList::Fatal { value, origin, .. } => Some((value, origin)),
+            InheritedList::Absent | InheritedList::Ignored => None,
+        }
+    }
+}
+
+/// Step "inherited interface list": evaluate `NCCL_SOCKET_IFNAME` with `family` (the inherited one, when
+/// used). Warns `ifname-ignored` for a value NCCL ignores; for a kept value, the risks
+/// ([`risk_warnings`], unless the job is known to be single-node) and entries matching nothing
+/// ([`unmatched_entries`]).
+fn inherited_list<'s>(
+    snap: &'s Snapshot,
+    v: &NetworkView,
+    family: Option<Family>,
+    target: &NcclTarget,
+    plan: &mut Plan,
+) -> InheritedList<'s> {
+    let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
+        return InheritedList::Absent;
+    };
+    if !nccl_rules::ifname_counts(val) {
+        plan.warn(
+            "ifname-ignored",
+            format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
+            "remove it; ncclenv sets its own choice",
+        );
+        return InheritedList::Ignored;
+    }
+    let net = v.net;
+    let pick = nccl_rules::nccl_pick(net, Some(val), family, target.era);
+    if let Some(why) = fatal_reason(snap, v, val, &pick.found, target) {
+        return InheritedList::Fatal {
+            value: val,
+            origin,
+            why,
+        };
+    }
+    let first = pick.found[0].clone();
+    // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY (the first match's)
+    // when it is not inherited, which drops the other family's matches.
+    let final_fam = family.unwrap_or_else(|| Family::of(&first.addr));
+    let final_pick = nccl_rules::nccl_pick(net, Some(val), Some(final_fam), target.era);
+    let dropped: Vec<&Found> = pick
+        .found
+        .iter()
+        .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
+        .collect();
+    if !snap.job.is_single_node() {
+        risk_warnings(
+            v,
+            val,
+            &origin,
+            &final_pick.found,
+            &dropped,
+            final_fam,
+            plan,
+        );
+    }
+    unmatched_entries(v, val, &origin, plan);
+    InheritedList::Kept {
+        value: val,
+        origin,
+        first,
+    }
+}
+
+/// Why NCCL would fail with the inherited list `val` whose matches are `found`: no match (NCCL fails with
+/// "Bootstrap : no socket interface found"); a first match without carrier (NCCL before 2.28 bootstraps on it,
+/// F8); in a multi-node job a first match on loopback or link-local only. `None` when it works.
+fn fatal_reason(
+    snap: &Snapshot,
+    v: &NetworkView,
+    val: &str,
+    found: &[Found],
+    target: &NcclTarget,
+) -> Option<String> {
+    match found.first() {
+        None => Some(format!(
+            "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
+            {
+                let down: Vec<&str> = v
+                    .net
+                    .links
+                    .iter()
+                    .filter(|l| nccl_rules::parse_if_list(val).accepts(&l.name))
+                    .map(|l| l.name.as_str())
+                    .collect();
+                let names = if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) };
+                format!("{names}{}", whitespace_hint(val))
             }
-        }
-    }
-
-    // The interface every library will use.
-    let (ifname, addr, how) = if let Some(f) = &kept {
-        let (val, origin) = inherited
-            .as_ref()
-            .map(|(a, b)| (*a, b.as_str()))
-            .unwrap_or(("", ""));
-        (
-            f.name.clone(),
-            Some(f.addr),
-            format!("inherited NCCL_SOCKET_IFNAME={val} (from {origin}), NCCL's first match"),
-        )
-    } else if let Some(p) = &own {
-        if inherited
-            .as_ref()
-            .is_none_or(|(val, _)| !nccl_rules::ifname_counts(val))
+        )),
+        // Before 2.28 NCCL takes an interface without carrier (F8, docs/field-cases.md): bootstrap binds to a
+        // dead link, and no peer ever connects.
+        Some(f) if !f.running => Some(format!(
+            "{} would bootstrap on {} ({}), which has no carrier (not RUNNING): no other rank can connect to it",
+            target.describe(),
+            f.name,
+            f.addr
+        )),
+        Some(f)
+            if is_multi(snap)
+                && (f.loopback || (is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr))) =>
         {
-            let value = v.nccl_value(&p.link.name);
+            Some(format!(
+                "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
+                f.name,
+                f.addr,
+                snap.job.nnodes.unwrap_or(2)
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The interface every library of the job will use: its name, its address (when it has one) and how it was
+/// chosen.
+struct Bound {
+    ifname: String,
+    addr: Option<IpAddr>,
+    how: String,
+}
+
+/// Decide `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`, `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `POD_IP`,
+/// and warn about what is visible and dangerous. Requires `snap.net` to be `Ok` (the caller handles a failed
+/// probe). The steps, in order: the inherited family, ncclenv's own choice ([`choose`]), the inherited
+/// interface list ([`InheritedList`]), the interface used (kept, own, or the loopback fallback or a
+/// refusal), the family export, the companions, then warnings about the network's layout. Field cases
+/// F1–F12, F16, F26–F29 (`docs/field-cases.md`).
+pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
+    let Ok(net) = &snap.net else { return };
+    let v = NetworkView::new(net, &cfg.exclude).for_job(snap);
+    let fix = Fix { vendor };
+    let target = nccl_target(snap);
+
+    let family = inherited_family(snap, &v, plan);
+    let own = choose(snap, &v, family.used, plan);
+    let list = inherited_list(snap, &v, family.used, &target, plan);
+    let bound = match (&list, &own) {
+        (
+            InheritedList::Kept {
+                value,
+                origin,
+                first,
+            },
+            _,
+        ) => Bound {
+            ifname: first.name.clone(),
+            addr: Some(first.addr),
+            how: format!(
+                "inherited NCCL_SOCKET_IFNAME={value} (from {origin}), NCCL's first match"
+            ),
+        },
+        (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, &fix, plan),
+        (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, &fix, plan) {
+            Some(b) => b,
+            None => return,
+        },
+    };
+    peer_on_loopback(snap, plan);
+    plan.choice = Some(Choice {
+        ifname: bound.ifname.clone(),
+        addr: bound.addr,
+        how: bound.how.clone(),
+    });
+    export_family(&family, &bound, &fix, plan);
+    companions(&v, snap, &bound, &fix, plan);
+    layout_warnings(&v, snap, &bound, plan);
+}
+
+/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value,
+/// [`Fix`]), and warn `no-route-decided` when no route supported it.
+fn own_interface(
+    snap: &Snapshot,
+    v: &NetworkView,
+    p: &Pick,
+    list: &InheritedList,
+    family: Option<Family>,
+    fix: &Fix,
+    plan: &mut Plan,
+) -> Bound {
+    let value = v.nccl_value(&p.link.name);
+    match list {
+        InheritedList::Fatal { value: val, origin, why } => fix.apply(
+            plan,
+            Repair {
+                name: "NCCL_SOCKET_IFNAME",
+                old: val,
+                new: Some(value.clone()),
+                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
+                code: "inherited-ifname-repaired",
+                message: format!(
+                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
+                    v.usable_list(family)
+                ),
+                remedy: format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
+            },
+        ),
+        InheritedList::Absent | InheritedList::Ignored => {
             let exact = value.starts_with('=');
             plan.set(
                 "NCCL_SOCKET_IFNAME",
@@ -652,142 +789,167 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 ),
             );
         }
-        if !p.routed {
-            let lead = match &snap.peer {
-                Some(peer) if !peer.addrs.is_empty() => {
-                    "no route to the peer and no default route named an interface"
-                }
-                Some(_) => "the peer did not resolve and no default route named an interface",
-                None => "no peer is named and no default route names an interface",
-            };
-            plan.warn_strict(
-                "no-route-decided",
-                format!(
-                    "{lead}; took {} as the {}. Usable: {}",
-                    p.link.name,
-                    p.how,
-                    v.usable_list(fam)
-                ),
-                "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
-            );
-        }
-        (p.link.name.clone(), p.addr.map(|a| a.addr), p.how.clone())
-    } else {
-        // No candidate at all: only loopback is left.
-        // Interfaces that only NCCLENV_EXCLUDE kept out: the refusal must name the user's own list.
-        let excluded: Vec<String> = NetworkView::new(net, &[])
-            .candidates(fam)
-            .iter()
-            .map(|(l, _)| l.name.clone())
-            .collect();
-        let lo_down = lo.filter(|l| !l.up || !l.running);
-        let lacks = format!(
-            "this container has no usable network interface but lo (usable: {}){}{}",
-            v.usable_list(fam),
-            match lo_down {
-                Some(l) => format!(
-                    "; and {} itself is down (state {}), so not even loopback works",
-                    l.name, l.oper_state
-                ),
-                None => String::new(),
-            },
-            if !excluded.is_empty() {
-                format!(
-                    "; NCCLENV_EXCLUDE={} removed {}",
-                    cfg.exclude.join(","),
-                    excluded.join(", ")
-                )
-            } else if net.links.iter().all(|l| l.loopback) {
-                "; it looks like --network=none".to_string()
-            } else {
-                String::new()
-            }
-        );
-        if multi {
-            plan.refuse(
-                format!(
-                    "{lacks}, and this is a {}-node job ({}): no interface can reach another node",
-                    snap.job.nnodes.unwrap_or(2),
-                    snap.job.source.as_deref().unwrap_or("launcher")
-                ),
-                "give the container a network the other nodes can connect back to: --network=host, a routable pod network, or a Multus interface on the nodes' network (not --network=none; Docker's default bridge hides the container behind NAT)",
-            );
-            return;
-        }
-        let Some(lo) = lo else {
-            plan.warn(
-                "no-interface",
-                format!("{lacks}; not even lo is present"),
-                "give the container a network",
-            );
-            return;
-        };
-        if lo_down.is_some() {
-            plan.warn(
-                "no-interface",
-                lacks,
-                "bring loopback up (ip link set lo up; Docker and Kubernetes do it for every container), or give the container a network",
-            );
-            return;
-        }
-        let addr = net
-            .addrs
-            .iter()
-            .filter(|a| a.index == lo.index && fam.is_none_or(|f| a.family() == f))
-            .min_by_key(|a| a.family())
-            .map(|a| a.addr);
-        let value = v.nccl_value(&lo.name);
-        match &inherited {
-            Some((val, origin)) if nccl_rules::ifname_counts(val) => fix.apply(
-                plan,
-                Repair {
-                    name: "NCCL_SOCKET_IFNAME",
-                    old: val,
-                    new: Some(value.clone()),
-                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                    code: "inherited-ifname-repaired",
-                    message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                    remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
-                },
-            ),
-            _ => plan.set(
-                "NCCL_SOCKET_IFNAME",
-                value,
-                "no usable interface but loopback: single-node only",
-            ),
-        }
-        plan.warn_strict(
-            "loopback-only",
-            format!("{lacks}; using lo: only a single-node job can work"),
-            "for a multi-node job give the container a network (not --network=none); for one node this is fine",
-        );
-        (lo.name.clone(), addr, "loopback fallback".to_string())
-    };
-
-    // A master on loopback in a multi-node job: the other nodes are told to connect to their own loopback.
-    if let (true, Some(p)) = (multi, &snap.peer) {
-        if p.addrs.iter().any(|a| a.is_loopback()) {
-            plan.warn(
-                "peer-is-loopback",
-                format!(
-                    "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
-                    p.host,
-                    p.source,
-                    snap.job.nnodes.unwrap_or(2)
-                ),
-                "give the launcher the master's routable address or host name",
-            );
-        }
+        InheritedList::Kept { .. } => {}
     }
+    if !p.routed {
+        let lead = match &snap.peer {
+            Some(peer) if !peer.addrs.is_empty() => {
+                "no route to the peer and no default route named an interface"
+            }
+            Some(_) => "the peer did not resolve and no default route named an interface",
+            None => "no peer is named and no default route names an interface",
+        };
+        plan.warn_strict(
+            "no-route-decided",
+            format!(
+                "{lead}; took {} as the {}. Usable: {}",
+                p.link.name,
+                p.how,
+                v.usable_list(family)
+            ),
+            "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
+        );
+    }
+    Bound {
+        ifname: p.link.name.clone(),
+        addr: p.addr.map(|a| a.addr),
+        how: p.how.clone(),
+    }
+}
 
-    plan.choice = Some(Choice {
-        ifname: ifname.clone(),
+/// Step "loopback fallback or refusal", no candidate at all: a multi-node job is refused; without `lo`, or
+/// with `lo` down, a warning and nothing set (both `None`); otherwise `lo` with a `loopback-only` warning
+/// (repairing an inherited value that counts).
+fn loopback_fallback(
+    snap: &Snapshot,
+    cfg: &Config,
+    v: &NetworkView,
+    list: &InheritedList,
+    family: Option<Family>,
+    fix: &Fix,
+    plan: &mut Plan,
+) -> Option<Bound> {
+    let net = v.net;
+    let lo = net.links.iter().find(|l| l.loopback);
+    // Interfaces that only NCCLENV_EXCLUDE kept out: the refusal must name the user's own list.
+    let excluded: Vec<String> = NetworkView::new(net, &[])
+        .candidates(family)
+        .iter()
+        .map(|(l, _)| l.name.clone())
+        .collect();
+    let lo_down = lo.filter(|l| !l.up || !l.running);
+    let lacks = format!(
+        "this container has no usable network interface but lo (usable: {}){}{}",
+        v.usable_list(family),
+        match lo_down {
+            Some(l) => format!(
+                "; and {} itself is down (state {}), so not even loopback works",
+                l.name, l.oper_state
+            ),
+            None => String::new(),
+        },
+        if !excluded.is_empty() {
+            format!(
+                "; NCCLENV_EXCLUDE={} removed {}",
+                cfg.exclude.join(","),
+                excluded.join(", ")
+            )
+        } else if net.links.iter().all(|l| l.loopback) {
+            "; it looks like --network=none".to_string()
+        } else {
+            String::new()
+        }
+    );
+    if is_multi(snap) {
+        plan.refuse(
+            format!(
+                "{lacks}, and this is a {}-node job ({}): no interface can reach another node",
+                snap.job.nnodes.unwrap_or(2),
+                snap.job.source.as_deref().unwrap_or("launcher")
+            ),
+            "give the container a network the other nodes can connect back to: --network=host, a routable pod network, or a Multus interface on the nodes' network (not --network=none; Docker's default bridge hides the container behind NAT)",
+        );
+        return None;
+    }
+    let Some(lo) = lo else {
+        plan.warn(
+            "no-interface",
+            format!("{lacks}; not even lo is present"),
+            "give the container a network",
+        );
+        return None;
+    };
+    if lo_down.is_some() {
+        plan.warn(
+            "no-interface",
+            lacks,
+            "bring loopback up (ip link set lo up; Docker and Kubernetes do it for every container), or give the container a network",
+        );
+        return None;
+    }
+    let addr = net
+        .addrs
+        .iter()
+        .filter(|a| a.index == lo.index && family.is_none_or(|f| a.family() == f))
+        .min_by_key(|a| a.family())
+        .map(|a| a.addr);
+    let value = v.nccl_value(&lo.name);
+    match list.counted() {
+        Some((val, origin)) => fix.apply(
+            plan,
+            Repair {
+                name: "NCCL_SOCKET_IFNAME",
+                old: val,
+                new: Some(value.clone()),
+                reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                code: "inherited-ifname-repaired",
+                message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
+            },
+        ),
+        None => plan.set(
+            "NCCL_SOCKET_IFNAME",
+            value,
+            "no usable interface but loopback: single-node only",
+        ),
+    }
+    plan.warn_strict(
+        "loopback-only",
+        format!("{lacks}; using lo: only a single-node job can work"),
+        "for a multi-node job give the container a network (not --network=none); for one node this is fine",
+    );
+    Some(Bound {
+        ifname: lo.name.clone(),
         addr,
-        how: how.clone(),
-    });
+        how: "loopback fallback".to_string(),
+    })
+}
 
-    // NCCL_SOCKET_FAMILY matching the chosen address.
-    if let (Some((val, origin)), Some(a)) = (&fam_repair, addr) {
+/// `peer-is-loopback`: a master on loopback in a multi-node job (the other nodes are told to connect to
+/// their own loopback).
+fn peer_on_loopback(snap: &Snapshot, plan: &mut Plan) {
+    let (true, Some(p)) = (is_multi(snap), &snap.peer) else {
+        return;
+    };
+    if p.addrs.iter().any(|a| a.is_loopback()) {
+        plan.warn(
+            "peer-is-loopback",
+            format!(
+                "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
+                p.host,
+                p.source,
+                snap.job.nnodes.unwrap_or(2)
+            ),
+            "give the launcher the master's routable address or host name",
+        );
+    }
+}
+
+/// Step "family export": `NCCL_SOCKET_FAMILY` matching the bound address. An inherited family no candidate
+/// has is repaired ([`InheritedFamily::repair`]); an unset one is set; one that counts is left alone.
+fn export_family(family: &InheritedFamily, bound: &Bound, fix: &Fix, plan: &mut Plan) {
+    let ifname = &bound.ifname;
+    if let (Some((val, origin)), Some(a)) = (&family.repair, bound.addr) {
         let new = Family::of(&a).nccl_name();
         fix.apply(
             plan,
@@ -809,8 +971,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 ),
             },
         );
-    } else if fam_value.is_none() {
-        if let Some(a) = addr {
+    } else if family.value.is_none() {
+        if let Some(a) = bound.addr {
             plan.set(
                 "NCCL_SOCKET_FAMILY",
                 Family::of(&a).nccl_name(),
@@ -821,14 +983,18 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             );
         }
     }
+}
 
-    // Framework companions: exact interface names only.
+/// Step "companions": the frameworks' and launchers' own interface variables (exact names only), `POD_IP`,
+/// and the addresses the launcher declares or advertises, checked against the bound interface.
+fn companions(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: &mut Plan) {
+    let (ifname, addr) = (bound.ifname.as_str(), bound.addr);
     for var in ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"] {
-        companion(&v, env, var, &ifname, &fix, plan);
+        companion(v, &snap.env, var, ifname, fix, plan);
     }
-    other_launchers(&v, snap, &ifname, addr, &fix, plan);
-    pod_ip(snap, &ifname, addr, multi, &fix, plan);
-    declared_differs(&v, snap, &ifname, addr, plan);
+    other_launchers(v, snap, ifname, addr, fix, plan);
+    pod_ip(snap, ifname, addr, is_multi(snap), fix, plan);
+    declared_differs(v, snap, ifname, addr, plan);
     if let (false, Some(a)) = (snap.job.ips.is_empty(), addr) {
         let ips: Vec<IpAddr> = snap.job.ips.iter().filter_map(|h| h.parse().ok()).collect();
         if ips.len() == snap.job.ips.len() && !ips.contains(&a) {
@@ -842,10 +1008,14 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             );
         }
     }
+}
 
-    overlapping_prefixes(&v, plan);
-    if multi {
-        container_bridge_nat(&v, snap, &ifname, addr, plan);
+/// Warnings about the network's layout around the bound interface: overlapping prefixes, a container bridge
+/// behind NAT (multi-node jobs), proxies in the way of the rendezvous.
+fn layout_warnings(v: &NetworkView, snap: &Snapshot, bound: &Bound, plan: &mut Plan) {
+    overlapping_prefixes(v, plan);
+    if is_multi(snap) {
+        container_bridge_nat(v, snap, &bound.ifname, bound.addr, plan);
     }
     proxy_warning(snap, plan);
 }
