@@ -1,6 +1,6 @@
 //! Findings about the host that change no variable but can make NCCL fail or surprise: a GPU list the CUDA
-//! runtime or the container toolkit reads differently than written, and several NCCL versions on disk. Both
-//! used to be text in `doctor` only; as findings they have a code and count for doctor's exit code.
+//! runtime or the container toolkit reads differently than written, and several NCCL versions on disk. As
+//! findings they have a code and count for doctor's exit code.
 
 use crate::plan::Plan;
 use crate::snapshot::{distinct_versions, Snapshot};

@@ -9,7 +9,8 @@
 //! 2. `RTM_GETADDR` dump, family `AF_UNSPEC` → [`Addr`]s (the kernel walks `AF_INET` before `AF_INET6`,
 //!    `rtnl_dump_all`, net/core/rtnetlink.c);
 //! 3. `RTM_GETROUTE` dumps for `AF_INET`, then `AF_INET6` → [`Route`]s of table main (254), filtered here
-//!    rather than in the request (NCCL-FACTS §9: rtnetlink's `RouteMessageBuilder` defaults act as filters);
+//!    rather than in the request (a strict-checking kernel treats request fields as filters: rtnetlink 0.24's
+//!    `RouteMessageBuilder` defaults, protocol static, type unicast, table main, made a dump return nothing);
 //! 4. one `RTM_GETROUTE` request with `RTA_DST` per peer address (what `ip route get ADDR` sends) →
 //!    [`RouteLookup`]s;
 //! 5. the same request for one off-link destination per family ([`offlink_dest`]): the route the kernel
@@ -18,24 +19,10 @@
 //! A dump the kernel marks `NLM_F_DUMP_INTR` (the table changed while it was read) is read again, up to three
 //! times in all.
 //!
-//! **No `rtnetlink` crate, no tokio.** The project brief named `rtnetlink` (async, on a tokio runtime) for
-//! this probe, and the full probe first used it (`rtnetlink::new_connection` on a current-thread runtime built
-//! per call). It was replaced by the blocking client above, which the start path already used, for size and
-//! start-up cost: requests are strictly sequential, so a runtime, a connection task and futures buy nothing.
-//! Measured on the stripped static binary (musl release build, budget 1.5 MiB in `tests/static_binary.rs`):
-//!
-//! * dropping `rtnetlink`, `netlink-proto`, `tokio` (+ `mio`, `bytes`, `futures-*`): 1,819,568 → 1,582,000
-//!   bytes;
-//! * reading answers by message type (`RTM_NEWLINK` → `LinkMessage`, `RTM_NEWADDR` → `AddressMessage`,
-//!   `RTM_NEWROUTE` → `RouteMessage`, anything else skipped) and writing requests as a hand-written
-//!   `nlmsghdr` + the message's own `Emitable`, instead of `RouteNetlinkMessage`'s parser and emitter (which
-//!   link in every rtnetlink family: tc, neighbours, rules, …): 1,582,000 → 1,430,448 bytes;
-//! * writing the `RTM_GETLINK` body by hand (`LinkRequest`) rather than with `LinkMessage`'s emitter, which
-//!   brings the emitters of every link attribute and link kind: 1,430,448 → 1,336,240 bytes.
-//!
-//! The kernel sees the same requests as before, byte for byte (`tests::requests_encode_like_netlink_message`),
-//! and the answers are read by the same `netlink-packet-route` parsers. Start-up time is unchanged and
-//! `doctor` is a little faster (no runtime to build).
+//! The client is blocking and sequential (no `rtnetlink` crate, no async runtime); requests are written as a
+//! hand-made `nlmsghdr` plus the message's own `Emitable`, answers read by message type with the
+//! `netlink-packet-route` parsers (`tests::requests_encode_like_netlink_message` checks the bytes). Why, with
+//! the sizes measured: `docs/performance.md`, "The netlink probe".
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
