@@ -486,7 +486,7 @@ fn rdma_tables(o: &mut String, snap: &Snapshot, r: &crate::snapshot::RdmaSnapsho
                 d.name.clone(),
                 p.port.to_string(),
                 p.port_state().to_string(),
-                phys_state(p.phys_state),
+                p.phys_port_state().to_string(),
                 dash(p.link_layer.clone()),
                 dash(p.rate.clone()),
                 verbs.clone(),
@@ -816,19 +816,6 @@ fn mib_text(bytes: u64) -> String {
 
 fn limit_text(v: Option<u64>) -> String {
     v.map_or("unlimited".into(), mib_text)
-}
-
-fn phys_state(s: u32) -> String {
-    match s {
-        1 => "Sleep".into(),
-        2 => "Polling".into(),
-        3 => "Disabled".into(),
-        4 => "PortConfigurationTraining".into(),
-        5 => "LinkUp".into(),
-        6 => "LinkErrorRecovery".into(),
-        7 => "PhyTest".into(),
-        n => n.to_string(),
-    }
 }
 
 #[cfg(test)]

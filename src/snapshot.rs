@@ -608,6 +608,10 @@ impl RdmaPort {
     pub fn port_state(&self) -> PortState {
         PortState(self.state)
     }
+    /// The port's physical state ([`RdmaPort::phys_state`] as a [`PhysState`]).
+    pub fn phys_port_state(&self) -> PhysState {
+        PhysState(self.phys_state)
+    }
 }
 
 /// An IB port's logical state, the number in sysfs `ports/<n>/state` (`enum ib_port_state` in the kernel's
@@ -632,6 +636,28 @@ impl std::fmt::Display for PortState {
             5 => f.write_str("ACTIVE_DEFER"),
             n => write!(f, "state {n}"),
         }
+    }
+}
+
+/// An IB port's physical state, the number in sysfs `ports/<n>/phys_state` (IBTA port physical states, as
+/// `ibstat` names them): 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp,
+/// 6 LinkErrorRecovery, 7 PhyTest. Displays as that name, another number as the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhysState(pub u32);
+
+impl std::fmt::Display for PhysState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.0 {
+            1 => "Sleep",
+            2 => "Polling",
+            3 => "Disabled",
+            4 => "PortConfigurationTraining",
+            5 => "LinkUp",
+            6 => "LinkErrorRecovery",
+            7 => "PhyTest",
+            n => return write!(f, "{n}"),
+        };
+        f.write_str(name)
     }
 }
 
@@ -753,5 +779,112 @@ impl Snapshot {
     /// An inherited variable's value, if set in the environment (not config files).
     pub fn var(&self, name: &str) -> Option<&str> {
         self.env.get(name).map(|s| s.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_states_display_as_the_kernel_names_them() {
+        let names: Vec<String> = (0..=6).map(|n| PortState(n).to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "state 0",
+                "DOWN",
+                "INIT",
+                "ARMED",
+                "ACTIVE",
+                "ACTIVE_DEFER",
+                "state 6"
+            ]
+        );
+        assert_eq!(PhysState(5).to_string(), "LinkUp");
+        assert_eq!(PhysState(3).to_string(), "Disabled");
+        assert_eq!(PhysState(9).to_string(), "9");
+        let p = RdmaPort {
+            state: 4,
+            phys_state: 5,
+            ..RdmaPort::default()
+        };
+        assert_eq!(p.port_state(), PortState::ACTIVE);
+        assert_eq!(p.phys_port_state().to_string(), "LinkUp");
+    }
+
+    #[test]
+    fn mib_shows_whole_mib_plainly_and_parts_with_bytes() {
+        assert_eq!(Mib(8 << 20).to_string(), "8 MiB");
+        assert_eq!(Mib(0).to_string(), "0 MiB");
+        assert_eq!(Mib(65536).to_string(), "0.06 MiB (65536 B)");
+    }
+
+    #[test]
+    fn usable_addresses_are_bindable_routable_and_not_loopback() {
+        let a = |addr: &str| Addr {
+            index: 2,
+            addr: addr.parse().expect("address"),
+            prefix_len: 24,
+            scope: 0,
+            tentative: false,
+            deprecated: false,
+            dad_failed: false,
+        };
+        assert!(a("10.0.0.2").usable());
+        assert!(a("fd00::2").usable());
+        assert!(!a("127.0.0.1").usable());
+        assert!(!a("::1").usable());
+        assert!(!a("169.254.1.2").usable());
+        assert!(!a("fe80::1").usable());
+        assert!(a("169.254.1.2").usable_link_local_v4());
+        assert!(!a("fe80::1").usable_link_local_v4());
+        for f in [
+            |x: &mut Addr| x.tentative = true,
+            |x: &mut Addr| x.deprecated = true,
+            |x: &mut Addr| x.dad_failed = true,
+        ] {
+            let mut x = a("10.0.0.2");
+            f(&mut x);
+            assert!(!x.bindable() && !x.usable());
+            let mut y = a("169.254.1.2");
+            f(&mut y);
+            assert!(!y.usable_link_local_v4());
+        }
+    }
+
+    #[test]
+    fn candidate_links_run_are_not_loopback_nor_excluded() {
+        let l = Link {
+            index: 2,
+            name: "eth0".into(),
+            up: true,
+            running: true,
+            ..Link::default()
+        };
+        assert!(l.is_candidate(&[]));
+        assert!(!l.is_candidate(&["eth0".to_string()]));
+        assert!(l.is_candidate(&["eth".to_string()]));
+        assert!(!Link {
+            running: false,
+            ..l.clone()
+        }
+        .is_candidate(&[]));
+        assert!(!Link {
+            loopback: true,
+            ..l.clone()
+        }
+        .is_candidate(&[]));
+        assert!(!l.is_bridge_like());
+        assert!(Link {
+            name: "br-1a2b".into(),
+            ..l.clone()
+        }
+        .is_bridge_like());
+        assert!(Link {
+            kind: Some("bridge".into()),
+            ..l
+        }
+        .is_bridge_like());
     }
 }

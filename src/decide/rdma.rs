@@ -36,7 +36,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `ibv_port_state` value of an active port (`IBV_PORT_ACTIVE`, sysfs `4: ACTIVE`).
-pub const PORT_ACTIVE: u32 = 4;
+pub const PORT_ACTIVE: u32 = crate::snapshot::PortState::ACTIVE.0;
 
 /// The smallest effective RLIMIT_MEMLOCK (bytes) ncclenv accepts for RDMA: 1 GiB. NCCL registers its buffers
 /// with `ibv_reg_mr` (src/transport/net_ib.cc, `ncclIbRegMrDmaBufInternal`); the common defaults 64 KiB and
