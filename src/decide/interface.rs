@@ -1281,17 +1281,38 @@ fn other_launchers(
     fix: &Fix,
     plan: &mut Plan,
 ) {
-    let env = &snap.env;
+    let c = Companion { v, ifname, fix };
     let launcher = snap.job.launcher;
-    let differs = |plan: &mut Plan, var: &str, val: &str| {
+    horovod_iface(&c, snap.env.get("HOROVOD_GLOO_IFACE"), launcher, plan);
+    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
+        ompi_if_include(&c, var, snap.env.get(var), launcher, addr, plan);
+    }
+    if let Some(val) = snap.env.get("UCX_NET_DEVICES") {
+        ucx_net_devices(&c, val, plan);
+    }
+}
+
+/// What the launcher variables' checks share: the network, the bound interface and how to repair.
+struct Companion<'a, 'n> {
+    v: &'a NetworkView<'n>,
+    ifname: &'a str,
+    fix: &'a Fix,
+}
+
+impl Companion<'_, '_> {
+    /// `companion-differs`: `var` selects another interface than NCCL's.
+    fn differs(&self, plan: &mut Plan, var: &str, val: &str) {
+        let ifname = self.ifname;
         plan.warn(
             "companion-differs",
             format!("{var}={val} selects another interface than NCCL's {ifname}"),
             format!("set {var} to {ifname} so that every library of the job uses one interface"),
         )
-    };
-    let repair = |plan: &mut Plan, var: &'static str, val: &str, why: String| {
-        fix.apply(
+    }
+    /// `launcher-ifname-repaired`: `var` would fail (`why`); replaced by the bound interface ([`Fix`]).
+    fn repair(&self, plan: &mut Plan, var: &'static str, val: &str, why: String) {
+        let ifname = self.ifname;
+        self.fix.apply(
             plan,
             Repair {
                 name: var,
@@ -1303,13 +1324,17 @@ fn other_launchers(
                 remedy: format!("set {var} to an interface that exists here, e.g. {ifname}"),
             },
         )
-    };
+    }
+}
 
-    match env.get("HOROVOD_GLOO_IFACE") {
+/// `HOROVOD_GLOO_IFACE`: one exact interface name. A list or a missing name is repaired, another interface
+/// warned; unset, it is set for `horovodrun`.
+fn horovod_iface(c: &Companion, val: Option<&String>, launcher: Option<Launcher>, plan: &mut Plan) {
+    match val {
         Some(val) => {
             let missing: Vec<&str> = val
                 .split(',')
-                .filter(|n| v.link_by_name(n).is_none())
+                .filter(|n| c.v.link_by_name(n).is_none())
                 .collect();
             if val.contains(',') || !missing.is_empty() {
                 let why = if val.contains(',') {
@@ -1324,94 +1349,113 @@ fn other_launchers(
                 } else {
                     format!("no interface named {val:?} exists here")
                 };
-                repair(plan, "HOROVOD_GLOO_IFACE", val, why);
-            } else if val != ifname {
-                differs(plan, "HOROVOD_GLOO_IFACE", val);
+                c.repair(plan, "HOROVOD_GLOO_IFACE", val, why);
+            } else if val != c.ifname {
+                c.differs(plan, "HOROVOD_GLOO_IFACE", val);
             }
         }
         None if launcher == Some(Launcher::Horovod) => plan.set(
             "HOROVOD_GLOO_IFACE",
-            ifname,
+            c.ifname,
             "the same interface as NCCL, for horovodrun's Gloo (one exact name)",
         ),
         None => {}
     }
+}
 
-    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
-        match env.get(var) {
-            Some(val) => {
-                let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
-                let mut bad: Vec<String> = Vec::new();
-                let mut selects = false;
-                for e in &entries {
-                    match e.split_once('/') {
-                        Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
-                            (Ok(n), Ok(l)) => {
-                                if !v.net.addrs.iter().any(|a| prefix_contains(&n, l, &a.addr)) {
-                                    bad.push(format!("{e} (no address here is in it)"));
-                                }
-                                selects |= addr.is_some_and(|a| prefix_contains(&n, l, &a));
-                            }
-                            _ => bad.push(format!("{e} (not a CIDR network)")),
-                        },
-                        None => {
-                            if v.link_by_name(e).is_none() {
-                                bad.push(format!("{e} (no such interface)"));
-                            }
-                            selects |= *e == ifname;
-                        }
-                    }
-                }
-                if entries.is_empty() || !bad.is_empty() {
-                    let why = if entries.is_empty() {
-                        "it names nothing".to_string()
-                    } else {
-                        format!("Open MPI cannot use {}", bad.join(", "))
-                    };
-                    repair(plan, var, val, why);
-                } else if !selects {
-                    differs(plan, var, val);
-                }
-            }
-            None if launcher == Some(Launcher::Mpi) => plan.set(
+/// Open MPI's `OMPI_MCA_{btl,oob}_tcp_if_include` (`var`): exact names or CIDR networks. An empty value, a
+/// missing name or a network holding no address here is repaired; one that does not select the bound
+/// interface (by name or by its address `addr`) is warned; unset, it is set for `mpirun`.
+fn ompi_if_include(
+    c: &Companion,
+    var: &'static str,
+    val: Option<&String>,
+    launcher: Option<Launcher>,
+    addr: Option<IpAddr>,
+    plan: &mut Plan,
+) {
+    let Some(val) = val else {
+        if launcher == Some(Launcher::Mpi) {
+            plan.set(
                 var,
-                ifname,
+                c.ifname,
                 "the same interface as NCCL, for Open MPI's TCP transport (Open MPI forwards it to every node)",
-            ),
-            None => {}
+            );
+        }
+        return;
+    };
+    let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+    let mut bad: Vec<String> = Vec::new();
+    let mut selects = false;
+    for e in &entries {
+        match e.split_once('/') {
+            Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
+                (Ok(n), Ok(l)) => {
+                    if !c
+                        .v
+                        .net
+                        .addrs
+                        .iter()
+                        .any(|a| prefix_contains(&n, l, &a.addr))
+                    {
+                        bad.push(format!("{e} (no address here is in it)"));
+                    }
+                    selects |= addr.is_some_and(|a| prefix_contains(&n, l, &a));
+                }
+                _ => bad.push(format!("{e} (not a CIDR network)")),
+            },
+            None => {
+                if c.v.link_by_name(e).is_none() {
+                    bad.push(format!("{e} (no such interface)"));
+                }
+                selects |= *e == c.ifname;
+            }
         }
     }
+    if entries.is_empty() || !bad.is_empty() {
+        let why = if entries.is_empty() {
+            "it names nothing".to_string()
+        } else {
+            format!("Open MPI cannot use {}", bad.join(", "))
+        };
+        c.repair(plan, var, val, why);
+    } else if !selects {
+        c.differs(plan, var, val);
+    }
+}
 
-    if let Some(val) = env.get("UCX_NET_DEVICES") {
-        let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
-        if !entries.contains(&"all") {
-            let (rdma, netdevs): (Vec<&str>, Vec<&str>) =
-                entries.iter().partition(|e| e.contains(':'));
-            let missing: Vec<&str> = netdevs
-                .iter()
-                .copied()
-                .filter(|n| v.link_by_name(n).is_none())
-                .collect();
-            if !missing.is_empty() && rdma.is_empty() {
-                repair(
-                    plan,
-                    "UCX_NET_DEVICES",
-                    val,
-                    format!("no interface named {} exists here", missing.join(", ")),
-                );
-            } else if !missing.is_empty() {
-                plan.warn(
-                    "companion-differs",
-                    format!(
-                        "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
-                        missing.join(", ")
-                    ),
-                    format!("remove the missing names or use {ifname}"),
-                );
-            } else if rdma.is_empty() && !netdevs.contains(&ifname) {
-                differs(plan, "UCX_NET_DEVICES", val);
-            }
-        }
+/// `UCX_NET_DEVICES`: netdev names and RDMA `device:port` entries, or `all`. Only judged, never set. Missing
+/// names are repaired when the value has no RDMA entry, else warned; a value that names netdevs but not the
+/// bound interface is warned.
+fn ucx_net_devices(c: &Companion, val: &str, plan: &mut Plan) {
+    let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+    if entries.contains(&"all") {
+        return;
+    }
+    let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
+    let missing: Vec<&str> = netdevs
+        .iter()
+        .copied()
+        .filter(|n| c.v.link_by_name(n).is_none())
+        .collect();
+    if !missing.is_empty() && rdma.is_empty() {
+        c.repair(
+            plan,
+            "UCX_NET_DEVICES",
+            val,
+            format!("no interface named {} exists here", missing.join(", ")),
+        );
+    } else if !missing.is_empty() {
+        plan.warn(
+            "companion-differs",
+            format!(
+                "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
+                missing.join(", ")
+            ),
+            format!("remove the missing names or use {}", c.ifname),
+        );
+    } else if rdma.is_empty() && !netdevs.contains(&c.ifname) {
+        c.differs(plan, "UCX_NET_DEVICES", val);
     }
 }
 
