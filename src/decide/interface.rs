@@ -20,8 +20,8 @@ use crate::nccl_rules::effective;
 use crate::nccl_rules::{self, Era, Found, PickSource};
 use crate::plan::{Choice, Plan};
 use crate::snapshot::{
-    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, Network, RdzvProtocol,
-    Snapshot,
+    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, Network, Peer, RdzvProtocol,
+    RouteLookup, Snapshot,
 };
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -244,7 +244,8 @@ fn choose<'a>(
 /// counts when the peer is on that link, F16), or, when the peer is this host, the interface owning the
 /// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used: such an address
 /// needs a scope (this host's interface index), which means nothing to the other nodes that NCCL's unique
-/// id is handed to.
+/// id is handed to. Each lookup is tried in turn; one that fails or leaves through an unusable interface is
+/// warned about and the next one (then the next step) decides.
 fn peer_route<'a>(
     snap: &Snapshot,
     v: &NetworkView<'a>,
@@ -252,6 +253,38 @@ fn peer_route<'a>(
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
     let peer = snap.peer.as_ref().filter(|p| !p.addrs.is_empty())?;
+    warn_link_local_v6_peer(peer, plan);
+    for lookup in &v.net.peer_routes {
+        if family.is_some_and(|f| Family::of(&lookup.dest) != f)
+            || (lookup.dest.is_ipv6() && is_link_local_ip(&lookup.dest))
+        {
+            continue;
+        }
+        if let Some(err) = &lookup.error {
+            plan.warn(
+                "peer-unreachable",
+                format!(
+                    "the kernel has no route to the peer {} ({} from {}): {err}",
+                    lookup.dest, peer.host, peer.source
+                ),
+                "check the peer address and this container's network; falling back to the default route",
+            );
+            continue;
+        }
+        let pick = if lookup.local {
+            peer_is_this_host(v, peer, lookup)
+        } else {
+            route_to_peer(v, peer, lookup, plan)
+        };
+        if pick.is_some() {
+            return pick;
+        }
+    }
+    None
+}
+
+/// `peer-link-local`: each IPv6 link-local address of the peer (NCCL's unique id carries no scope id).
+fn warn_link_local_v6_peer(peer: &Peer, plan: &mut Plan) {
     for a in peer
         .addrs
         .iter()
@@ -268,80 +301,73 @@ fn peer_route<'a>(
             "give the launcher the master's global or unique-local (fd00::/8) address, or an IPv4 address",
         );
     }
-    for lookup in &v.net.peer_routes {
-        if family.is_some_and(|f| Family::of(&lookup.dest) != f)
-            || (lookup.dest.is_ipv6() && is_link_local_ip(&lookup.dest))
-        {
-            continue;
-        }
-        let peer_fam = Some(Family::of(&lookup.dest));
-        if let Some(err) = &lookup.error {
-            plan.warn(
-                "peer-unreachable",
-                format!(
-                    "the kernel has no route to the peer {} ({} from {}): {err}",
-                    lookup.dest, peer.host, peer.source
-                ),
-                "check the peer address and this container's network; falling back to the default route",
-            );
-            continue;
-        }
-        if lookup.local {
-            // The peer is this host: the interface owning the address.
-            let owner = v.net.addrs.iter().find(|a| a.addr == lookup.dest);
-            if let Some((l, own)) = owner.and_then(|a| v.link(a.index).map(|l| (l, a))) {
-                if let Some(a) = v.candidate_for_peer(l, peer_fam).or_else(|| {
-                    // The owned address itself, when nothing better on the link is usable.
-                    (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own)
-                }) {
-                    return Some(Pick {
-                        link: l,
-                        addr: Some(a),
-                        how: format!(
-                            "this host is the peer {} ({}); the interface owning that address",
-                            lookup.dest, peer.source
-                        ),
-                        routed: true,
-                    });
-                }
-            }
-            continue;
-        }
-        let Some(l) = lookup.oif.and_then(|i| v.link(i)) else {
-            continue;
-        };
-        match v.candidate_for_peer(l, peer_fam) {
-            Some(a) => {
-                return Some(Pick {
-                    link: l,
-                    addr: Some(a),
-                    how: format!(
-                        "route to peer {} ({} from {}){}",
-                        lookup.dest,
-                        peer.host,
-                        peer.source,
-                        if a.is_link_local() {
-                            "; the peer is on that link, so its link-local address works"
-                        } else {
-                            ""
-                        }
-                    ),
-                    routed: true,
-                })
-            }
-            None => plan.warn(
-                "peer-route-unusable",
-                format!(
-                    "the route to the peer {} leaves through {}, but {}",
-                    lookup.dest,
-                    l.name,
-                    v.why_not(l, peer_fam)
-                ),
-                "fix that interface or the route; falling back to the default route",
+}
+
+/// The peer is this host (the kernel answers with a `local` route): the interface owning the address, when it
+/// is a candidate for the peer or the owned address is a bindable IPv4 link-local one on a candidate link.
+fn peer_is_this_host<'a>(
+    v: &NetworkView<'a>,
+    peer: &Peer,
+    lookup: &RouteLookup,
+) -> Option<Pick<'a>> {
+    let own = v.net.addrs.iter().find(|a| a.addr == lookup.dest)?;
+    let l = v.link(own.index)?;
+    let a = v
+        .candidate_for_peer(l, Some(Family::of(&lookup.dest)))
+        .or_else(|| {
+            // The owned address itself, when nothing better on the link is usable.
+            (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own)
+        })?;
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how: format!(
+            "this host is the peer {} ({}); the interface owning that address",
+            lookup.dest, peer.source
+        ),
+        routed: true,
+    })
+}
+
+/// The interface the kernel's route to the peer leaves through, when it is a candidate for the peer;
+/// otherwise a `peer-route-unusable` warning saying why not.
+fn route_to_peer<'a>(
+    v: &NetworkView<'a>,
+    peer: &Peer,
+    lookup: &RouteLookup,
+    plan: &mut Plan,
+) -> Option<Pick<'a>> {
+    let l = lookup.oif.and_then(|i| v.link(i))?;
+    let peer_fam = Some(Family::of(&lookup.dest));
+    let Some(a) = v.candidate_for_peer(l, peer_fam) else {
+        plan.warn(
+            "peer-route-unusable",
+            format!(
+                "the route to the peer {} leaves through {}, but {}",
+                lookup.dest,
+                l.name,
+                v.why_not(l, peer_fam)
             ),
-        }
-    }
-    None
+            "fix that interface or the route; falling back to the default route",
+        );
+        return None;
+    };
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how: format!(
+            "route to peer {} ({} from {}){}",
+            lookup.dest,
+            peer.host,
+            peer.source,
+            if a.is_link_local() {
+                "; the peer is on that link, so its link-local address works"
+            } else {
+                ""
+            }
+        ),
+        routed: true,
+    })
 }
 
 /// Step 1b, the address this node declares for itself (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's
