@@ -1,6 +1,7 @@
 //! NCCL's own rules for socket interfaces and its variables, mirrored from its source. This module is the only
-//! place that knows them; the decision asks it "what would NCCL do with this value here?". The rules in words,
-//! with their sources: `docs/nccl-rules.md`.
+//! place that knows them; the decision asks it "what would NCCL do with this value here?", and `doctor` what
+//! NCCL alone would do with the inherited environment ([`nccl_alone`], for the version the command loads:
+//! [`nccl_target`]). The rules in words, with their sources: `docs/nccl-rules.md`.
 //!
 //! Sources (NVIDIA/nccl, tags 2.18.3 … 2.30.7):
 //! - `initEnv`, `setEnvFile` in `src/misc/param.cc` (configuration files: the environment wins);
@@ -9,7 +10,7 @@
 //! - `envSocketFamily` in `src/misc/socket.cc` (`NCCL_SOCKET_FAMILY`);
 //! - `ncclLoadParam` in `src/misc/param.cc` (how every `NCCL_PARAM` integer variable is read).
 
-use crate::snapshot::{Addr, ConfFile, Family, Link, Network};
+use crate::snapshot::{Addr, ConfFile, Family, Link, Network, Snapshot, EXPLICIT_NCCL_SOURCE};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -377,6 +378,71 @@ pub fn nccl_pick(
         source: PickSource::Auto("none"),
         found: Vec::new(),
     }
+}
+
+/// The NCCL the command will run with, as far as the snapshot tells (`Snapshot::nccl_installs`: the library
+/// of `NCCLENV_NCCL_LIB` alone when it is set, else every installation found), and so the rules the model
+/// of NCCL applies where versions differ ([`Era`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclTarget {
+    /// The rules applied: [`Era::Current`] only when every version found is 2.28 or later; otherwise (an
+    /// older one, or none known) [`Era::Before2_28`], under which more inherited values fail.
+    pub era: Era,
+    /// The distinct versions found (`X.Y.Z`), sorted; empty when unknown.
+    pub versions: Vec<String>,
+}
+
+impl NcclTarget {
+    /// `NCCL 2.21.5 (before 2.28: …)`, or what was assumed when the version is unknown.
+    pub fn describe(&self) -> String {
+        if self.versions.is_empty() {
+            format!(
+                "NCCL (version not found; modelled as {})",
+                self.era.describe()
+            )
+        } else {
+            format!(
+                "NCCL {} ({})",
+                self.versions.join(", "),
+                self.era.describe()
+            )
+        }
+    }
+}
+
+/// See [`NcclTarget`].
+pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
+    let installs = match snap.nccl_installs.first() {
+        Some(i) if i.source == EXPLICIT_NCCL_SOURCE => std::slice::from_ref(i),
+        _ => &snap.nccl_installs[..],
+    };
+    let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
+    versions.sort();
+    versions.dedup();
+    let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
+    let era = if !eras.is_empty() && eras.len() == versions.len() {
+        eras.iter().copied().min().unwrap_or(Era::Before2_28)
+    } else {
+        Era::Before2_28
+    };
+    NcclTarget { era, versions }
+}
+
+/// What NCCL alone (without ncclenv) would do with the inherited environment (`NCCL_SOCKET_IFNAME` and
+/// `NCCL_SOCKET_FAMILY` as [`effective`] reads them), following the version the command will load
+/// ([`nccl_target`]): the pick and the target. `None` when the network probe failed.
+pub fn nccl_alone(snap: &Snapshot) -> Option<(NcclPick, NcclTarget)> {
+    let Ok(net) = &snap.net else { return None };
+    let ifn = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files);
+    let fam = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
+    let target = nccl_target(snap);
+    let pick = nccl_pick(
+        net,
+        ifn.as_ref().map(|(v, _)| *v),
+        socket_family(fam.as_ref().map(|(v, _)| *v)),
+        target.era,
+    );
+    Some((pick, target))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 
 use crate::config::Config;
 use crate::nccl_rules::effective;
-use crate::nccl_rules::{self, Era, Found, PickSource};
+use crate::nccl_rules::{self, nccl_target, Era, Found, NcclTarget, PickSource};
 use crate::plan::{Choice, Plan};
 use crate::snapshot::{
     is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, Network, Peer, RdzvProtocol,
@@ -1779,74 +1779,11 @@ pub fn unwritable_choice(snap: &Snapshot, plan: &Plan) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The NCCL the command will run with, as far as the snapshot tells (`Snapshot::nccl_installs`: the library
-/// of `NCCLENV_NCCL_LIB` alone when it is set, else every installation found), and so the rules the model
-/// of NCCL applies where versions differ ([`Era`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NcclTarget {
-    /// The rules applied: [`Era::Current`] only when every version found is 2.28 or later; otherwise (an
-    /// older one, or none known) [`Era::Before2_28`], under which more inherited values fail.
-    pub era: Era,
-    /// The distinct versions found (`X.Y.Z`), sorted; empty when unknown.
-    pub versions: Vec<String>,
-}
-
-impl NcclTarget {
-    /// `NCCL 2.21.5 (before 2.28: …)`, or what was assumed when the version is unknown.
-    pub fn describe(&self) -> String {
-        if self.versions.is_empty() {
-            format!(
-                "NCCL (version not found; modelled as {})",
-                self.era.describe()
-            )
-        } else {
-            format!(
-                "NCCL {} ({})",
-                self.versions.join(", "),
-                self.era.describe()
-            )
-        }
-    }
-}
-
-/// See [`NcclTarget`].
-pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
-    let installs = match snap.nccl_installs.first() {
-        Some(i) if i.source == crate::snapshot::EXPLICIT_NCCL_SOURCE => std::slice::from_ref(i),
-        _ => &snap.nccl_installs[..],
-    };
-    let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
-    versions.sort();
-    versions.dedup();
-    let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
-    let era = if !eras.is_empty() && eras.len() == versions.len() {
-        eras.iter().copied().min().unwrap_or(Era::Before2_28)
-    } else {
-        Era::Before2_28
-    };
-    NcclTarget { era, versions }
-}
-
-/// What NCCL alone (without ncclenv) would do with the inherited environment, following the version the
-/// command will load ([`nccl_target`]): the pick and the target.
-fn nccl_alone_pick(snap: &Snapshot) -> Option<(nccl_rules::NcclPick, NcclTarget)> {
-    let Ok(net) = &snap.net else { return None };
-    let ifn = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files);
-    let fam = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
-    let target = nccl_target(snap);
-    let pick = nccl_rules::nccl_pick(
-        net,
-        ifn.as_ref().map(|(v, _)| *v),
-        nccl_rules::socket_family(fam.as_ref().map(|(v, _)| *v)),
-        target.era,
-    );
-    Some((pick, target))
-}
-
 /// What NCCL alone (without ncclenv) would choose with the inherited environment, for the report: the
-/// bootstrap interface and address, or why it fails, and the NCCL version modelled.
+/// bootstrap interface and address, or why it fails, and the NCCL version modelled
+/// ([`nccl_rules::nccl_alone`]).
 pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
-    let (pick, target) = nccl_alone_pick(snap)?;
+    let (pick, target) = nccl_rules::nccl_alone(snap)?;
     let source = match &pick.source {
         PickSource::User(v) => format!("NCCL_SOCKET_IFNAME={v}"),
         PickSource::Auto(step) => format!("automatic, step {step:?}"),
@@ -1874,7 +1811,7 @@ pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
 /// "bootstrap": {"ifname", "addr"} or null ("no socket interface found"), "interfaces": [names NET/Socket
 /// would use]}`; `null` when the network probe failed.
 pub fn nccl_model_json(snap: &Snapshot) -> serde_json::Value {
-    let Some((pick, target)) = nccl_alone_pick(snap) else {
+    let Some((pick, target)) = nccl_rules::nccl_alone(snap) else {
         return serde_json::Value::Null;
     };
     let (source, step) = match &pick.source {
