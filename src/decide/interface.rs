@@ -857,35 +857,8 @@ fn loopback_fallback(
 ) -> Option<Bound> {
     let net = v.net;
     let lo = net.links.iter().find(|l| l.loopback);
-    // Interfaces that only NCCLENV_EXCLUDE kept out: the refusal must name the user's own list.
-    let excluded: Vec<String> = NetworkView::new(net, &[])
-        .candidates(family)
-        .iter()
-        .map(|(l, _)| l.name.clone())
-        .collect();
     let lo_down = lo.filter(|l| !l.up || !l.running);
-    let lacks = format!(
-        "this container has no usable network interface but lo (usable: {}){}{}",
-        v.usable_list(family),
-        match lo_down {
-            Some(l) => format!(
-                "; and {} itself is down (state {}), so not even loopback works",
-                l.name, l.oper_state
-            ),
-            None => String::new(),
-        },
-        if !excluded.is_empty() {
-            format!(
-                "; NCCLENV_EXCLUDE={} removed {}",
-                cfg.exclude.join(","),
-                excluded.join(", ")
-            )
-        } else if net.links.iter().all(|l| l.loopback) {
-            "; it looks like --network=none".to_string()
-        } else {
-            String::new()
-        }
-    );
+    let lacks = lacks_text(cfg, v, family, lo_down);
     if is_multi(snap) {
         plan.refuse(
             format!(
@@ -949,6 +922,45 @@ fn loopback_fallback(
         addr,
         how: "loopback fallback".to_string(),
     })
+}
+
+/// What the container lacks, in words, when no candidate is left: the usable list, `lo` itself down
+/// (`lo_down`), the interfaces only `NCCLENV_EXCLUDE` kept out (the refusal must name the user's own list),
+/// or a look of `--network=none`.
+fn lacks_text(
+    cfg: &Config,
+    v: &NetworkView,
+    family: Option<Family>,
+    lo_down: Option<&Link>,
+) -> String {
+    let net = v.net;
+    let excluded: Vec<String> = NetworkView::new(net, &[])
+        .candidates(family)
+        .iter()
+        .map(|(l, _)| l.name.clone())
+        .collect();
+    format!(
+        "this container has no usable network interface but lo (usable: {}){}{}",
+        v.usable_list(family),
+        match lo_down {
+            Some(l) => format!(
+                "; and {} itself is down (state {}), so not even loopback works",
+                l.name, l.oper_state
+            ),
+            None => String::new(),
+        },
+        if !excluded.is_empty() {
+            format!(
+                "; NCCLENV_EXCLUDE={} removed {}",
+                cfg.exclude.join(","),
+                excluded.join(", ")
+            )
+        } else if net.links.iter().all(|l| l.loopback) {
+            "; it looks like --network=none".to_string()
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// `peer-is-loopback`: a master on loopback in a multi-node job (the other nodes are told to connect to
@@ -1059,19 +1071,7 @@ fn risk_warnings(
     plan: &mut Plan,
 ) {
     for f in found {
-        let link = v.link_by_name(&f.name);
-        let why = if f.loopback {
-            Some("is the loopback interface")
-        } else if !f.running {
-            Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
-        } else if is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr) {
-            Some("has only a link-local address")
-        } else if link.is_some_and(|l| v.container_bridge(l)) {
-            Some("is a container or virtualisation bridge")
-        } else {
-            None
-        };
-        if let Some(why) = why {
+        if let Some(why) = risky_match(v, f) {
             plan.warn_strict(
                 "inherited-ifname-risky",
                 format!(
@@ -1082,6 +1082,38 @@ fn risk_warnings(
             );
         }
     }
+    prefix_warnings(val, origin, found, dropped, fam, plan);
+}
+
+/// Why another node cannot reach NCCL on the match `f`, when it cannot: loopback, no carrier, link-local only
+/// (unless the peer is on that link), a container bridge.
+fn risky_match(v: &NetworkView, f: &Found) -> Option<&'static str> {
+    if f.loopback {
+        Some("is the loopback interface")
+    } else if !f.running {
+        Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
+    } else if is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr) {
+        Some("has only a link-local address")
+    } else if v
+        .link_by_name(&f.name)
+        .is_some_and(|l| v.container_bridge(l))
+    {
+        Some("is a container or virtualisation bridge")
+    } else {
+        None
+    }
+}
+
+/// `inherited-ifname-prefix`: each entry of a prefix list (neither `^` nor `=`) that matches several of the
+/// interfaces NCCL keeps (`found`), naming those the exported family leaves out (`dropped`).
+fn prefix_warnings(
+    val: &str,
+    origin: &str,
+    found: &[Found],
+    dropped: &[&Found],
+    fam: Family,
+    plan: &mut Plan,
+) {
     let list = nccl_rules::parse_if_list(val);
     if list.exact || list.exclude {
         return;
