@@ -1,9 +1,9 @@
 //! Choosing and validating the socket interface: `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY` and the framework
 //! companions `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME`, `POD_IP`. Pure: reads the snapshot, writes the plan.
 //!
-//! [`decide_interface`] runs small steps with typed results: the inherited family ([`InheritedFamily`]);
-//! ncclenv's own choice ([`choose`], one function per step of the order below); the inherited interface list
-//! ([`InheritedList`]: absent, ignored, kept or fatal); the interface used (kept, own, or the loopback
+//! [`decide_interface`] runs small steps with typed results: the inherited family (`InheritedFamily`);
+//! ncclenv's own choice (`choose`, one function per step of the order below); the inherited interface list
+//! (`InheritedList`: absent, ignored, kept or fatal); the interface used (kept, own, or the loopback
 //! fallback or a refusal); the family export; the companions; warnings about the network's layout.
 //!
 //! The order of the own choice (`docs/policy.md`): the kernel's route to the peer (an IPv4
@@ -725,8 +725,8 @@ struct Bound {
 
 /// Decide `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`, `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `POD_IP`,
 /// and warn about what is visible and dangerous. Requires `snap.net` to be `Ok` (the caller handles a failed
-/// probe). The steps, in order: the inherited family, ncclenv's own choice ([`choose`]), the inherited
-/// interface list ([`InheritedList`]), the interface used (kept, own, or the loopback fallback or a
+/// probe). The steps, in order: the inherited family, ncclenv's own choice (`choose`), the inherited
+/// interface list (`InheritedList`), the interface used (kept, own, or the loopback fallback or a
 /// refusal), the family export, the companions, then warnings about the network's layout. Field cases
 /// F1–F12, F16, F26–F29 (`docs/field-cases.md`).
 pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
