@@ -746,13 +746,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 first,
             },
             _,
-        ) => Bound {
-            ifname: first.name.clone(),
-            addr: Some(first.addr),
-            how: format!(
-                "inherited NCCL_SOCKET_IFNAME={value} (from {origin}), NCCL's first match"
-            ),
-        },
+        ) => kept_interface(value, origin, first),
         (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, &fix, plan),
         (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, &fix, plan) {
             Some(b) => b,
@@ -768,6 +762,16 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     export_family(&family, &bound, &fix, plan);
     companions(&v, snap, &bound, &fix, plan);
     layout_warnings(&v, snap, &bound, plan);
+}
+
+/// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
+/// every library uses; nothing is set for NCCL.
+fn kept_interface(value: &str, origin: &str, first: &Found) -> Bound {
+    Bound {
+        ifname: first.name.clone(),
+        addr: Some(first.addr),
+        how: format!("inherited NCCL_SOCKET_IFNAME={value} (from {origin}), NCCL's first match"),
+    }
 }
 
 /// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value,
