@@ -10,10 +10,9 @@ use crate::decide::shm::ShmNeed;
 use crate::exit;
 use crate::plan::{Action, Change, Choice, Plan, Severity, Verdict, Warning};
 use crate::preflight::Outlook;
-use crate::probe::nccl::distinct_versions;
 use crate::snapshot::{
-    Addr, ConfFile, GpuInfo, JobShape, Link, NcclInstall, NetPlugin, NetSnapshot, Peer,
-    RdmaSnapshot, Route, RouteLookup, ShmInfo, Snapshot,
+    distinct_versions, Addr, ConfFile, GpuInfo, JobShape, Link, NcclInstall, NetPlugin, Network,
+    Peer, RdmaSnapshot, Route, RouteLookup, ShmInfo, Snapshot,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -85,7 +84,7 @@ pub struct Report<'a> {
     pub decision: Decision<'a>,
     /// The network snapshot, for the text's route lines (`None` when the probe failed).
     #[serde(skip)]
-    net: Option<&'a NetSnapshot>,
+    net: Option<&'a Network>,
     /// The inherited `NCCL_IB_GID_INDEX` NCCL would read (environment over config file), for the GID table.
     #[serde(skip)]
     gid_index: Option<u32>,
@@ -238,7 +237,7 @@ impl<'a> Report<'a> {
             peer: p,
         });
         let gid_index =
-            crate::probe::job::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
+            crate::nccl_rules::effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files)
                 .and_then(|(v, _)| crate::nccl_rules::param_value(v))
                 .and_then(|i| u32::try_from(i).ok());
         Report {
@@ -735,8 +734,8 @@ impl<'a> Report<'a> {
                 rows.push(vec![
                     d.name.clone(),
                     p.port.to_string(),
-                    crate::decide::rdma::port_state_name(p.state),
-                    phys_state(p.phys_state),
+                    p.port_state().to_string(),
+                    p.phys_port_state().to_string(),
                     dash(p.link_layer.clone()),
                     dash(p.rate.clone()),
                     verbs.clone(),
@@ -807,7 +806,7 @@ fn paren(s: &Option<String>) -> String {
 }
 
 /// One route lookup as `LABEL: dev IF src A via G table T` (or its error).
-fn lookup_text(net: &NetSnapshot, lk: &crate::snapshot::RouteLookup, label: &str) -> String {
+fn lookup_text(net: &Network, lk: &crate::snapshot::RouteLookup, label: &str) -> String {
     let dev = lk.oif.map_or("-".to_string(), |i| link_name(net, i));
     let mut line = format!("{label}: dev {dev}");
     if let Some(s) = lk.prefsrc {
@@ -873,7 +872,7 @@ fn table(rows: &[Vec<String>], indent: &str) -> String {
     out
 }
 
-fn addrs_of<'a>(net: &'a NetSnapshot, l: &Link) -> Vec<&'a Addr> {
+fn addrs_of<'a>(net: &'a Network, l: &Link) -> Vec<&'a Addr> {
     net.addrs.iter().filter(|a| a.index == l.index).collect()
 }
 
@@ -914,7 +913,7 @@ fn kind_text(l: &Link) -> String {
     }
 }
 
-fn link_name(net: &NetSnapshot, index: u32) -> String {
+fn link_name(net: &Network, index: u32) -> String {
     net.links
         .iter()
         .find(|l| l.index == index)
@@ -922,7 +921,7 @@ fn link_name(net: &NetSnapshot, index: u32) -> String {
 }
 
 /// Which routes use the link: `default`, `peer <addr>`, and a count of other routes.
-fn used_by(net: &NetSnapshot, l: &Link) -> Vec<String> {
+fn used_by(net: &Network, l: &Link) -> Vec<String> {
     let mut out = Vec::new();
     let mut others = 0usize;
     for r in &net.routes {
@@ -949,7 +948,7 @@ fn used_by(net: &NetSnapshot, l: &Link) -> Vec<String> {
     out
 }
 
-fn route_text(net: &NetSnapshot, r: &Route) -> String {
+fn route_text(net: &Network, r: &Route) -> String {
     let paths: Vec<String> = r
         .paths()
         .iter()
@@ -982,24 +981,11 @@ fn speed_text(mbps: u64) -> String {
 }
 
 fn mib_text(bytes: u64) -> String {
-    crate::decide::rdma::fmt_mib(bytes)
+    crate::snapshot::Mib(bytes).to_string()
 }
 
 fn limit_text(v: Option<u64>) -> String {
     v.map_or("unlimited".into(), mib_text)
-}
-
-fn phys_state(s: u32) -> String {
-    match s {
-        1 => "Sleep".into(),
-        2 => "Polling".into(),
-        3 => "Disabled".into(),
-        4 => "PortConfigurationTraining".into(),
-        5 => "LinkUp".into(),
-        6 => "LinkErrorRecovery".into(),
-        7 => "PhyTest".into(),
-        n => n.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -1016,7 +1002,7 @@ mod tests {
     }
 
     fn sample() -> (Snapshot, Plan) {
-        let net = NetSnapshot {
+        let net = Network {
             links: vec![
                 Link {
                     index: 1,

@@ -1,7 +1,7 @@
 //! Replacing ncclenv with the command: the final environment, the PATH search, `execve`, and the exit codes
 //! shells and Docker use (126 found but not executable, 127 not found). Mirrors glibc's `execvpe`: a file
-//! without `#!` that the kernel refuses with `ENOEXEC` runs through `/bin/sh` (musl does not do this itself,
-//! NCCL-FACTS §9).
+//! without `#!` that the kernel refuses with `ENOEXEC` runs through `/bin/sh` (musl's `execvp`,
+//! src/process/execvp.c, does not do this itself; glibc's posix/execvpe.c does).
 
 use crate::environ::Environ;
 use crate::plan::{Action, Plan};

@@ -280,13 +280,8 @@ fn env(cx: &Ctx<'_>, cmd: &[OsString]) -> ExitCode {
 /// `ncclenv doctor [--json] [-- COMMAND]`: one typed report, rendered as text or JSON; exit 0, 1 or 78.
 fn doctor(cx: &Ctx<'_>, json: bool, cmd: &[OsString]) -> ExitCode {
     let (snap, plan) = cx.decide(cmd, Depth::Doctor);
-    let names: Vec<String> = match &snap.net {
-        Ok(n) => n.links.iter().map(|l| l.name.clone()).collect(),
-        Err(_) => Vec::new(),
-    };
-    let speeds = ncclenv::probe::host::link_speeds(&cx.cfg.sysfs, &names);
     let preflight = ncclenv::preflight::outlook(&snap, cx.cfg, &plan);
-    let r = doctor::Report::new(&snap, &plan, &speeds, &preflight);
+    let r = doctor::Report::new(&snap, &plan, &snap.link_speeds, &preflight);
     if json {
         out(&format!("{}\n", ncclenv::text::escape_json(&r.json_text())));
     } else {

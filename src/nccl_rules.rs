@@ -1,14 +1,39 @@
-//! NCCL's own rules for socket interfaces, mirrored from its source. This module is the only place that knows
-//! them; the decision asks it "what would NCCL do with this value here?".
+//! NCCL's own rules for socket interfaces and its variables, mirrored from its source. This module is the only
+//! place that knows them; the decision asks it "what would NCCL do with this value here?", and `doctor` what
+//! NCCL alone would do with the inherited environment ([`nccl_alone`], for the version the command loads:
+//! [`nccl_target`]). The rules in words, with their sources: `docs/nccl-rules.md`.
 //!
 //! Sources (NVIDIA/nccl, tags 2.18.3 … 2.30.7):
+//! - `initEnv`, `setEnvFile` in `src/misc/param.cc` (configuration files: the environment wins);
 //! - `parseStringList`, `matchIf`, `matchIfList` in `src/misc/utils.cc` (list syntax);
 //! - `findInterfaces`, `ncclFindInterfaces` in `src/misc/socket.cc` (interface order; `src/os/linux.cc` in 2.28+);
 //! - `envSocketFamily` in `src/misc/socket.cc` (`NCCL_SOCKET_FAMILY`);
 //! - `ncclLoadParam` in `src/misc/param.cc` (how every `NCCL_PARAM` integer variable is read).
 
-use crate::snapshot::{Addr, Family, Link, NetSnapshot};
+use crate::snapshot::{Addr, ConfFile, Family, Link, Network, Snapshot, EXPLICIT_NCCL_SOURCE};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+
+/// The value NCCL sees for `name`: the environment's, else the first configuration file that sets it
+/// (`initEnv`/`setEnvFile` in src/misc/param.cc, NCCL 2.18–2.30, apply each file with `setenv(name, value, 0)`:
+/// the first applied wins, the environment always wins). `conf` lists the files in the order NCCL applies
+/// them ([`crate::snapshot::Snapshot::conf_files`]). Returns the value and where it came from (`environment`
+/// or the file's path).
+pub fn effective<'a>(
+    name: &str,
+    env: &'a BTreeMap<String, String>,
+    conf: &'a [ConfFile],
+) -> Option<(&'a str, String)> {
+    if let Some(v) = env.get(name) {
+        return Some((v.as_str(), "environment".to_string()));
+    }
+    for f in conf {
+        if let Some((_, v)) = f.values.iter().find(|(k, _)| k == name) {
+            return Some((v.as_str(), f.path.clone()));
+        }
+    }
+    None
+}
 
 /// `MAX_IFS` in NCCL (src/include/socket.h): at most 16 list entries are parsed and at most 16 interfaces kept.
 pub const MAX_IFS: usize = 16;
@@ -183,7 +208,7 @@ pub struct IfAddr {
 
 /// The `getifaddrs()` walk NCCL makes: every address in kernel order, IPv4 entries before IPv6 ones (glibc
 /// asks `RTM_GETADDR` for all families; the kernel dumps AF_INET before AF_INET6).
-pub fn ifaddrs(net: &NetSnapshot) -> Vec<IfAddr> {
+pub fn ifaddrs(net: &Network) -> Vec<IfAddr> {
     let by_index: std::collections::HashMap<u32, &Link> =
         net.links.iter().map(|l| (l.index, l)).collect();
     let link = |index: u32| by_index.get(&index).copied();
@@ -324,7 +349,7 @@ pub struct NcclPick {
 /// modelled: ncclenv changes nothing when it is set) → `^docker,lo,virbr` (2.28+; `^docker,lo` before) →
 /// `docker` → `lo` → `virbr`.
 pub fn nccl_pick(
-    net: &NetSnapshot,
+    net: &Network,
     ifname: Option<&str>,
     family: Option<Family>,
     era: Era,
@@ -355,9 +380,99 @@ pub fn nccl_pick(
     }
 }
 
+/// The NCCL the command will run with, as far as the snapshot tells (`Snapshot::nccl_installs`: the library
+/// of `NCCLENV_NCCL_LIB` alone when it is set, else every installation found), and so the rules the model
+/// of NCCL applies where versions differ ([`Era`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclTarget {
+    /// The rules applied: [`Era::Current`] only when every version found is 2.28 or later; otherwise (an
+    /// older one, or none known) [`Era::Before2_28`], under which more inherited values fail.
+    pub era: Era,
+    /// The distinct versions found (`X.Y.Z`), sorted; empty when unknown.
+    pub versions: Vec<String>,
+}
+
+impl NcclTarget {
+    /// `NCCL 2.21.5 (before 2.28: …)`, or what was assumed when the version is unknown.
+    pub fn describe(&self) -> String {
+        if self.versions.is_empty() {
+            format!(
+                "NCCL (version not found; modelled as {})",
+                self.era.describe()
+            )
+        } else {
+            format!(
+                "NCCL {} ({})",
+                self.versions.join(", "),
+                self.era.describe()
+            )
+        }
+    }
+}
+
+/// See [`NcclTarget`].
+pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
+    let installs = match snap.nccl_installs.first() {
+        Some(i) if i.source == EXPLICIT_NCCL_SOURCE => std::slice::from_ref(i),
+        _ => &snap.nccl_installs[..],
+    };
+    let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
+    versions.sort();
+    versions.dedup();
+    let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
+    let era = if !eras.is_empty() && eras.len() == versions.len() {
+        eras.iter().copied().min().unwrap_or(Era::Before2_28)
+    } else {
+        Era::Before2_28
+    };
+    NcclTarget { era, versions }
+}
+
+/// What NCCL alone (without ncclenv) would do with the inherited environment (`NCCL_SOCKET_IFNAME` and
+/// `NCCL_SOCKET_FAMILY` as [`effective`] reads them), following the version the command will load
+/// ([`nccl_target`]): the pick and the target. `None` when the network probe failed.
+pub fn nccl_alone(snap: &Snapshot) -> Option<(NcclPick, NcclTarget)> {
+    let Ok(net) = &snap.net else { return None };
+    let ifn = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files);
+    let fam = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
+    let target = nccl_target(snap);
+    let pick = nccl_pick(
+        net,
+        ifn.as_ref().map(|(v, _)| *v),
+        socket_family(fam.as_ref().map(|(v, _)| *v)),
+        target.era,
+    );
+    Some((pick, target))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn effective_prefers_environment_then_first_file() {
+        let conf = vec![
+            ConfFile {
+                path: "/u".into(),
+                values: vec![("A".into(), "u".into())],
+                error: None,
+            },
+            ConfFile {
+                path: "/etc".into(),
+                values: vec![("A".into(), "e".into()), ("B".into(), "e".into())],
+                error: None,
+            },
+        ];
+        let mut env = BTreeMap::new();
+        assert_eq!(effective("A", &env, &conf), Some(("u", "/u".to_string())));
+        assert_eq!(effective("B", &env, &conf), Some(("e", "/etc".to_string())));
+        env.insert("A".to_string(), "x".to_string());
+        assert_eq!(
+            effective("A", &env, &conf),
+            Some(("x", "environment".to_string()))
+        );
+        assert_eq!(effective("C", &env, &conf), None);
+    }
 
     #[test]
     fn params_read_like_strtoll() {
@@ -513,8 +628,8 @@ mod tests {
         }
     }
 
-    fn net() -> NetSnapshot {
-        NetSnapshot {
+    fn net() -> Network {
+        Network {
             links: vec![
                 link(1, "lo", true),
                 link(2, "docker0", true),

@@ -667,7 +667,7 @@ fn family_name(f: Family) -> &'static str {
 }
 
 fn bytes_text(v: Option<u64>, none: &str) -> String {
-    v.map_or_else(|| none.to_string(), crate::decide::rdma::fmt_mib)
+    v.map_or_else(|| none.to_string(), |b| crate::snapshot::Mib(b).to_string())
 }
 
 fn list<T: fmt::Display>(v: &[T]) -> String {

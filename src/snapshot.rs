@@ -15,7 +15,7 @@ use std::net::IpAddr;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The network as the kernel reports it over netlink, or the probe's error text.
-    pub net: Result<NetSnapshot, String>,
+    pub net: Result<Network, String>,
     /// The job's master (peer), where one was named; see [`Peer`].
     pub peer: Option<Peer>,
     /// The number of nodes the job spans, where the launcher's arguments or the environment say so.
@@ -37,6 +37,10 @@ pub struct Snapshot {
     /// (filled by `probe::nccl::find_net_plugins` where RDMA devices exist, and always for `doctor`).
     #[serde(default)]
     pub net_plugins: Vec<NetPlugin>,
+    /// Link speeds in Mb/s (sysfs `class/net/<name>/speed`) by interface name, for the links that report a
+    /// positive speed; filled for `doctor` only (`probe::host::link_speeds`), empty on the start path.
+    #[serde(default)]
+    pub link_speeds: BTreeMap<String, u64>,
 }
 
 impl Default for Snapshot {
@@ -52,6 +56,7 @@ impl Default for Snapshot {
             gpus: None,
             nccl_installs: Vec::new(),
             net_plugins: Vec::new(),
+            link_speeds: BTreeMap::new(),
         }
     }
 }
@@ -82,9 +87,10 @@ impl Family {
     }
 }
 
-/// Links, addresses and routes of the current network namespace.
+/// Links, addresses and routes of the current network namespace. (Not "net": in NCCL's words a net is a
+/// network transport, `NCCL_NET`.)
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct NetSnapshot {
+pub struct Network {
     /// Links in ascending index order. The full probe (`probe::net::probe_full`, `doctor`) lists every link
     /// (`RTM_GETLINK` dump); the start probe (`probe::net::probe_start`) lists the links that own an address
     /// (the only ones NCCL's `getifaddrs()` walk can pick) plus the output interfaces of the default and peer
@@ -101,16 +107,19 @@ pub struct NetSnapshot {
     /// The kernel's answer to `ip route get` for one off-link destination per family (see
     /// `probe::net::offlink_dest`): the route it would take to a host no connected prefix covers, through
     /// every `ip rule` and table. The decision's default-route step follows it when it came from a table
-    /// other than main (policy routing). IPv4 always; IPv6 when [`NetSnapshot::ipv6_routes_probed`].
+    /// other than main (policy routing). IPv4 always; IPv6 when [`Network::ipv6_routes_probed`].
     #[serde(default)]
     pub default_lookups: Vec<RouteLookup>,
-    /// True when [`NetSnapshot::routes`] holds the IPv6 routes of table main; false when the IPv6 route dump
+    /// True when [`Network::routes`] holds the IPv6 routes of table main; false when the IPv6 route dump
     /// was skipped (`probe::net::probe_start` skips it when the decision cannot reach the IPv6 default routes),
     /// so that "no IPv6 route" and "IPv6 routes not probed" can be told apart. The full probe (`doctor`)
     /// always sets it. Captured snapshots without the field read as false.
     #[serde(default)]
     pub ipv6_routes_probed: bool,
 }
+
+/// The former name of [`Network`], kept while the integration tests still spell it so.
+pub type NetSnapshot = Network;
 
 /// One network interface (link).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +157,26 @@ pub struct Link {
     pub mac: Option<String>,
 }
 
+/// Link-name prefixes of container and virtualisation bridges: Docker (`docker0`, compose `br-<id>`),
+/// libvirt (`virbr`), CNI and Kubernetes overlays. NCCL itself de-prioritises `docker` and `virbr`
+/// (`ncclFindInterfaces`, src/misc/socket.cc; `docs/nccl-rules.md`).
+const BRIDGE_PREFIXES: &[&str] = &["docker", "br-", "virbr", "cni", "flannel", "cali", "kube-"];
+
+impl Link {
+    /// True for a container or virtualisation bridge, by link kind or by name (`docker`, `br-`, `virbr`,
+    /// `cni`, `flannel`, `cali`, `kube-`).
+    pub fn is_bridge_like(&self) -> bool {
+        self.kind.as_deref() == Some("bridge")
+            || BRIDGE_PREFIXES.iter().any(|p| self.name.starts_with(p))
+    }
+    /// The link's half of the candidate rule: RUNNING (NCCL 2.28+ skips an interface without carrier), not
+    /// loopback, not named in `exclude` (`NCCLENV_EXCLUDE`). A candidate interface is such a link with a
+    /// usable address ([`Addr::usable`]).
+    pub fn is_candidate(&self, exclude: &[String]) -> bool {
+        self.running && !self.loopback && !exclude.iter().any(|e| e == &self.name)
+    }
+}
+
 /// One interface address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Addr {
@@ -183,6 +212,21 @@ impl Addr {
     /// True when the prefix `addr/prefix_len` contains `other` (same family only).
     pub fn covers(&self, other: &IpAddr) -> bool {
         prefix_contains(&self.addr, self.prefix_len, other)
+    }
+    /// True when the address can be bound now: not tentative (IPv6 duplicate-address detection still running
+    /// makes `bind` fail with `EADDRNOTAVAIL`, `docs/nccl-rules.md`), not deprecated, not DAD-failed.
+    pub fn bindable(&self) -> bool {
+        !self.tentative && !self.deprecated && !self.dad_failed
+    }
+    /// True for an address NCCL can bind and another node can reach by routing: [`Addr::bindable`], not
+    /// link-local, not loopback. With [`Link::is_candidate`] this is what makes an interface a candidate.
+    pub fn usable(&self) -> bool {
+        self.bindable() && !self.is_link_local() && !self.is_loopback()
+    }
+    /// True for an IPv4 link-local (169.254/16) address that can be bound ([`Addr::bindable`]): usable only
+    /// to reach a peer on the same link (F16, `docs/field-cases.md`).
+    pub fn usable_link_local_v4(&self) -> bool {
+        self.addr.is_ipv4() && self.is_link_local() && self.bindable()
     }
 }
 
@@ -559,6 +603,81 @@ pub struct RdmaPort {
     pub gid_tbl_len: u32,
 }
 
+impl RdmaPort {
+    /// The port's logical state ([`RdmaPort::state`] as a [`PortState`]).
+    pub fn port_state(&self) -> PortState {
+        PortState(self.state)
+    }
+    /// The port's physical state ([`RdmaPort::phys_state`] as a [`PhysState`]).
+    pub fn phys_port_state(&self) -> PhysState {
+        PhysState(self.phys_state)
+    }
+}
+
+/// An IB port's logical state, the number in sysfs `ports/<n>/state` (`enum ib_port_state` in the kernel's
+/// include/rdma/ib_verbs.h): 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER. NCCL uses a port only when
+/// it is ACTIVE (`ncclIbInitDevices`, src/transport/net_ib.cc). Displays as the kernel's name, another
+/// number as `state N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortState(pub u32);
+
+impl PortState {
+    /// `IB_PORT_ACTIVE`.
+    pub const ACTIVE: PortState = PortState(4);
+}
+
+impl std::fmt::Display for PortState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            1 => f.write_str("DOWN"),
+            2 => f.write_str("INIT"),
+            3 => f.write_str("ARMED"),
+            4 => f.write_str("ACTIVE"),
+            5 => f.write_str("ACTIVE_DEFER"),
+            n => write!(f, "state {n}"),
+        }
+    }
+}
+
+/// An IB port's physical state, the number in sysfs `ports/<n>/phys_state` (IBTA port physical states, as
+/// `ibstat` names them): 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp,
+/// 6 LinkErrorRecovery, 7 PhyTest. Displays as that name, another number as the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhysState(pub u32);
+
+impl std::fmt::Display for PhysState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.0 {
+            1 => "Sleep",
+            2 => "Polling",
+            3 => "Disabled",
+            4 => "PortConfigurationTraining",
+            5 => "LinkUp",
+            6 => "LinkErrorRecovery",
+            7 => "PhyTest",
+            n => return write!(f, "{n}"),
+        };
+        f.write_str(name)
+    }
+}
+
+/// A byte count shown in MiB for messages (memlock limits, `/dev/shm` sizes): `8 MiB`, or
+/// `0.06 MiB (65536 B)` when it is not a whole number of MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mib(pub u64);
+
+impl std::fmt::Display for Mib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const MIB: u64 = 1 << 20;
+        let bytes = self.0;
+        if bytes % MIB == 0 {
+            write!(f, "{} MiB", bytes / MIB)
+        } else {
+            write!(f, "{:.2} MiB ({bytes} B)", bytes as f64 / MIB as f64)
+        }
+    }
+}
+
 /// One GID table entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RdmaGid {
@@ -629,6 +748,20 @@ pub struct NcclInstall {
     pub source: String,
 }
 
+/// [`NcclInstall::source`] of the library named by `NCCLENV_NCCL_LIB` / `--nccl-lib` (listed first, alone
+/// in what the job loads).
+pub const EXPLICIT_NCCL_SOURCE: &str = "NCCLENV_NCCL_LIB";
+
+/// The distinct versions among `installs` (sorted); more than one means the loaded NCCL depends on paths.
+pub fn distinct_versions(installs: &[NcclInstall]) -> Vec<String> {
+    installs
+        .iter()
+        .filter_map(|i| i.version.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// One external NCCL net plugin library.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetPlugin {
@@ -646,5 +779,112 @@ impl Snapshot {
     /// An inherited variable's value, if set in the environment (not config files).
     pub fn var(&self, name: &str) -> Option<&str> {
         self.env.get(name).map(|s| s.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_states_display_as_the_kernel_names_them() {
+        let names: Vec<String> = (0..=6).map(|n| PortState(n).to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "state 0",
+                "DOWN",
+                "INIT",
+                "ARMED",
+                "ACTIVE",
+                "ACTIVE_DEFER",
+                "state 6"
+            ]
+        );
+        assert_eq!(PhysState(5).to_string(), "LinkUp");
+        assert_eq!(PhysState(3).to_string(), "Disabled");
+        assert_eq!(PhysState(9).to_string(), "9");
+        let p = RdmaPort {
+            state: 4,
+            phys_state: 5,
+            ..RdmaPort::default()
+        };
+        assert_eq!(p.port_state(), PortState::ACTIVE);
+        assert_eq!(p.phys_port_state().to_string(), "LinkUp");
+    }
+
+    #[test]
+    fn mib_shows_whole_mib_plainly_and_parts_with_bytes() {
+        assert_eq!(Mib(8 << 20).to_string(), "8 MiB");
+        assert_eq!(Mib(0).to_string(), "0 MiB");
+        assert_eq!(Mib(65536).to_string(), "0.06 MiB (65536 B)");
+    }
+
+    #[test]
+    fn usable_addresses_are_bindable_routable_and_not_loopback() {
+        let a = |addr: &str| Addr {
+            index: 2,
+            addr: addr.parse().expect("address"),
+            prefix_len: 24,
+            scope: 0,
+            tentative: false,
+            deprecated: false,
+            dad_failed: false,
+        };
+        assert!(a("10.0.0.2").usable());
+        assert!(a("fd00::2").usable());
+        assert!(!a("127.0.0.1").usable());
+        assert!(!a("::1").usable());
+        assert!(!a("169.254.1.2").usable());
+        assert!(!a("fe80::1").usable());
+        assert!(a("169.254.1.2").usable_link_local_v4());
+        assert!(!a("fe80::1").usable_link_local_v4());
+        for f in [
+            |x: &mut Addr| x.tentative = true,
+            |x: &mut Addr| x.deprecated = true,
+            |x: &mut Addr| x.dad_failed = true,
+        ] {
+            let mut x = a("10.0.0.2");
+            f(&mut x);
+            assert!(!x.bindable() && !x.usable());
+            let mut y = a("169.254.1.2");
+            f(&mut y);
+            assert!(!y.usable_link_local_v4());
+        }
+    }
+
+    #[test]
+    fn candidate_links_run_are_not_loopback_nor_excluded() {
+        let l = Link {
+            index: 2,
+            name: "eth0".into(),
+            up: true,
+            running: true,
+            ..Link::default()
+        };
+        assert!(l.is_candidate(&[]));
+        assert!(!l.is_candidate(&["eth0".to_string()]));
+        assert!(l.is_candidate(&["eth".to_string()]));
+        assert!(!Link {
+            running: false,
+            ..l.clone()
+        }
+        .is_candidate(&[]));
+        assert!(!Link {
+            loopback: true,
+            ..l.clone()
+        }
+        .is_candidate(&[]));
+        assert!(!l.is_bridge_like());
+        assert!(Link {
+            name: "br-1a2b".into(),
+            ..l.clone()
+        }
+        .is_bridge_like());
+        assert!(Link {
+            kind: Some("bridge".into()),
+            ..l
+        }
+        .is_bridge_like());
     }
 }

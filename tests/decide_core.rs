@@ -1,4 +1,4 @@
-//! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/policy.md) as
+//! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/field-cases.md) as
 //! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
 //! `tests/field_cases.rs`.
 
@@ -873,7 +873,7 @@ fn every_finding_code_is_documented_and_tested() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// F16–F21, F26–F29: the peer decides (docs/policy.md)
+// F16–F21, F26–F29: the peer decides (docs/field-cases.md; the policy: docs/policy.md)
 
 /// F16: a direct cable with IPv4 link-local addresses only. The master 169.254.60.61 is on the cable.
 fn f16(default_nic: bool) -> (Lay, u32) {

@@ -1,4 +1,4 @@
-//! Field cases F1–F13 and F16–F21, F26–F29 (docs/policy.md) end to end, with the real binary. Each layout is built in a
+//! Field cases F1–F13 and F16–F21, F26–F29 (docs/field-cases.md) end to end, with the real binary. Each layout is built in a
 //! throw-away network namespace; `ncclenv` runs there as the entrypoint (`ncclenv -- COMMAND`) with a cleared
 //! environment (PATH, an empty sysfs and devfs so that no RDMA device or GPU node is seen, and the case's own
 //! variables), and the test reads:
@@ -1687,7 +1687,7 @@ fn nccl_config_files_are_read_as_nccl_reads_them() {
     job.strict_refuses();
 }
 
-/// `NCCLENV_RESOLVE_TIMEOUT_MS` bounds the resolution of the master's host name (FIELD-CASES F17): the
+/// `NCCLENV_RESOLVE_TIMEOUT_MS` bounds the resolution of the master's host name (F17, `docs/field-cases.md`): the
 /// resolver is a UDP socket that takes every query and never answers (`options timeout:30 attempts:5`: the
 /// C library alone would wait minutes). ncclenv gives up after the bound, warns naming the host, and runs the
 /// command; a larger bound is waited out (a lower bound, which load cannot break). Times have wide margins.

@@ -15,8 +15,8 @@ use crate::nccl_log::{
     bootstrap_subsystem, escape_debug_file, level_shows_info, subsystem_enabled, version_code,
     BOOTSTRAP_SUBSYS_SINCE,
 };
+use crate::nccl_rules::effective;
 use crate::plan::Plan;
-use crate::probe::job::effective;
 use crate::snapshot::{Framework, Snapshot};
 
 /// The file name NCCL writes in the debug folder: one per host (`%h`) and process (`%p`), expanded by NCCL

@@ -18,8 +18,8 @@
 //! (`Call to ibv_modify_qp failed`; NVIDIA/nccl#718, #551, #925), and NCCL's own hint then says to set
 //! `NCCL_IB_GID_INDEX=-1` (src/misc/ibvwrap.cc, `wrap_ibv_modify_qp`, 2.30.7).
 
+use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
-use crate::probe::job::effective;
 use crate::snapshot::{Family, RdmaGid, RdmaPort, Snapshot};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv6Addr};

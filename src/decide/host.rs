@@ -1,11 +1,10 @@
 //! Findings about the host that change no variable but can make NCCL fail or surprise: a GPU list the CUDA
-//! runtime or the container toolkit reads differently than written, and several NCCL versions on disk. Both
-//! used to be text in `doctor` only; as findings they have a code and count for doctor's exit code.
+//! runtime or the container toolkit reads differently than written, and several NCCL versions on disk. As
+//! findings they have a code and count for doctor's exit code.
 
 use crate::findings::Finding;
 use crate::plan::Plan;
-use crate::probe::nccl::distinct_versions;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{distinct_versions, Snapshot};
 
 /// Run both rules.
 pub fn decide_host(snap: &Snapshot, plan: &mut Plan) {

@@ -1,52 +1,36 @@
 //! Choosing and validating the socket interface: `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY` and the framework
 //! companions `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME`, `POD_IP`. Pure: reads the snapshot, writes the plan.
 //!
-//! The order (`docs/policy.md`): the kernel's route to the peer (an IPv4
+//! [`decide_interface`] runs small steps with typed results: the inherited family (`InheritedFamily`);
+//! ncclenv's own choice (`choose`, one function per step of the order below); the inherited interface list
+//! (`InheritedList`: absent, ignored, kept or fatal); the interface used (kept, own, or the loopback
+//! fallback or a refusal); the family export; the companions; warnings about the network's layout.
+//!
+//! The order of the own choice (`docs/policy.md`): the kernel's route to the peer (an IPv4
 //! link-local address counts when the peer is on that link); else the interface owning the address this node
 //! declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, …); else the kernel's route to an off-link
 //! destination when an `ip rule` takes it out of table main; else the IPv4 default route of table main with
 //! the lowest metric whose interface is a candidate; else the same for IPv6; else the only candidate; else
-//! the best-ranked candidate (with a warning); else `lo` for a single-node job.
+//! the best-ranked candidate (with a warning); else `lo` for a single-node job. What NCCL itself does with an
+//! inherited value is asked of `crate::nccl_rules` (`docs/nccl-rules.md`); the field cases cited as `F<n>`
+//! are in `docs/field-cases.md`.
 
 use crate::config::Config;
 use crate::findings::Finding;
-use crate::nccl_rules::{self, Era, Found, PickSource};
+use crate::nccl_rules::effective;
+use crate::nccl_rules::{self, nccl_target, Era, Found, NcclTarget, PickSource};
 use crate::plan::{Choice, Plan};
-use crate::probe::job::effective;
 use crate::snapshot::{
-    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, NetSnapshot, RdzvProtocol,
-    Snapshot,
+    is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, Network, Peer, RdzvProtocol,
+    RouteLookup, Snapshot,
 };
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Link-name prefixes of container and virtualisation bridges: Docker (`docker0`, compose `br-<id>`),
-/// libvirt (`virbr`), CNI and Kubernetes overlays. NCCL itself de-prioritises `docker` and `virbr`
-/// (`ncclFindInterfaces`, src/misc/socket.cc).
-const BRIDGE_PREFIXES: &[&str] = &["docker", "br-", "virbr", "cni", "flannel", "cali", "kube-"];
-
-/// True for an address NCCL can bind and another node can reach by routing: not tentative (IPv6 DAD still
-/// running makes the bind fail, NCCL-FACTS §4), not deprecated, not DAD-failed, not link-local, not loopback.
-pub fn usable_addr(a: &Addr) -> bool {
-    !a.tentative && !a.deprecated && !a.dad_failed && !a.is_link_local() && !a.is_loopback()
-}
-
-/// True for a container or virtualisation bridge, by link kind or by name (`docker`, `br-`, `virbr`, `cni`, `flannel`, `cali`, `kube-`).
-pub fn is_bridge_like(link: &Link) -> bool {
-    link.kind.as_deref() == Some("bridge")
-        || BRIDGE_PREFIXES.iter().any(|p| link.name.starts_with(p))
-}
-
-/// True for an IPv4 link-local (169.254/16) address that can be bound: not tentative, deprecated or
-/// DAD-failed.
-fn usable_link_local_v4(a: &Addr) -> bool {
-    a.addr.is_ipv4() && a.is_link_local() && !a.tentative && !a.deprecated && !a.dad_failed
-}
-
 /// Read-only helpers over the network snapshot, with links and usable addresses indexed once (the cost
 /// stays linear in interfaces and addresses: a host can have thousands of veths).
-struct Net<'a> {
-    net: &'a NetSnapshot,
+struct NetworkView<'a> {
+    net: &'a Network,
     exclude: &'a [String],
     links: HashMap<u32, &'a Link>,
     /// Usable addresses per link index, IPv4 before IPv6, kernel order within a family.
@@ -55,25 +39,25 @@ struct Net<'a> {
     ll4: HashMap<u32, &'a Addr>,
     /// Links on which an IPv4 link-local address is usable: the kernel's route to the peer leaves through
     /// them with no gateway (the peer is on that link, F16), or the peer is this host's own link-local
-    /// address there. Filled by [`Net::for_job`].
+    /// address there. Filled by [`NetworkView::for_job`].
     ll_ok: Vec<u32>,
     /// Output interfaces of the default routes of table main and of the kernel's off-link lookups: the
     /// uplinks (a bridge among them carries the host's own traffic; it is no container bridge).
     uplinks: Vec<u32>,
 }
 
-impl<'a> Net<'a> {
-    fn new(net: &'a NetSnapshot, exclude: &'a [String]) -> Net<'a> {
+impl<'a> NetworkView<'a> {
+    fn new(net: &'a Network, exclude: &'a [String]) -> NetworkView<'a> {
         let links = net.links.iter().map(|l| (l.index, l)).collect();
         let mut usable: HashMap<u32, Vec<&'a Addr>> = HashMap::new();
-        for a in net.addrs.iter().filter(|a| usable_addr(a)) {
+        for a in net.addrs.iter().filter(|a| a.usable()) {
             usable.entry(a.index).or_default().push(a);
         }
         for v in usable.values_mut() {
             v.sort_by_key(|a| a.family());
         }
         let mut ll4: HashMap<u32, &'a Addr> = HashMap::new();
-        for a in net.addrs.iter().filter(|a| usable_link_local_v4(a)) {
+        for a in net.addrs.iter().filter(|a| a.usable_link_local_v4()) {
             ll4.entry(a.index).or_insert(a);
         }
         let uplinks = net
@@ -89,7 +73,7 @@ impl<'a> Net<'a> {
                     .filter_map(|l| l.oif),
             )
             .collect();
-        Net {
+        NetworkView {
             net,
             exclude,
             links,
@@ -99,8 +83,8 @@ impl<'a> Net<'a> {
             uplinks,
         }
     }
-    /// The links where the job's peer makes an IPv4 link-local address usable (see [`Net::ll_ok`]).
-    fn for_job(mut self, snap: &Snapshot) -> Net<'a> {
+    /// The links where the job's peer makes an IPv4 link-local address usable (see [`NetworkView::ll_ok`]).
+    fn for_job(mut self, snap: &Snapshot) -> NetworkView<'a> {
         if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
             for l in self.net.peer_routes.iter().filter(|l| l.error.is_none()) {
                 if !l.dest.is_ipv4() {
@@ -117,19 +101,13 @@ impl<'a> Net<'a> {
         }
         self
     }
-    /// True when `link` is excluded by `NCCLENV_EXCLUDE`.
-    fn excluded(&self, link: &Link) -> bool {
-        self.exclude.iter().any(|e| e == &link.name)
-    }
-    /// A candidate for the route to the peer: [`Net::candidate`], or, on a link where the peer makes it
-    /// usable ([`Net::ll_ok`]), a RUNNING, non-loopback, non-excluded link's IPv4 link-local address.
+    /// A candidate for the route to the peer: [`NetworkView::candidate`], or, on a link where the peer makes it
+    /// usable ([`NetworkView::ll_ok`]), a RUNNING, non-loopback, non-excluded link's IPv4 link-local address.
     fn candidate_for_peer(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
         self.candidate(link, family).or_else(|| {
             if family == Some(Family::Inet6)
                 || !self.ll_ok.contains(&link.index)
-                || !link.running
-                || link.loopback
-                || self.excluded(link)
+                || !link.is_candidate(self.exclude)
             {
                 return None;
             }
@@ -137,17 +115,17 @@ impl<'a> Net<'a> {
         })
     }
     /// True when an address NCCL would use on `link_name` is fine although link-local: IPv4 on a link
-    /// where the peer is ([`Net::ll_ok`]).
+    /// where the peer is ([`NetworkView::ll_ok`]).
     fn link_local_ok(&self, link_name: &str, addr: &IpAddr) -> bool {
         addr.is_ipv4()
             && self
                 .link_by_name(link_name)
                 .is_some_and(|l| self.ll_ok.contains(&l.index))
     }
-    /// A container or virtualisation bridge that is not an uplink ([`Net::uplinks`]): a host's `br0` that
+    /// A container or virtualisation bridge that is not an uplink ([`NetworkView::uplinks`]): a host's `br0` that
     /// carries the default route is the host's own network.
     fn container_bridge(&self, link: &Link) -> bool {
-        is_bridge_like(link) && !self.uplinks.contains(&link.index)
+        link.is_bridge_like() && !self.uplinks.contains(&link.index)
     }
     fn link(&self, index: u32) -> Option<&'a Link> {
         self.links.get(&index).copied()
@@ -163,9 +141,9 @@ impl<'a> Net<'a> {
             .find(|a| family.is_none_or(|f| a.family() == f))
             .copied()
     }
-    /// A candidate: RUNNING, not loopback, not excluded, with a usable address of the family.
+    /// A candidate: [`Link::is_candidate`] with a usable address ([`Addr::usable`]) of the family.
     fn candidate(&self, link: &Link, family: Option<Family>) -> Option<&'a Addr> {
-        if !link.running || link.loopback || self.excluded(link) {
+        if !link.is_candidate(self.exclude) {
             return None;
         }
         self.usable_addr(link, family)
@@ -230,7 +208,7 @@ struct Pick<'a> {
 /// Rank candidates when no route decides: IPv4 first; physical NICs, bonds, macvlan/ipvlan before veths and
 /// tunnels; bridges last; then the lowest index.
 fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
-    let class = if is_bridge_like(link) {
+    let class = if link.is_bridge_like() {
         3
     } else {
         match link.kind.as_deref() {
@@ -242,11 +220,12 @@ fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
     (u8::from(addr.family() == Family::Inet6), class, link.index)
 }
 
-/// ncclenv's own choice, in the order of the module docs. Warnings about the peer's route are added to
-/// `plan` on the way.
+/// ncclenv's own choice, one function per step of the order in the module docs; the first step that names
+/// a candidate decides. Warnings about the peer's route and dead default routes are added to `plan` on the
+/// way.
 fn choose<'a>(
     snap: &Snapshot,
-    v: &Net<'a>,
+    v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
@@ -256,21 +235,57 @@ fn choose<'a>(
     if let Some(p) = declared_address(snap, v, family) {
         return Some(p);
     }
-    default_route(snap, v, family, plan)
+    if let Some(p) = default_routes(v, family, plan) {
+        return Some(p);
+    }
+    ranked_candidate(snap, v, family)
 }
 
 /// Step 1, the kernel's route to the peer: the interface it leaves through (its IPv4 link-local address
 /// counts when the peer is on that link, F16), or, when the peer is this host, the interface owning the
 /// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used: such an address
 /// needs a scope (this host's interface index), which means nothing to the other nodes that NCCL's unique
-/// id is handed to.
+/// id is handed to. Each lookup is tried in turn; one that fails or leaves through an unusable interface is
+/// warned about and the next one (then the next step) decides.
 fn peer_route<'a>(
     snap: &Snapshot,
-    v: &Net<'a>,
+    v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
     let peer = snap.peer.as_ref().filter(|p| !p.addrs.is_empty())?;
+    warn_link_local_v6_peer(peer, plan);
+    for lookup in &v.net.peer_routes {
+        if family.is_some_and(|f| Family::of(&lookup.dest) != f)
+            || (lookup.dest.is_ipv6() && is_link_local_ip(&lookup.dest))
+        {
+            continue;
+        }
+        if let Some(err) = &lookup.error {
+            plan.finding(
+                Finding::PeerUnreachable,
+                format!(
+                    "the kernel has no route to the peer {} ({} from {}): {err}",
+                    lookup.dest, peer.host, peer.source
+                ),
+                "check the peer address and this container's network; falling back to the default route",
+            );
+            continue;
+        }
+        let pick = if lookup.local {
+            peer_is_this_host(v, peer, lookup)
+        } else {
+            route_to_peer(v, peer, lookup, plan)
+        };
+        if pick.is_some() {
+            return pick;
+        }
+    }
+    None
+}
+
+/// `peer-link-local`: each IPv6 link-local address of the peer (NCCL's unique id carries no scope id).
+fn warn_link_local_v6_peer(peer: &Peer, plan: &mut Plan) {
     for a in peer
         .addrs
         .iter()
@@ -287,87 +302,83 @@ fn peer_route<'a>(
             "give the launcher the master's global or unique-local (fd00::/8) address, or an IPv4 address",
         );
     }
-    for lookup in &v.net.peer_routes {
-        if family.is_some_and(|f| Family::of(&lookup.dest) != f)
-            || (lookup.dest.is_ipv6() && is_link_local_ip(&lookup.dest))
-        {
-            continue;
-        }
-        let peer_fam = Some(Family::of(&lookup.dest));
-        if let Some(err) = &lookup.error {
-            plan.finding(
-                Finding::PeerUnreachable,
-                format!(
-                    "the kernel has no route to the peer {} ({} from {}): {err}",
-                    lookup.dest, peer.host, peer.source
-                ),
-                "check the peer address and this container's network; falling back to the default route",
-            );
-            continue;
-        }
-        if lookup.local {
-            // The peer is this host: the interface owning the address.
-            let owner = v.net.addrs.iter().find(|a| a.addr == lookup.dest);
-            if let Some((l, own)) = owner.and_then(|a| v.link(a.index).map(|l| (l, a))) {
-                if let Some(a) = v.candidate_for_peer(l, peer_fam).or_else(|| {
-                    // The owned address itself, when nothing better on the link is usable.
-                    (usable_link_local_v4(own) && l.running && !l.loopback && !v.excluded(l))
-                        .then_some(own)
-                }) {
-                    return Some(Pick {
-                        link: l,
-                        addr: Some(a),
-                        how: format!(
-                            "this host is the peer {} ({}); the interface owning that address",
-                            lookup.dest, peer.source
-                        ),
-                        routed: true,
-                    });
-                }
-            }
-            continue;
-        }
-        let Some(l) = lookup.oif.and_then(|i| v.link(i)) else {
-            continue;
-        };
-        match v.candidate_for_peer(l, peer_fam) {
-            Some(a) => {
-                return Some(Pick {
-                    link: l,
-                    addr: Some(a),
-                    how: format!(
-                        "route to peer {} ({} from {}){}",
-                        lookup.dest,
-                        peer.host,
-                        peer.source,
-                        if a.is_link_local() {
-                            "; the peer is on that link, so its link-local address works"
-                        } else {
-                            ""
-                        }
-                    ),
-                    routed: true,
-                })
-            }
-            None => plan.finding(
-                Finding::PeerRouteUnusable,
-                format!(
-                    "the route to the peer {} leaves through {}, but {}",
-                    lookup.dest,
-                    l.name,
-                    v.why_not(l, peer_fam)
-                ),
-                "fix that interface or the route; falling back to the default route",
+}
+
+/// The peer is this host (the kernel answers with a `local` route): the interface owning the address, when it
+/// is a candidate for the peer or the owned address is a bindable IPv4 link-local one on a candidate link.
+fn peer_is_this_host<'a>(
+    v: &NetworkView<'a>,
+    peer: &Peer,
+    lookup: &RouteLookup,
+) -> Option<Pick<'a>> {
+    let own = v.net.addrs.iter().find(|a| a.addr == lookup.dest)?;
+    let l = v.link(own.index)?;
+    let a = v
+        .candidate_for_peer(l, Some(Family::of(&lookup.dest)))
+        .or_else(|| {
+            // The owned address itself, when nothing better on the link is usable.
+            (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own)
+        })?;
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how: format!(
+            "this host is the peer {} ({}); the interface owning that address",
+            lookup.dest, peer.source
+        ),
+        routed: true,
+    })
+}
+
+/// The interface the kernel's route to the peer leaves through, when it is a candidate for the peer;
+/// otherwise a `peer-route-unusable` warning saying why not.
+fn route_to_peer<'a>(
+    v: &NetworkView<'a>,
+    peer: &Peer,
+    lookup: &RouteLookup,
+    plan: &mut Plan,
+) -> Option<Pick<'a>> {
+    let l = lookup.oif.and_then(|i| v.link(i))?;
+    let peer_fam = Some(Family::of(&lookup.dest));
+    let Some(a) = v.candidate_for_peer(l, peer_fam) else {
+        plan.finding(
+            Finding::PeerRouteUnusable,
+            format!(
+                "the route to the peer {} leaves through {}, but {}",
+                lookup.dest,
+                l.name,
+                v.why_not(l, peer_fam)
             ),
-        }
-    }
-    None
+            "fix that interface or the route; falling back to the default route",
+        );
+        return None;
+    };
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how: format!(
+            "route to peer {} ({} from {}){}",
+            lookup.dest,
+            peer.host,
+            peer.source,
+            if a.is_link_local() {
+                "; the peer is on that link, so its link-local address works"
+            } else {
+                ""
+            }
+        ),
+        routed: true,
+    })
 }
 
 /// Step 1b, the address this node declares for itself (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's
 /// `--local-addr`, Paddle's `POD_IP`; F29): the interface that owns it, when it is a candidate (an IPv4
 /// link-local address counts: the user named it).
-fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) -> Option<Pick<'a>> {
+fn declared_address<'a>(
+    snap: &Snapshot,
+    v: &NetworkView<'a>,
+    family: Option<Family>,
+) -> Option<Pick<'a>> {
     let text = snap.job.self_addr.as_deref()?;
     let ip = text.parse::<IpAddr>().ok()?;
     if ip.is_loopback() || family.is_some_and(|f| Family::of(&ip) != f) {
@@ -375,9 +386,9 @@ fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) ->
     }
     let own = v.net.addrs.iter().find(|a| a.addr == ip)?;
     let l = v.link(own.index)?;
-    let a = v.candidate(l, Some(Family::of(&ip))).or_else(|| {
-        (usable_link_local_v4(own) && l.running && !l.loopback && !v.excluded(l)).then_some(own)
-    })?;
+    let a = v
+        .candidate(l, Some(Family::of(&ip)))
+        .or_else(|| (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own))?;
     Some(Pick {
         link: l,
         addr: Some(a),
@@ -392,16 +403,14 @@ fn declared_address<'a>(snap: &Snapshot, v: &Net<'a>, family: Option<Family>) ->
     })
 }
 
-/// Steps 2–5, no peer decided: the kernel's route to an off-link destination when an `ip rule` takes it out of
-/// table main (F28), the default routes of table main (IPv4, then IPv6, lowest metric first; one over a dead
-/// link is skipped with a warning, F11), the only candidate, the best-ranked candidate.
-fn default_route<'a>(
-    snap: &Snapshot,
-    v: &Net<'a>,
+/// Steps 2 and 3, no peer decided: per family, IPv4 then IPv6 (only the inherited family when one counts),
+/// the kernel's route to an off-link destination when an `ip rule` takes it out of table main
+/// ([`policy_default`], F28), else the default routes of table main ([`main_default`]).
+fn default_routes<'a>(
+    v: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    // 2./3. Default routes, IPv4 then IPv6: policy routing first, then table main by metric.
     for fam in [Family::Inet, Family::Inet6] {
         if family.is_some_and(|f| f != fam) {
             continue;
@@ -409,80 +418,97 @@ fn default_route<'a>(
         if let Some(p) = policy_default(v, fam) {
             return Some(p);
         }
-        let mut defaults: Vec<_> = v
-            .net
-            .routes
-            .iter()
-            .filter(|r| r.is_default() && r.family == fam && r.kind == 1)
-            .collect();
-        defaults.sort_by_key(|r| r.metric);
-        let mut skipped: Vec<String> = Vec::new();
-        for r in defaults {
-            for hop in r.paths() {
-                let Some(l) = v.link(hop.oif) else { continue };
-                match v.candidate(l, Some(fam)) {
-                    Some(a) if !hop.linkdown => {
-                        if !skipped.is_empty() {
-                            plan.finding(
-                                Finding::DefaultRouteDown,
-                                format!(
-                                    "the preferred default route is unusable: {}; took {} (metric {}) instead",
-                                    skipped.join("; "),
-                                    l.name,
-                                    r.metric
-                                ),
-                                "bring that interface up or remove its default route",
-                            );
-                        }
-                        return Some(Pick {
-                            link: l,
-                            addr: Some(a),
-                            how: format!("default route (metric {})", r.metric),
-                            routed: true,
-                        });
-                    }
-                    _ => skipped.push(format!(
-                        "default route over {} (metric {}): {}",
-                        l.name,
-                        r.metric,
-                        if hop.linkdown && l.running {
-                            "link down".to_string()
-                        } else {
-                            v.why_not(l, Some(fam))
-                        }
-                    )),
-                }
-            }
+        if let Some(p) = main_default(v, fam, plan) {
+            return Some(p);
         }
-    }
-    // 4./5. No route told: the only candidate, or the best ranked.
-    let mut cands = v.candidates(family);
-    cands.sort_by_key(|(l, a)| rank(l, a));
-    if let Some((l, a)) = cands.first() {
-        let routes = if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
-            "no route to the peer or default route names one"
-        } else {
-            "no default route names one"
-        };
-        let how = if cands.len() == 1 {
-            format!("the only usable interface ({routes})")
-        } else {
-            format!("best ranked of several usable interfaces ({routes})")
-        };
-        return Some(Pick {
-            link: l,
-            addr: Some(a),
-            how,
-            routed: cands.len() == 1,
-        });
     }
     None
 }
 
-/// The kernel's route to an off-link destination ([`NetSnapshot::default_lookups`]) when it came from a
+/// The unicast default routes of table main in family `fam`, lowest metric first: the first whose interface
+/// is a candidate and whose next hop is not link-down. One skipped for a dead link is named in a
+/// `default-route-down` warning when a later one is taken (F11).
+fn main_default<'a>(v: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option<Pick<'a>> {
+    let mut defaults: Vec<_> = v
+        .net
+        .routes
+        .iter()
+        .filter(|r| r.is_default() && r.family == fam && r.kind == 1)
+        .collect();
+    defaults.sort_by_key(|r| r.metric);
+    let mut skipped: Vec<String> = Vec::new();
+    for r in defaults {
+        for hop in r.paths() {
+            let Some(l) = v.link(hop.oif) else { continue };
+            match v.candidate(l, Some(fam)) {
+                Some(a) if !hop.linkdown => {
+                    if !skipped.is_empty() {
+                        plan.finding(
+                            Finding::DefaultRouteDown,
+                            format!(
+                                "the preferred default route is unusable: {}; took {} (metric {}) instead",
+                                skipped.join("; "),
+                                l.name,
+                                r.metric
+                            ),
+                            "bring that interface up or remove its default route",
+                        );
+                    }
+                    return Some(Pick {
+                        link: l,
+                        addr: Some(a),
+                        how: format!("default route (metric {})", r.metric),
+                        routed: true,
+                    });
+                }
+                _ => skipped.push(format!(
+                    "default route over {} (metric {}): {}",
+                    l.name,
+                    r.metric,
+                    if hop.linkdown && l.running {
+                        "link down".to_string()
+                    } else {
+                        v.why_not(l, Some(fam))
+                    }
+                )),
+            }
+        }
+    }
+    None
+}
+
+/// Steps 4 and 5, no route told: the only candidate, or the best ranked of several ([`rank`]; then not
+/// `routed`, which the caller warns about).
+fn ranked_candidate<'a>(
+    snap: &Snapshot,
+    v: &NetworkView<'a>,
+    family: Option<Family>,
+) -> Option<Pick<'a>> {
+    let mut cands = v.candidates(family);
+    cands.sort_by_key(|(l, a)| rank(l, a));
+    let (l, a) = cands.first()?;
+    let routes = if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
+        "no route to the peer or default route names one"
+    } else {
+        "no default route names one"
+    };
+    let how = if cands.len() == 1 {
+        format!("the only usable interface ({routes})")
+    } else {
+        format!("best ranked of several usable interfaces ({routes})")
+    };
+    Some(Pick {
+        link: l,
+        addr: Some(a),
+        how,
+        routed: cands.len() == 1,
+    })
+}
+
+/// The kernel's route to an off-link destination ([`Network::default_lookups`]) when it came from a
 /// table other than main: an `ip rule` steers this host's traffic there (cloud images with per-interface
 /// tables, Cilium, source routing; F28), so that table's default route is the one in use.
-fn policy_default<'a>(v: &Net<'a>, fam: Family) -> Option<Pick<'a>> {
+fn policy_default<'a>(v: &NetworkView<'a>, fam: Family) -> Option<Pick<'a>> {
     let main = 254;
     let l = v.net.default_lookups.iter().find(|l| {
         Family::of(&l.dest) == fam
@@ -508,161 +534,276 @@ fn is_multi(snap: &Snapshot) -> bool {
     snap.job.is_multi_node()
 }
 
-/// Decide `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`, `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `POD_IP`,
-/// and warn about what is visible and dangerous. Requires `snap.net` to be `Ok` (the caller handles a failed
-/// probe). Field cases F1–F12 (shared/FIELD-CASES.md).
-pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
-    let Ok(net) = &snap.net else { return };
-    let v = Net::new(net, &cfg.exclude).for_job(snap);
-    let fix = Fix { vendor };
-    let env = &snap.env;
-    let conf = &snap.conf_files;
-    let multi = is_multi(snap);
-    let single = snap.job.is_single_node();
-    let target = nccl_target(snap);
-    let era = target.era;
+/// `NCCL_SOCKET_FAMILY` as inherited and as the choice uses it.
+struct InheritedFamily<'s> {
+    /// The value NCCL sees and where it came from ([`effective`]).
+    value: Option<(&'s str, String)>,
+    /// The family the choice is restricted to: the inherited one when it counts
+    /// ([`nccl_rules::socket_family`]) and some candidate has it; `None` otherwise.
+    used: Option<Family>,
+    /// The inherited value and its origin when it counts but no candidate has that family (AF_INET6 on an
+    /// IPv4-only host: NCCL would bootstrap on a link-local address or find nothing): ncclenv chooses
+    /// without it and repairs it ([`export_family`]).
+    repair: Option<(String, String)>,
+}
 
-    let fam_value = effective("NCCL_SOCKET_FAMILY", env, conf);
-    let fam_inherited = nccl_rules::socket_family(fam_value.as_ref().map(|(v, _)| *v));
-    if let (Some((val, origin)), None) = (&fam_value, fam_inherited) {
+/// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`) when NCCL ignores its value.
+fn inherited_family<'s>(
+    snap: &'s Snapshot,
+    v: &NetworkView,
+    plan: &mut Plan,
+) -> InheritedFamily<'s> {
+    let value = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
+    let counts = nccl_rules::socket_family(value.as_ref().map(|(v, _)| *v));
+    if let (Some((val, origin)), None) = (&value, counts) {
         plan.finding(
             Finding::FamilyIgnored,
             format!("NCCL ignores NCCL_SOCKET_FAMILY={val:?} (from {origin}): only AF_INET and AF_INET6 count"),
             "set NCCL_SOCKET_FAMILY=AF_INET or AF_INET6, or unset it",
         );
     }
-
-    // An inherited family no usable interface has (AF_INET6 on an IPv4-only host): NCCL would bootstrap on a
-    // link-local address or find nothing. ncclenv chooses without it and repairs it below.
-    let mut fam = fam_inherited;
-    let mut fam_repair: Option<(String, String)> = None;
-    if let (Some(f), Some((val, origin))) = (fam_inherited, &fam_value) {
+    let mut used = counts;
+    let mut repair = None;
+    if let (Some(f), Some((val, origin))) = (counts, &value) {
         if v.candidates(Some(f)).is_empty() && !v.candidates(None).is_empty() {
-            fam = None;
-            fam_repair = Some((val.to_string(), origin.clone()));
+            used = None;
+            repair = Some((val.to_string(), origin.clone()));
         }
     }
+    InheritedFamily {
+        value,
+        used,
+        repair,
+    }
+}
 
-    // ncclenv's own choice.
-    let own = choose(snap, &v, fam, plan);
-    let lo = v.net.links.iter().find(|l| l.loopback);
+/// The inherited `NCCL_SOCKET_IFNAME`, evaluated as NCCL would with the NCCL the command loads.
+enum InheritedList<'s> {
+    /// Not set in the environment or a configuration file.
+    Absent,
+    /// Set, but NCCL ignores it (one character or less, `ifname_counts`): warned, ncclenv sets its choice.
+    Ignored,
+    /// NCCL would work with it: kept; `first` is NCCL's first match, the interface it bootstraps on.
+    Kept {
+        value: &'s str,
+        origin: String,
+        first: Found,
+    },
+    /// NCCL would fail with it (`why`): repaired with ncclenv's own choice, or with `lo` when there is none.
+    Fatal {
+        value: &'s str,
+        origin: String,
+        why: String,
+    },
+}
 
-    // The inherited NCCL_SOCKET_IFNAME, evaluated as NCCL would.
-    let inherited = effective("NCCL_SOCKET_IFNAME", env, conf);
-    let mut kept: Option<Found> = None;
-    if let Some((val, origin)) = &inherited {
-        if !nccl_rules::ifname_counts(val) {
-            plan.finding(
-                Finding::IfnameIgnored,
-                format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
-                "remove it; ncclenv sets its own choice",
-            );
-        } else {
-            let pick = nccl_rules::nccl_pick(net, Some(val), fam, era);
-            let fatal = match pick.found.first() {
-                None => Some(format!(
-                    "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
-                    {
-                        let down: Vec<&str> = net
-                            .links
-                            .iter()
-                            .filter(|l| nccl_rules::parse_if_list(val).accepts(&l.name))
-                            .map(|l| l.name.as_str())
-                            .collect();
-                        let names = if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) };
-                        format!("{names}{}", whitespace_hint(val))
-                    }
-                )),
-                // Before 2.28 NCCL takes an interface without carrier (FIELD-CASES F8): bootstrap binds
-                // to a dead link, and no peer ever connects.
-                Some(f) if !f.running => Some(format!(
-                    "{} would bootstrap on {} ({}), which has no carrier (not RUNNING): no other rank can connect to it",
-                    target.describe(),
-                    f.name,
-                    f.addr
-                )),
-                Some(f)
-                    if multi
-                        && (f.loopback
-                            || (is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr))) =>
-                {
-                    Some(format!(
-                    "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
-                    f.name,
-                    f.addr,
-                    snap.job.nnodes.unwrap_or(2)
-                ))
-                }
-                _ => None,
-            };
-            match fatal {
-                Some(why) => {
-                    if let Some(p) = own.as_ref() {
-                        let new = v.nccl_value(&p.link.name);
-                        fix.apply(
-                            plan,
-                            Repair {
-                                name: "NCCL_SOCKET_IFNAME",
-                                old: val,
-                                new: Some(new.clone()),
-                                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                                code: Finding::InheritedIfnameRepaired,
-                                message: format!(
-                                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {new:?}: {why}. Usable interfaces: {}",
-                                    v.usable_list(fam)
-                                ),
-                                remedy: format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {new}"),
-                            },
-                        );
-                    }
-                    // No own choice: handled below with the loopback fallback.
-                }
-                None => {
-                    let first = pick.found[0].clone();
-                    // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY
-                    // (the first match's) when it is not inherited, which drops the other family's matches.
-                    let final_fam = fam.unwrap_or_else(|| Family::of(&first.addr));
-                    let final_pick = nccl_rules::nccl_pick(net, Some(val), Some(final_fam), era);
-                    let dropped: Vec<&Found> = pick
-                        .found
-                        .iter()
-                        .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
-                        .collect();
-                    if !single {
-                        risk_warnings(
-                            &v,
-                            val,
-                            origin,
-                            &final_pick.found,
-                            &dropped,
-                            final_fam,
-                            plan,
-                        );
-                    }
-                    unmatched_entries(&v, val, origin, plan);
-                    kept = Some(first);
-                }
+impl InheritedList<'_> {
+    /// The value and its origin when NCCL takes it into account (kept or fatal).
+    fn counted(&self) -> Option<(&str, &str)> {
+        match self {
+            InheritedList::Kept { value, origin, .. }
+            | InheritedList::Fatal { value, origin, .. } => Some((value, origin)),
+            InheritedList::Absent | InheritedList::Ignored => None,
+        }
+    }
+}
+
+/// Step "inherited interface list": evaluate `NCCL_SOCKET_IFNAME` with `family` (the inherited one, when
+/// used). Warns `ifname-ignored` for a value NCCL ignores; for a kept value, the risks
+/// ([`risk_warnings`], unless the job is known to be single-node) and entries matching nothing
+/// ([`unmatched_entries`]).
+fn inherited_list<'s>(
+    snap: &'s Snapshot,
+    v: &NetworkView,
+    family: Option<Family>,
+    target: &NcclTarget,
+    plan: &mut Plan,
+) -> InheritedList<'s> {
+    let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
+        return InheritedList::Absent;
+    };
+    if !nccl_rules::ifname_counts(val) {
+        plan.finding(
+            Finding::IfnameIgnored,
+            format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
+            "remove it; ncclenv sets its own choice",
+        );
+        return InheritedList::Ignored;
+    }
+    let net = v.net;
+    let pick = nccl_rules::nccl_pick(net, Some(val), family, target.era);
+    if let Some(why) = fatal_reason(snap, v, val, &pick.found, target) {
+        return InheritedList::Fatal {
+            value: val,
+            origin,
+            why,
+        };
+    }
+    let first = pick.found[0].clone();
+    // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY (the first match's)
+    // when it is not inherited, which drops the other family's matches.
+    let final_fam = family.unwrap_or_else(|| Family::of(&first.addr));
+    let final_pick = nccl_rules::nccl_pick(net, Some(val), Some(final_fam), target.era);
+    let dropped: Vec<&Found> = pick
+        .found
+        .iter()
+        .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
+        .collect();
+    if !snap.job.is_single_node() {
+        risk_warnings(
+            v,
+            val,
+            &origin,
+            &final_pick.found,
+            &dropped,
+            final_fam,
+            plan,
+        );
+    }
+    unmatched_entries(v, val, &origin, plan);
+    InheritedList::Kept {
+        value: val,
+        origin,
+        first,
+    }
+}
+
+/// Why NCCL would fail with the inherited list `val` whose matches are `found`: no match (NCCL fails with
+/// "Bootstrap : no socket interface found"); a first match without carrier (NCCL before 2.28 bootstraps on it,
+/// F8); in a multi-node job a first match on loopback or link-local only. `None` when it works.
+fn fatal_reason(
+    snap: &Snapshot,
+    v: &NetworkView,
+    val: &str,
+    found: &[Found],
+    target: &NcclTarget,
+) -> Option<String> {
+    match found.first() {
+        None => Some(format!(
+            "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
+            {
+                let down: Vec<&str> = v
+                    .net
+                    .links
+                    .iter()
+                    .filter(|l| nccl_rules::parse_if_list(val).accepts(&l.name))
+                    .map(|l| l.name.as_str())
+                    .collect();
+                let names = if down.is_empty() { String::new() } else { format!(" (it names only {}, none usable)", down.join(", ")) };
+                format!("{names}{}", whitespace_hint(val))
             }
-        }
-    }
-
-    // The interface every library will use.
-    let (ifname, addr, how) = if let Some(f) = &kept {
-        let (val, origin) = inherited
-            .as_ref()
-            .map(|(a, b)| (*a, b.as_str()))
-            .unwrap_or(("", ""));
-        (
-            f.name.clone(),
-            Some(f.addr),
-            format!("inherited NCCL_SOCKET_IFNAME={val} (from {origin}), NCCL's first match"),
-        )
-    } else if let Some(p) = &own {
-        if inherited
-            .as_ref()
-            .is_none_or(|(val, _)| !nccl_rules::ifname_counts(val))
+        )),
+        // Before 2.28 NCCL takes an interface without carrier (F8, docs/field-cases.md): bootstrap binds to a
+        // dead link, and no peer ever connects.
+        Some(f) if !f.running => Some(format!(
+            "{} would bootstrap on {} ({}), which has no carrier (not RUNNING): no other rank can connect to it",
+            target.describe(),
+            f.name,
+            f.addr
+        )),
+        Some(f)
+            if is_multi(snap)
+                && (f.loopback || (is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr))) =>
         {
-            let value = v.nccl_value(&p.link.name);
+            Some(format!(
+                "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
+                f.name,
+                f.addr,
+                snap.job.nnodes.unwrap_or(2)
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The interface every library of the job will use: its name, its address (when it has one) and how it was
+/// chosen.
+struct Bound {
+    ifname: String,
+    addr: Option<IpAddr>,
+    how: String,
+}
+
+/// Decide `NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`, `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `POD_IP`,
+/// and warn about what is visible and dangerous. Requires `snap.net` to be `Ok` (the caller handles a failed
+/// probe). The steps, in order: the inherited family, ncclenv's own choice (`choose`), the inherited
+/// interface list (`InheritedList`), the interface used (kept, own, or the loopback fallback or a
+/// refusal), the family export, the companions, then warnings about the network's layout. Field cases
+/// F1–F12, F16, F26–F29 (`docs/field-cases.md`).
+pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
+    let Ok(net) = &snap.net else { return };
+    let v = NetworkView::new(net, &cfg.exclude).for_job(snap);
+    let fix = Fix { vendor };
+    let target = nccl_target(snap);
+
+    let family = inherited_family(snap, &v, plan);
+    let own = choose(snap, &v, family.used, plan);
+    let list = inherited_list(snap, &v, family.used, &target, plan);
+    let bound = match (&list, &own) {
+        (
+            InheritedList::Kept {
+                value,
+                origin,
+                first,
+            },
+            _,
+        ) => kept_interface(value, origin, first),
+        (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, &fix, plan),
+        (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, &fix, plan) {
+            Some(b) => b,
+            None => return,
+        },
+    };
+    peer_on_loopback(snap, plan);
+    plan.choice = Some(Choice {
+        ifname: bound.ifname.clone(),
+        addr: bound.addr,
+        how: bound.how.clone(),
+    });
+    export_family(&family, &bound, &fix, plan);
+    companions(&v, snap, &bound, &fix, plan);
+    layout_warnings(&v, snap, &bound, plan);
+}
+
+/// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
+/// every library uses; nothing is set for NCCL.
+fn kept_interface(value: &str, origin: &str, first: &Found) -> Bound {
+    Bound {
+        ifname: first.name.clone(),
+        addr: Some(first.addr),
+        how: format!("inherited NCCL_SOCKET_IFNAME={value} (from {origin}), NCCL's first match"),
+    }
+}
+
+/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value,
+/// [`Fix`]), and warn `no-route-decided` when no route supported it.
+fn own_interface(
+    snap: &Snapshot,
+    v: &NetworkView,
+    p: &Pick,
+    list: &InheritedList,
+    family: Option<Family>,
+    fix: &Fix,
+    plan: &mut Plan,
+) -> Bound {
+    let value = v.nccl_value(&p.link.name);
+    match list {
+        InheritedList::Fatal { value: val, origin, why } => fix.apply(
+            plan,
+            Repair {
+                name: "NCCL_SOCKET_IFNAME",
+                old: val,
+                new: Some(value.clone()),
+                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
+                code: Finding::InheritedIfnameRepaired,
+                message: format!(
+                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
+                    v.usable_list(family)
+                ),
+                remedy: format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
+            },
+        ),
+        InheritedList::Absent | InheritedList::Ignored => {
             let exact = value.starts_with('=');
             plan.set(
                 "NCCL_SOCKET_IFNAME",
@@ -679,142 +820,179 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 ),
             );
         }
-        if !p.routed {
-            let lead = match &snap.peer {
-                Some(peer) if !peer.addrs.is_empty() => {
-                    "no route to the peer and no default route named an interface"
-                }
-                Some(_) => "the peer did not resolve and no default route named an interface",
-                None => "no peer is named and no default route names an interface",
-            };
-            plan.finding(
-                Finding::NoRouteDecided,
-                format!(
-                    "{lead}; took {} as the {}. Usable: {}",
-                    p.link.name,
-                    p.how,
-                    v.usable_list(fam)
-                ),
-                "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
-            );
-        }
-        (p.link.name.clone(), p.addr.map(|a| a.addr), p.how.clone())
-    } else {
-        // No candidate at all: only loopback is left.
-        // Interfaces that only NCCLENV_EXCLUDE kept out: the refusal must name the user's own list.
-        let excluded: Vec<String> = Net::new(net, &[])
-            .candidates(fam)
-            .iter()
-            .map(|(l, _)| l.name.clone())
-            .collect();
-        let lo_down = lo.filter(|l| !l.up || !l.running);
-        let lacks = format!(
-            "this container has no usable network interface but lo (usable: {}){}{}",
-            v.usable_list(fam),
-            match lo_down {
-                Some(l) => format!(
-                    "; and {} itself is down (state {}), so not even loopback works",
-                    l.name, l.oper_state
-                ),
-                None => String::new(),
-            },
-            if !excluded.is_empty() {
-                format!(
-                    "; NCCLENV_EXCLUDE={} removed {}",
-                    cfg.exclude.join(","),
-                    excluded.join(", ")
-                )
-            } else if net.links.iter().all(|l| l.loopback) {
-                "; it looks like --network=none".to_string()
-            } else {
-                String::new()
-            }
-        );
-        if multi {
-            plan.refuse(
-                format!(
-                    "{lacks}, and this is a {}-node job ({}): no interface can reach another node",
-                    snap.job.nnodes.unwrap_or(2),
-                    snap.job.source.as_deref().unwrap_or("launcher")
-                ),
-                "give the container a network the other nodes can connect back to: --network=host, a routable pod network, or a Multus interface on the nodes' network (not --network=none; Docker's default bridge hides the container behind NAT)",
-            );
-            return;
-        }
-        let Some(lo) = lo else {
-            plan.finding(
-                Finding::NoInterface,
-                format!("{lacks}; not even lo is present"),
-                "give the container a network",
-            );
-            return;
-        };
-        if lo_down.is_some() {
-            plan.finding(
-                Finding::NoInterface,
-                lacks,
-                "bring loopback up (ip link set lo up; Docker and Kubernetes do it for every container), or give the container a network",
-            );
-            return;
-        }
-        let addr = net
-            .addrs
-            .iter()
-            .filter(|a| a.index == lo.index && fam.is_none_or(|f| a.family() == f))
-            .min_by_key(|a| a.family())
-            .map(|a| a.addr);
-        let value = v.nccl_value(&lo.name);
-        match &inherited {
-            Some((val, origin)) if nccl_rules::ifname_counts(val) => fix.apply(
-                plan,
-                Repair {
-                    name: "NCCL_SOCKET_IFNAME",
-                    old: val,
-                    new: Some(value.clone()),
-                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                    code: Finding::InheritedIfnameRepaired,
-                    message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                    remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
-                },
-            ),
-            _ => plan.set(
-                "NCCL_SOCKET_IFNAME",
-                value,
-                "no usable interface but loopback: single-node only",
-            ),
-        }
-        plan.finding(
-            Finding::LoopbackOnly,
-            format!("{lacks}; using lo: only a single-node job can work"),
-            "for a multi-node job give the container a network (not --network=none); for one node this is fine",
-        );
-        (lo.name.clone(), addr, "loopback fallback".to_string())
-    };
-
-    // A master on loopback in a multi-node job: the other nodes are told to connect to their own loopback.
-    if let (true, Some(p)) = (multi, &snap.peer) {
-        if p.addrs.iter().any(|a| a.is_loopback()) {
-            plan.finding(
-                Finding::PeerIsLoopback,
-                format!(
-                    "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
-                    p.host,
-                    p.source,
-                    snap.job.nnodes.unwrap_or(2)
-                ),
-                "give the launcher the master's routable address or host name",
-            );
-        }
+        InheritedList::Kept { .. } => {}
     }
+    if !p.routed {
+        let lead = match &snap.peer {
+            Some(peer) if !peer.addrs.is_empty() => {
+                "no route to the peer and no default route named an interface"
+            }
+            Some(_) => "the peer did not resolve and no default route named an interface",
+            None => "no peer is named and no default route names an interface",
+        };
+        plan.finding(
+            Finding::NoRouteDecided,
+            format!(
+                "{lead}; took {} as the {}. Usable: {}",
+                p.link.name,
+                p.how,
+                v.usable_list(family)
+            ),
+            "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
+        );
+    }
+    Bound {
+        ifname: p.link.name.clone(),
+        addr: p.addr.map(|a| a.addr),
+        how: p.how.clone(),
+    }
+}
 
-    plan.choice = Some(Choice {
-        ifname: ifname.clone(),
+/// Step "loopback fallback or refusal", no candidate at all: a multi-node job is refused; without `lo`, or
+/// with `lo` down, a warning and nothing set (both `None`); otherwise `lo` with a `loopback-only` warning
+/// (repairing an inherited value that counts).
+fn loopback_fallback(
+    snap: &Snapshot,
+    cfg: &Config,
+    v: &NetworkView,
+    list: &InheritedList,
+    family: Option<Family>,
+    fix: &Fix,
+    plan: &mut Plan,
+) -> Option<Bound> {
+    let net = v.net;
+    let lo = net.links.iter().find(|l| l.loopback);
+    let lo_down = lo.filter(|l| !l.up || !l.running);
+    let lacks = lacks_text(cfg, v, family, lo_down);
+    if is_multi(snap) {
+        plan.refuse(
+            format!(
+                "{lacks}, and this is a {}-node job ({}): no interface can reach another node",
+                snap.job.nnodes.unwrap_or(2),
+                snap.job.source.as_deref().unwrap_or("launcher")
+            ),
+            "give the container a network the other nodes can connect back to: --network=host, a routable pod network, or a Multus interface on the nodes' network (not --network=none; Docker's default bridge hides the container behind NAT)",
+        );
+        return None;
+    }
+    let Some(lo) = lo else {
+        plan.finding(
+            Finding::NoInterface,
+            format!("{lacks}; not even lo is present"),
+            "give the container a network",
+        );
+        return None;
+    };
+    if lo_down.is_some() {
+        plan.finding(
+            Finding::NoInterface,
+            lacks,
+            "bring loopback up (ip link set lo up; Docker and Kubernetes do it for every container), or give the container a network",
+        );
+        return None;
+    }
+    let addr = net
+        .addrs
+        .iter()
+        .filter(|a| a.index == lo.index && family.is_none_or(|f| a.family() == f))
+        .min_by_key(|a| a.family())
+        .map(|a| a.addr);
+    let value = v.nccl_value(&lo.name);
+    match list.counted() {
+        Some((val, origin)) => fix.apply(
+            plan,
+            Repair {
+                name: "NCCL_SOCKET_IFNAME",
+                old: val,
+                new: Some(value.clone()),
+                reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                code: Finding::InheritedIfnameRepaired,
+                message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
+            },
+        ),
+        None => plan.set(
+            "NCCL_SOCKET_IFNAME",
+            value,
+            "no usable interface but loopback: single-node only",
+        ),
+    }
+    plan.finding(
+        Finding::LoopbackOnly,
+        format!("{lacks}; using lo: only a single-node job can work"),
+        "for a multi-node job give the container a network (not --network=none); for one node this is fine",
+    );
+    Some(Bound {
+        ifname: lo.name.clone(),
         addr,
-        how: how.clone(),
-    });
+        how: "loopback fallback".to_string(),
+    })
+}
 
-    // NCCL_SOCKET_FAMILY matching the chosen address.
-    if let (Some((val, origin)), Some(a)) = (&fam_repair, addr) {
+/// What the container lacks, in words, when no candidate is left: the usable list, `lo` itself down
+/// (`lo_down`), the interfaces only `NCCLENV_EXCLUDE` kept out (the refusal must name the user's own list),
+/// or a look of `--network=none`.
+fn lacks_text(
+    cfg: &Config,
+    v: &NetworkView,
+    family: Option<Family>,
+    lo_down: Option<&Link>,
+) -> String {
+    let net = v.net;
+    let excluded: Vec<String> = NetworkView::new(net, &[])
+        .candidates(family)
+        .iter()
+        .map(|(l, _)| l.name.clone())
+        .collect();
+    format!(
+        "this container has no usable network interface but lo (usable: {}){}{}",
+        v.usable_list(family),
+        match lo_down {
+            Some(l) => format!(
+                "; and {} itself is down (state {}), so not even loopback works",
+                l.name, l.oper_state
+            ),
+            None => String::new(),
+        },
+        if !excluded.is_empty() {
+            format!(
+                "; NCCLENV_EXCLUDE={} removed {}",
+                cfg.exclude.join(","),
+                excluded.join(", ")
+            )
+        } else if net.links.iter().all(|l| l.loopback) {
+            "; it looks like --network=none".to_string()
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// `peer-is-loopback`: a master on loopback in a multi-node job (the other nodes are told to connect to
+/// their own loopback).
+fn peer_on_loopback(snap: &Snapshot, plan: &mut Plan) {
+    let (true, Some(p)) = (is_multi(snap), &snap.peer) else {
+        return;
+    };
+    if p.addrs.iter().any(|a| a.is_loopback()) {
+        plan.finding(
+            Finding::PeerIsLoopback,
+            format!(
+                "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
+                p.host,
+                p.source,
+                snap.job.nnodes.unwrap_or(2)
+            ),
+            "give the launcher the master's routable address or host name",
+        );
+    }
+}
+
+/// Step "family export": `NCCL_SOCKET_FAMILY` matching the bound address. An inherited family no candidate
+/// has is repaired ([`InheritedFamily::repair`]); an unset one is set; one that counts is left alone.
+fn export_family(family: &InheritedFamily, bound: &Bound, fix: &Fix, plan: &mut Plan) {
+    let ifname = &bound.ifname;
+    if let (Some((val, origin)), Some(a)) = (&family.repair, bound.addr) {
         let new = Family::of(&a).nccl_name();
         fix.apply(
             plan,
@@ -836,8 +1014,8 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 ),
             },
         );
-    } else if fam_value.is_none() {
-        if let Some(a) = addr {
+    } else if family.value.is_none() {
+        if let Some(a) = bound.addr {
             plan.set(
                 "NCCL_SOCKET_FAMILY",
                 Family::of(&a).nccl_name(),
@@ -848,14 +1026,18 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             );
         }
     }
+}
 
-    // Framework companions: exact interface names only.
+/// Step "companions": the frameworks' and launchers' own interface variables (exact names only), `POD_IP`,
+/// and the addresses the launcher declares or advertises, checked against the bound interface.
+fn companions(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: &mut Plan) {
+    let (ifname, addr) = (bound.ifname.as_str(), bound.addr);
     for var in ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"] {
-        companion(&v, env, var, &ifname, &fix, plan);
+        companion(v, &snap.env, var, ifname, fix, plan);
     }
-    other_launchers(&v, snap, &ifname, addr, &fix, plan);
-    pod_ip(snap, &ifname, addr, multi, &fix, plan);
-    declared_differs(&v, snap, &ifname, addr, plan);
+    other_launchers(v, snap, ifname, addr, fix, plan);
+    pod_ip(snap, ifname, addr, is_multi(snap), fix, plan);
+    declared_differs(v, snap, ifname, addr, plan);
     if let (false, Some(a)) = (snap.job.ips.is_empty(), addr) {
         let ips: Vec<IpAddr> = snap.job.ips.iter().filter_map(|h| h.parse().ok()).collect();
         if ips.len() == snap.job.ips.len() && !ips.contains(&a) {
@@ -869,10 +1051,14 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             );
         }
     }
+}
 
-    overlapping_prefixes(&v, plan);
-    if multi {
-        container_bridge_nat(&v, snap, &ifname, addr, plan);
+/// Warnings about the network's layout around the bound interface: overlapping prefixes, a container bridge
+/// behind NAT (multi-node jobs), proxies in the way of the rendezvous.
+fn layout_warnings(v: &NetworkView, snap: &Snapshot, bound: &Bound, plan: &mut Plan) {
+    overlapping_prefixes(v, plan);
+    if is_multi(snap) {
+        container_bridge_nat(v, snap, &bound.ifname, bound.addr, plan);
     }
     proxy_warning(snap, plan);
 }
@@ -881,7 +1067,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
 /// single-node: a match that is loopback, link-local only, or a container bridge; an entry that
 /// prefix-matches several interfaces (NET/Socket stripes over all of them, src/transport/net_socket.cc).
 fn risk_warnings(
-    v: &Net,
+    v: &NetworkView,
     val: &str,
     origin: &str,
     found: &[Found],
@@ -890,19 +1076,7 @@ fn risk_warnings(
     plan: &mut Plan,
 ) {
     for f in found {
-        let link = v.link_by_name(&f.name);
-        let why = if f.loopback {
-            Some("is the loopback interface")
-        } else if !f.running {
-            Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
-        } else if is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr) {
-            Some("has only a link-local address")
-        } else if link.is_some_and(|l| v.container_bridge(l)) {
-            Some("is a container or virtualisation bridge")
-        } else {
-            None
-        };
-        if let Some(why) = why {
+        if let Some(why) = risky_match(v, f) {
             plan.finding(
                 Finding::InheritedIfnameRisky,
                 format!(
@@ -913,6 +1087,38 @@ fn risk_warnings(
             );
         }
     }
+    prefix_warnings(val, origin, found, dropped, fam, plan);
+}
+
+/// Why another node cannot reach NCCL on the match `f`, when it cannot: loopback, no carrier, link-local only
+/// (unless the peer is on that link), a container bridge.
+fn risky_match(v: &NetworkView, f: &Found) -> Option<&'static str> {
+    if f.loopback {
+        Some("is the loopback interface")
+    } else if !f.running {
+        Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
+    } else if is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr) {
+        Some("has only a link-local address")
+    } else if v
+        .link_by_name(&f.name)
+        .is_some_and(|l| v.container_bridge(l))
+    {
+        Some("is a container or virtualisation bridge")
+    } else {
+        None
+    }
+}
+
+/// `inherited-ifname-prefix`: each entry of a prefix list (neither `^` nor `=`) that matches several of the
+/// interfaces NCCL keeps (`found`), naming those the exported family leaves out (`dropped`).
+fn prefix_warnings(
+    val: &str,
+    origin: &str,
+    found: &[Found],
+    dropped: &[&Found],
+    fam: Family,
+    plan: &mut Plan,
+) {
     let list = nccl_rules::parse_if_list(val);
     if list.exact || list.exclude {
         return;
@@ -976,7 +1182,7 @@ fn whitespace_hint(val: &str) -> String {
 
 /// Entries of a kept `NCCL_SOCKET_IFNAME` that match no interface at all (a typo, or a space NCCL does not
 /// trim, as in `"eth0, eth1"`): harmless to NCCL, but not what the user meant.
-fn unmatched_entries(v: &Net, val: &str, origin: &str, plan: &mut Plan) {
+fn unmatched_entries(v: &NetworkView, val: &str, origin: &str, plan: &mut Plan) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
         return;
@@ -1010,7 +1216,7 @@ struct Repair<'a> {
     new: Option<String>,
     /// The change's reason (the `Changes` line).
     reason: String,
-    /// The finding (a strict one: a repair).
+    /// The finding's code.
     code: Finding,
     /// The finding's message.
     message: String,
@@ -1061,7 +1267,7 @@ impl Fix {
 /// name). Set when unset; repaired when it holds NCCL syntax or a name that does not exist (Gloo then fails
 /// with "Unable to find address for: …"); warned when it names another interface than NCCL's.
 fn companion(
-    v: &Net,
+    v: &NetworkView,
     env: &std::collections::BTreeMap<String, String>,
     var: &str,
     ifname: &str,
@@ -1131,24 +1337,45 @@ fn companion(
 /// * `UCX_NET_DEVICES`: comma-separated devices: netdev names, RDMA `device:port` entries, or `all`. Only
 ///   evaluated (never set: it would take UCX off RDMA); a value with RDMA entries is warned, not repaired.
 fn other_launchers(
-    v: &Net,
+    v: &NetworkView,
     snap: &Snapshot,
     ifname: &str,
     addr: Option<IpAddr>,
     fix: &Fix,
     plan: &mut Plan,
 ) {
-    let env = &snap.env;
+    let c = Companion { v, ifname, fix };
     let launcher = snap.job.launcher;
-    let differs = |plan: &mut Plan, var: &str, val: &str| {
+    horovod_iface(&c, snap.env.get("HOROVOD_GLOO_IFACE"), launcher, plan);
+    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
+        ompi_if_include(&c, var, snap.env.get(var), launcher, addr, plan);
+    }
+    if let Some(val) = snap.env.get("UCX_NET_DEVICES") {
+        ucx_net_devices(&c, val, plan);
+    }
+}
+
+/// What the launcher variables' checks share: the network, the bound interface and how to repair.
+struct Companion<'a, 'n> {
+    v: &'a NetworkView<'n>,
+    ifname: &'a str,
+    fix: &'a Fix,
+}
+
+impl Companion<'_, '_> {
+    /// `companion-differs`: `var` selects another interface than NCCL's.
+    fn differs(&self, plan: &mut Plan, var: &str, val: &str) {
+        let ifname = self.ifname;
         plan.finding(
             Finding::CompanionDiffers,
             format!("{var}={val} selects another interface than NCCL's {ifname}"),
             format!("set {var} to {ifname} so that every library of the job uses one interface"),
         )
-    };
-    let repair = |plan: &mut Plan, var: &'static str, val: &str, why: String| {
-        fix.apply(
+    }
+    /// `launcher-ifname-repaired`: `var` would fail (`why`); replaced by the bound interface ([`Fix`]).
+    fn repair(&self, plan: &mut Plan, var: &'static str, val: &str, why: String) {
+        let ifname = self.ifname;
+        self.fix.apply(
             plan,
             Repair {
                 name: var,
@@ -1160,13 +1387,17 @@ fn other_launchers(
                 remedy: format!("set {var} to an interface that exists here, e.g. {ifname}"),
             },
         )
-    };
+    }
+}
 
-    match env.get("HOROVOD_GLOO_IFACE") {
+/// `HOROVOD_GLOO_IFACE`: one exact interface name. A list or a missing name is repaired, another interface
+/// warned; unset, it is set for `horovodrun`.
+fn horovod_iface(c: &Companion, val: Option<&String>, launcher: Option<Launcher>, plan: &mut Plan) {
+    match val {
         Some(val) => {
             let missing: Vec<&str> = val
                 .split(',')
-                .filter(|n| v.link_by_name(n).is_none())
+                .filter(|n| c.v.link_by_name(n).is_none())
                 .collect();
             if val.contains(',') || !missing.is_empty() {
                 let why = if val.contains(',') {
@@ -1181,94 +1412,113 @@ fn other_launchers(
                 } else {
                     format!("no interface named {val:?} exists here")
                 };
-                repair(plan, "HOROVOD_GLOO_IFACE", val, why);
-            } else if val != ifname {
-                differs(plan, "HOROVOD_GLOO_IFACE", val);
+                c.repair(plan, "HOROVOD_GLOO_IFACE", val, why);
+            } else if val != c.ifname {
+                c.differs(plan, "HOROVOD_GLOO_IFACE", val);
             }
         }
         None if launcher == Some(Launcher::Horovod) => plan.set(
             "HOROVOD_GLOO_IFACE",
-            ifname,
+            c.ifname,
             "the same interface as NCCL, for horovodrun's Gloo (one exact name)",
         ),
         None => {}
     }
+}
 
-    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
-        match env.get(var) {
-            Some(val) => {
-                let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
-                let mut bad: Vec<String> = Vec::new();
-                let mut selects = false;
-                for e in &entries {
-                    match e.split_once('/') {
-                        Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
-                            (Ok(n), Ok(l)) => {
-                                if !v.net.addrs.iter().any(|a| prefix_contains(&n, l, &a.addr)) {
-                                    bad.push(format!("{e} (no address here is in it)"));
-                                }
-                                selects |= addr.is_some_and(|a| prefix_contains(&n, l, &a));
-                            }
-                            _ => bad.push(format!("{e} (not a CIDR network)")),
-                        },
-                        None => {
-                            if v.link_by_name(e).is_none() {
-                                bad.push(format!("{e} (no such interface)"));
-                            }
-                            selects |= *e == ifname;
-                        }
-                    }
-                }
-                if entries.is_empty() || !bad.is_empty() {
-                    let why = if entries.is_empty() {
-                        "it names nothing".to_string()
-                    } else {
-                        format!("Open MPI cannot use {}", bad.join(", "))
-                    };
-                    repair(plan, var, val, why);
-                } else if !selects {
-                    differs(plan, var, val);
-                }
-            }
-            None if launcher == Some(Launcher::Mpi) => plan.set(
+/// Open MPI's `OMPI_MCA_{btl,oob}_tcp_if_include` (`var`): exact names or CIDR networks. An empty value, a
+/// missing name or a network holding no address here is repaired; one that does not select the bound
+/// interface (by name or by its address `addr`) is warned; unset, it is set for `mpirun`.
+fn ompi_if_include(
+    c: &Companion,
+    var: &'static str,
+    val: Option<&String>,
+    launcher: Option<Launcher>,
+    addr: Option<IpAddr>,
+    plan: &mut Plan,
+) {
+    let Some(val) = val else {
+        if launcher == Some(Launcher::Mpi) {
+            plan.set(
                 var,
-                ifname,
+                c.ifname,
                 "the same interface as NCCL, for Open MPI's TCP transport (Open MPI forwards it to every node)",
-            ),
-            None => {}
+            );
+        }
+        return;
+    };
+    let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+    let mut bad: Vec<String> = Vec::new();
+    let mut selects = false;
+    for e in &entries {
+        match e.split_once('/') {
+            Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
+                (Ok(n), Ok(l)) => {
+                    if !c
+                        .v
+                        .net
+                        .addrs
+                        .iter()
+                        .any(|a| prefix_contains(&n, l, &a.addr))
+                    {
+                        bad.push(format!("{e} (no address here is in it)"));
+                    }
+                    selects |= addr.is_some_and(|a| prefix_contains(&n, l, &a));
+                }
+                _ => bad.push(format!("{e} (not a CIDR network)")),
+            },
+            None => {
+                if c.v.link_by_name(e).is_none() {
+                    bad.push(format!("{e} (no such interface)"));
+                }
+                selects |= *e == c.ifname;
+            }
         }
     }
+    if entries.is_empty() || !bad.is_empty() {
+        let why = if entries.is_empty() {
+            "it names nothing".to_string()
+        } else {
+            format!("Open MPI cannot use {}", bad.join(", "))
+        };
+        c.repair(plan, var, val, why);
+    } else if !selects {
+        c.differs(plan, var, val);
+    }
+}
 
-    if let Some(val) = env.get("UCX_NET_DEVICES") {
-        let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
-        if !entries.contains(&"all") {
-            let (rdma, netdevs): (Vec<&str>, Vec<&str>) =
-                entries.iter().partition(|e| e.contains(':'));
-            let missing: Vec<&str> = netdevs
-                .iter()
-                .copied()
-                .filter(|n| v.link_by_name(n).is_none())
-                .collect();
-            if !missing.is_empty() && rdma.is_empty() {
-                repair(
-                    plan,
-                    "UCX_NET_DEVICES",
-                    val,
-                    format!("no interface named {} exists here", missing.join(", ")),
-                );
-            } else if !missing.is_empty() {
-                plan.finding(
-                    Finding::CompanionDiffers,
-                    format!(
-                        "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
-                        missing.join(", ")
-                    ),
-                    format!("remove the missing names or use {ifname}"),
-                );
-            } else if rdma.is_empty() && !netdevs.contains(&ifname) {
-                differs(plan, "UCX_NET_DEVICES", val);
-            }
-        }
+/// `UCX_NET_DEVICES`: netdev names and RDMA `device:port` entries, or `all`. Only judged, never set. Missing
+/// names are repaired when the value has no RDMA entry, else warned; a value that names netdevs but not the
+/// bound interface is warned.
+fn ucx_net_devices(c: &Companion, val: &str, plan: &mut Plan) {
+    let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+    if entries.contains(&"all") {
+        return;
+    }
+    let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
+    let missing: Vec<&str> = netdevs
+        .iter()
+        .copied()
+        .filter(|n| c.v.link_by_name(n).is_none())
+        .collect();
+    if !missing.is_empty() && rdma.is_empty() {
+        c.repair(
+            plan,
+            "UCX_NET_DEVICES",
+            val,
+            format!("no interface named {} exists here", missing.join(", ")),
+        );
+    } else if !missing.is_empty() {
+        plan.finding(
+            Finding::CompanionDiffers,
+            format!(
+                "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
+                missing.join(", ")
+            ),
+            format!("remove the missing names or use {}", c.ifname),
+        );
+    } else if rdma.is_empty() && !netdevs.contains(&c.ifname) {
+        c.differs(plan, "UCX_NET_DEVICES", val);
     }
 }
 
@@ -1326,7 +1576,13 @@ fn pod_ip(
 /// The address this node declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's `--local-addr`;
 /// `POD_IP` is [`pod_ip`]'s) disagrees with the interface chosen, or belongs to no interface here:
 /// `advertised-address-differs`.
-fn declared_differs(v: &Net, snap: &Snapshot, ifname: &str, addr: Option<IpAddr>, plan: &mut Plan) {
+fn declared_differs(
+    v: &NetworkView,
+    snap: &Snapshot,
+    ifname: &str,
+    addr: Option<IpAddr>,
+    plan: &mut Plan,
+) {
     let (Some(text), Some(src)) = (&snap.job.self_addr, &snap.job.self_addr_source) else {
         return;
     };
@@ -1378,7 +1634,7 @@ const NAT_BRIDGE_POOLS: &[([u8; 4], u8)] = &[
 /// ([`NAT_BRIDGE_POOLS`]), and the route to the master leaves through it via a gateway (the master is on
 /// another host). A heuristic: a warning, never a refusal.
 fn container_bridge_nat(
-    v: &Net,
+    v: &NetworkView,
     snap: &Snapshot,
     ifname: &str,
     addr: Option<IpAddr>,
@@ -1417,7 +1673,7 @@ fn container_bridge_nat(
 
 /// Two candidate interfaces whose connected prefixes overlap: the kernel sources traffic from the first
 /// matching route whatever NCCL binds.
-fn overlapping_prefixes(v: &Net, plan: &mut Plan) {
+fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
     let c = v.candidates(None);
     for (i, (l1, a1)) in c.iter().enumerate() {
         for (l2, a2) in c.iter().skip(i + 1) {
@@ -1521,7 +1777,7 @@ pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
     let Ok(net) = &snap.net else {
         return Vec::new();
     };
-    let v = Net::new(net, &cfg.exclude);
+    let v = NetworkView::new(net, &cfg.exclude);
     let mut c = v.candidates(None);
     c.sort_by_key(|(l, a)| rank(l, a));
     c.into_iter()
@@ -1560,74 +1816,11 @@ pub fn unwritable_choice(snap: &Snapshot, plan: &Plan) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The NCCL the command will run with, as far as the snapshot tells (`Snapshot::nccl_installs`: the library
-/// of `NCCLENV_NCCL_LIB` alone when it is set, else every installation found), and so the rules the model
-/// of NCCL applies where versions differ ([`Era`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NcclTarget {
-    /// The rules applied: [`Era::Current`] only when every version found is 2.28 or later; otherwise (an
-    /// older one, or none known) [`Era::Before2_28`], under which more inherited values fail.
-    pub era: Era,
-    /// The distinct versions found (`X.Y.Z`), sorted; empty when unknown.
-    pub versions: Vec<String>,
-}
-
-impl NcclTarget {
-    /// `NCCL 2.21.5 (before 2.28: …)`, or what was assumed when the version is unknown.
-    pub fn describe(&self) -> String {
-        if self.versions.is_empty() {
-            format!(
-                "NCCL (version not found; modelled as {})",
-                self.era.describe()
-            )
-        } else {
-            format!(
-                "NCCL {} ({})",
-                self.versions.join(", "),
-                self.era.describe()
-            )
-        }
-    }
-}
-
-/// See [`NcclTarget`].
-pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
-    let installs = match snap.nccl_installs.first() {
-        Some(i) if i.source == crate::probe::nccl::EXPLICIT_SOURCE => std::slice::from_ref(i),
-        _ => &snap.nccl_installs[..],
-    };
-    let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
-    versions.sort();
-    versions.dedup();
-    let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
-    let era = if !eras.is_empty() && eras.len() == versions.len() {
-        eras.iter().copied().min().unwrap_or(Era::Before2_28)
-    } else {
-        Era::Before2_28
-    };
-    NcclTarget { era, versions }
-}
-
-/// What NCCL alone (without ncclenv) would do with the inherited environment, following the version the
-/// command will load ([`nccl_target`]): the pick and the target.
-fn nccl_alone_pick(snap: &Snapshot) -> Option<(nccl_rules::NcclPick, NcclTarget)> {
-    let Ok(net) = &snap.net else { return None };
-    let ifn = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files);
-    let fam = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
-    let target = nccl_target(snap);
-    let pick = nccl_rules::nccl_pick(
-        net,
-        ifn.as_ref().map(|(v, _)| *v),
-        nccl_rules::socket_family(fam.as_ref().map(|(v, _)| *v)),
-        target.era,
-    );
-    Some((pick, target))
-}
-
 /// What NCCL alone (without ncclenv) would choose with the inherited environment, for the report: the
-/// bootstrap interface and address, or why it fails, and the NCCL version modelled.
+/// bootstrap interface and address, or why it fails, and the NCCL version modelled
+/// ([`nccl_rules::nccl_alone`]).
 pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
-    let (pick, target) = nccl_alone_pick(snap)?;
+    let (pick, target) = nccl_rules::nccl_alone(snap)?;
     let source = match &pick.source {
         PickSource::User(v) => format!("NCCL_SOCKET_IFNAME={v}"),
         PickSource::Auto(step) => format!("automatic, step {step:?}"),
@@ -1655,7 +1848,7 @@ pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
 /// "bootstrap": {"ifname", "addr"} or null ("no socket interface found"), "interfaces": [names NET/Socket
 /// would use]}`; `null` when the network probe failed.
 pub fn nccl_model_json(snap: &Snapshot) -> serde_json::Value {
-    let Some((pick, target)) = nccl_alone_pick(snap) else {
+    let Some((pick, target)) = nccl_rules::nccl_alone(snap) else {
         return serde_json::Value::Null;
     };
     let (source, step) = match &pick.source {

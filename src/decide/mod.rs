@@ -10,8 +10,8 @@ pub mod shm;
 
 use crate::config::Config;
 use crate::findings::Finding;
+use crate::nccl_rules::effective;
 use crate::plan::Plan;
-use crate::probe::job::effective;
 use crate::snapshot::Snapshot;
 
 /// Variables (or prefixes) that mean a vendor network plugin manages NCCL's transport: AWS EFA

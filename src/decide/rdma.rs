@@ -29,15 +29,15 @@
 use crate::config::Config;
 use crate::decide::gid;
 use crate::findings::Finding;
+use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
-use crate::probe::job::effective;
-use crate::snapshot::{NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
+use crate::snapshot::{Mib, NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `ibv_port_state` value of an active port (`IBV_PORT_ACTIVE`, sysfs `4: ACTIVE`).
-pub const PORT_ACTIVE: u32 = 4;
+pub const PORT_ACTIVE: u32 = crate::snapshot::PortState::ACTIVE.0;
 
 /// The smallest effective RLIMIT_MEMLOCK (bytes) ncclenv accepts for RDMA: 1 GiB. NCCL registers its buffers
 /// with `ibv_reg_mr` (src/transport/net_ib.cc, `ncclIbRegMrDmaBufInternal`); the common defaults 64 KiB and
@@ -184,7 +184,7 @@ fn port_problem(
     links: Option<&BTreeSet<&str>>,
 ) -> Option<String> {
     if p.state != PORT_ACTIVE {
-        return Some(format!("port {}", port_state_name(p.state)));
+        return Some(format!("port {}", p.port_state()));
     }
     verbs_problem(d, rdma).or_else(|| roce_problem(p, links))
 }
@@ -214,7 +214,7 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
             .flat_map(|d| {
                 d.ports
                     .iter()
-                    .map(move |p| format!("{}/{}: {}", d.name, p.port, port_state_name(p.state)))
+                    .map(move |p| format!("{}/{}: {}", d.name, p.port, p.port_state()))
             })
             .collect();
         let states = if states.is_empty() {
@@ -302,7 +302,7 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
                 let st: Vec<String> = d
                     .ports
                     .iter()
-                    .map(|p| format!("port {} {}", p.port, port_state_name(p.state)))
+                    .map(|p| format!("port {} {}", p.port, p.port_state()))
                     .collect();
                 excluded.push(format!("{} ({})", d.name, st.join(", ")));
             }
@@ -367,7 +367,7 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
                 format!(
                     "RLIMIT_MEMLOCK {} is below {} MiB and the command does not hold CAP_IPC_LOCK: ibv_reg_mr \
                      would fail and the job would die",
-                    fmt_mib(*bytes),
+                    Mib(*bytes),
                     MEMLOCK_MIN_BYTES / MIB
                 ),
             );
@@ -406,7 +406,7 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
             format!(
                 "RLIMIT_MEMLOCK is {}, below {} MiB, but the command holds CAP_IPC_LOCK, which lets it lock \
                  memory past the limit: RDMA memory registration works, RDMA stays on",
-                memlock.map_or_else(|| "unlimited".to_string(), fmt_mib),
+                memlock.map_or_else(|| "unlimited".to_string(), |b| Mib(b).to_string()),
                 MEMLOCK_MIN_BYTES / MIB
             ),
             "nothing to do; a command that drops CAP_IPC_LOCK would need --ulimit memlock=-1",
@@ -709,7 +709,7 @@ fn raise_memlock(plan: &mut Plan, raise: bool, memlock: Option<u64>) {
             Finding::RdmaMemlockRaised,
             format!(
                 "soft RLIMIT_MEMLOCK raised to the hard limit ({}) for the command",
-                memlock.map_or_else(|| "unlimited".to_string(), fmt_mib)
+                memlock.map_or_else(|| "unlimited".to_string(), |b| Mib(b).to_string())
             ),
             "nothing to do",
         );
@@ -742,7 +742,7 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
         Finding::RdmaMemlockLow,
         format!(
             "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail, so RDMA is disabled",
-            fmt_mib(bytes),
+            Mib(bytes),
             MEMLOCK_MIN_BYTES / MIB
         ),
         "run the container with --ulimit memlock=-1 (Kubernetes: raise the container runtime's memlock limit, e.g. LimitMEMLOCK=infinity)",
@@ -792,19 +792,6 @@ fn below(a: Option<u64>, b: Option<u64>) -> bool {
     }
 }
 
-/// The name of an IB port state number (`state` in sysfs, `enum ib_port_state` in include/rdma/ib_verbs.h):
-/// 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER; other numbers as `state N`.
-pub fn port_state_name(s: u32) -> String {
-    match s {
-        1 => "DOWN".into(),
-        2 => "INIT".into(),
-        3 => "ARMED".into(),
-        4 => "ACTIVE".into(),
-        5 => "ACTIVE_DEFER".into(),
-        n => format!("state {n}"),
-    }
-}
-
 fn port_desc(d: &RdmaDevice, p: &RdmaPort) -> String {
     let mut s = format!("{}:{}", d.name, p.port);
     let mut extra = Vec::new();
@@ -820,20 +807,11 @@ fn port_desc(d: &RdmaDevice, p: &RdmaPort) -> String {
     s
 }
 
-/// Bytes as MiB for messages: `8 MiB`, `0.06 MiB (65536 B)`.
-pub fn fmt_mib(bytes: u64) -> String {
-    if bytes % MIB == 0 {
-        format!("{} MiB", bytes / MIB)
-    } else {
-        format!("{:.2} MiB ({bytes} B)", bytes as f64 / MIB as f64)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::Severity;
-    use crate::snapshot::{Link, NetSnapshot, RdmaGid};
+    use crate::snapshot::{Link, Network, RdmaGid};
 
     fn port(n: u32, state: u32, ll: &str, ndev: Option<&str>) -> RdmaPort {
         RdmaPort {
@@ -877,7 +855,7 @@ mod tests {
     fn snap(r: RdmaSnapshot, links: &[&str], env: &[(&str, &str)]) -> Snapshot {
         Snapshot {
             rdma: Some(r),
-            net: Ok(NetSnapshot {
+            net: Ok(Network {
                 links: links
                     .iter()
                     .enumerate()
@@ -887,7 +865,7 @@ mod tests {
                         ..Link::default()
                     })
                     .collect(),
-                ..NetSnapshot::default()
+                ..Network::default()
             }),
             env: env
                 .iter()
@@ -1527,7 +1505,7 @@ mod tests {
 
     #[test]
     fn mib_format() {
-        assert_eq!(fmt_mib(8 << 20), "8 MiB");
-        assert_eq!(fmt_mib(65536), "0.06 MiB (65536 B)");
+        assert_eq!(Mib(8 << 20).to_string(), "8 MiB");
+        assert_eq!(Mib(65536).to_string(), "0.06 MiB (65536 B)");
     }
 }

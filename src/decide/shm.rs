@@ -14,9 +14,9 @@
 
 use crate::config::Config;
 use crate::findings::Finding;
+use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
-use crate::probe::job::effective;
 use crate::snapshot::Snapshot;
 use serde::{Deserialize, Serialize};
 
@@ -272,13 +272,13 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                                 "{}/{} ({})",
                                 shm.path,
                                 s.name,
-                                crate::decide::rdma::fmt_mib(s.bytes)
+                                crate::snapshot::Mib(s.bytes)
                             )
                         })
                         .collect();
                     why.push_str(&format!(
                         "; {} of it is held by {} leftover nccl-* segment(s)",
-                        crate::decide::rdma::fmt_mib(total),
+                        crate::snapshot::Mib(total),
                         names.len()
                     ));
                     remedy = format!(

@@ -361,7 +361,7 @@ fn local_report(
     } else {
         snap.nccl_installs.clone()
     };
-    let versions = crate::probe::nccl::distinct_versions(&installs);
+    let versions = crate::snapshot::distinct_versions(&installs);
     let nccl_version = (versions.len() == 1 && installs.iter().all(|i| i.version.is_some()))
         .then(|| versions[0].clone());
     let mut r = NodeReport {
@@ -468,7 +468,7 @@ struct OutlookJson<'a> {
 mod tests {
     use super::*;
     use crate::plan::Choice;
-    use crate::snapshot::{Addr, JobShape, NetSnapshot, Peer};
+    use crate::snapshot::{Addr, JobShape, Network, Peer};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
@@ -476,7 +476,7 @@ mod tests {
 
     fn snap(own: &str, master: &str, nnodes: Option<u32>) -> Snapshot {
         Snapshot {
-            net: Ok(NetSnapshot {
+            net: Ok(Network {
                 addrs: vec![Addr {
                     index: 2,
                     addr: ip(own),
@@ -486,7 +486,7 @@ mod tests {
                     deprecated: false,
                     dad_failed: false,
                 }],
-                ..NetSnapshot::default()
+                ..Network::default()
             }),
             peer: Some(Peer {
                 source: "--master".into(),

@@ -302,25 +302,6 @@ pub fn read_conf_files(env: &BTreeMap<String, String>, etc_dir: &Path) -> Vec<Co
     out
 }
 
-/// The value NCCL sees for `name`: the environment's, else the first configuration file that sets it
-/// (`setenv(name, value, 0)`: the first applied wins, the environment always wins). Returns the value and where
-/// it came from (`environment` or the file's path).
-pub fn effective<'a>(
-    name: &str,
-    env: &'a BTreeMap<String, String>,
-    conf: &'a [ConfFile],
-) -> Option<(&'a str, String)> {
-    if let Some(v) = env.get(name) {
-        return Some((v.as_str(), "environment".to_string()));
-    }
-    for f in conf {
-        if let Some((_, v)) = f.values.iter().find(|(k, _)| k == name) {
-            return Some((v.as_str(), f.path.clone()));
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,31 +598,6 @@ mod tests {
                 ("NCCL_DEBUG".to_string(), " INFO ".to_string())
             ]
         );
-    }
-
-    #[test]
-    fn effective_prefers_environment_then_first_file() {
-        let conf = vec![
-            ConfFile {
-                path: "/u".into(),
-                values: vec![("A".into(), "u".into())],
-                error: None,
-            },
-            ConfFile {
-                path: "/etc".into(),
-                values: vec![("A".into(), "e".into()), ("B".into(), "e".into())],
-                error: None,
-            },
-        ];
-        let mut env = BTreeMap::new();
-        assert_eq!(effective("A", &env, &conf), Some(("u", "/u".to_string())));
-        assert_eq!(effective("B", &env, &conf), Some(("e", "/etc".to_string())));
-        env.insert("A".to_string(), "x".to_string());
-        assert_eq!(
-            effective("A", &env, &conf),
-            Some(("x", "environment".to_string()))
-        );
-        assert_eq!(effective("C", &env, &conf), None);
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub fn collect(
                 .collect();
             names.sort_unstable();
             names.dedup();
-            let family = job::effective("NCCL_SOCKET_FAMILY", &env, &conf_files);
+            let family = crate::nccl_rules::effective("NCCL_SOCKET_FAMILY", &env, &conf_files);
             let needs = net::StartNeeds {
                 ipv6_family: crate::nccl_rules::socket_family(family.as_ref().map(|(v, _)| *v))
                     == Some(crate::snapshot::Family::Inet6),
@@ -76,7 +76,8 @@ pub fn collect(
     // Net plugins matter only where RDMA devices exist (they run their own IB transport); doctor lists them
     // always.
     let net_plugins = if depth == Depth::Doctor || !rdma.devices.is_empty() {
-        let chosen = job::effective("NCCL_NET_PLUGIN", &env, &conf_files).map(|(v, _)| v);
+        let chosen =
+            crate::nccl_rules::effective("NCCL_NET_PLUGIN", &env, &conf_files).map(|(v, _)| v);
         nccl::find_net_plugins(&env, chosen, depth == Depth::Doctor)
     } else {
         Vec::new()
@@ -92,7 +93,7 @@ pub fn collect(
     let nccl_installs = match depth {
         Depth::Doctor => nccl::installs(cfg.nccl_lib.as_deref(), &env, true),
         Depth::Start => {
-            let inherited = job::effective("NCCL_SOCKET_IFNAME", &env, &conf_files)
+            let inherited = crate::nccl_rules::effective("NCCL_SOCKET_IFNAME", &env, &conf_files)
                 .is_some_and(|(v, _)| crate::nccl_rules::ifname_counts(v));
             let dead = net.as_ref().is_ok_and(|n| {
                 n.links
@@ -106,6 +107,14 @@ pub fn collect(
             }
         }
     };
+    // Link speeds are shown by doctor only.
+    let link_speeds = match (&net, depth) {
+        (Ok(n), Depth::Doctor) => {
+            let names: Vec<String> = n.links.iter().map(|l| l.name.clone()).collect();
+            host::link_speeds(&cfg.sysfs, &names)
+        }
+        _ => Default::default(),
+    };
     Snapshot {
         net,
         peer,
@@ -117,5 +126,6 @@ pub fn collect(
         gpus,
         nccl_installs,
         net_plugins,
+        link_speeds,
     }
 }

@@ -119,7 +119,7 @@ pub fn find_installs(env: &BTreeMap<String, String>) -> Vec<NcclInstall> {
 }
 
 /// `source` of the installation named by `NCCLENV_NCCL_LIB` / `--nccl-lib` (see [`explicit_install`]).
-pub const EXPLICIT_SOURCE: &str = "NCCLENV_NCCL_LIB";
+pub const EXPLICIT_SOURCE: &str = crate::snapshot::EXPLICIT_NCCL_SOURCE;
 
 /// The library named by `NCCLENV_NCCL_LIB` / `--nccl-lib`, as an installation (source [`EXPLICIT_SOURCE`]):
 /// the check loads it and nothing else, so it is the NCCL the model follows. Its version comes from the
@@ -353,16 +353,6 @@ fn is_net_plugin_name(name: &str) -> bool {
     name.starts_with("libnccl-net") && (name.ends_with(".so") || name.contains(".so."))
 }
 
-/// The distinct versions among `installs` (sorted); more than one means the loaded NCCL depends on paths.
-pub fn distinct_versions(installs: &[NcclInstall]) -> Vec<String> {
-    installs
-        .iter()
-        .filter_map(|i| i.version.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
-
 #[derive(Default)]
 struct Finder {
     seen: BTreeSet<PathBuf>,
@@ -527,6 +517,7 @@ fn glob_prefix(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::distinct_versions;
 
     #[test]
     fn names_and_versions() {

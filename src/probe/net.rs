@@ -9,7 +9,8 @@
 //! 2. `RTM_GETADDR` dump, family `AF_UNSPEC` → [`Addr`]s (the kernel walks `AF_INET` before `AF_INET6`,
 //!    `rtnl_dump_all`, net/core/rtnetlink.c);
 //! 3. `RTM_GETROUTE` dumps for `AF_INET`, then `AF_INET6` → [`Route`]s of table main (254), filtered here
-//!    rather than in the request (NCCL-FACTS §9: rtnetlink's `RouteMessageBuilder` defaults act as filters);
+//!    rather than in the request (a strict-checking kernel treats request fields as filters: rtnetlink 0.24's
+//!    `RouteMessageBuilder` defaults, protocol static, type unicast, table main, made a dump return nothing);
 //! 4. one `RTM_GETROUTE` request with `RTA_DST` per peer address (what `ip route get ADDR` sends) →
 //!    [`RouteLookup`]s;
 //! 5. the same request for one off-link destination per family ([`offlink_dest`]): the route the kernel
@@ -18,24 +19,10 @@
 //! A dump the kernel marks `NLM_F_DUMP_INTR` (the table changed while it was read) is read again, up to three
 //! times in all.
 //!
-//! **No `rtnetlink` crate, no tokio.** The project brief named `rtnetlink` (async, on a tokio runtime) for
-//! this probe, and the full probe first used it (`rtnetlink::new_connection` on a current-thread runtime built
-//! per call). It was replaced by the blocking client above, which the start path already used, for size and
-//! start-up cost: requests are strictly sequential, so a runtime, a connection task and futures buy nothing.
-//! Measured on the stripped static binary (musl release build, budget 1.5 MiB in `tests/static_binary.rs`):
-//!
-//! * dropping `rtnetlink`, `netlink-proto`, `tokio` (+ `mio`, `bytes`, `futures-*`): 1,819,568 → 1,582,000
-//!   bytes;
-//! * reading answers by message type (`RTM_NEWLINK` → `LinkMessage`, `RTM_NEWADDR` → `AddressMessage`,
-//!   `RTM_NEWROUTE` → `RouteMessage`, anything else skipped) and writing requests as a hand-written
-//!   `nlmsghdr` + the message's own `Emitable`, instead of `RouteNetlinkMessage`'s parser and emitter (which
-//!   link in every rtnetlink family: tc, neighbours, rules, …): 1,582,000 → 1,430,448 bytes;
-//! * writing the `RTM_GETLINK` body by hand (`LinkRequest`) rather than with `LinkMessage`'s emitter, which
-//!   brings the emitters of every link attribute and link kind: 1,430,448 → 1,336,240 bytes.
-//!
-//! The kernel sees the same requests as before, byte for byte (`tests::requests_encode_like_netlink_message`),
-//! and the answers are read by the same `netlink-packet-route` parsers. Start-up time is unchanged and
-//! `doctor` is a little faster (no runtime to build).
+//! The client is blocking and sequential (no `rtnetlink` crate, no async runtime); requests are written as a
+//! hand-made `nlmsghdr` plus the message's own `Emitable`, answers read by message type with the
+//! `netlink-packet-route` parsers (`tests::requests_encode_like_netlink_message` checks the bytes). Why, with
+//! the sizes measured: `docs/performance.md`, "The netlink probe".
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -55,7 +42,7 @@ use netlink_packet_route::route::{
 use netlink_packet_route::AddressFamily;
 use nix::libc;
 
-use crate::snapshot::{Addr, Family, Link, NetSnapshot, NextHop, Route, RouteLookup};
+use crate::snapshot::{Addr, Family, Link, Network, NextHop, Route, RouteLookup};
 
 /// Length of `struct nlmsghdr` (`NLMSG_HDRLEN`, include/uapi/linux/netlink.h).
 const NLMSG_HDRLEN: usize = 16;
@@ -66,22 +53,22 @@ const DUMP_ATTEMPTS: usize = 3;
 /// Reads links, addresses, main-table routes and the route towards each peer address from the kernel.
 ///
 /// * `peer_addrs`: addresses of the job's peer (master); for each one, in the same order, the result holds a
-///   [`RouteLookup`] in [`NetSnapshot::peer_routes`]. Pass `&[]` when there is no peer.
-/// * Returns the [`NetSnapshot`] filled as the docstrings of `crate::snapshot` describe: links in kernel order
+///   [`RouteLookup`] in [`Network::peer_routes`]. Pass `&[]` when there is no peer.
+/// * Returns the [`Network`] filled as the docstrings of `crate::snapshot` describe: links in kernel order
 ///   (ascending index); addresses in kernel order (every IPv4 address before every IPv6 one); routes of table
 ///   main (254), IPv4 then IPv6, each in kernel order, every route type kept (`Route::kind`), cache clones
 ///   (`RTM_F_CLONED`) skipped; the kernel's lookup of one off-link destination per family ([`offlink_dest`])
-///   in [`NetSnapshot::default_lookups`] (IPv4, then IPv6).
+///   in [`Network::default_lookups`] (IPv4, then IPv6).
 /// * Errors: `Err(one sentence)` when the socket cannot be opened or any of the dumps fails (the kernel's
 ///   errno is in the text). A failed peer lookup (`ENETUNREACH`, `EHOSTUNREACH`, …) is not an
 ///   error: it is recorded in [`RouteLookup::error`].
 ///
 /// Never panics on kernel data; runs in the calling thread's network namespace.
-pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
+pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<Network, String> {
     let mut nl = Rtnl::new()?;
-    let mut snap = NetSnapshot {
+    let mut snap = Network {
         ipv6_routes_probed: true,
-        ..NetSnapshot::default()
+        ..Network::default()
     };
 
     nl.dump(
@@ -108,7 +95,7 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<NetSnapshot, String> {
 }
 
 /// A destination no connected prefix and no non-default main-table route covers, for the default-route
-/// lookups ([`NetSnapshot::default_lookups`]): the first of the documentation prefixes (RFC 5737 for IPv4:
+/// lookups ([`Network::default_lookups`]): the first of the documentation prefixes (RFC 5737 for IPv4:
 /// 198.51.100.1, 203.0.113.1, 192.0.2.1; RFC 3849 and RFC 9637 for IPv6: 2001:db8::1, 3fff::1) that no
 /// address prefix and no route of table main other than a default route contains. Labs and test machines
 /// use the documentation prefixes on real links, hence the check; when all are taken the first is returned
@@ -553,7 +540,7 @@ pub struct StartNeeds<'a> {
     /// not count when judging whether the IPv6 routes are needed.
     pub exclude: &'a [String],
     /// Interface names the decision looks up by name even without an address (the netdevs of RoCE GIDs,
-    /// `decide::rdma`): each one that exists gets an entry in [`NetSnapshot::links`] (`SIOCGIFINDEX`).
+    /// `decide::rdma`): each one that exists gets an entry in [`Network::links`] (`SIOCGIFINDEX`).
     pub names: &'a [String],
 }
 
@@ -870,7 +857,7 @@ fn flags_link(index: u32, name: String, flags: u32) -> Link {
 }
 
 /// The network facts the start-up decision needs, read cheaply: the cost grows with the number of addresses
-/// (one `RTM_GETADDR` dump), not with a link dump's ~1 KiB per link. Fills the same [`NetSnapshot`] as
+/// (one `RTM_GETADDR` dump), not with a link dump's ~1 KiB per link. Fills the same [`Network`] as
 /// [`probe_full`], with these differences:
 ///
 /// 1. `addrs`: the same `RTM_GETADDR` dump (all families), same order.
@@ -886,7 +873,7 @@ fn flags_link(index: u32, name: String, flags: u32) -> Link {
 ///    reach them (`decide::interface`: IPv6 default routes are consulted only when no IPv4 default route
 ///    gives a candidate): when no IPv4 unicast default route has a path that is not link-down through a
 ///    RUNNING, non-loopback, non-excluded link with a usable IPv4 address; or when a peer address is IPv6;
-///    or when [`StartNeeds::ipv6_family`]. [`NetSnapshot::ipv6_routes_probed`] records which.
+///    or when [`StartNeeds::ipv6_family`]. [`Network::ipv6_routes_probed`] records which.
 /// 4. `peer_routes`: as in the full probe (one `RTM_GETROUTE` lookup per peer address).
 /// 5. `default_lookups`: one `RTM_GETROUTE` lookup of an off-link IPv4 destination ([`offlink_dest`]), and
 ///    of an IPv6 one when the IPv6 routes are read: the policy-routing answer of the default-route step. A
@@ -894,9 +881,9 @@ fn flags_link(index: u32, name: String, flags: u32) -> Link {
 ///    interface, so the IPv6 routes are not read then either.
 ///
 /// One blocking `NETLINK_ROUTE` socket, no runtime. Errors as [`probe_full`]. Never panics on kernel data.
-pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<NetSnapshot, String> {
+pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<Network, String> {
     let mut nl = Rtnl::new()?;
-    let mut snap = NetSnapshot::default();
+    let mut snap = Network::default();
 
     addr_dump(&mut nl, &mut snap.addrs)?;
 
@@ -1010,19 +997,15 @@ fn policy_default_decides(
             .is_some_and(|oif| usable_v4_link(oif, links, addrs, exclude))
 }
 
-/// A RUNNING, non-loopback link outside `exclude` with a usable IPv4 address
-/// (`decide::interface::usable_addr`: not tentative, deprecated, DAD-failed, link-local or loopback).
+/// A candidate link ([`Link::is_candidate`]: RUNNING, non-loopback, outside `exclude`) with a usable IPv4
+/// address ([`Addr::usable`]).
 fn usable_v4_link(oif: u32, links: &[Link], addrs: &[Addr], exclude: &[String]) -> bool {
     links.iter().any(|l| {
         l.index == oif
-            && l.running
-            && !l.loopback
-            && !exclude.iter().any(|e| e == &l.name)
-            && addrs.iter().any(|a| {
-                a.index == l.index
-                    && a.family() == Family::Inet
-                    && crate::decide::interface::usable_addr(a)
-            })
+            && l.is_candidate(exclude)
+            && addrs
+                .iter()
+                .any(|a| a.index == l.index && a.family() == Family::Inet && a.usable())
     })
 }
 

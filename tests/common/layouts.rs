@@ -1,4 +1,4 @@
-//! The network layouts of the field cases (docs: FIELD-CASES F1–F31 where a case has a network of its own) and
+//! The network layouts of the field cases (`docs/field-cases.md`, F1–F31, where a case has a network of its own) and
 //! a few decoys of the same kind, as builders over a [`Netns`]. Used where a test must run on every layout,
 //! e.g. the agreement of ncclenv's model of NCCL with the real library (`tests/check_real_nccl.rs`).
 //!

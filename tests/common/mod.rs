@@ -10,7 +10,7 @@
 //! let snap = ns.in_netns(|| ncclenv::probe::net::probe(&[]));
 //! ```
 //!
-//! Conventions (docs FIELD-CASES.md): a *plug* is a veth whose peer sits, up, in a second private namespace,
+//! Conventions (`docs/field-cases.md`): a *plug* is a veth whose peer sits, up, in a second private namespace,
 //! so the interface is RUNNING; a *stub* is the same with the peer left down (NO-CARRIER). IPv6 duplicate
 //! address detection is switched off in the namespace (`accept_dad=0` for `all` and `default`) so that
 //! automatic fe80 addresses are never tentative; turn it back on for one interface with
