@@ -504,6 +504,29 @@ fn comm_id_changes_nothing() {
     assert!(p.hands_off && p.changes.is_empty());
 }
 
+/// `NCCL_COMM_ID` stays hands off, but an inherited `NCCL_SOCKET_IFNAME` that matches nothing still breaks
+/// NCCL's network transports: warned (`comm-id-ifname-unmatched`, strict), nothing changed.
+#[test]
+fn comm_id_still_warns_about_an_unmatched_ifname() {
+    let mut l = f5();
+    l.env("NCCL_COMM_ID", "10.0.0.1:1234");
+    l.env("NCCL_SOCKET_IFNAME", "eth1");
+    let p = l.decide();
+    assert!(p.hands_off && p.changes.is_empty());
+    assert!(!has_warning(&p, "comm-id-ifname-unmatched"), "{p:?}");
+    l.env("NCCL_SOCKET_IFNAME", "ens9");
+    let p = l.decide();
+    assert!(p.hands_off && p.changes.is_empty(), "{:?}", p.changes);
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "comm-id-ifname-unmatched")
+        .expect("warning");
+    assert!(w.message.contains("\"ens9\""), "{}", w.message);
+    assert!(w.remedy.contains("eth0"), "{}", w.remedy);
+    assert!(refused(&l.strict()));
+}
+
 /// F23: `/dev/shm` is decided under a vendor profile and with `NCCL_COMM_ID` too; NCCL's transport variables
 /// stay untouched (and with `NCCL_COMM_ID` the network too).
 #[test]
