@@ -355,14 +355,7 @@ fn local_report(
         .ok()
         .and_then(|n| n.links.iter().find(|l| l.name == s.ifname))
         .and_then(|l| l.mtu);
-    let installs = if snap.nccl_installs.is_empty() {
-        crate::probe::nccl::find_installs(&snap.env)
-    } else {
-        snap.nccl_installs.clone()
-    };
-    let versions = crate::probe::nccl::distinct_versions(&installs);
-    let nccl_version = (versions.len() == 1 && installs.iter().all(|i| i.version.is_some()))
-        .then(|| versions[0].clone());
+    let nccl_version = node_nccl_version(snap, cfg);
     let mut r = NodeReport {
         hostname,
         ifname: s.ifname.clone(),
@@ -388,6 +381,30 @@ fn local_report(
     }
     r.sanitize();
     r
+}
+
+/// The NCCL version this node reports to the others: with `NCCLENV_NCCL_LIB` / `--nccl-lib` set, that
+/// library's (the one the check loads; `probe::nccl::explicit_install`), else the one version every
+/// installation found shares (the snapshot's, else a fresh search); `None` when unknown or ambiguous.
+fn node_nccl_version(snap: &Snapshot, cfg: &Config) -> Option<String> {
+    use crate::probe::nccl;
+    if let Some(lib) = &cfg.nccl_lib {
+        return snap
+            .nccl_installs
+            .iter()
+            .find(|i| i.source == nccl::EXPLICIT_SOURCE)
+            .cloned()
+            .unwrap_or_else(|| nccl::explicit_install(lib))
+            .version;
+    }
+    let installs = if snap.nccl_installs.is_empty() {
+        nccl::find_installs(&snap.env)
+    } else {
+        snap.nccl_installs.clone()
+    };
+    let versions = nccl::distinct_versions(&installs);
+    (versions.len() == 1 && installs.iter().all(|i| i.version.is_some()))
+        .then(|| versions[0].clone())
 }
 
 impl Outlook {
@@ -471,6 +488,46 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
+    }
+
+    /// The preflight reports the NCCL of `NCCLENV_NCCL_LIB` when it is set, as the check loads it, not the
+    /// default search's.
+    #[test]
+    fn nccl_version_follows_the_configured_library() {
+        let dir = std::env::temp_dir().join(format!("ncclenv-pf-lib-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let lib = dir.join("libnccl.so.2.21.5");
+        std::fs::write(&lib, b"").expect("write");
+        let found = |v: &str| crate::snapshot::NcclInstall {
+            path: format!("/usr/lib/libnccl.so.{v}"),
+            version: Some(v.into()),
+            source: "ld.so.cache".into(),
+        };
+        let s = Snapshot {
+            nccl_installs: vec![found("2.27.3")],
+            ..Snapshot::default()
+        };
+        let cfg = Config {
+            nccl_lib: Some(lib.clone()),
+            ..Config::default()
+        };
+        assert_eq!(node_nccl_version(&s, &cfg).as_deref(), Some("2.21.5"));
+        // The explicit library already in the snapshot (doctor's depth) is the one taken.
+        let s = Snapshot {
+            nccl_installs: vec![crate::probe::nccl::explicit_install(&lib), found("2.27.3")],
+            ..Snapshot::default()
+        };
+        assert_eq!(node_nccl_version(&s, &cfg).as_deref(), Some("2.21.5"));
+        // Without it: the one version found.
+        let s = Snapshot {
+            nccl_installs: vec![found("2.27.3")],
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            node_nccl_version(&s, &Config::default()).as_deref(),
+            Some("2.27.3")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn snap(own: &str, master: &str, nnodes: Option<u32>) -> Snapshot {
