@@ -14,7 +14,7 @@
 //! | repair | `preflight-ib-disabled` | IB off on some nodes: every node must use the same transport |
 //! | warn (strict) | `preflight-absent` | fewer nodes met than the job has (fail open: a pod may be late) |
 //! | warn | `preflight-nat`, `preflight-mtu-differs`, `preflight-nccl-env-differs`, `preflight-ncclenv-version-differs` | risky |
-//! | info | `preflight-passed` | the fleet agrees |
+//! | info | `preflight-passed` | every node met and the fleet agrees |
 
 use super::protocol::{FleetVerdict, NodeReport, Outcome, ProbeReport, Repair, MAX_LISTED};
 use crate::plan::{Plan, Severity, Verdict, Warning};
@@ -317,7 +317,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             );
         }
     }
-    if plan.verdict == Verdict::Proceed {
+    // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
+    if plan.verdict == Verdict::Proceed && present >= m.expected {
         let probes = m
             .members
             .iter()
@@ -789,6 +790,8 @@ mod tests {
             .expect("absent");
         assert!(w.message.starts_with("2 of 3 nodes"), "{}", w.message);
         assert!(w.strict_refuses);
+        // The nodes that met agree, but the fleet did not pass: no `preflight-passed`.
+        assert!(!codes(&v).contains(&"preflight-passed"), "{:?}", codes(&v));
         // Strict on one node: the fleet refuses.
         m.members[1].report.strict = true;
         let v = agree(&m);
@@ -808,6 +811,7 @@ mod tests {
             "{}",
             w.message
         );
+        assert!(!codes(&v).contains(&"preflight-passed"), "{:?}", codes(&v));
         assert!(!codes(&agree(&fleet(3))).contains(&"preflight-absent"));
     }
 

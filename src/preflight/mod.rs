@@ -209,6 +209,14 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
             SocketAddr::new(master_ip, port),
         ),
     };
+    // The key names the master's endpoint as the workers reach it, resolved (`localhost`, `127.0.0.1` and the
+    // address itself meet). On node rank 0 a master name that resolves to loopback here stands for the
+    // address the others reach, taken to be this node's bootstrap address.
+    let key_ip = if master_ip.is_loopback() {
+        bootstrap
+    } else {
+        master_ip
+    };
     Ok(Setup {
         role,
         role_reason,
@@ -218,7 +226,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         port_source,
         nnodes,
         node_rank: job.node_rank,
-        key: protocol::job_key(&peer.host, port, nnodes),
+        key: protocol::job_key(SocketAddr::new(key_ip, port), nnodes),
         ifname,
         bootstrap,
         timeout_s: cfg.preflight_timeout_s,
@@ -597,7 +605,10 @@ mod tests {
             "{}",
             s.role_reason
         );
-        assert_eq!(s.key, protocol::job_key("10.0.0.1", 8090, 3));
+        assert_eq!(
+            s.key,
+            protocol::job_key("10.0.0.1:8090".parse().expect("sa"), 3)
+        );
         assert!(!o.enabled);
         let t = outlook(
             &job(snap("10.0.0.1", "10.0.0.1", Some(3)), Some(8090), None),
@@ -608,6 +619,41 @@ mod tests {
         assert!(
             t.contains("would run as master, listening on 10.0.0.1:8090"),
             "{t}"
+        );
+    }
+
+    /// The job key is made from the resolved master endpoint: a worker that names the master by address, one
+    /// that names it by a name resolving to that address, and the master that names itself `localhost` (rank
+    /// 0, loopback here, its bootstrap address the master's) meet.
+    #[test]
+    fn job_key_is_the_resolved_master_endpoint() {
+        let cfg = Config::default();
+        let worker = |host: &str| {
+            let mut s = job(snap("10.0.0.8", "10.0.0.1", Some(2)), Some(29500), Some(1));
+            if let Some(p) = &mut s.peer {
+                p.host = host.into();
+            }
+            setup(&s, &cfg, &plan("10.0.0.8")).expect("runs").key
+        };
+        let mut m = job(snap("10.0.0.1", "127.0.0.1", Some(2)), Some(29500), Some(0));
+        if let Some(p) = &mut m.peer {
+            p.host = "localhost".into();
+        }
+        let master = setup(&m, &cfg, &plan("10.0.0.1")).expect("runs");
+        assert_eq!(master.role, Role::Master);
+        assert_eq!(worker("10.0.0.1"), master.key);
+        assert_eq!(worker("node-0.example"), master.key);
+        // The master naming itself by address.
+        let m = job(snap("10.0.0.1", "10.0.0.1", Some(2)), Some(29500), Some(0));
+        assert_eq!(
+            setup(&m, &cfg, &plan("10.0.0.1")).expect("runs").key,
+            master.key
+        );
+        // Another node count: another meeting.
+        let other = job(snap("10.0.0.8", "10.0.0.1", Some(3)), Some(29500), Some(1));
+        assert_ne!(
+            setup(&other, &cfg, &plan("10.0.0.8")).expect("runs").key,
+            master.key
         );
     }
 
