@@ -946,8 +946,10 @@ fn sglang<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info
     }
 }
 
+/// Ray: `--address` names the head, except `auto`, which makes `ray start` look up the cluster this machine
+/// already runs (`services.canonicalize_bootstrap_address` in python/ray/_private/services.py): no master.
 fn ray<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info: &mut LaunchInfo) {
-    if let Some((n, v)) = opt(opts, &["--address"]) {
+    if let Some((n, v)) = opt(opts, &["--address"]).filter(|(_, v)| *v != "auto") {
         cands.push(Candidate {
             source: n.to_string(),
             value: v,
@@ -2043,6 +2045,14 @@ mod tests {
             i.shape.rendezvous.as_ref().map(|r| r.protocol),
             Some(RdzvProtocol::Tcp)
         );
+        // `--address=auto`: the cluster this machine runs; no master named (not a host called "auto").
+        for a in [
+            &["ray", "start", "--address=auto"][..],
+            &["ray", "start", "--address", "auto", "--block"],
+        ] {
+            let i = read(&argv(a), &BTreeMap::new());
+            assert_eq!((master(&i), i.shape.problems.len()), (None, 0), "{a:?}");
+        }
         // `--address` means nothing to other commands.
         let i = read(
             &argv(&["python", "x", "--address=10.0.0.1"]),
