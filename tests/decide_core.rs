@@ -732,6 +732,48 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
         !has_warning(&l.decide(), "peer-is-loopback"),
         "unknown shape: fine"
     );
+    // On the master itself (node rank 0) nothing is wrong here: an info that says so and names the address
+    // the other nodes need.
+    let mut l = f5();
+    l.nnodes(2);
+    l.job.node_rank = Some(0);
+    l.job.node_rank_source = Some("NODE_RANK".into());
+    l.peer("MASTER_ADDR", "127.0.0.1", Some(1), true);
+    let p = l.decide();
+    let f = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "peer-is-loopback")
+        .expect("finding");
+    assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
+    assert!(
+        f.message.contains("node rank 0 (NODE_RANK), the master"),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains("cannot reach"), "{}", f.message);
+    assert!(f.remedy.contains("10.0.0.5"), "{}", f.remedy);
+    // A host name that resolves to loopback here (the master's own /etc/hosts entry): said as such.
+    let mut l = f5();
+    l.nnodes(2);
+    l.peer("MASTER_ADDR", "127.0.1.1", Some(1), true);
+    if let Some(p) = &mut l.peer {
+        p.host = "job-master-0".into();
+    }
+    let p = l.decide();
+    let f = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "peer-is-loopback")
+        .expect("finding");
+    assert!(
+        f.message.contains("job-master-0")
+            && f.message
+                .contains("resolves to a loopback address here (127.0.1.1)")
+            && f.message.contains("if this node is the master"),
+        "{}",
+        f.message
+    );
 }
 
 #[test]

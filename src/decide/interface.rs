@@ -790,20 +790,10 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
         (lo.name.clone(), addr, "loopback fallback".to_string())
     };
 
-    // A master on loopback in a multi-node job: the other nodes are told to connect to their own loopback.
+    // A master on loopback in a multi-node job: fine on the master itself (node rank 0, or a host name that
+    // /etc/hosts maps to 127.0.1.1 there), but a node that is not the master connects to itself.
     if let (true, Some(p)) = (multi, &snap.peer) {
-        if p.addrs.iter().any(|a| a.is_loopback()) {
-            plan.warn(
-                "peer-is-loopback",
-                format!(
-                    "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
-                    p.host,
-                    p.source,
-                    snap.job.nnodes.unwrap_or(2)
-                ),
-                "give the launcher the master's routable address or host name",
-            );
-        }
+        peer_loopback(snap, p, addr, plan);
     }
 
     plan.choice = Some(Choice {
@@ -965,6 +955,70 @@ fn risk_warnings(
 }
 
 /// " (NCCL does not trim: …)" when a list value holds whitespace (`parseStringList`, src/misc/utils.cc).
+/// `peer-is-loopback`: the master `p` resolves to a loopback address here in a multi-node job. On node rank 0
+/// (the master) an info: it reaches itself there, the other nodes need a routable address (`own`, the address
+/// chosen here, is named). Elsewhere a warning that says what is true: a node that is not the master would
+/// connect to itself; a host name that resolves to loopback is typically the master's own name in its
+/// `/etc/hosts`.
+fn peer_loopback(snap: &Snapshot, p: &crate::snapshot::Peer, own: Option<IpAddr>, plan: &mut Plan) {
+    let lo: Vec<String> = p
+        .addrs
+        .iter()
+        .filter(|a| a.is_loopback())
+        .map(|a| a.to_string())
+        .collect();
+    if lo.is_empty() {
+        return;
+    }
+    let nnodes = snap.job.nnodes.unwrap_or(2);
+    let literal = p.host.parse::<IpAddr>().is_ok();
+    let here = if literal {
+        format!(
+            "the master {} (from {}) is a loopback address",
+            p.host, p.source
+        )
+    } else {
+        format!(
+            "the master's name {} (from {}) resolves to a loopback address here ({})",
+            p.host,
+            p.source,
+            lo.join(", ")
+        )
+    };
+    let reach = own.map_or_else(
+        || "its routable address".to_string(),
+        |a| format!("its routable address ({a})"),
+    );
+    if snap.job.node_rank == Some(0) {
+        plan.info(
+            "peer-is-loopback",
+            format!(
+                "{here}; this node is node rank 0 ({}), the master, and reaches itself there; the other nodes of \
+                 this {nnodes}-node job must be given {reach}",
+                snap.job.node_rank_source.as_deref().unwrap_or("the launcher")
+            ),
+            format!("nothing to do here; give the other nodes {reach} or a name that resolves to it"),
+        );
+        return;
+    }
+    plan.warn(
+        "peer-is-loopback",
+        if literal {
+            format!(
+                "{here} in a {nnodes}-node job: a node that is not the master connects to itself there, not to \
+                 the master"
+            )
+        } else {
+            format!(
+                "{here} in a {nnodes}-node job: if this node is the master (its own name in /etc/hosts), the \
+                 other nodes must resolve the name to {reach}; if it is not, it connects to itself, not to the \
+                 master"
+            )
+        },
+        "give the launcher the master's routable address or a host name that resolves to it on every node",
+    );
+}
+
 fn whitespace_hint(val: &str) -> String {
     if val.chars().any(char::is_whitespace) {
         format!("; the value holds whitespace, which NCCL does not trim ({val:?})")
