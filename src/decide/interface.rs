@@ -260,9 +260,9 @@ fn choose<'a>(
 
 /// Step 1, the kernel's route to the peer: the interface it leaves through (its IPv4 link-local address
 /// counts when the peer is on that link, F16), or, when the peer is this host, the interface owning the
-/// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used: such an address
-/// needs a scope (this host's interface index), which means nothing to the other nodes that NCCL's unique
-/// id is handed to.
+/// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used (`peer-link-local`):
+/// such an address needs a scope (an interface index of one host), which means nothing to the other nodes
+/// that NCCL's unique id is handed to.
 fn peer_route<'a>(
     snap: &Snapshot,
     v: &Net<'a>,
@@ -278,10 +278,9 @@ fn peer_route<'a>(
         plan.warn(
             "peer-link-local",
             format!(
-                "the master {} (from {}) is the IPv6 link-local address {a}{}: NCCL's unique id carries no scope id, so other nodes cannot connect to it",
+                "the master {} (from {}) is the IPv6 link-local address {a}: it is usable only with a scope (an interface index of one host), which means nothing on the other nodes, so ncclenv does not choose the interface by the route to it (with or without a %zone) and decides from the other steps",
                 peer.host,
                 peer.source,
-                if peer.host.contains('%') { "" } else { " without a zone (fe80::…%IFACE)" }
             ),
             "give the launcher the master's global or unique-local (fd00::/8) address, or an IPv4 address",
         );
