@@ -375,7 +375,12 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
             // Raised all the same (field case F15, docs/rdma-shm.md): the command inherits the hard limit,
             // which is what the container was given; the warning names the limit that remains too low.
             plan.raise_memlock |= *raised;
-            warn_memlock(plan, *bytes, *raised);
+            warn_memlock(
+                plan,
+                *bytes,
+                *raised,
+                "so ncclenv disables RDMA (NCCL_IB_DISABLE=1)",
+            );
         }
         Assessment::Usable { .. } => {
             use_hcas(plan, a, hca_inherited(snap));
@@ -559,7 +564,12 @@ fn inherited(
         Assessment::NoVerbsNodes(why) => warn_no_verbs(plan, &format!("{kept}, but {why}")),
         Assessment::RoceNetdevMissing(why) => warn_roce(plan, &format!("{kept}, but {why}")),
         Assessment::MemlockLow { bytes, raised } => {
-            warn_memlock(plan, *bytes, *raised);
+            warn_memlock(
+                plan,
+                *bytes,
+                *raised,
+                &format!("{kept}: NCCL will try RDMA and its registrations fail"),
+            );
             plan.info("rdma-ib-disabled-inherited", kept, "nothing to do");
         }
         Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.info(
@@ -750,7 +760,8 @@ fn warn_roce(plan: &mut Plan, why: &str) {
     );
 }
 
-fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
+/// `rdma-memlock-low`; `done` says what was done about it (RDMA disabled, or an inherited value kept).
+fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool, done: &str) {
     let which = if raised {
         "hard RLIMIT_MEMLOCK"
     } else {
@@ -759,7 +770,7 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
     plan.warn_strict(
         "rdma-memlock-low",
         format!(
-            "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail, so RDMA is disabled",
+            "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail; {done}",
             fmt_mib(bytes),
             MEMLOCK_MIN_BYTES / MIB
         ),
@@ -1101,7 +1112,35 @@ mod tests {
         assert_eq!(codes(&p), vec!["rdma-memlock-low"]);
         assert!(p.warnings[0].message.contains("8 MiB"));
         assert!(p.warnings[0].remedy.contains("--ulimit memlock=-1"));
+        assert!(p.warnings[0]
+            .message
+            .contains("ncclenv disables RDMA (NCCL_IB_DISABLE=1)"));
         assert!(!p.raise_memlock);
+    }
+
+    /// With `NCCL_IB_DISABLE=0` inherited, IB stays on: the memlock warning says the value was kept, never
+    /// that RDMA is disabled.
+    #[test]
+    fn memlock_low_with_ib_kept_says_so() {
+        let r = rdma(
+            vec![dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)])],
+            &["uverbs0"],
+            Some(MIB8),
+            Some(MIB8),
+        );
+        let p = run(&snap(r, &["ib0"], &[("NCCL_IB_DISABLE", "0")]));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        let w = p
+            .warnings
+            .iter()
+            .find(|w| w.code == "rdma-memlock-low")
+            .expect("warning");
+        assert!(!w.message.contains("disable"), "{}", w.message);
+        assert!(
+            w.message.contains("inherited NCCL_IB_DISABLE=0 kept"),
+            "{}",
+            w.message
+        );
     }
 
     #[test]
