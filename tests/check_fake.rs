@@ -373,6 +373,39 @@ fn missing_helper_and_missing_library_are_reported() {
     }
 }
 
+/// An explicit `--check-helper PATH` that does not exist is an error naming it, as an explicit
+/// `NCCLENV_NCCL_LIB` is: no other helper (here one in `NCCLENV_CHECK_HELPER` that leaves a mark) stands in.
+#[test]
+fn an_explicit_helper_that_is_missing_is_not_replaced() {
+    let tmp = common::TempDir::new("explicit-helper");
+    let (helper, mark) = marking_helper(&tmp);
+    std::fs::create_dir_all(tmp.join("empty")).expect("mkdir");
+    let o = Command::new(env!("CARGO_BIN_EXE_ncclenv"))
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_CHECK_HELPER", &helper)
+        .env("NCCLENV_SYSFS", tmp.join("empty"))
+        .env("NCCLENV_DEVFS", tmp.join("empty"))
+        .args([
+            "check",
+            "--check-helper",
+            "/nonexistent/ncclenv-check",
+            "--check-timeout",
+            "10",
+        ])
+        .output()
+        .expect("run ncclenv check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!mark.exists(), "another helper ran:\n{text}");
+    assert!(!o.status.success(), "{text}");
+    assert!(text.contains("/nonexistent/ncclenv-check"), "{text}");
+    assert!(text.contains("--check-helper"), "{text}");
+}
+
 /// `Off` runs nothing: a helper that would leave a mark is never started, and the report says "off" without
 /// inventing a result.
 #[test]

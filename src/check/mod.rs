@@ -69,29 +69,36 @@ dist/ncclenv-check), or `cargo build --release --bin ncclenv-check` and copy tar
 beside ncclenv; in an image, COPY /ncclenv-check from the carrier next to ncclenv; or set \
 NCCLENV_CHECK_HELPER=PATH";
 
-/// The helper to run: `cfg.check_helper`, else `NCCLENV_CHECK_HELPER`, else `ncclenv-check` beside the
-/// running executable. Returns the path and the places looked.
+/// The helper to run: `cfg.check_helper` (`--check-helper`), else `NCCLENV_CHECK_HELPER`, else
+/// `ncclenv-check` beside the running executable. A helper named explicitly (either way) is the only
+/// candidate: when it is not an executable file the result is `None` (an error, as for an explicit
+/// `NCCLENV_NCCL_LIB`), never another helper. Returns the path and the places looked.
 pub fn find_helper(cfg: &Config) -> (Option<PathBuf>, Vec<String>) {
-    let mut looked = Vec::new();
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = &cfg.check_helper {
-        candidates.push(p.clone());
-    }
-    if let Some(p) = std::env::var_os("NCCLENV_CHECK_HELPER") {
-        if !p.is_empty() {
-            candidates.push(PathBuf::from(p));
+    let explicit = cfg.check_helper.clone().or_else(|| {
+        std::env::var_os("NCCLENV_CHECK_HELPER")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(p) = explicit {
+        if is_executable(&p) {
+            return (Some(p), Vec::new());
         }
+        let looked = vec![format!(
+            "{}: not an executable file (named by --check-helper or NCCLENV_CHECK_HELPER, so no other \
+             helper is tried)",
+            p.display()
+        )];
+        return (None, looked);
     }
+    let mut looked = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
-            candidates.push(dir.join("ncclenv-check"));
+            let c = dir.join("ncclenv-check");
+            if is_executable(&c) {
+                return (Some(c), looked);
+            }
+            looked.push(format!("{}: not an executable file", c.display()));
         }
-    }
-    for c in candidates {
-        if is_executable(&c) {
-            return (Some(c), looked);
-        }
-        looked.push(format!("{}: not an executable file", c.display()));
     }
     (None, looked)
 }
