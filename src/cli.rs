@@ -253,7 +253,10 @@ pub const MAX_PREFLIGHT_TIMEOUT_S: u64 = 86_400;
 /// errors.
 fn apply(cfg: &mut Config, key: &str, what: &str, v: &str) -> Result<(), UsageError> {
     match key {
-        "peer" => cfg.peer = Some(parse_peer(what, v)?),
+        "peer" => {
+            cfg.peer = Some(parse_peer(what, v)?);
+            cfg.peer_source = Some(what.to_string());
+        }
         "nnodes" => cfg.nnodes = Some(parse_nnodes(what, v)?),
         "strict" => cfg.strict = parse_bool(what, v)?,
         "log" => cfg.log = parse_log(what, v)?,

@@ -1076,13 +1076,16 @@ fn run(
             // Another host's bootstrap address stands in for the master: the route to it decides.
             if let Some(a) = other_bootstraps(&rep, &host).first() {
                 cfg.peer = Some(a.to_string());
+                cfg.peer_source = Some("another host's bootstrap address in the log".into());
                 peer = Some(format!("{a} (another host's bootstrap address in the log)"));
             }
         } else {
-            peer = cfg
-                .peer
-                .clone()
-                .map(|p| format!("{p} (--peer/NCCLENV_PEER)"));
+            peer = cfg.peer.clone().map(|p| {
+                format!(
+                    "{p} ({})",
+                    cfg.peer_source.as_deref().unwrap_or("--peer/NCCLENV_PEER")
+                )
+            });
         }
         let snap = crate::probe::collect(&cfg, &[], vars, crate::probe::Depth::Start);
         let plan = crate::decide::decide(&snap, &cfg);
