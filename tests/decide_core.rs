@@ -1082,6 +1082,30 @@ fn an_ipv6_link_local_master_is_warned_and_never_used() {
     assert!(!has_warning(&l.decide(), "peer-link-local"));
 }
 
+/// No route to the peer: the remedy says what ncclenv does instead; "the default route" only where there
+/// is one.
+#[test]
+fn an_unreachable_peer_says_what_ncclenv_falls_back_to() {
+    let unreachable = |default: bool| {
+        let mut l = Lay::new();
+        let e = l.plug("eth0", &["10.0.0.5/24"]);
+        if default {
+            l.default_via("10.0.0.1", e, 0, false);
+        }
+        l.peer("MASTER_ADDR", "192.0.2.1", None, false);
+        if let Some(r) = l.net.peer_routes.last_mut() {
+            r.error = Some("Network is unreachable".into());
+        }
+        let p = l.decide();
+        warning(&p, "peer-unreachable").remedy.clone()
+    };
+    let r = unreachable(true);
+    assert!(r.contains("falls back to the default route"), "{r}");
+    let r = unreachable(false);
+    assert!(!r.contains("falls back to the default route"), "{r}");
+    assert!(r.contains("no default route here"), "{r}");
+}
+
 /// F17: the master's name does not resolve (yet): peer-unresolved, then a normal decision.
 #[test]
 fn f17_an_unresolved_peer_still_leaves_a_decided_environment() {

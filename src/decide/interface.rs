@@ -299,7 +299,10 @@ fn peer_route<'a>(
                     "the kernel has no route to the peer {} ({} from {}): {err}",
                     lookup.dest, peer.host, peer.source
                 ),
-                "check the peer address and this container's network; falling back to the default route",
+                format!(
+                    "check the peer address and this container's network; {}",
+                    without_peer_route(snap, v, family)
+                ),
             );
             continue;
         }
@@ -355,11 +358,43 @@ fn peer_route<'a>(
                     l.name,
                     v.why_not(l, peer_fam)
                 ),
-                "fix that interface or the route; falling back to the default route",
+                format!(
+                    "fix that interface or the route; {}",
+                    without_peer_route(snap, v, family)
+                ),
             ),
         }
     }
     None
+}
+
+/// What the decision does once the route to the peer is of no use, for the remedies of `peer-unreachable`
+/// and `peer-route-unusable`: the declared address (step 1b), else a default route (steps 2/3, policy
+/// routing included), else the ranking of the candidates (steps 4/5).
+fn without_peer_route(snap: &Snapshot, v: &Net, family: Option<Family>) -> &'static str {
+    let fam_ok = |f: Family| family.is_none_or(|want| want == f);
+    if snap.job.self_addr.is_some() {
+        return "meanwhile ncclenv decides without that route (this node's declared address, else the default \
+                route, else its ranking of the interfaces)";
+    }
+    let default = v
+        .net
+        .routes
+        .iter()
+        .any(|r| r.is_default() && r.kind == 1 && fam_ok(r.family))
+        || v.net.default_lookups.iter().any(|l| {
+            l.error.is_none()
+                && !l.local
+                && l.oif.is_some()
+                && l.table.is_some_and(|t| t != 254)
+                && fam_ok(Family::of(&l.dest))
+        });
+    if default {
+        "meanwhile ncclenv falls back to the default route"
+    } else {
+        "meanwhile ncclenv decides without it: there is no default route here either, so it takes the only or \
+         best-ranked interface (no-route-decided names it)"
+    }
 }
 
 /// Step 1b, the address this node declares for itself (`VLLM_HOST_IP`, Ray's `--node-ip-address`, torchrun's
