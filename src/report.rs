@@ -424,6 +424,10 @@ pub fn summary(plan: &Plan) -> String {
     format!("{}{debug}", fit(&lead, &items, max))
 }
 
+/// Where the summary points for what it leaves out: `ncclenv doctor` with the job's command after `--`, which
+/// it needs to read the launcher's arguments as the start did.
+const DOCTOR_HINT: &str = "ncclenv doctor -- <command>";
+
 /// `lead` followed by as many of `items` (space-separated) as fit in `max` characters, and ` (+N more)` for
 /// the rest. `lead` is never cut.
 fn fit(lead: &str, items: &[String], max: usize) -> String {
@@ -436,12 +440,12 @@ fn fit(lead: &str, items: &[String], max: usize) -> String {
     for (i, it) in items.iter().enumerate() {
         let rest = items.len() - i - 1;
         let tail = if rest > 0 {
-            format!(" (+{rest} more: ncclenv doctor)")
+            format!(" (+{rest} more: {DOCTOR_HINT})")
         } else {
             String::new()
         };
         if len(&line) + 1 + len(it) + len(&tail) > max {
-            line.push_str(&format!(" (+{} more: ncclenv doctor)", items.len() - i));
+            line.push_str(&format!(" (+{} more: {DOCTOR_HINT})", items.len() - i));
             return line;
         }
         line.push(' ');
@@ -921,7 +925,7 @@ mod tests {
                 s.chars().count()
             );
             assert!(s.contains(&format!("NCCL_SOCKET_IFNAME={name}")), "{s}");
-            assert!(s.contains("more: ncclenv doctor)"), "{s}");
+            assert!(s.contains("more: ncclenv doctor -- <command>)"), "{s}");
         }
     }
 
