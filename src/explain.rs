@@ -1049,6 +1049,15 @@ fn run(
         ex.start_input(&name);
         let err = if name == "-" {
             read_lines(std::io::stdin().lock(), &mut ex)
+        } else if f.is_dir() {
+            // open(2) succeeds on a directory and only the first read fails (EISDIR): say it here, as the
+            // usage error it is.
+            err_line(&format!(
+                "ncclenv: explain: {name} is a directory; give the log files themselves (e.g. {}/*.log) or \
+                 - for stdin (see ncclenv --help)",
+                name.trim_end_matches('/')
+            ));
+            return 2;
         } else {
             match std::fs::File::open(f) {
                 Ok(file) => read_lines(std::io::BufReader::new(file), &mut ex),
