@@ -283,7 +283,14 @@ fn main() -> ExitCode {
                     report::refused(&refusal, cfg.termination_log.as_deref());
                     return ExitCode::from(EXIT_REFUSED);
                 } else {
-                    tracing::warn!("check failed, running the command anyway: {}", r.summary);
+                    let remedy = r.detail.error.as_ref().and_then(|e| e.remedy());
+                    let remedy = remedy
+                        .map(|x| format!(" (what to do: {x})"))
+                        .unwrap_or_default();
+                    tracing::warn!(
+                        "check failed, running the command anyway: {}{remedy}",
+                        r.summary
+                    );
                 }
             }
             if plan.verdict == Verdict::Proceed && plan.raise_memlock {

@@ -370,6 +370,14 @@ fn missing_helper_and_missing_library_are_reported() {
             "{}",
             r.summary
         );
+        // The places looked are printed once, and the remedy names NCCLENV_NCCL_LIB.
+        let text = render_check(&r);
+        assert_eq!(
+            text.matches("/nonexistent/libnccl.so.2").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("NCCLENV_NCCL_LIB"), "{text}");
     }
 }
 
