@@ -860,6 +860,12 @@ fn an_environment_just_under_arg_max_still_runs_the_command() {
     let o = go(lo, "0").expect("ncclenv starts at the limit");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(has_code(&o, "exec-e2big"), "{}", text(&o.stderr));
+    let line = text(&o.stderr)
+        .lines()
+        .find(|l| l.contains("[exec-e2big]"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(!line.contains("  "), "doubled spaces: {line}");
     let mut got: Vec<Vec<u8>> = records(&o.stdout);
     let mut want: Vec<Vec<u8>> = env_for(lo, "0")
         .into_iter()
