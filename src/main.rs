@@ -177,12 +177,10 @@ fn main() -> ExitCode {
             prepare_debug_dir(&mut plan);
             report::emit(&plan);
             if let Some(r) = report::refusal(&plan) {
+                // The refusal is said once, on stderr (which `eval "$(ncclenv env)"` shows); the script only
+                // stops the shell that evals it.
                 report::refused(&r, cfg.termination_log.as_deref());
-                // printf '%s' prints its argument as it is (dash's echo would interpret backslashes).
-                out(&format!(
-                    "printf '%s\\n' {} >&2; exit 78\n",
-                    plan::shell_quote(&ncclenv::text::escape(&r.text()))
-                ));
+                out("exit 78\n");
                 return ExitCode::from(EXIT_REFUSED);
             }
             out(&plan::shell_lines(&plan));
