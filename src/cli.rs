@@ -163,6 +163,24 @@ fn parse_nnodes(what: &str, v: &str) -> Result<u32, UsageError> {
     crate::launcher::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
 }
 
+/// The values of `NCCLENV_LOG` / `--log`.
+const LOG_VALUES: &str = "off, error, warn, info or debug";
+/// The values of `NCCLENV_LOG_FORMAT` / `--log-format`.
+const LOG_FORMAT_VALUES: &str = "text or json";
+/// The values of `NCCLENV_CHECK` / `--check`.
+const CHECK_VALUES: &str = "off, bootstrap or allreduce";
+
+/// The values an option variable takes, when they are a short list (`NCCLENV_LOG`: "off, error, warn, info or
+/// debug"), for the remedy of a misspelt name.
+pub fn variable_values(name: &str) -> Option<&'static str> {
+    match name {
+        "NCCLENV_LOG" => Some(LOG_VALUES),
+        "NCCLENV_LOG_FORMAT" => Some(LOG_FORMAT_VALUES),
+        "NCCLENV_CHECK" => Some(CHECK_VALUES),
+        _ => None,
+    }
+}
+
 fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "off" | "none" => Ok(LogLevel::Off),
@@ -170,7 +188,7 @@ fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
         "warn" | "warning" => Ok(LogLevel::Warn),
         "info" => Ok(LogLevel::Info),
         "debug" | "trace" => Ok(LogLevel::Debug),
-        _ => err(what, v, "off, error, warn, info or debug"),
+        _ => err(what, v, LOG_VALUES),
     }
 }
 
@@ -178,7 +196,7 @@ fn parse_log_format(what: &str, v: &str) -> Result<LogFormat, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "text" => Ok(LogFormat::Text),
         "json" => Ok(LogFormat::Json),
-        _ => err(what, v, "text or json"),
+        _ => err(what, v, LOG_FORMAT_VALUES),
     }
 }
 
@@ -187,7 +205,7 @@ fn parse_check(what: &str, v: &str) -> Result<CheckMode, UsageError> {
         "off" | "0" | "" | "none" => Ok(CheckMode::Off),
         "bootstrap" => Ok(CheckMode::Bootstrap),
         "allreduce" => Ok(CheckMode::Allreduce),
-        _ => err(what, v, "off, bootstrap or allreduce"),
+        _ => err(what, v, CHECK_VALUES),
     }
 }
 
@@ -348,9 +366,9 @@ pub fn option_variables() -> Vec<String> {
         .collect()
 }
 
-/// The known name closest to `name`, when `name` looks like a typo of it: the same name in another case, or
-/// at most two edits away (Levenshtein distance of the parts after `NCCLENV_`, at most a third of the
-/// length).
+/// The known name closest to `name`, when `name` looks like a typo of it: the same name in another case, at
+/// most two edits away (Levenshtein distance of the parts after `NCCLENV_`, at most a third of the length),
+/// or a known name with a suffix added (`NCCLENV_LOG_LEVEL` → `NCCLENV_LOG`; the longest such name).
 pub fn nearest_variable(name: &str) -> Option<String> {
     let known = option_variables();
     let upper = name.to_ascii_uppercase();
@@ -365,6 +383,17 @@ pub fn nearest_variable(name: &str) -> Option<String> {
         .filter(|(d, k)| *d <= 2 && *d * 3 <= tail(k).len().max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k.clone())
+        .or_else(|| {
+            known
+                .iter()
+                .filter(|k| {
+                    upper
+                        .strip_prefix(k.as_str())
+                        .is_some_and(|rest| rest.starts_with('_'))
+                })
+                .max_by_key(|k| k.len())
+                .cloned()
+        })
 }
 
 /// Levenshtein distance in characters (insertions, deletions, substitutions), for [`nearest_variable`].
@@ -984,6 +1013,19 @@ mod tests {
                 ),
                 ("NCCLENV_FOO".to_string(), None),
             ]
+        );
+        // A known name with a word added: that name, and its values where they are a short list.
+        assert_eq!(
+            nearest_variable("NCCLENV_LOG_LEVEL").as_deref(),
+            Some("NCCLENV_LOG")
+        );
+        assert_eq!(
+            nearest_variable("NCCLENV_CHECK_TIMEOUT_SECONDS").as_deref(),
+            Some("NCCLENV_CHECK_TIMEOUT")
+        );
+        assert_eq!(
+            variable_values("NCCLENV_LOG"),
+            Some("off, error, warn, info or debug")
         );
     }
 

@@ -885,6 +885,7 @@ fn ncclenv_names_that_are_not_options_warn_and_never_stop_the_job() {
     vars.push(var("NCCLENV_CHECK_TIMEOUTS", "5"));
     vars.push(var("NCCLENV_LOG", "info"));
     vars.push(var("NCCLENV_log", "bogus"));
+    vars.push(var("NCCLENV_LOG_LEVEL", "verbose"));
     let o = run(None, ncclenv(&vars, &["--", "true"]), 20);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let e = text(&o.stderr);
@@ -892,7 +893,13 @@ fn ncclenv_names_that_are_not_options_warn_and_never_stop_the_job() {
         .lines()
         .filter(|l| l.contains("[unknown-variable]"))
         .collect();
-    assert_eq!(unknown.len(), 4, "{e}");
+    assert_eq!(unknown.len(), 5, "{e}");
+    // NCCLENV_LOG_LEVEL: the variable meant, and the values it takes.
+    assert!(
+        unknown.iter().any(|l| l.contains("NCCLENV_LOG_LEVEL ")
+            && l.contains("rename it to NCCLENV_LOG (values: off, error, warn, info or debug)")),
+        "{e}"
+    );
     for (name, near) in [
         ("NCCLENV_FOO", None),
         ("NCCLENV_Peer", Some("NCCLENV_PEER")),

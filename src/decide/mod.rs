@@ -75,7 +75,10 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "unknown-variable",
             unknown_variable_text(name, near.as_deref()),
             match near {
-                Some(n) => format!("rename it to {n}"),
+                Some(n) => match crate::cli::variable_values(n) {
+                    Some(values) => format!("rename it to {n} (values: {values})"),
+                    None => format!("rename it to {n}"),
+                },
                 None => "remove it; ncclenv --help lists its variables".to_string(),
             },
         );
