@@ -314,7 +314,7 @@ pub fn render_text(
             o.push_str("  proceed, with warnings (exit 1)\n")
         }
         Verdict::Proceed => o.push_str("  proceed: NCCL should work (exit 0)\n"),
-        Verdict::Refuse { reason, remedy } => {
+        Verdict::Refuse { reason, remedy, .. } => {
             let _ = writeln!(o, "  refuse (exit {EXIT_REFUSE}): {reason}");
             let _ = writeln!(o, "  remedy: {remedy}");
         }
@@ -1156,7 +1156,7 @@ mod tests {
         assert_eq!(exit_code(&p), 0);
         p.warn("y", "m", "r");
         assert_eq!(exit_code(&p), 1);
-        p.refuse("no", "fix");
+        p.refuse("x", "no", "fix");
         assert_eq!(exit_code(&p), 78);
     }
 

@@ -275,6 +275,7 @@ fn main() -> ExitCode {
                     }
                 } else if cfg.strict {
                     let refusal = report::Refusal {
+                        code: "check-failed".into(),
                         reason: format!("NCCLENV_STRICT=1 and the check failed: {}", r.summary),
                         remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
                     };

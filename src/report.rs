@@ -169,6 +169,8 @@ pub enum Kind<'a> {
     },
     /// ncclenv refuses to run the command (exit 78); `message` is the reason.
     Refusal {
+        /// The refusal's finding code (`docs/findings.md`).
+        code: &'a str,
         /// What the user can do.
         remedy: &'a str,
         /// Always 78 (`EX_CONFIG`).
@@ -193,7 +195,9 @@ impl<'a> Record<'a> {
                 format!("{} [{code}] (what to do: {remedy})", self.message)
             }
             Kind::Finding { code, .. } => format!("{} [{code}]", self.message),
-            Kind::Refusal { remedy, exit_code } => {
+            Kind::Refusal {
+                remedy, exit_code, ..
+            } => {
                 format!(
                     "refused (exit {exit_code}): {}. What to do: {remedy}",
                     self.message
@@ -540,6 +544,8 @@ pub struct Refusal {
     pub reason: String,
     /// What the user can do.
     pub remedy: String,
+    /// The refusal's finding code (`docs/findings.md`), in the JSON line's `code`.
+    pub code: String,
 }
 
 impl Refusal {
@@ -555,9 +561,14 @@ impl Refusal {
 /// The plan's refusal, if it refuses.
 pub fn refusal(plan: &Plan) -> Option<Refusal> {
     match &plan.verdict {
-        Verdict::Refuse { reason, remedy } => Some(Refusal {
+        Verdict::Refuse {
+            reason,
+            remedy,
+            code,
+        } => Some(Refusal {
             reason: reason.clone(),
             remedy: remedy.clone(),
+            code: code.clone(),
         }),
         Verdict::Proceed => None,
     }
@@ -581,6 +592,7 @@ pub fn refusal_line(r: &Refusal) {
         Lvl::Error,
         r.reason.clone(),
         Kind::Refusal {
+            code: &r.code,
             remedy: &r.remedy,
             exit_code: 78,
         },
@@ -958,6 +970,34 @@ mod tests {
         assert_eq!(
             rec.render(LogFormat::Text, false),
             "ncclenv: warning: small [shm-too-small] (what to do: --shm-size=1g)\n"
+        );
+    }
+
+    /// The JSON refusal line carries the refusal's finding code, like a finding's line.
+    #[test]
+    fn json_refusal_carries_its_code() {
+        let mut p = Plan::default();
+        p.refuse("check-failed", "the check failed", "fix it");
+        let r = refusal(&p).expect("refuses");
+        let rec = Record::new(
+            Lvl::Error,
+            r.reason.clone(),
+            Kind::Refusal {
+                code: &r.code,
+                remedy: &r.remedy,
+                exit_code: 78,
+            },
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&rec.render(LogFormat::Json, false)).unwrap_or_default();
+        assert_eq!(
+            (&v["kind"], &v["code"], &v["exit_code"]),
+            (&"refusal".into(), &"check-failed".into(), &78.into())
+        );
+        // The text line is unchanged.
+        assert_eq!(
+            rec.render(LogFormat::Text, false),
+            "ncclenv: refused (exit 78): the check failed. What to do: fix it\n"
         );
     }
 

@@ -424,13 +424,19 @@ fn f10_no_network() {
     let mut l = Lay::new();
     l.nnodes(2);
     let p = l.decide();
-    let Verdict::Refuse { reason, remedy } = &p.verdict else {
+    let Verdict::Refuse {
+        reason,
+        remedy,
+        code,
+    } = &p.verdict
+    else {
         panic!("a 2-node job with only lo must be refused: {:?}", p.verdict)
     };
     assert!(
         reason.contains("lo") && remedy.contains("network"),
         "{reason} / {remedy}"
     );
+    assert_eq!(code, "no-interface-multi-node");
 }
 
 #[test]

@@ -765,6 +765,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
         );
         if multi {
             plan.refuse(
+                "no-interface-multi-node",
                 format!(
                     "{lacks}, and this is a {}-node job ({}): no interface can reach another node",
                     snap.job.nnodes.unwrap_or(2),

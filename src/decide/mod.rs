@@ -291,6 +291,7 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             plan.refuse(
+                &w.code,
                 format!(
                     "NCCLENV_STRICT=1 refuses what ncclenv would otherwise repair or run with a warning ({}): {}",
                     w.code, w.message

@@ -162,11 +162,12 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     for (code, message, remedy) in &certain {
         plan.warn(code, message.clone(), remedy.clone());
     }
-    // The finding whose code the refusal carries.
-    let mut refuse_code = String::new();
     if let Some((code, message, remedy)) = certain.first() {
-        plan.refuse(format!("preflight [{code}]: {message}"), remedy.clone());
-        refuse_code = code.to_string();
+        plan.refuse(
+            code,
+            format!("preflight [{code}]: {message}"),
+            remedy.clone(),
+        );
     }
 
     // Absence: fail open, strict refuses.
@@ -305,10 +306,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let strict = m.members.iter().any(|x| x.report.strict);
     if strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
-            if plan.verdict == Verdict::Proceed {
-                refuse_code = w.code.clone();
-            }
             plan.refuse(
+                &w.code,
                 format!(
                     "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
                     w.code, w.message
@@ -341,8 +340,12 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         present,
         expected: m.expected,
         refuse: match plan.verdict {
-            Verdict::Refuse { reason, remedy } => Some(Warning {
-                code: refuse_code,
+            Verdict::Refuse {
+                reason,
+                remedy,
+                code,
+            } => Some(Warning {
+                code,
                 severity: Severity::Warn,
                 message: reason,
                 remedy,
@@ -575,6 +578,7 @@ pub fn apply(
         plan.verdict = Verdict::Refuse {
             reason: r.message.clone(),
             remedy: r.remedy.clone(),
+            code: r.code.clone(),
         };
     }
 }

@@ -295,6 +295,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             plan.warn_strict(code, message.clone(), remedy);
             if cfg.strict {
                 plan.refuse(
+                    code,
                     format!("preflight [{code}]: NCCLENV_STRICT=1 refuses: {message}"),
                     remedy,
                 );
