@@ -780,6 +780,22 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
         "{}",
         f.message
     );
+    // The name also resolves to an address this node owns: this node is the master, said as an info.
+    if let Some(p) = &mut l.peer {
+        p.addrs.push(ip("10.0.0.5"));
+    }
+    let p = l.decide();
+    let f = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "peer-is-loopback")
+        .expect("finding");
+    assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
+    assert!(
+        f.message.contains("other address 10.0.0.5"),
+        "{}",
+        f.message
+    );
 }
 
 #[test]

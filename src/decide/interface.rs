@@ -1024,13 +1024,30 @@ fn peer_loopback(snap: &Snapshot, p: &crate::snapshot::Peer, own: Option<IpAddr>
         || "its routable address".to_string(),
         |a| format!("its routable address ({a})"),
     );
-    if snap.job.node_rank == Some(0) {
+    // This node is the master: node rank 0, or it owns one of the (other) addresses the name resolves to.
+    let owned = snap.net.as_ref().ok().and_then(|n| {
+        n.addrs
+            .iter()
+            .find(|a| !a.addr.is_loopback() && p.addrs.contains(&a.addr))
+            .map(|a| a.addr)
+    });
+    let master_here = match (snap.job.node_rank, owned) {
+        (Some(0), _) => Some(format!(
+            "node rank 0 ({})",
+            snap.job
+                .node_rank_source
+                .as_deref()
+                .unwrap_or("the launcher")
+        )),
+        (_, Some(a)) => Some(format!("the owner of the master's other address {a}")),
+        _ => None,
+    };
+    if let Some(who) = master_here {
         plan.info(
             "peer-is-loopback",
             format!(
-                "{here}; this node is node rank 0 ({}), the master, and reaches itself there; the other nodes of \
-                 this {nnodes}-node job must be given {reach}",
-                snap.job.node_rank_source.as_deref().unwrap_or("the launcher")
+                "{here}; this node is {who}, the master, and reaches itself there; the other nodes of this \
+                 {nnodes}-node job must be given {reach}"
             ),
             format!("nothing to do here; give the other nodes {reach} or a name that resolves to it"),
         );
