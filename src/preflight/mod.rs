@@ -51,7 +51,7 @@ pub struct Setup {
     pub role: Role,
     /// Why this role: `this node owns the master address 10.0.0.1`, `node rank 0 (PET_NODE_RANK)`, …
     pub role_reason: String,
-    /// The master's host as the job names it (the job key is made from it).
+    /// The master's host as the job names it (shown; the job key is made from the resolved endpoint).
     pub master_host: String,
     /// Where workers connect: the master's address and the preflight port.
     pub master: SocketAddr,
