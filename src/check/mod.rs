@@ -74,12 +74,7 @@ NCCLENV_CHECK_HELPER=PATH";
 /// candidate: when it is not an executable file the result is `None` (an error, as for an explicit
 /// `NCCLENV_NCCL_LIB`), never another helper. Returns the path and the places looked.
 pub fn find_helper(cfg: &Config) -> (Option<PathBuf>, Vec<String>) {
-    let explicit = cfg.check_helper.clone().or_else(|| {
-        std::env::var_os("NCCLENV_CHECK_HELPER")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-    });
-    if let Some(p) = explicit {
+    if let Some(p) = explicit_helper(cfg) {
         if is_executable(&p) {
             return (Some(p), Vec::new());
         }
@@ -101,6 +96,15 @@ pub fn find_helper(cfg: &Config) -> (Option<PathBuf>, Vec<String>) {
         }
     }
     (None, looked)
+}
+
+/// The helper named by `--check-helper`, else by a non-empty `NCCLENV_CHECK_HELPER`.
+fn explicit_helper(cfg: &Config) -> Option<PathBuf> {
+    cfg.check_helper.clone().or_else(|| {
+        std::env::var_os("NCCLENV_CHECK_HELPER")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    })
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -141,7 +145,7 @@ pub fn run_check(
     }
     let (helper, looked) = find_helper(cfg);
     let Some(helper) = helper else {
-        return no_helper(mode, looked);
+        return no_helper(mode, looked, explicit_helper(cfg).is_some());
     };
     let _guard = process::Guard::acquire();
     let check = Check {
@@ -197,11 +201,18 @@ fn off() -> CheckReport {
 }
 
 /// No helper found: the check could not run; the places `looked`.
-fn no_helper(mode: CheckMode, looked: Vec<String>) -> CheckReport {
-    let msg = format!(
-        "check helper ncclenv-check not found (looked: {}); {HELPER_HOWTO}",
-        looked.join("; ")
-    );
+fn no_helper(mode: CheckMode, looked: Vec<String>, explicit: bool) -> CheckReport {
+    let msg = if explicit {
+        format!(
+            "check helper not found: {}; fix the path, or unset it to use the ncclenv-check beside ncclenv",
+            looked.join("; ")
+        )
+    } else {
+        format!(
+            "check helper ncclenv-check not found (looked: {}); {HELPER_HOWTO}",
+            looked.join("; ")
+        )
+    };
     let summary = format!("check could not run: {msg}");
     CheckReport {
         mode,
