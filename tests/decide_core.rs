@@ -531,6 +531,9 @@ fn comm_id_still_warns_about_an_unmatched_ifname() {
     assert!(w.message.contains("\"ens9\""), "{}", w.message);
     assert!(w.remedy.contains("eth0"), "{}", w.remedy);
     assert!(refused(&l.strict()));
+    // A vendor plugin carries the traffic: NCCL's own transports never read it.
+    l.env("FI_PROVIDER", "efa");
+    assert!(!has_warning(&l.decide(), "comm-id-ifname-unmatched"));
 }
 
 /// F23: `/dev/shm` is decided under a vendor profile and with `NCCL_COMM_ID` too; NCCL's transport variables

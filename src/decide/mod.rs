@@ -238,10 +238,14 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
 /// it (`ncclNetSocketInit` in src/transport/net_socket.cc: "NET/Socket : no interface found"; `ncclIbInit` in
 /// src/transport/net_ib.cc: "NET/IB : No IP interface found."), so an inherited value (environment or config
 /// file) that matches no usable interface still makes the job fail. ncclenv stays hands off and warns
-/// (`comm-id-ifname-unmatched`, a refusal under `NCCLENV_STRICT=1`).
+/// (`comm-id-ifname-unmatched`, a refusal under `NCCLENV_STRICT=1`). Under a vendor network profile the
+/// plugin carries the traffic and NCCL's own transports are not initialised: no warning.
 fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
     use crate::nccl_rules;
     let Ok(net) = &snap.net else { return };
+    if !vendor_profile(snap).is_empty() {
+        return;
+    }
     let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
         return;
     };
