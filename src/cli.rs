@@ -111,6 +111,24 @@ fn parse_nnodes(what: &str, v: &str) -> Result<u32, UsageError> {
     crate::launcher::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
 }
 
+/// The values of `NCCLENV_LOG` / `--log`.
+const LOG_VALUES: &str = "off, error, warn, info or debug";
+/// The values of `NCCLENV_LOG_FORMAT` / `--log-format`.
+const LOG_FORMAT_VALUES: &str = "text or json";
+/// The values of `NCCLENV_CHECK` / `--check`.
+const CHECK_VALUES: &str = "off, bootstrap or allreduce";
+
+/// The values an option variable takes, when they are a short list (`NCCLENV_LOG`: "off, error, warn, info or
+/// debug"), for the remedy of a misspelt name.
+pub fn variable_values(name: &str) -> Option<&'static str> {
+    match name {
+        "NCCLENV_LOG" => Some(LOG_VALUES),
+        "NCCLENV_LOG_FORMAT" => Some(LOG_FORMAT_VALUES),
+        "NCCLENV_CHECK" => Some(CHECK_VALUES),
+        _ => None,
+    }
+}
+
 fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "off" | "none" => Ok(LogLevel::Off),
@@ -118,7 +136,7 @@ fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
         "warn" | "warning" => Ok(LogLevel::Warn),
         "info" => Ok(LogLevel::Info),
         "debug" | "trace" => Ok(LogLevel::Debug),
-        _ => err(what, v, "off, error, warn, info or debug"),
+        _ => err(what, v, LOG_VALUES),
     }
 }
 
@@ -126,7 +144,7 @@ fn parse_log_format(what: &str, v: &str) -> Result<LogFormat, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "text" => Ok(LogFormat::Text),
         "json" => Ok(LogFormat::Json),
-        _ => err(what, v, "text or json"),
+        _ => err(what, v, LOG_FORMAT_VALUES),
     }
 }
 
@@ -135,7 +153,7 @@ fn parse_check(what: &str, v: &str) -> Result<CheckMode, UsageError> {
         "off" | "0" | "" | "none" => Ok(CheckMode::Off),
         "bootstrap" => Ok(CheckMode::Bootstrap),
         "allreduce" => Ok(CheckMode::Allreduce),
-        _ => err(what, v, "off, bootstrap or allreduce"),
+        _ => err(what, v, CHECK_VALUES),
     }
 }
 
@@ -274,6 +292,7 @@ pub const OPTIONS: &[Opt] = &[
         default: "from the launcher",
         set: |c, v| {
             c.peer = Some(parse_peer(v.what, v.text)?);
+            c.peer_source = Some(v.what.to_string());
             Ok(())
         },
     },
@@ -476,7 +495,7 @@ pub const OPTIONS: &[Opt] = &[
         value: Some("PATH"),
         accepts: Accepts::Path,
         help: "the ncclenv-check helper",
-        meaning: "the `ncclenv-check` binary",
+        meaning: "the `ncclenv-check` binary (named: that one only, an error when it is not executable)",
         default: "beside `ncclenv`",
         set: |c, v| {
             c.check_helper = Some(parse_path(v.what, v.text)?);
@@ -700,9 +719,9 @@ fn other_variables() -> impl Iterator<Item = &'static str> {
         .chain(TEST_ONLY.iter().copied())
 }
 
-/// The known name closest to `name`, when `name` looks like a typo of it: the same name in another case, or
-/// at most two edits away (Levenshtein distance of the parts after `NCCLENV_`, at most a third of the
-/// length).
+/// The known name closest to `name`, when `name` looks like a typo of it: the same name in another case, at
+/// most two edits away (Levenshtein distance of the parts after `NCCLENV_`, at most a third of the length),
+/// or a known name with a suffix added (`NCCLENV_LOG_LEVEL` → `NCCLENV_LOG`; the longest such name).
 pub fn nearest_variable(name: &str) -> Option<String> {
     let known = option_variables();
     let upper = name.to_ascii_uppercase();
@@ -717,6 +736,17 @@ pub fn nearest_variable(name: &str) -> Option<String> {
         .filter(|(d, k)| *d <= 2 && *d * 3 <= tail(k).len().max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k.clone())
+        .or_else(|| {
+            known
+                .iter()
+                .filter(|k| {
+                    upper
+                        .strip_prefix(k.as_str())
+                        .is_some_and(|rest| rest.starts_with('_'))
+                })
+                .max_by_key(|k| k.len())
+                .cloned()
+        })
 }
 
 /// Levenshtein distance in characters (insertions, deletions, substitutions), for [`nearest_variable`].
@@ -1456,6 +1486,19 @@ mod tests {
                 ),
                 ("NCCLENV_FOO".to_string(), None),
             ]
+        );
+        // A known name with a word added: that name, and its values where they are a short list.
+        assert_eq!(
+            nearest_variable("NCCLENV_LOG_LEVEL").as_deref(),
+            Some("NCCLENV_LOG")
+        );
+        assert_eq!(
+            nearest_variable("NCCLENV_CHECK_TIMEOUT_SECONDS").as_deref(),
+            Some("NCCLENV_CHECK_TIMEOUT")
+        );
+        assert_eq!(
+            variable_values("NCCLENV_LOG"),
+            Some("off, error, warn, info or debug")
         );
     }
 

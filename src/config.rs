@@ -50,6 +50,10 @@ pub enum CheckMode {
 pub struct Config {
     /// Host or address of the job's master (`NCCLENV_PEER`, `--peer`); overrides what launchers say.
     pub peer: Option<String>,
+    /// Where `peer` was given, as written (`--peer` or `NCCLENV_PEER`), for the reason texts; `None`: not
+    /// given, or not known (then `NCCLENV_PEER` is named).
+    #[serde(skip)]
+    pub peer_source: Option<String>,
     /// Number of nodes (`NCCLENV_NNODES`, `--nnodes`); overrides what launchers say.
     pub nnodes: Option<u32>,
     /// Refuse (exit 78) on every repair, risk warning and unsupported choice (`NCCLENV_STRICT=1`).
@@ -114,6 +118,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             peer: None,
+            peer_source: None,
             nnodes: None,
             strict: false,
             log: LogLevel::Info,

@@ -687,7 +687,7 @@ impl<'a> Report<'a> {
             Verdict::Proceed => {
                 let _ = writeln!(o, "  proceed: NCCL should work (exit {})", exit::OK);
             }
-            Verdict::Refuse { reason, remedy } => {
+            Verdict::Refuse { reason, remedy, .. } => {
                 let _ = writeln!(o, "  refuse (exit {}): {reason}", exit::REFUSED);
                 let _ = writeln!(o, "  remedy: {remedy}");
             }
@@ -1339,7 +1339,7 @@ mod tests {
         assert_eq!(exit_code(&p), 0);
         p.finding(crate::findings::Finding::NoInterface, "m", "r");
         assert_eq!(exit_code(&p), 1);
-        p.refuse("no", "fix");
+        p.refuse("x", "no", "fix");
         assert_eq!(exit_code(&p), 78);
     }
 

@@ -49,7 +49,10 @@ pub fn exec_or_fallback(cmd: &[OsString], env: &Environ, inherited: &Environ) ->
         return e;
     }
     tracing::warn!(
-        "the command's arguments and environment with ncclenv's variables ({} bytes of environment) exceed          the kernel's limit (execve: E2BIG, Argument list too long); running it with the inherited          environment, unchanged [{}] (what to do: shrink the environment, or set ncclenv's variables          in the image)",
+        "the command's arguments and environment with ncclenv's variables ({} bytes of environment) exceed \
+         the kernel's limit (execve: E2BIG, Argument list too long); running it with the inherited \
+         environment, unchanged [{}] (what to do: shrink the environment, or set ncclenv's variables \
+         in the image)",
         env.exec_size(),
         crate::findings::Finding::ExecE2big.code()
     );

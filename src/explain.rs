@@ -1049,6 +1049,15 @@ fn run(
         ex.start_input(&name);
         let err = if name == "-" {
             read_lines(std::io::stdin().lock(), &mut ex)
+        } else if f.is_dir() {
+            // open(2) succeeds on a directory and only the first read fails (EISDIR): say it here, as the
+            // usage error it is.
+            err_line(&format!(
+                "ncclenv: explain: {name} is a directory; give the log files themselves (e.g. {}/*.log) or \
+                 - for stdin (see ncclenv --help)",
+                name.trim_end_matches('/')
+            ));
+            return 2;
         } else {
             match std::fs::File::open(f) {
                 Ok(file) => read_lines(std::io::BufReader::new(file), &mut ex),
@@ -1076,13 +1085,16 @@ fn run(
             // Another host's bootstrap address stands in for the master: the route to it decides.
             if let Some(a) = other_bootstraps(&rep, &host).first() {
                 cfg.peer = Some(a.to_string());
+                cfg.peer_source = Some("another host's bootstrap address in the log".into());
                 peer = Some(format!("{a} (another host's bootstrap address in the log)"));
             }
         } else {
-            peer = cfg
-                .peer
-                .clone()
-                .map(|p| format!("{p} (--peer/NCCLENV_PEER)"));
+            peer = cfg.peer.clone().map(|p| {
+                format!(
+                    "{p} ({})",
+                    cfg.peer_source.as_deref().unwrap_or("--peer/NCCLENV_PEER")
+                )
+            });
         }
         let snap = crate::probe::collect(&cfg, &[], vars, crate::probe::Depth::Start);
         let plan = crate::decide::decide(&snap, &cfg);

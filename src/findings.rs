@@ -75,9 +75,15 @@ findings! {
     /// No interface at all.
     NoInterface = "no-interface", Warn, false,
         "no interface, and `lo` missing or down: nothing is set; give the container a network (or bring `lo` up)";
+    /// (A refusal's code) a multi-node job and no interface but `lo`.
+    NoInterfaceMultiNode = "no-interface-multi-node", Warn, false,
+        "(a refusal's code) a multi-node job and no interface but `lo`: refused (exit 78)";
+    /// (A refusal's code) `NCCLENV_STRICT=1` and the entrypoint's check failed.
+    CheckFailed = "check-failed", Warn, false,
+        "(a refusal's code) `NCCLENV_STRICT=1` and the entrypoint's check failed: refused (exit 78)";
     /// An `NCCLENV_*` name that is not an option.
     UnknownVariable = "unknown-variable", Warn, false,
-        "an `NCCLENV_*` name that is not an option (another case, a typo, bytes that are not UTF-8): ignored, the nearest known name given";
+        "an `NCCLENV_*` name that is not an option (another case, a typo, bytes that are not UTF-8): ignored, the nearest known name given (also for a known name with a word added, `NCCLENV_LOG_LEVEL` → `NCCLENV_LOG`, with its values where they are a short list)";
     /// (A log line) the environment with ncclenv's variables was too big for the kernel.
     ExecE2big = "exec-e2big", Warn, false,
         "(a log line, not a finding) the command's environment with ncclenv's variables exceeded the kernel's limit (`E2BIG`): it runs with the inherited environment, untouched";
@@ -92,7 +98,7 @@ findings! {
         "the master's name did not resolve within `NCCLENV_RESOLVE_TIMEOUT_MS` (the time is said); decided without it";
     /// The master is an IPv6 link-local address.
     PeerLinkLocal = "peer-link-local", Warn, false,
-        "the master is an IPv6 link-local address: other nodes cannot use it";
+        "the master is an IPv6 link-local address (a scope means nothing on other nodes): the route to it does not choose the interface, with or without a `%zone`";
     /// `POD_IP` was a loopback address in a multi-node job; replaced.
     PodIpRepaired = "pod-ip-repaired", Warn, true,
         "`POD_IP` was a loopback address in a multi-node job; replaced by the chosen address";
@@ -116,7 +122,7 @@ findings! {
         "the preferred default route's interface is down; another was taken";
     /// The master is a loopback address in a multi-node job.
     PeerIsLoopback = "peer-is-loopback", Warn, false,
-        "the master is a loopback address in a multi-node job";
+        "the master resolves to a loopback address here in a multi-node job: on the master (node rank 0, or the owner of another address the name resolves to) an info (the master reaches itself; the other nodes need its routable address), elsewhere a warning (a node that is not the master connects to itself; a host name may be the master's own `/etc/hosts` entry)";
     /// No route to the peer.
     PeerUnreachable = "peer-unreachable", Warn, false,
         "no route to the peer";
@@ -150,6 +156,9 @@ findings! {
     /// `NCCL_COMM_ID` with no local interface in its subnet.
     CommIdNoSubnet = "comm-id-no-subnet", Warn, false,
         "`NCCL_COMM_ID` with no local interface in its subnet";
+    /// `NCCL_COMM_ID` set and an inherited `NCCL_SOCKET_IFNAME` that matches nothing.
+    CommIdIfnameUnmatched = "comm-id-ifname-unmatched", Warn, true,
+        "`NCCL_COMM_ID` is set (hands off) but an inherited `NCCL_SOCKET_IFNAME` matches no usable interface: bootstrap ignores it, NET/Socket and NET/IB still fail on it; nothing changed (not under a vendor profile: its plugin carries the traffic)";
     /// A vendor network profile: the transport is the vendor's.
     VendorProfile = "vendor-profile", Info, false,
         "a vendor network profile: hands off the transport";
@@ -266,7 +275,7 @@ findings! {
         "the nodes run different ncclenv versions";
     /// The fleet agrees.
     PreflightPassed = "preflight-passed", Info, false,
-        "the fleet agrees";
+        "every node met and the fleet agrees";
     /// Not a multi-node job with a known master and port.
     PreflightSkipped = "preflight-skipped", Info, false,
         "not a multi-node job with a known master and port: no preflight";
@@ -281,6 +290,12 @@ impl Finding {
     /// True for the codes that only ever appear on a log line, never in a plan: `exec-e2big`, `panic`.
     pub const fn is_log_line(self) -> bool {
         matches!(self, Finding::ExecE2big | Finding::Panic)
+    }
+
+    /// True for the codes that only name a refusal (`Verdict::Refuse`'s code), never a finding of a plan:
+    /// `no-interface-multi-node`, `check-failed`.
+    pub const fn is_refusal(self) -> bool {
+        matches!(self, Finding::NoInterfaceMultiNode | Finding::CheckFailed)
     }
 }
 
@@ -323,10 +338,11 @@ mod tests {
     fn table() -> String {
         let mut t = String::from("| code | severity | strict | meaning |\n|---|---|---|---|\n");
         for f in Finding::ALL {
-            let sev = match (f.is_log_line(), f.severity()) {
-                (true, _) => "log",
-                (false, Severity::Info) => "info",
-                (false, Severity::Warn) => "warn",
+            let sev = match (f.is_log_line(), f.is_refusal(), f.severity()) {
+                (true, _, _) => "log",
+                (_, true, _) => "refusal",
+                (_, _, Severity::Info) => "info",
+                (_, _, Severity::Warn) => "warn",
             };
             t.push_str(&format!(
                 "| `{}` | {sev} | {} | {} |\n",
@@ -371,7 +387,7 @@ mod tests {
             .unwrap_or_default();
         let mut want: Vec<&str> = Finding::ALL
             .iter()
-            .filter(|f| !f.is_log_line())
+            .filter(|f| !f.is_log_line() && !f.is_refusal())
             .map(|f| f.code())
             .collect();
         got.sort_unstable();

@@ -35,8 +35,11 @@
 //! * Any other command (or one wrapped in a shell): the launcher options above by name, then `PADDLE_MASTER`,
 //!   `MASTER_ADDR`, `PADDLE_TRAINER_ENDPOINTS`, `PADDLE_TRAINERS`, then torchrun's `PET_*`.
 //!
-//! Scanning stops at the training script (the first argument ending in `.py` after the program) or at `--`:
-//! what follows belongs to the script. A value given twice counts with its last occurrence (argparse).
+//! A recognised launcher's options end, as argparse's `REMAINDER` ends them, at its first positional argument:
+//! the training script, the module name after torchrun's `-m`, the program after `--no-python`, horovodrun's
+//! or mpirun's program; what follows belongs to the program (an option ncclenv does not know takes the next
+//! word as its value unless that word is an option). Any other command is read up to the first argument
+//! ending in `.py` or `--`. A value given twice counts with its last occurrence (argparse).
 //!
 //! A rendezvous endpoint may be a URL (`etcd://user:password@host:2379/prefix`): the host is taken after the
 //! user information, which is never stored (see [`redact_userinfo`]).
@@ -300,14 +303,33 @@ fn by_module(m: &str) -> Option<Launcher> {
     })
 }
 
+/// How far [`scan`] reads a command line.
+#[derive(Clone, Copy)]
+enum Until {
+    /// A recognised launcher, parsed as argparse parses it: its own options end at the first positional
+    /// argument (the training script, a `-m` module name, the program after `--no-python`, a horovodrun or
+    /// mpirun program), which with everything after it belongs to the program (argparse `REMAINDER`).
+    /// `flags` are the launcher's other options that take no value; `pairs` those that take two
+    /// (`mpirun --mca NAME VALUE`); any other option not written as `--name=value` takes the next word as
+    /// its value unless that word is an option itself.
+    Positional {
+        flags: &'static [&'static str],
+        pairs: &'static [&'static str],
+    },
+    /// Any other command (or one wrapped in a shell): every word up to a `*.py` argument or `--` is read,
+    /// since a wrapper script may pass them on to a launcher.
+    Script,
+}
+
 /// Options of the command: `--name value`, `--name=value`, `-H value`, and switches (empty value), in order,
-/// from `start` to the training script (the first `*.py` argument) or `--`. `valued` are the names that take
-/// their value from the next word; `switches` take none.
+/// from `start` to where `until` says the command's own options end, and never past a `*.py` argument or
+/// `--`. `valued` are the names that take their value from the next word; `switches` take none.
 fn scan(
     argv: &[String],
     start: usize,
     valued: &[&str],
     switches: &[&str],
+    until: Until,
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut i = start;
@@ -327,11 +349,108 @@ fn scan(
             }
         } else if switches.contains(&a.as_str()) {
             out.push((a.clone(), String::new()));
+        } else if let Until::Positional { flags, pairs } = until {
+            if !a.starts_with('-') || a == "-" {
+                break;
+            }
+            if pairs.contains(&a.as_str()) {
+                i += 2;
+            } else if !flags.contains(&a.as_str())
+                && argv.get(i + 1).is_some_and(|n| {
+                    !n.starts_with('-') && !n.ends_with(".py") && n.as_str() != "--"
+                })
+            {
+                i += 1;
+            }
         }
         i += 1;
     }
     out
 }
+
+/// torchrun's options that take no value (torch/distributed/run.py; `--use-env` from launch.py): `-m`
+/// makes the first positional a module name, `--no-python` a program.
+const TORCHRUN_FLAGS: &[&str] = &[
+    "-m",
+    "--module",
+    "--no-python",
+    "--no_python",
+    "--run-path",
+    "--run_path",
+    "--standalone",
+    "--virtual-local-rank",
+    "--virtual_local_rank",
+    "--use-env",
+    "--use_env",
+];
+/// DeepSpeed's runner options that take no value (deepspeed/launcher/runner.py).
+const DEEPSPEED_FLAGS: &[&str] = &[
+    "--module",
+    "--no_python",
+    "--no_local_rank",
+    "--no_ssh",
+    "--no_ssh_check",
+    "--force_multi",
+    "--save_pid",
+    "--elastic_training",
+    "--bind_cores_to_rank",
+    "--detect_nvlink_pairs",
+];
+/// horovodrun's options that take no value (horovod/runner/launch.py), the common ones.
+const HOROVOD_FLAGS: &[&str] = &[
+    "-v",
+    "--verbose",
+    "--gloo",
+    "--mpi",
+    "--jsm",
+    "-cb",
+    "--check-build",
+    "--disable-cache",
+    "--tcp",
+    "--autotune",
+    "--no-stall-check",
+    "--timeline-mark-cycles",
+    "--hierarchical-allreduce",
+    "--hierarchical-allgather",
+    "--mpi-threads-disable",
+    "--log-hide-timestamp",
+];
+/// mpirun's (Open MPI, MPICH, Intel MPI) options that take no value, the common ones.
+const MPI_FLAGS: &[&str] = &[
+    "--allow-run-as-root",
+    "-allow-run-as-root",
+    "--oversubscribe",
+    "-oversubscribe",
+    "--tag-output",
+    "-tag-output",
+    "--timestamp-output",
+    "--report-bindings",
+    "-report-bindings",
+    "--display-map",
+    "-display-map",
+    "--merge-stderr-to-stdout",
+    "--nolocal",
+    "--noprefix",
+    "--use-hwthread-cpus",
+    "-v",
+    "--verbose",
+    "-q",
+    "--quiet",
+    "-l",
+    "-genvall",
+    "-print-rank-map",
+];
+/// mpirun's options that take two values (`--mca NAME VALUE`, MPICH `-genv NAME VALUE`).
+const MPI_PAIRS: &[&str] = &[
+    "--mca",
+    "-mca",
+    "--gmca",
+    "-gmca",
+    "--prtemca",
+    "--pmixmca",
+    "-genv",
+    "-env",
+];
 
 /// The last value of any of `names` (argparse: the last occurrence wins), with the name as written.
 fn opt<'a>(opts: &'a [(String, String)], names: &[&str]) -> Option<(&'a str, &'a str)> {
@@ -403,15 +522,12 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
     let mut info = LaunchInfo::default();
     info.shape.launcher = detected.map(|(l, _)| l);
     let opts = match detected {
-        Some((Launcher::Torchrun, at)) => scan(&args, at, TORCHRUN_VALUED, &["--standalone"]),
-        Some((Launcher::Paddle, at)) => scan(&args, at, PADDLE_VALUED, &[]),
-        Some((Launcher::Deepspeed, at)) => scan(&args, at, DEEPSPEED_VALUED, &[]),
-        Some((Launcher::Sglang, at)) => scan(&args, at, SGLANG_VALUED, &[]),
-        Some((Launcher::Ray, at)) => scan(&args, at, RAY_VALUED, &[]),
-        Some((Launcher::Horovod | Launcher::Mpi, at)) => scan(&args, at, HOSTS_VALUED, &[]),
-        Some((Launcher::Vllm, _)) => Vec::new(),
+        Some((l, at)) => {
+            let (valued, switches) = grammar(l);
+            scan(&args, at, valued, switches, until(l))
+        }
         None if args.is_empty() => Vec::new(),
-        None => scan(&args, 1, GENERIC_VALUED, &["--standalone"]),
+        None => scan(&args, 1, GENERIC_VALUED, &["--standalone"], Until::Script),
     };
     let launcher = info.shape.launcher;
     let mut cands: Vec<Candidate> = Vec::new();
@@ -471,6 +587,32 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         }
     }
     info
+}
+
+/// The options of launcher `l` that ncclenv reads: those that take a value, and switches.
+fn grammar(l: Launcher) -> (&'static [&'static str], &'static [&'static str]) {
+    match l {
+        Launcher::Torchrun => (TORCHRUN_VALUED, &["--standalone"]),
+        Launcher::Paddle => (PADDLE_VALUED, &[]),
+        Launcher::Deepspeed => (DEEPSPEED_VALUED, &[]),
+        Launcher::Sglang => (SGLANG_VALUED, &[]),
+        Launcher::Ray => (RAY_VALUED, &[]),
+        Launcher::Horovod | Launcher::Mpi => (HOSTS_VALUED, &[]),
+        // vLLM's options say nothing ncclenv reads (VLLM_HOST_IP does).
+        Launcher::Vllm => (&[], &[]),
+    }
+}
+
+/// Where launcher `l`'s own options end (see [`Until::Positional`]).
+fn until(l: Launcher) -> Until {
+    let (flags, pairs): (&'static [&'static str], &'static [&'static str]) = match l {
+        Launcher::Torchrun => (TORCHRUN_FLAGS, &[]),
+        Launcher::Deepspeed => (DEEPSPEED_FLAGS, &[]),
+        Launcher::Horovod => (HOROVOD_FLAGS, &[]),
+        Launcher::Mpi => (MPI_FLAGS, MPI_PAIRS),
+        Launcher::Paddle | Launcher::Sglang | Launcher::Ray | Launcher::Vllm => (&[], &[]),
+    };
+    Until::Positional { flags, pairs }
 }
 
 const TORCHRUN_VALUED: &[&str] = &[
@@ -804,8 +946,10 @@ fn sglang<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info
     }
 }
 
+/// Ray: `--address` names the head, except `auto`, which makes `ray start` look up the cluster this machine
+/// already runs (`services.canonicalize_bootstrap_address` in python/ray/_private/services.py): no master.
 fn ray<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info: &mut LaunchInfo) {
-    if let Some((n, v)) = opt(opts, &["--address"]) {
+    if let Some((n, v)) = opt(opts, &["--address"]).filter(|(_, v)| *v != "auto") {
         cands.push(Candidate {
             source: n.to_string(),
             value: v,
@@ -1185,27 +1329,21 @@ pub fn framework(argv: &[OsString]) -> Option<Framework> {
     }
 }
 
-/// The value of a launcher option (`--name value` or `--name=value`) before the training script, if given.
+/// The value of a launcher option (`--name value` or `--name=value`) before the training script, if given:
+/// the last one among a recognised launcher's own options (see [`Until::Positional`]), else among the words
+/// before a `*.py` argument or `--`.
 pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
     let args: Vec<String> = argv
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let mut i = 1;
-    while i < args.len() {
-        let a = &args[i];
-        if a.ends_with(".py") && !a.starts_with('-') {
-            return None;
-        }
-        if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
-            return Some(v.to_string());
-        }
-        if a == name {
-            return args.get(i + 1).cloned();
-        }
-        i += 1;
-    }
-    None
+    let (start, until) = match detect(&args) {
+        Some((l, at)) => (at, until(l)),
+        None => (1, Until::Script),
+    };
+    scan(&args, start, &[name], &[], until)
+        .pop()
+        .map(|(_, v)| v)
 }
 
 #[cfg(test)]
@@ -1577,6 +1715,140 @@ mod tests {
         assert_eq!(i.shape.nnodes, None);
     }
 
+    /// A launcher's options end at its first positional argument (argparse `REMAINDER`): a module name after
+    /// `-m`, a program after `--no-python`, a script not ending in `.py`; the program's own arguments are
+    /// never read, whatever they are called. Options ncclenv does not read are skipped with their values.
+    #[test]
+    fn launcher_options_end_at_the_first_positional() {
+        let none = BTreeMap::new();
+        let r = |a: &[&str]| read(&argv(a), &none);
+        let i = r(&[
+            "torchrun",
+            "--nnodes",
+            "2",
+            "-m",
+            "pkg.train",
+            "--master_addr",
+            "x",
+            "--nnodes",
+            "4",
+        ]);
+        assert_eq!((i.shape.nnodes, master(&i)), (Some(2), None));
+        let i = r(&["torchrun", "--no-python", "./run.sh", "--nnodes", "8"]);
+        assert_eq!(i.shape.nnodes, None);
+        let i = r(&["torchrun", "--no_python", "bash", "run.sh", "--nnodes=8"]);
+        assert_eq!(i.shape.nnodes, None);
+        let i = r(&[
+            "torchrun",
+            "train.sh",
+            "--master-addr=10.0.0.9",
+            "--nnodes=3",
+        ]);
+        assert_eq!((i.shape.nnodes, master(&i)), (None, None));
+        // Options ncclenv does not read, with their values, before the ones it reads.
+        let i = r(&[
+            "torchrun",
+            "--max-restarts",
+            "3",
+            "--rdzv-id",
+            "job7",
+            "--nnodes",
+            "2",
+            "--standalone",
+            "--log-dir",
+            "logs",
+            "run.sh",
+            "--nnodes",
+            "5",
+        ]);
+        assert_eq!(i.shape.nnodes, Some(1), "--standalone read, 5 not");
+        let i = r(&[
+            "python",
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "4",
+            "-m",
+            "pkg.train",
+            "--nproc-per-node",
+            "8",
+        ]);
+        assert_eq!(i.shape.local_ranks, Some(4));
+        let i = r(&[
+            "deepspeed",
+            "--num_nodes",
+            "2",
+            "--module",
+            "pkg.train",
+            "--master_addr",
+            "x",
+        ]);
+        assert_eq!((i.shape.nnodes, master(&i)), (Some(2), None));
+        let i = r(&["deepspeed", "--no_python", "run.sh", "--num_nodes", "3"]);
+        assert_eq!(i.shape.nnodes, None);
+        let i = r(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--gpus",
+            "0,1",
+            "run.sh",
+            "--master",
+            "10.0.0.1:8090",
+        ]);
+        assert_eq!((i.shape.local_ranks, master(&i)), (Some(2), None));
+        let i = r(&[
+            "mpirun",
+            "-np",
+            "4",
+            "--mca",
+            "btl_tcp_if_include",
+            "eth0",
+            "--allow-run-as-root",
+            "-H",
+            "a,b",
+            "python",
+            "train.py",
+            "-H",
+            "c,d,e",
+        ]);
+        assert_eq!(i.shape.nnodes, Some(2));
+        let i = r(&["mpirun", "-np", "4", "./bench", "-H", "c,d,e"]);
+        assert_eq!(i.shape.nnodes, None);
+        let i = r(&[
+            "horovodrun",
+            "-np",
+            "4",
+            "--gloo",
+            "-H",
+            "a:2,b:2",
+            "./train.sh",
+            "--hosts",
+            "x,y,z",
+        ]);
+        assert_eq!(i.shape.nnodes, Some(2));
+        // launcher_value reads the launcher's own options only.
+        let a = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "--log_level",
+            "DEBUG",
+            "run.sh",
+            "--log_level",
+            "INFO",
+        ]);
+        assert_eq!(launcher_value(&a, "--log_level").as_deref(), Some("DEBUG"));
+        let a = argv(&[
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            "run.sh",
+            "--log_level=INFO",
+        ]);
+        assert_eq!(launcher_value(&a, "--log_level"), None);
+    }
+
     /// F21: an etcd URL with user information: the host after the '@', HTTP, and nothing of the secret.
     #[test]
     fn etcd_urls_are_http_and_keep_no_secret() {
@@ -1773,6 +2045,14 @@ mod tests {
             i.shape.rendezvous.as_ref().map(|r| r.protocol),
             Some(RdzvProtocol::Tcp)
         );
+        // `--address=auto`: the cluster this machine runs; no master named (not a host called "auto").
+        for a in [
+            &["ray", "start", "--address=auto"][..],
+            &["ray", "start", "--address", "auto", "--block"],
+        ] {
+            let i = read(&argv(a), &BTreeMap::new());
+            assert_eq!((master(&i), i.shape.problems.len()), (None, 0), "{a:?}");
+        }
         // `--address` means nothing to other commands.
         let i = read(
             &argv(&["python", "x", "--address=10.0.0.1"]),

@@ -246,13 +246,21 @@ fn entrypoint_check(cx: &Ctx<'_>, snap: &Snapshot, plan: &mut Plan) -> Result<()
         }
     } else if cfg.strict {
         let refusal = report::Refusal {
+            code: Finding::CheckFailed.code().into(),
             reason: format!("NCCLENV_STRICT=1 and the check failed: {}", r.summary),
             remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
         };
         report::refused(&refusal, cfg.termination_log.as_deref());
         return Err(ExitCode::from(exit::REFUSED));
     } else {
-        tracing::warn!("check failed, running the command anyway: {}", r.summary);
+        let remedy = r.detail.error.as_ref().and_then(|e| e.remedy());
+        let remedy = remedy
+            .map(|x| format!(" (what to do: {x})"))
+            .unwrap_or_default();
+        tracing::warn!(
+            "check failed, running the command anyway: {}{remedy}",
+            r.summary
+        );
     }
     Ok(())
 }
@@ -264,13 +272,10 @@ fn env(cx: &Ctx<'_>, cmd: &[OsString]) -> ExitCode {
     prepare_debug_dir(&mut plan);
     report::emit(&plan);
     if let Some(r) = report::refusal(&plan) {
+        // The refusal is said once, on stderr (which `eval "$(ncclenv env)"` shows); the script only
+        // stops the shell that evals it.
         report::refused(&r, cx.cfg.termination_log.as_deref());
-        // printf '%s' prints its argument as it is (dash's echo would interpret backslashes).
-        out(&format!(
-            "printf '%s\\n' {} >&2; exit {}\n",
-            plan::shell_quote(&ncclenv::text::escape(&r.text())),
-            exit::REFUSED
-        ));
+        out(&format!("exit {}\n", exit::REFUSED));
         return ExitCode::from(exit::REFUSED);
     }
     out(&plan::shell_lines(&plan));

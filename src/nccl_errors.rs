@@ -219,7 +219,8 @@ pub const KNOWN: &[KnownError] = &[
         cause: "NET/Socket found no interface when the communicator was created: NCCL_SOCKET_IFNAME matches \
                 nothing in this process's environment",
         remedy: "Set NCCL_SOCKET_IFNAME to an interface of this container in every rank's environment, or unset it",
-        ncclenv: "repairs the value, as for the bootstrap",
+        ncclenv: "repairs the value, as for the bootstrap; with NCCL_COMM_ID set (hands off) it warns \
+                  (`comm-id-ifname-unmatched`)",
         foreign: false,
         version_notes: &[],
     },

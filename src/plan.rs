@@ -76,6 +76,9 @@ pub enum Verdict {
         reason: String,
         /// What the container or job lacks, and how to provide it.
         remedy: String,
+        /// The refusal's finding code (`docs/findings.md`): the strict finding that refused, the preflight's,
+        /// or the refusal's own (`no-interface-multi-node`).
+        code: String,
     },
 }
 
@@ -197,12 +200,13 @@ impl Plan {
             strict_refuses: f.strict_refuses() && severity == Severity::Warn,
         });
     }
-    /// Refuse to run the command (exit 78). The first refusal wins.
-    pub fn refuse(&mut self, reason: impl Into<String>, remedy: impl Into<String>) {
+    /// Refuse to run the command (exit 78) with finding code `code`. The first refusal wins.
+    pub fn refuse(&mut self, code: &str, reason: impl Into<String>, remedy: impl Into<String>) {
         if self.verdict == Verdict::Proceed {
             self.verdict = Verdict::Refuse {
                 reason: reason.into(),
                 remedy: remedy.into(),
+                code: code.to_string(),
             };
         }
     }
@@ -348,8 +352,10 @@ mod tests {
     #[test]
     fn first_refusal_wins() {
         let mut p = Plan::default();
-        p.refuse("one", "r1");
-        p.refuse("two", "r2");
-        assert!(matches!(p.verdict, Verdict::Refuse { ref reason, .. } if reason == "one"));
+        p.refuse("c1", "one", "r1");
+        p.refuse("c2", "two", "r2");
+        assert!(
+            matches!(p.verdict, Verdict::Refuse { ref reason, ref code, .. } if reason == "one" && code == "c1")
+        );
     }
 }

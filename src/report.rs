@@ -169,6 +169,8 @@ pub enum Kind<'a> {
     },
     /// ncclenv refuses to run the command (exit 78); `message` is the reason.
     Refusal {
+        /// The refusal's finding code (`docs/findings.md`).
+        code: &'a str,
         /// What the user can do.
         remedy: &'a str,
         /// Always 78 (`EX_CONFIG`).
@@ -193,7 +195,9 @@ impl<'a> Record<'a> {
                 format!("{} [{code}] (what to do: {remedy})", self.message)
             }
             Kind::Finding { code, .. } => format!("{} [{code}]", self.message),
-            Kind::Refusal { remedy, exit_code } => {
+            Kind::Refusal {
+                remedy, exit_code, ..
+            } => {
                 format!(
                     "refused (exit {exit_code}): {}. What to do: {remedy}",
                     self.message
@@ -424,6 +428,10 @@ pub fn summary(plan: &Plan) -> String {
     format!("{}{debug}", fit(&lead, &items, max))
 }
 
+/// Where the summary points for what it leaves out: `ncclenv doctor` with the job's command after `--`, which
+/// it needs to read the launcher's arguments as the start did.
+const DOCTOR_HINT: &str = "ncclenv doctor -- <command>";
+
 /// `lead` followed by as many of `items` (space-separated) as fit in `max` characters, and ` (+N more)` for
 /// the rest. `lead` is never cut.
 fn fit(lead: &str, items: &[String], max: usize) -> String {
@@ -436,12 +444,12 @@ fn fit(lead: &str, items: &[String], max: usize) -> String {
     for (i, it) in items.iter().enumerate() {
         let rest = items.len() - i - 1;
         let tail = if rest > 0 {
-            format!(" (+{rest} more: ncclenv doctor)")
+            format!(" (+{rest} more: {DOCTOR_HINT})")
         } else {
             String::new()
         };
         if len(&line) + 1 + len(it) + len(&tail) > max {
-            line.push_str(&format!(" (+{} more: ncclenv doctor)", items.len() - i));
+            line.push_str(&format!(" (+{} more: {DOCTOR_HINT})", items.len() - i));
             return line;
         }
         line.push(' ');
@@ -536,6 +544,8 @@ pub struct Refusal {
     pub reason: String,
     /// What the user can do.
     pub remedy: String,
+    /// The refusal's finding code (`docs/findings.md`), in the JSON line's `code`.
+    pub code: String,
 }
 
 impl Refusal {
@@ -553,9 +563,14 @@ impl Refusal {
 /// The plan's refusal, if it refuses.
 pub fn refusal(plan: &Plan) -> Option<Refusal> {
     match &plan.verdict {
-        Verdict::Refuse { reason, remedy } => Some(Refusal {
+        Verdict::Refuse {
+            reason,
+            remedy,
+            code,
+        } => Some(Refusal {
             reason: reason.clone(),
             remedy: remedy.clone(),
+            code: code.clone(),
         }),
         Verdict::Proceed => None,
     }
@@ -579,6 +594,7 @@ pub fn refusal_line(r: &Refusal) {
         Lvl::Error,
         r.reason.clone(),
         Kind::Refusal {
+            code: &r.code,
             remedy: &r.remedy,
             exit_code: crate::exit::REFUSED,
         },
@@ -929,7 +945,7 @@ mod tests {
                 s.chars().count()
             );
             assert!(s.contains(&format!("NCCL_SOCKET_IFNAME={name}")), "{s}");
-            assert!(s.contains("more: ncclenv doctor)"), "{s}");
+            assert!(s.contains("more: ncclenv doctor -- <command>)"), "{s}");
         }
     }
 
@@ -962,6 +978,34 @@ mod tests {
         assert_eq!(
             rec.render(LogFormat::Text, false),
             "ncclenv: warning: small [shm-too-small] (what to do: --shm-size=1g)\n"
+        );
+    }
+
+    /// The JSON refusal line carries the refusal's finding code, like a finding's line.
+    #[test]
+    fn json_refusal_carries_its_code() {
+        let mut p = Plan::default();
+        p.refuse("check-failed", "the check failed", "fix it");
+        let r = refusal(&p).expect("refuses");
+        let rec = Record::new(
+            Lvl::Error,
+            r.reason.clone(),
+            Kind::Refusal {
+                code: &r.code,
+                remedy: &r.remedy,
+                exit_code: 78,
+            },
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&rec.render(LogFormat::Json, false)).unwrap_or_default();
+        assert_eq!(
+            (&v["kind"], &v["code"], &v["exit_code"]),
+            (&"refusal".into(), &"check-failed".into(), &78.into())
+        );
+        // The text line is unchanged.
+        assert_eq!(
+            rec.render(LogFormat::Text, false),
+            "ncclenv: refused (exit 78): the check failed. What to do: fix it\n"
         );
     }
 

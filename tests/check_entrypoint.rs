@@ -116,6 +116,11 @@ fn a_failed_check_runs_the_command_unless_strict() {
         assert_eq!(o.status.code(), Some(0), "{err}");
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
         assert!(err.contains("check failed"), "{err}");
+        // The warning says what to do, naming the variable that points at the library.
+        assert!(
+            err.contains("what to do:") && err.contains("NCCLENV_NCCL_LIB"),
+            "{err}"
+        );
         let mut strict = bad.to_vec();
         strict.push(("NCCLENV_STRICT", "1"));
         let o = run(&ns, &lib, &strict, &["--", "sh", "-c", "echo ran"]);

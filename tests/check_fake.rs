@@ -335,27 +335,16 @@ fn repair_never_proposes_p2p_disable_without_a_pass() {
 fn missing_helper_and_missing_library_are_reported() {
     let (mut cfg, env, _) = setup("missing", "ok", 2);
     cfg.check_helper = Some(PathBuf::from("/nonexistent/ncclenv-check"));
-    // The helper is then looked for in NCCLENV_CHECK_HELPER and beside the running executable (the test
-    // binary, in target/debug/deps, where cargo puts no `ncclenv-check`): neither may hold one here.
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join("ncclenv-check")))
-        .filter(|p| p.exists());
-    if std::env::var_os("NCCLENV_CHECK_HELPER").is_some() || beside.is_some() {
-        common::skip(&format!(
-            "missing_helper: a fallback helper exists (NCCLENV_CHECK_HELPER or {beside:?})"
-        ));
-    } else {
-        let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
-        assert!(!r.passed, "{}", render_check(&r));
-        assert!(r.detail.helper.is_none(), "{}", r.to_json());
-        assert!(r.summary.contains("not found"), "{}", r.summary);
-        assert!(
-            r.summary.contains("/nonexistent/ncclenv-check"),
-            "the places looked are named: {}",
-            r.summary
-        );
-    }
+    // An explicit helper is the only candidate: nothing else is looked for, so this holds on any machine.
+    let r = run_check(&cfg, CheckMode::Bootstrap, &env, None, &[]);
+    assert!(!r.passed, "{}", render_check(&r));
+    assert!(r.detail.helper.is_none(), "{}", r.to_json());
+    assert!(r.summary.contains("not found"), "{}", r.summary);
+    assert!(
+        r.summary.contains("/nonexistent/ncclenv-check"),
+        "the places looked are named: {}",
+        r.summary
+    );
     let (mut cfg, env, _) = setup("nolib", "ok", 2);
     cfg.nccl_lib = Some(PathBuf::from("/nonexistent/libnccl.so.2"));
     let env: Vec<_> = env.into_iter().filter(|(k, _)| k != "PATH").collect();
@@ -370,7 +359,48 @@ fn missing_helper_and_missing_library_are_reported() {
             "{}",
             r.summary
         );
+        // The places looked are printed once, and the remedy names NCCLENV_NCCL_LIB.
+        let text = render_check(&r);
+        assert_eq!(
+            text.matches("/nonexistent/libnccl.so.2").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("NCCLENV_NCCL_LIB"), "{text}");
     }
+}
+
+/// An explicit `--check-helper PATH` that does not exist is an error naming it, as an explicit
+/// `NCCLENV_NCCL_LIB` is: no other helper (here one in `NCCLENV_CHECK_HELPER` that leaves a mark) stands in.
+#[test]
+fn an_explicit_helper_that_is_missing_is_not_replaced() {
+    let tmp = common::TempDir::new("explicit-helper");
+    let (helper, mark) = marking_helper(&tmp);
+    std::fs::create_dir_all(tmp.join("empty")).expect("mkdir");
+    let o = Command::new(env!("CARGO_BIN_EXE_ncclenv"))
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_CHECK_HELPER", &helper)
+        .env("NCCLENV_SYSFS", tmp.join("empty"))
+        .env("NCCLENV_DEVFS", tmp.join("empty"))
+        .args([
+            "check",
+            "--check-helper",
+            "/nonexistent/ncclenv-check",
+            "--check-timeout",
+            "10",
+        ])
+        .output()
+        .expect("run ncclenv check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!mark.exists(), "another helper ran:\n{text}");
+    assert!(!o.status.success(), "{text}");
+    assert!(text.contains("/nonexistent/ncclenv-check"), "{text}");
+    assert!(text.contains("--check-helper"), "{text}");
 }
 
 /// `Off` runs nothing: a helper that would leave a mark is never started, and the report says "off" without

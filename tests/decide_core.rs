@@ -424,13 +424,19 @@ fn f10_no_network() {
     let mut l = Lay::new();
     l.nnodes(2);
     let p = l.decide();
-    let Verdict::Refuse { reason, remedy } = &p.verdict else {
+    let Verdict::Refuse {
+        reason,
+        remedy,
+        code,
+    } = &p.verdict
+    else {
         panic!("a 2-node job with only lo must be refused: {:?}", p.verdict)
     };
     assert!(
         reason.contains("lo") && remedy.contains("network"),
         "{reason} / {remedy}"
     );
+    assert_eq!(code, "no-interface-multi-node");
 }
 
 #[test]
@@ -502,6 +508,32 @@ fn comm_id_changes_nothing() {
     l.env("FI_PROVIDER", "efa");
     let p = l.decide();
     assert!(p.hands_off && p.changes.is_empty());
+}
+
+/// `NCCL_COMM_ID` stays hands off, but an inherited `NCCL_SOCKET_IFNAME` that matches nothing still breaks
+/// NCCL's network transports: warned (`comm-id-ifname-unmatched`, strict), nothing changed.
+#[test]
+fn comm_id_still_warns_about_an_unmatched_ifname() {
+    let mut l = f5();
+    l.env("NCCL_COMM_ID", "10.0.0.1:1234");
+    l.env("NCCL_SOCKET_IFNAME", "eth1");
+    let p = l.decide();
+    assert!(p.hands_off && p.changes.is_empty());
+    assert!(!has_warning(&p, "comm-id-ifname-unmatched"), "{p:?}");
+    l.env("NCCL_SOCKET_IFNAME", "ens9");
+    let p = l.decide();
+    assert!(p.hands_off && p.changes.is_empty(), "{:?}", p.changes);
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "comm-id-ifname-unmatched")
+        .expect("warning");
+    assert!(w.message.contains("\"ens9\""), "{}", w.message);
+    assert!(w.remedy.contains("eth0"), "{}", w.remedy);
+    assert!(refused(&l.strict()));
+    // A vendor plugin carries the traffic: NCCL's own transports never read it.
+    l.env("FI_PROVIDER", "efa");
+    assert!(!has_warning(&l.decide(), "comm-id-ifname-unmatched"));
 }
 
 /// F23: `/dev/shm` is decided under a vendor profile and with `NCCL_COMM_ID` too; NCCL's transport variables
@@ -708,6 +740,64 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
     assert!(
         !has_warning(&l.decide(), "peer-is-loopback"),
         "unknown shape: fine"
+    );
+    // On the master itself (node rank 0) nothing is wrong here: an info that says so and names the address
+    // the other nodes need.
+    let mut l = f5();
+    l.nnodes(2);
+    l.job.node_rank = Some(0);
+    l.job.node_rank_source = Some("NODE_RANK".into());
+    l.peer("MASTER_ADDR", "127.0.0.1", Some(1), true);
+    let p = l.decide();
+    let f = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "peer-is-loopback")
+        .expect("finding");
+    assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
+    assert!(
+        f.message.contains("node rank 0 (NODE_RANK), the master"),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains("cannot reach"), "{}", f.message);
+    assert!(f.remedy.contains("10.0.0.5"), "{}", f.remedy);
+    // A host name that resolves to loopback here (the master's own /etc/hosts entry): said as such.
+    let mut l = f5();
+    l.nnodes(2);
+    l.peer("MASTER_ADDR", "127.0.1.1", Some(1), true);
+    if let Some(p) = &mut l.peer {
+        p.host = "job-master-0".into();
+    }
+    let p = l.decide();
+    let f = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "peer-is-loopback")
+        .expect("finding");
+    assert!(
+        f.message.contains("job-master-0")
+            && f.message
+                .contains("resolves to a loopback address here (127.0.1.1)")
+            && f.message.contains("if this node is the master"),
+        "{}",
+        f.message
+    );
+    // The name also resolves to an address this node owns: this node is the master, said as an info.
+    if let Some(p) = &mut l.peer {
+        p.addrs.push(ip("10.0.0.5"));
+    }
+    let p = l.decide();
+    let f = p
+        .warnings
+        .iter()
+        .find(|w| w.code == "peer-is-loopback")
+        .expect("finding");
+    assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
+    assert!(
+        f.message.contains("other address 10.0.0.5"),
+        "{}",
+        f.message
     );
 }
 
@@ -962,8 +1052,13 @@ fn an_ipv6_link_local_master_is_warned_and_never_used() {
     l.peer("MASTER_ADDR", "fe80::9", Some(e), false);
     let p = l.decide();
     let w = warning(&p, "peer-link-local");
+    // The text says what ncclenv does (the route to it is not used, zone or not), nothing about NCCL's id.
     assert!(
-        w.message.contains("fe80::9") && w.message.contains("zone"),
+        w.message.contains("fe80::9")
+            && w.message.contains(
+                "does not choose the interface by the route to it (with or without a %zone)"
+            )
+            && !w.message.contains("unique id"),
         "{}",
         w.message
     );
@@ -978,6 +1073,30 @@ fn an_ipv6_link_local_master_is_warned_and_never_used() {
     let mut l = f5();
     l.peer("MASTER_ADDR", "10.0.0.9", Some(2), false);
     assert!(!has_warning(&l.decide(), "peer-link-local"));
+}
+
+/// No route to the peer: the remedy says what ncclenv does instead; "the default route" only where there
+/// is one.
+#[test]
+fn an_unreachable_peer_says_what_ncclenv_falls_back_to() {
+    let unreachable = |default: bool| {
+        let mut l = Lay::new();
+        let e = l.plug("eth0", &["10.0.0.5/24"]);
+        if default {
+            l.default_via("10.0.0.1", e, 0, false);
+        }
+        l.peer("MASTER_ADDR", "192.0.2.1", None, false);
+        if let Some(r) = l.net.peer_routes.last_mut() {
+            r.error = Some("Network is unreachable".into());
+        }
+        let p = l.decide();
+        warning(&p, "peer-unreachable").remedy.clone()
+    };
+    let r = unreachable(true);
+    assert!(r.contains("falls back to the default route"), "{r}");
+    let r = unreachable(false);
+    assert!(!r.contains("falls back to the default route"), "{r}");
+    assert!(r.contains("no default route here"), "{r}");
 }
 
 /// F17: the master's name does not resolve (yet): peer-unresolved, then a normal decision.

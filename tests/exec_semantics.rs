@@ -1152,6 +1152,19 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     assert_eq!(d["job"]["source"], "--nnodes");
     assert_eq!(d["peer"]["source"], "--master-addr");
     assert_eq!(d["peer"]["host"], "10.0.0.1");
+    // A peer given by --peer is credited to the flag, one given by NCCLENV_PEER to the variable; the flag
+    // wins over the variable.
+    let d = doctor_json(&vars, &["--peer", "10.0.0.7"]);
+    assert_eq!(d["peer"]["source"], "--peer", "{}", d["peer"]);
+    let mut with_var = vars.clone();
+    with_var.push(var("NCCLENV_PEER", "10.0.0.8"));
+    let d = doctor_json(&with_var, &[]);
+    assert_eq!(d["peer"]["source"], "NCCLENV_PEER", "{}", d["peer"]);
+    let d = doctor_json(&with_var, &["--peer=10.0.0.7"]);
+    assert_eq!(
+        (&d["peer"]["source"], &d["peer"]["host"]),
+        (&"--peer".into(), &"10.0.0.7".into())
+    );
     // torchrun --standalone: one node.
     let d = doctor_json(&vars, &["--", "torchrun", "--standalone", "t.py"]);
     assert_eq!(

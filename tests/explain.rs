@@ -725,6 +725,16 @@ fn the_launchers_debug_switch_and_explains_usage_errors() {
         .expect("explain");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/nccl.log"));
+    // A directory is a usage error too (2), said as such, not a log that "stopped".
+    let o = Command::new(BIN)
+        .env_clear()
+        .arg("explain")
+        .arg(tmp.join("sys"))
+        .output()
+        .expect("explain DIR");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is a directory"), "{err}");
     // explain runs in the helper: without it beside ncclenv, a usage error that says so.
     let alone = tmp.join("alone");
     std::fs::create_dir_all(&alone).expect("mkdir");

@@ -69,31 +69,42 @@ dist/ncclenv-check), or `cargo build --release --bin ncclenv-check` and copy tar
 beside ncclenv; in an image, COPY /ncclenv-check from the carrier next to ncclenv; or set \
 NCCLENV_CHECK_HELPER=PATH";
 
-/// The helper to run: `cfg.check_helper`, else `NCCLENV_CHECK_HELPER`, else `ncclenv-check` beside the
-/// running executable. Returns the path and the places looked.
+/// The helper to run: `cfg.check_helper` (`--check-helper`), else `NCCLENV_CHECK_HELPER`, else
+/// `ncclenv-check` beside the running executable. A helper named explicitly (either way) is the only
+/// candidate: when it is not an executable file the result is `None` (an error, as for an explicit
+/// `NCCLENV_NCCL_LIB`), never another helper. Returns the path and the places looked.
 pub fn find_helper(cfg: &Config) -> (Option<PathBuf>, Vec<String>) {
-    let mut looked = Vec::new();
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = &cfg.check_helper {
-        candidates.push(p.clone());
-    }
-    if let Some(p) = std::env::var_os("NCCLENV_CHECK_HELPER") {
-        if !p.is_empty() {
-            candidates.push(PathBuf::from(p));
+    if let Some(p) = explicit_helper(cfg) {
+        if is_executable(&p) {
+            return (Some(p), Vec::new());
         }
+        let looked = vec![format!(
+            "{}: not an executable file (named by --check-helper or NCCLENV_CHECK_HELPER, so no other \
+             helper is tried)",
+            p.display()
+        )];
+        return (None, looked);
     }
+    let mut looked = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
-            candidates.push(dir.join("ncclenv-check"));
+            let c = dir.join("ncclenv-check");
+            if is_executable(&c) {
+                return (Some(c), looked);
+            }
+            looked.push(format!("{}: not an executable file", c.display()));
         }
-    }
-    for c in candidates {
-        if is_executable(&c) {
-            return (Some(c), looked);
-        }
-        looked.push(format!("{}: not an executable file", c.display()));
     }
     (None, looked)
+}
+
+/// The helper named by `--check-helper`, else by a non-empty `NCCLENV_CHECK_HELPER`.
+fn explicit_helper(cfg: &Config) -> Option<PathBuf> {
+    cfg.check_helper.clone().or_else(|| {
+        std::env::var_os("NCCLENV_CHECK_HELPER")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    })
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -134,7 +145,7 @@ pub fn run_check(
     }
     let (helper, looked) = find_helper(cfg);
     let Some(helper) = helper else {
-        return no_helper(mode, looked);
+        return no_helper(mode, looked, explicit_helper(cfg).is_some());
     };
     let _guard = process::Guard::acquire();
     let check = Check {
@@ -190,11 +201,18 @@ fn off() -> CheckReport {
 }
 
 /// No helper found: the check could not run; the places `looked`.
-fn no_helper(mode: CheckMode, looked: Vec<String>) -> CheckReport {
-    let msg = format!(
-        "check helper ncclenv-check not found (looked: {}); {HELPER_HOWTO}",
-        looked.join("; ")
-    );
+fn no_helper(mode: CheckMode, looked: Vec<String>, explicit: bool) -> CheckReport {
+    let msg = if explicit {
+        format!(
+            "check helper not found: {}; fix the path, or unset it to use the ncclenv-check beside ncclenv",
+            looked.join("; ")
+        )
+    } else {
+        format!(
+            "check helper ncclenv-check not found (looked: {}); {HELPER_HOWTO}",
+            looked.join("; ")
+        )
+    };
     let summary = format!("check could not run: {msg}");
     CheckReport {
         mode,

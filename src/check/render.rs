@@ -42,7 +42,9 @@ pub fn render_check(report: &CheckReport) -> String {
         out.push_str(&format!("  note:        {n}\n"));
     }
     if let Some(e) = &d.error {
-        if let Some(x) = e.explanation() {
+        // The summary often carries the explanation already (a library not found, with the places looked):
+        // said once.
+        if let Some(x) = e.explanation().filter(|x| !report.summary.contains(x)) {
             out.push_str(&format!("  why:         {x}\n"));
         }
         if let Some(x) = e.remedy() {

@@ -243,9 +243,9 @@ fn choose<'a>(
 
 /// Step 1, the kernel's route to the peer: the interface it leaves through (its IPv4 link-local address
 /// counts when the peer is on that link, F16), or, when the peer is this host, the interface owning the
-/// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used: such an address
-/// needs a scope (this host's interface index), which means nothing to the other nodes that NCCL's unique
-/// id is handed to. Each lookup is tried in turn; one that fails or leaves through an unusable interface is
+/// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used (`peer-link-local`):
+/// such an address needs a scope (an interface index of one host), which means nothing to the other nodes
+/// that NCCL's unique id is handed to. Each lookup is tried in turn; one that fails or leaves through an unusable interface is
 /// warned about and the next one (then the next step) decides.
 fn peer_route<'a>(
     snap: &Snapshot,
@@ -268,20 +268,52 @@ fn peer_route<'a>(
                     "the kernel has no route to the peer {} ({} from {}): {err}",
                     lookup.dest, peer.host, peer.source
                 ),
-                "check the peer address and this container's network; falling back to the default route",
+                format!(
+                    "check the peer address and this container's network; {}",
+                    without_peer_route(snap, v, family)
+                ),
             );
             continue;
         }
         let pick = if lookup.local {
             peer_is_this_host(v, peer, lookup)
         } else {
-            route_to_peer(v, peer, lookup, plan)
+            route_to_peer(snap, v, family, peer, lookup, plan)
         };
         if pick.is_some() {
             return pick;
         }
     }
     None
+}
+
+/// What the decision does once the route to the peer is of no use, for the remedies of `peer-unreachable`
+/// and `peer-route-unusable`: the declared address (step 1b), else a default route (steps 2/3, policy
+/// routing included), else the ranking of the candidates (steps 4/5).
+fn without_peer_route(snap: &Snapshot, v: &NetworkView, family: Option<Family>) -> &'static str {
+    let fam_ok = |f: Family| family.is_none_or(|want| want == f);
+    if snap.job.self_addr.is_some() {
+        return "meanwhile ncclenv decides without that route (this node's declared address, else the default \
+                route, else its ranking of the interfaces)";
+    }
+    let default = v
+        .net
+        .routes
+        .iter()
+        .any(|r| r.is_default() && r.kind == 1 && fam_ok(r.family))
+        || v.net.default_lookups.iter().any(|l| {
+            l.error.is_none()
+                && !l.local
+                && l.oif.is_some()
+                && l.table.is_some_and(|t| t != 254)
+                && fam_ok(Family::of(&l.dest))
+        });
+    if default {
+        "meanwhile ncclenv falls back to the default route"
+    } else {
+        "meanwhile ncclenv decides without it: there is no default route here either, so it takes the only or \
+         best-ranked interface (no-route-decided names it)"
+    }
 }
 
 /// `peer-link-local`: each IPv6 link-local address of the peer (NCCL's unique id carries no scope id).
@@ -294,10 +326,9 @@ fn warn_link_local_v6_peer(peer: &Peer, plan: &mut Plan) {
         plan.finding(
             Finding::PeerLinkLocal,
             format!(
-                "the master {} (from {}) is the IPv6 link-local address {a}{}: NCCL's unique id carries no scope id, so other nodes cannot connect to it",
+                "the master {} (from {}) is the IPv6 link-local address {a}: it is usable only with a scope (an interface index of one host), which means nothing on the other nodes, so ncclenv does not choose the interface by the route to it (with or without a %zone) and decides from the other steps",
                 peer.host,
                 peer.source,
-                if peer.host.contains('%') { "" } else { " without a zone (fe80::…%IFACE)" }
             ),
             "give the launcher the master's global or unique-local (fd00::/8) address, or an IPv4 address",
         );
@@ -333,7 +364,9 @@ fn peer_is_this_host<'a>(
 /// The interface the kernel's route to the peer leaves through, when it is a candidate for the peer;
 /// otherwise a `peer-route-unusable` warning saying why not.
 fn route_to_peer<'a>(
+    snap: &Snapshot,
     v: &NetworkView<'a>,
+    family: Option<Family>,
     peer: &Peer,
     lookup: &RouteLookup,
     plan: &mut Plan,
@@ -349,7 +382,10 @@ fn route_to_peer<'a>(
                 l.name,
                 v.why_not(l, peer_fam)
             ),
-            "fix that interface or the route; falling back to the default route",
+            format!(
+                "fix that interface or the route; {}",
+                without_peer_route(snap, v, family)
+            ),
         );
         return None;
     };
@@ -754,7 +790,9 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
             None => return,
         },
     };
-    peer_on_loopback(snap, plan);
+    if let (true, Some(p)) = (is_multi(snap), &snap.peer) {
+        peer_loopback(snap, p, bound.addr, plan);
+    }
     plan.choice = Some(Choice {
         ifname: bound.ifname.clone(),
         addr: bound.addr,
@@ -866,6 +904,7 @@ fn loopback_fallback(
     let lacks = lacks_text(cfg, v, family, lo_down);
     if is_multi(snap) {
         plan.refuse(
+            Finding::NoInterfaceMultiNode.code(),
             format!(
                 "{lacks}, and this is a {}-node job ({}): no interface can reach another node",
                 snap.job.nnodes.unwrap_or(2),
@@ -968,24 +1007,86 @@ fn lacks_text(
     )
 }
 
-/// `peer-is-loopback`: a master on loopback in a multi-node job (the other nodes are told to connect to
-/// their own loopback).
-fn peer_on_loopback(snap: &Snapshot, plan: &mut Plan) {
-    let (true, Some(p)) = (is_multi(snap), &snap.peer) else {
+/// `peer-is-loopback`: the master `p` resolves to a loopback address here in a multi-node job. On node rank 0
+/// (the master) an info: it reaches itself there, the other nodes need a routable address (`own`, the address
+/// chosen here, is named). Elsewhere a warning that says what is true: a node that is not the master would
+/// connect to itself; a host name that resolves to loopback is typically the master's own name in its
+/// `/etc/hosts`.
+fn peer_loopback(snap: &Snapshot, p: &Peer, own: Option<IpAddr>, plan: &mut Plan) {
+    let lo: Vec<String> = p
+        .addrs
+        .iter()
+        .filter(|a| a.is_loopback())
+        .map(|a| a.to_string())
+        .collect();
+    if lo.is_empty() {
         return;
-    };
-    if p.addrs.iter().any(|a| a.is_loopback()) {
-        plan.finding(
-            Finding::PeerIsLoopback,
-            format!(
-                "the master {} (from {}) is a loopback address in a {}-node job: other nodes cannot reach it",
-                p.host,
-                p.source,
-                snap.job.nnodes.unwrap_or(2)
-            ),
-            "give the launcher the master's routable address or host name",
-        );
     }
+    let nnodes = snap.job.nnodes.unwrap_or(2);
+    let literal = p.host.parse::<IpAddr>().is_ok();
+    let here = if literal {
+        format!(
+            "the master {} (from {}) is a loopback address",
+            p.host, p.source
+        )
+    } else {
+        format!(
+            "the master's name {} (from {}) resolves to a loopback address here ({})",
+            p.host,
+            p.source,
+            lo.join(", ")
+        )
+    };
+    let reach = own.map_or_else(
+        || "its routable address".to_string(),
+        |a| format!("its routable address ({a})"),
+    );
+    // This node is the master: node rank 0, or it owns one of the (other) addresses the name resolves to.
+    let owned = snap.net.as_ref().ok().and_then(|n| {
+        n.addrs
+            .iter()
+            .find(|a| !a.addr.is_loopback() && p.addrs.contains(&a.addr))
+            .map(|a| a.addr)
+    });
+    let master_here = match (snap.job.node_rank, owned) {
+        (Some(0), _) => Some(format!(
+            "node rank 0 ({})",
+            snap.job
+                .node_rank_source
+                .as_deref()
+                .unwrap_or("the launcher")
+        )),
+        (_, Some(a)) => Some(format!("the owner of the master's other address {a}")),
+        _ => None,
+    };
+    if let Some(who) = master_here {
+        plan.finding_as(
+            Finding::PeerIsLoopback,
+            crate::plan::Severity::Info,
+            format!(
+                "{here}; this node is {who}, the master, and reaches itself there; the other nodes of this \
+                 {nnodes}-node job must be given {reach}"
+            ),
+            format!("nothing to do here; give the other nodes {reach} or a name that resolves to it"),
+        );
+        return;
+    }
+    plan.finding(
+        Finding::PeerIsLoopback,
+        if literal {
+            format!(
+                "{here} in a {nnodes}-node job: a node that is not the master connects to itself there, not to \
+                 the master"
+            )
+        } else {
+            format!(
+                "{here} in a {nnodes}-node job: if this node is the master (its own name in /etc/hosts), the \
+                 other nodes must resolve the name to {reach}; if it is not, it connects to itself, not to the \
+                 master"
+            )
+        },
+        "give the launcher the master's routable address or a host name that resolves to it on every node",
+    );
 }
 
 /// Step "family export": `NCCL_SOCKET_FAMILY` matching the bound address. An inherited family no candidate

@@ -76,7 +76,10 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             Finding::UnknownVariable,
             unknown_variable_text(name, near.as_deref()),
             match near {
-                Some(n) => format!("rename it to {n}"),
+                Some(n) => match crate::cli::variable_values(n) {
+                    Some(values) => format!("rename it to {n} (values: {values})"),
+                    None => format!("rename it to {n}"),
+                },
                 None => "remove it; ncclenv --help lists its variables".to_string(),
             },
         );
@@ -172,6 +175,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "unset NCCL_COMM_ID to let ncclenv choose",
         );
         comm_id_subnet_check(snap, v, &mut plan);
+        comm_id_ifname_check(snap, &mut plan);
         shm::decide_shm(snap, cfg, &mut plan);
         return finish(plan, snap, cfg);
     }
@@ -231,6 +235,59 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
     }
 }
 
+/// With `NCCL_COMM_ID` set, bootstrap ignores `NCCL_SOCKET_IFNAME`, but NCCL's network transports still read
+/// it (`ncclNetSocketInit` in src/transport/net_socket.cc: "NET/Socket : no interface found"; `ncclIbInit` in
+/// src/transport/net_ib.cc: "NET/IB : No IP interface found."), so an inherited value (environment or config
+/// file) that matches no usable interface still makes the job fail. ncclenv stays hands off and warns
+/// (`comm-id-ifname-unmatched`, a refusal under `NCCLENV_STRICT=1`). Under a vendor network profile the
+/// plugin carries the traffic and NCCL's own transports are not initialised: no warning.
+fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
+    use crate::nccl_rules;
+    let Ok(net) = &snap.net else { return };
+    if !vendor_profile(snap).is_empty() {
+        return;
+    }
+    let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
+        return;
+    };
+    if !nccl_rules::ifname_counts(val) {
+        return;
+    }
+    let fam = nccl_rules::socket_family(
+        effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files).map(|(v, _)| v),
+    );
+    let era = nccl_rules::nccl_target(snap).era;
+    if !nccl_rules::nccl_pick(net, Some(val), fam, era)
+        .found
+        .is_empty()
+    {
+        return;
+    }
+    let auto: Vec<String> = nccl_rules::nccl_pick(net, None, fam, era)
+        .found
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
+    plan.finding(
+        Finding::CommIdIfnameUnmatched,
+        format!(
+            "NCCL_SOCKET_IFNAME={val:?} (from {origin}) matches no interface that is RUNNING and has an \
+             address; NCCL_COMM_ID makes bootstrap ignore it, but NCCL's network transports still use it and \
+             fail (\"NET/Socket : no interface found\", \"NET/IB : No IP interface found.\"); ncclenv changes \
+             nothing while NCCL_COMM_ID is set"
+        ),
+        if auto.is_empty() {
+            "unset NCCL_SOCKET_IFNAME, or unset NCCL_COMM_ID to let ncclenv choose".to_string()
+        } else {
+            format!(
+                "unset NCCL_SOCKET_IFNAME (NCCL would then use {}), set it to an interface of this node, or \
+                 unset NCCL_COMM_ID to let ncclenv repair it",
+                auto.join(", ")
+            )
+        },
+    );
+}
+
 /// Last steps on every path but `NCCLENV_DISABLE`: NCCL's own logs when asked for (`NCCLENV_DEBUG=1`; set in
 /// hands-off cases too, they touch no transport variable), then strict mode: the first finding marked
 /// `strict_refuses` becomes the refusal.
@@ -239,6 +296,7 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             plan.refuse(
+                &w.code,
                 format!(
                     "NCCLENV_STRICT=1 refuses what ncclenv would otherwise repair or run with a warning ({}): {}",
                     w.code, w.message

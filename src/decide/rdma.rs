@@ -77,7 +77,7 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let Some(rdma) = &snap.rdma else {
         return;
     };
-    if let Some(key) = vendor_plugin(&snap.env) {
+    if let Some(key) = vendor_plugin(snap) {
         plan.finding(
             Finding::RdmaVendorPlugin,
             format!(
@@ -101,8 +101,10 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let a = assess(rdma, links.as_ref(), cfg);
     let plugin = snap.net_plugins.iter().find(|p| p.loads);
 
-    let ib_on = match snap.var("NCCL_IB_DISABLE") {
-        Some(v) => inherited(plan, &a, v, snap, plugin),
+    // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
+    // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
+    let ib_on = match effective("NCCL_IB_DISABLE", &snap.env, &snap.conf_files) {
+        Some((v, origin)) => inherited(plan, &a, v, &origin, snap, plugin),
         None => apply(plan, &a, snap, plugin),
     };
     if ib_on {
@@ -374,10 +376,15 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
             // Raised all the same (field case F15, docs/rdma-shm.md): the command inherits the hard limit,
             // which is what the container was given; the warning names the limit that remains too low.
             plan.raise_memlock |= *raised;
-            warn_memlock(plan, *bytes, *raised);
+            warn_memlock(
+                plan,
+                *bytes,
+                *raised,
+                "ncclenv disables RDMA (NCCL_IB_DISABLE=1)",
+            );
         }
         Assessment::Usable { .. } => {
-            use_hcas(plan, a, snap.var("NCCL_IB_HCA").is_some());
+            use_hcas(plan, a, hca_inherited(snap));
             return true;
         }
     }
@@ -498,17 +505,34 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
     );
 }
 
-/// Keep an inherited `NCCL_IB_DISABLE`; comment where the evidence disagrees. Returns true when IB stays on.
+/// Whether NCCL sees an `NCCL_IB_HCA` already (environment or config file).
+fn hca_inherited(snap: &Snapshot) -> bool {
+    effective("NCCL_IB_HCA", &snap.env, &snap.conf_files).is_some()
+}
+
+/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files
+/// (`origin` as [`effective`] gives it).
+pub fn kept_text(name: &str, value: &str, origin: &str) -> String {
+    if origin == "environment" {
+        format!("inherited {name}={value} kept")
+    } else {
+        format!("{name}={value} (from {origin}) kept")
+    }
+}
+
+/// Keep an inherited `NCCL_IB_DISABLE` (from the environment or a config file, `origin`); comment where the
+/// evidence disagrees. Returns true when IB stays on.
 fn inherited(
     plan: &mut Plan,
     a: &Assessment,
     value: &str,
+    origin: &str,
     snap: &Snapshot,
     plugin: Option<&NetPlugin>,
 ) -> bool {
     // NCCL reads it with strtoll (ncclLoadParam): non-zero disables; "" and "yes" are 0.
     let disables = param_value(value).is_some_and(|v| v != 0);
-    let kept = format!("inherited NCCL_IB_DISABLE={value} kept");
+    let kept = kept_text("NCCL_IB_DISABLE", value, origin);
     if disables {
         if let Assessment::Usable { entries, .. } = a {
             plan.finding(
@@ -541,7 +565,12 @@ fn inherited(
         Assessment::NoVerbsNodes(why) => warn_no_verbs(plan, &format!("{kept}, but {why}")),
         Assessment::RoceNetdevMissing(why) => warn_roce(plan, &format!("{kept}, but {why}")),
         Assessment::MemlockLow { bytes, raised } => {
-            warn_memlock(plan, *bytes, *raised);
+            warn_memlock(
+                plan,
+                *bytes,
+                *raised,
+                &format!("{kept}: NCCL will try RDMA and its registrations fail"),
+            );
             plan.finding(Finding::RdmaIbDisabledInherited, kept, "nothing to do");
         }
         Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.finding(
@@ -551,7 +580,7 @@ fn inherited(
         ),
         Assessment::ProbeFailed(_) => {}
         Assessment::Usable { .. } => {
-            use_hcas(plan, a, snap.var("NCCL_IB_HCA").is_some());
+            use_hcas(plan, a, hca_inherited(snap));
             return true;
         }
     }
@@ -732,7 +761,8 @@ fn warn_roce(plan: &mut Plan, why: &str) {
     );
 }
 
-fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
+/// `rdma-memlock-low`; `done` says what was done about it (RDMA disabled, or an inherited value kept).
+fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool, done: &str) {
     let which = if raised {
         "hard RLIMIT_MEMLOCK"
     } else {
@@ -741,7 +771,7 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
     plan.finding(
         Finding::RdmaMemlockLow,
         format!(
-            "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail, so RDMA is disabled",
+            "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail; {done}",
             Mib(bytes),
             MEMLOCK_MIN_BYTES / MIB
         ),
@@ -749,21 +779,32 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool) {
     );
 }
 
-/// The first vendor-plugin variable present, if any: `NCCL_NET`, `NCCL_NET_PLUGIN` (unless empty or `none`,
-/// which loads no plugin), `FI_PROVIDER`, `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (docs/rdma-shm.md).
-fn vendor_plugin(env: &BTreeMap<String, String>) -> Option<String> {
+/// The first vendor-plugin variable present in the environment or NCCL's config files (as [`effective`]
+/// reads them), if any: `NCCL_NET`, `NCCL_NET_PLUGIN` (unless empty or `none`, which loads no plugin),
+/// `FI_PROVIDER`, `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (docs/rdma-shm.md).
+fn vendor_plugin(snap: &Snapshot) -> Option<String> {
     for k in ["NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"] {
-        if let Some(v) = env.get(k) {
+        if let Some((v, origin)) = effective(k, &snap.env, &snap.conf_files) {
             // NCCL_NET_PLUGIN=none loads no plugin (see `decide::vendor_profile`).
             if k == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")) {
                 continue;
             }
-            return Some(format!("{k}={v}"));
+            return Some(if origin == "environment" {
+                format!("{k}={v}")
+            } else {
+                format!("{k}={v} from {origin}")
+            });
         }
     }
-    env.keys()
-        .find(|k| k.starts_with("NCCL_GPUDIRECTTCPX_") || k.starts_with("NCCL_FASTRAK_"))
-        .cloned()
+    let prefixed =
+        |k: &&String| k.starts_with("NCCL_GPUDIRECTTCPX_") || k.starts_with("NCCL_FASTRAK_");
+    snap.env.keys().find(prefixed).cloned().or_else(|| {
+        snap.conf_files
+            .iter()
+            .flat_map(|f| f.values.iter().map(|(k, _)| k))
+            .find(prefixed)
+            .cloned()
+    })
 }
 
 /// Why a RoCE port is unusable here: its GIDs are bound to netdevs none of which exist in this namespace.
@@ -962,6 +1003,57 @@ mod tests {
         assert_eq!(codes(&p), vec!["rdma-ib-disabled-inherited"]);
     }
 
+    /// NCCL reads `NCCL_IB_DISABLE`, `NCCL_IB_HCA` and `NCCL_NET` from its config files too (`initEnv`,
+    /// src/misc/param.cc): a value there is kept like an inherited one.
+    #[test]
+    fn config_file_values_count_as_inherited() {
+        let conf = |pairs: &[(&str, &str)]| crate::snapshot::ConfFile {
+            path: "/root/.nccl.conf".into(),
+            values: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            error: None,
+        };
+        // No verbs node: ncclenv would set NCCL_IB_DISABLE=1; the file's 0 is kept, with the warning.
+        let r = rdma(
+            vec![dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)])],
+            &[],
+            None,
+            None,
+        );
+        let mut s = snap(r, &[], &[]);
+        s.conf_files.push(conf(&[("NCCL_IB_DISABLE", "0")]));
+        let p = run(&s);
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        assert_eq!(codes(&p), vec!["rdma-no-verbs-devices"]);
+        assert!(p.warnings[0]
+            .message
+            .contains("NCCL_IB_DISABLE=0 (from /root/.nccl.conf) kept"));
+        // NCCL_NET from the file: the plugin owns the transport.
+        s.conf_files = vec![conf(&[("NCCL_NET", "AWS Libfabric")])];
+        let p = run(&s);
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        assert_eq!(codes(&p), vec!["rdma-vendor-plugin"]);
+        assert!(p.warnings[0].message.contains("/root/.nccl.conf"));
+        // NCCL_IB_HCA from the file: not overridden.
+        let r = rdma(
+            vec![
+                dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)]),
+                dev("mlx5_1", vec![port(1, 1, "InfiniBand", None)]),
+            ],
+            &["uverbs0", "uverbs1"],
+            None,
+            None,
+        );
+        let mut s = snap(r, &[], &[]);
+        assert_eq!(run(&s).value_of("NCCL_IB_HCA"), Some("=mlx5_0"));
+        s.conf_files.push(conf(&[("NCCL_IB_HCA", "mlx5")]));
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_IB_HCA"), None);
+        assert!(p.warnings.iter().any(|w| w.code == "rdma-hca-inherited"));
+    }
+
     #[test]
     fn roce_without_netdev_disables() {
         let r = rdma(
@@ -999,7 +1091,35 @@ mod tests {
         assert_eq!(codes(&p), vec!["rdma-memlock-low"]);
         assert!(p.warnings[0].message.contains("8 MiB"));
         assert!(p.warnings[0].remedy.contains("--ulimit memlock=-1"));
+        assert!(p.warnings[0]
+            .message
+            .contains("ncclenv disables RDMA (NCCL_IB_DISABLE=1)"));
         assert!(!p.raise_memlock);
+    }
+
+    /// With `NCCL_IB_DISABLE=0` inherited, IB stays on: the memlock warning says the value was kept, never
+    /// that RDMA is disabled.
+    #[test]
+    fn memlock_low_with_ib_kept_says_so() {
+        let r = rdma(
+            vec![dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)])],
+            &["uverbs0"],
+            Some(MIB8),
+            Some(MIB8),
+        );
+        let p = run(&snap(r, &["ib0"], &[("NCCL_IB_DISABLE", "0")]));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        let w = p
+            .warnings
+            .iter()
+            .find(|w| w.code == "rdma-memlock-low")
+            .expect("warning");
+        assert!(!w.message.contains("disable"), "{}", w.message);
+        assert!(
+            w.message.contains("inherited NCCL_IB_DISABLE=0 kept"),
+            "{}",
+            w.message
+        );
     }
 
     #[test]

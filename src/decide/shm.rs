@@ -297,20 +297,25 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         }
     };
 
-    let inherited = snap.var("NCCL_SHM_DISABLE");
+    // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
+    // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
+    let inherited = effective("NCCL_SHM_DISABLE", &snap.env, &snap.conf_files);
     let shm_disabled = match (inherited, &problem) {
-        (Some(v), Some((code, why))) => {
+        (Some((v, origin)), Some((code, why))) => {
             let disables = truthy(v);
             if !disables {
                 plan.finding(
                     *code,
-                    format!("inherited NCCL_SHM_DISABLE={v} kept, but {why}"),
+                    format!(
+                        "{}, but {why}",
+                        crate::decide::rdma::kept_text("NCCL_SHM_DISABLE", v, &origin)
+                    ),
                     remedy.clone(),
                 );
             }
             disables
         }
-        (Some(v), None) => truthy(v),
+        (Some((v, _)), None) => truthy(v),
         (None, Some((code, why))) => {
             plan.set(
                 "NCCL_SHM_DISABLE",
@@ -328,7 +333,9 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         }
         (None, None) => false,
     };
-    if shm_disabled && snap.var("NCCL_P2P_DISABLE").is_some_and(truthy) {
+    let p2p_off =
+        effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files).is_some_and(|(v, _)| truthy(v));
+    if shm_disabled && p2p_off {
         plan.finding(
             Finding::ShmP2pBothDisabled,
             "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
@@ -616,6 +623,40 @@ mod tests {
         assert!(p.changes.is_empty());
         assert_eq!(codes(&p), vec!["shm-too-small"]);
         assert!(p.warnings[0].message.contains("NCCL_SHM_DISABLE=0 kept"));
+    }
+
+    /// NCCL reads `NCCL_SHM_DISABLE` and `NCCL_P2P_DISABLE` from its config files too (`initEnv`,
+    /// src/misc/param.cc): a value there is kept like an inherited one, never overridden by the environment.
+    #[test]
+    fn config_file_values_count_as_inherited() {
+        let conf = |pairs: &[(&str, &str)]| crate::snapshot::ConfFile {
+            path: "/etc/nccl.conf".into(),
+            values: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            error: None,
+        };
+        let mut s = snap(Some(64), Some(4), &[]);
+        s.conf_files.push(conf(&[("NCCL_SHM_DISABLE", "1")]));
+        let p = run(&s);
+        assert!(p.changes.is_empty() && p.warnings.is_empty(), "{p:?}");
+        let mut s = snap(Some(64), Some(4), &[]);
+        s.conf_files.push(conf(&[("NCCL_SHM_DISABLE", "0")]));
+        let p = run(&s);
+        assert!(p.changes.is_empty());
+        assert_eq!(codes(&p), vec!["shm-too-small"]);
+        assert!(p.warnings[0]
+            .message
+            .contains("NCCL_SHM_DISABLE=0 (from /etc/nccl.conf) kept"));
+        // The environment wins over the file, as in NCCL.
+        let mut s = snap(Some(64), Some(4), &[("NCCL_SHM_DISABLE", "1")]);
+        s.conf_files.push(conf(&[("NCCL_SHM_DISABLE", "0")]));
+        assert!(run(&s).warnings.is_empty());
+        // NCCL_P2P_DISABLE=1 from the file with SHM disabled.
+        let mut s = snap(Some(4096), Some(4), &[("NCCL_SHM_DISABLE", "1")]);
+        s.conf_files.push(conf(&[("NCCL_P2P_DISABLE", "1")]));
+        assert_eq!(codes(&run(&s)), vec!["shm-p2p-both-disabled"]);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! | repair | `preflight-ib-disabled` | IB off on some nodes: every node must use the same transport |
 //! | warn (strict) | `preflight-absent` | fewer nodes met than the job has (fail open: a pod may be late) |
 //! | warn | `preflight-nat`, `preflight-mtu-differs`, `preflight-nccl-env-differs`, `preflight-ncclenv-version-differs` | risky |
-//! | info | `preflight-passed` | the fleet agrees |
+//! | info | `preflight-passed` | every node met and the fleet agrees |
 
 use super::protocol::{FleetVerdict, NodeReport, Outcome, ProbeReport, Repair, MAX_LISTED};
 use crate::findings::Finding;
@@ -163,11 +163,12 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     for (code, message, remedy) in &certain {
         plan.finding(*code, message.clone(), remedy.clone());
     }
-    // The finding whose code the refusal carries.
-    let mut refuse_code = String::new();
     if let Some((code, message, remedy)) = certain.first() {
-        plan.refuse(format!("preflight [{code}]: {message}"), remedy.clone());
-        refuse_code = code.code().to_string();
+        plan.refuse(
+            code.code(),
+            format!("preflight [{code}]: {message}"),
+            remedy.clone(),
+        );
     }
 
     // Absence: fail open, strict refuses.
@@ -306,10 +307,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let strict = m.members.iter().any(|x| x.report.strict);
     if strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
-            if plan.verdict == Verdict::Proceed {
-                refuse_code = w.code.clone();
-            }
             plan.refuse(
+                &w.code,
                 format!(
                     "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
                     w.code, w.message
@@ -318,7 +317,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             );
         }
     }
-    if plan.verdict == Verdict::Proceed {
+    // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
+    if plan.verdict == Verdict::Proceed && present >= m.expected {
         let probes = m
             .members
             .iter()
@@ -341,8 +341,12 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         present,
         expected: m.expected,
         refuse: match plan.verdict {
-            Verdict::Refuse { reason, remedy } => Some(Warning {
-                code: refuse_code,
+            Verdict::Refuse {
+                reason,
+                remedy,
+                code,
+            } => Some(Warning {
+                code,
                 severity: Severity::Warn,
                 message: reason,
                 remedy,
@@ -579,6 +583,7 @@ pub fn apply(
         plan.verdict = Verdict::Refuse {
             reason: r.message.clone(),
             remedy: r.remedy.clone(),
+            code: r.code.clone(),
         };
     }
 }
@@ -794,6 +799,8 @@ mod tests {
             .expect("absent");
         assert!(w.message.starts_with("2 of 3 nodes"), "{}", w.message);
         assert!(w.strict_refuses);
+        // The nodes that met agree, but the fleet did not pass: no `preflight-passed`.
+        assert!(!codes(&v).contains(&"preflight-passed"), "{:?}", codes(&v));
         // Strict on one node: the fleet refuses.
         m.members[1].report.strict = true;
         let v = agree(&m);
@@ -813,6 +820,7 @@ mod tests {
             "{}",
             w.message
         );
+        assert!(!codes(&v).contains(&"preflight-passed"), "{:?}", codes(&v));
         assert!(!codes(&agree(&fleet(3))).contains(&"preflight-absent"));
     }
 

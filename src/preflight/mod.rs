@@ -52,7 +52,7 @@ pub struct Setup {
     pub role: Role,
     /// Why this role: `this node owns the master address 10.0.0.1`, `node rank 0 (PET_NODE_RANK)`, …
     pub role_reason: String,
-    /// The master's host as the job names it (the job key is made from it).
+    /// The master's host as the job names it (shown; the job key is made from the resolved endpoint).
     pub master_host: String,
     /// Where workers connect: the master's address and the preflight port.
     pub master: SocketAddr,
@@ -210,6 +210,14 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
             SocketAddr::new(master_ip, port),
         ),
     };
+    // The key names the master's endpoint as the workers reach it, resolved (`localhost`, `127.0.0.1` and the
+    // address itself meet). On node rank 0 a master name that resolves to loopback here stands for the
+    // address the others reach, taken to be this node's bootstrap address.
+    let key_ip = if master_ip.is_loopback() {
+        bootstrap
+    } else {
+        master_ip
+    };
     Ok(Setup {
         role,
         role_reason,
@@ -219,7 +227,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         port_source,
         nnodes,
         node_rank: job.node_rank,
-        key: protocol::job_key(&peer.host, port, nnodes),
+        key: protocol::job_key(SocketAddr::new(key_ip, port), nnodes),
         ifname,
         bootstrap,
         timeout_s: cfg.preflight_timeout_s,
@@ -288,6 +296,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             plan.finding(code, message.clone(), remedy);
             if cfg.strict {
                 plan.refuse(
+                    code.code(),
                     format!("preflight [{code}]: NCCLENV_STRICT=1 refuses: {message}"),
                     remedy,
                 );
@@ -356,14 +365,7 @@ fn local_report(
         .ok()
         .and_then(|n| n.links.iter().find(|l| l.name == s.ifname))
         .and_then(|l| l.mtu);
-    let installs = if snap.nccl_installs.is_empty() {
-        crate::probe::nccl::find_installs(&snap.env)
-    } else {
-        snap.nccl_installs.clone()
-    };
-    let versions = crate::snapshot::distinct_versions(&installs);
-    let nccl_version = (versions.len() == 1 && installs.iter().all(|i| i.version.is_some()))
-        .then(|| versions[0].clone());
+    let nccl_version = node_nccl_version(snap, cfg);
     let mut r = NodeReport {
         hostname,
         ifname: s.ifname.clone(),
@@ -389,6 +391,30 @@ fn local_report(
     }
     r.sanitize();
     r
+}
+
+/// The NCCL version this node reports to the others: with `NCCLENV_NCCL_LIB` / `--nccl-lib` set, that
+/// library's (the one the check loads; `probe::nccl::explicit_install`), else the one version every
+/// installation found shares (the snapshot's, else a fresh search); `None` when unknown or ambiguous.
+fn node_nccl_version(snap: &Snapshot, cfg: &Config) -> Option<String> {
+    use crate::probe::nccl;
+    if let Some(lib) = &cfg.nccl_lib {
+        return snap
+            .nccl_installs
+            .iter()
+            .find(|i| i.source == crate::snapshot::EXPLICIT_NCCL_SOURCE)
+            .cloned()
+            .unwrap_or_else(|| nccl::explicit_install(lib))
+            .version;
+    }
+    let installs = if snap.nccl_installs.is_empty() {
+        nccl::find_installs(&snap.env)
+    } else {
+        snap.nccl_installs.clone()
+    };
+    let versions = crate::snapshot::distinct_versions(&installs);
+    (versions.len() == 1 && installs.iter().all(|i| i.version.is_some()))
+        .then(|| versions[0].clone())
 }
 
 impl Outlook {
@@ -474,6 +500,46 @@ mod tests {
         s.parse().expect("ip")
     }
 
+    /// The preflight reports the NCCL of `NCCLENV_NCCL_LIB` when it is set, as the check loads it, not the
+    /// default search's.
+    #[test]
+    fn nccl_version_follows_the_configured_library() {
+        let dir = std::env::temp_dir().join(format!("ncclenv-pf-lib-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let lib = dir.join("libnccl.so.2.21.5");
+        std::fs::write(&lib, b"").expect("write");
+        let found = |v: &str| crate::snapshot::NcclInstall {
+            path: format!("/usr/lib/libnccl.so.{v}"),
+            version: Some(v.into()),
+            source: "ld.so.cache".into(),
+        };
+        let s = Snapshot {
+            nccl_installs: vec![found("2.27.3")],
+            ..Snapshot::default()
+        };
+        let cfg = Config {
+            nccl_lib: Some(lib.clone()),
+            ..Config::default()
+        };
+        assert_eq!(node_nccl_version(&s, &cfg).as_deref(), Some("2.21.5"));
+        // The explicit library already in the snapshot (doctor's depth) is the one taken.
+        let s = Snapshot {
+            nccl_installs: vec![crate::probe::nccl::explicit_install(&lib), found("2.27.3")],
+            ..Snapshot::default()
+        };
+        assert_eq!(node_nccl_version(&s, &cfg).as_deref(), Some("2.21.5"));
+        // Without it: the one version found.
+        let s = Snapshot {
+            nccl_installs: vec![found("2.27.3")],
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            node_nccl_version(&s, &Config::default()).as_deref(),
+            Some("2.27.3")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn snap(own: &str, master: &str, nnodes: Option<u32>) -> Snapshot {
         Snapshot {
             net: Ok(Network {
@@ -541,7 +607,10 @@ mod tests {
             "{}",
             s.role_reason
         );
-        assert_eq!(s.key, protocol::job_key("10.0.0.1", 8090, 3));
+        assert_eq!(
+            s.key,
+            protocol::job_key("10.0.0.1:8090".parse().expect("sa"), 3)
+        );
         assert!(!o.enabled);
         let t = outlook(
             &job(snap("10.0.0.1", "10.0.0.1", Some(3)), Some(8090), None),
@@ -552,6 +621,41 @@ mod tests {
         assert!(
             t.contains("would run as master, listening on 10.0.0.1:8090"),
             "{t}"
+        );
+    }
+
+    /// The job key is made from the resolved master endpoint: a worker that names the master by address, one
+    /// that names it by a name resolving to that address, and the master that names itself `localhost` (rank
+    /// 0, loopback here, its bootstrap address the master's) meet.
+    #[test]
+    fn job_key_is_the_resolved_master_endpoint() {
+        let cfg = Config::default();
+        let worker = |host: &str| {
+            let mut s = job(snap("10.0.0.8", "10.0.0.1", Some(2)), Some(29500), Some(1));
+            if let Some(p) = &mut s.peer {
+                p.host = host.into();
+            }
+            setup(&s, &cfg, &plan("10.0.0.8")).expect("runs").key
+        };
+        let mut m = job(snap("10.0.0.1", "127.0.0.1", Some(2)), Some(29500), Some(0));
+        if let Some(p) = &mut m.peer {
+            p.host = "localhost".into();
+        }
+        let master = setup(&m, &cfg, &plan("10.0.0.1")).expect("runs");
+        assert_eq!(master.role, Role::Master);
+        assert_eq!(worker("10.0.0.1"), master.key);
+        assert_eq!(worker("node-0.example"), master.key);
+        // The master naming itself by address.
+        let m = job(snap("10.0.0.1", "10.0.0.1", Some(2)), Some(29500), Some(0));
+        assert_eq!(
+            setup(&m, &cfg, &plan("10.0.0.1")).expect("runs").key,
+            master.key
+        );
+        // Another node count: another meeting.
+        let other = job(snap("10.0.0.8", "10.0.0.1", Some(3)), Some(29500), Some(1));
+        assert_ne!(
+            setup(&other, &cfg, &plan("10.0.0.8")).expect("runs").key,
+            master.key
         );
     }
 

@@ -269,12 +269,14 @@ pub fn sanitize_verdict(v: &mut FleetVerdict) {
     }
 }
 
-/// The job key: 16 hex digits of FNV-1a (64-bit) over the master's host as written, the port and the node
-/// count. Not a secret: it only keeps a stray connection from another job (or a previous run with another
-/// shape) out of this meeting.
-pub fn job_key(master_host: &str, port: u16, nnodes: u32) -> String {
+/// The job key: 16 hex digits of FNV-1a (64-bit) over the master's endpoint as the nodes reach it (the
+/// resolved address and the port, `10.0.0.1:29500`, `[fd00::1]:29500`, so that `localhost`, `127.0.0.1` and
+/// the address written on different nodes meet; see `preflight::setup` for the master's own side) and the
+/// node count. Not a secret: it only keeps a stray connection from another job (or a previous run with
+/// another shape) out of this meeting.
+pub fn job_key(master: std::net::SocketAddr, nnodes: u32) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{PROTO}/{VERSION}|{master_host}|{port}|{nnodes}").bytes() {
+    for b in format!("{PROTO}/{VERSION}|{master}|{nnodes}").bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -536,11 +538,12 @@ mod tests {
 
     #[test]
     fn job_key_depends_on_master_port_and_count() {
-        let k = job_key("10.0.0.1", 29500, 3);
+        let sa = |s: &str| s.parse::<std::net::SocketAddr>().expect("sa");
+        let k = job_key(sa("10.0.0.1:29500"), 3);
         assert_eq!(k.len(), 16);
-        assert_eq!(k, job_key("10.0.0.1", 29500, 3));
-        assert_ne!(k, job_key("10.0.0.2", 29500, 3));
-        assert_ne!(k, job_key("10.0.0.1", 29501, 3));
-        assert_ne!(k, job_key("10.0.0.1", 29500, 4));
+        assert_eq!(k, job_key(sa("10.0.0.1:29500"), 3));
+        assert_ne!(k, job_key(sa("10.0.0.2:29500"), 3));
+        assert_ne!(k, job_key(sa("10.0.0.1:29501"), 3));
+        assert_ne!(k, job_key(sa("10.0.0.1:29500"), 4));
     }
 }

@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The job's peer (not yet resolved) and shape: `NCCLENV_PEER` (`cfg_peer`) names the peer when set, else
-/// the launcher does (`launcher::read`); `NCCLENV_NNODES` (`cfg_nnodes`) sets the node count when set,
-/// else the launcher does. `env` is the recorded environment ([`record_env`]).
+/// The job's peer (not yet resolved) and shape: `--peer`/`NCCLENV_PEER` (`cfg_peer`: the value and where it
+/// was given, as written) names the peer when set, else the launcher does (`launcher::read`);
+/// `NCCLENV_NNODES` (`cfg_nnodes`) sets the node count when set, else the launcher does. `env` is the
+/// recorded environment ([`record_env`]).
 pub fn job(
-    cfg_peer: Option<&str>,
+    cfg_peer: Option<(&str, &str)>,
     cfg_nnodes: Option<u32>,
     argv: &[OsString],
     env: &BTreeMap<String, String>,
@@ -26,12 +27,12 @@ pub fn job(
         shape.nnodes = Some(n);
         shape.source = Some("--nnodes/NCCLENV_NNODES".into());
     }
-    let own = cfg_peer
-        .and_then(|p| launcher::parse_endpoint(p).ok())
-        .map(|e| Sourced {
+    let own = cfg_peer.and_then(|(p, source)| {
+        launcher::parse_endpoint(p).ok().map(|e| Sourced {
             value: e,
-            source: "NCCLENV_PEER".into(),
-        });
+            source: source.into(),
+        })
+    });
     (own.or(info.master), shape)
 }
 
@@ -316,7 +317,7 @@ mod tests {
         cmd: &[OsString],
         env: &BTreeMap<String, String>,
     ) -> (Option<(String, String)>, Vec<String>) {
-        let (peer, shape) = job(cfg, None, cmd, env);
+        let (peer, shape) = job(cfg.map(|c| (c, "NCCLENV_PEER")), None, cmd, env);
         (peer.map(|p| (p.source, p.value.host)), shape.problems)
     }
     fn find_peer(

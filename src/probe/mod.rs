@@ -36,7 +36,11 @@ pub fn collect(
 ) -> Snapshot {
     let env = job::record_env(vars.iter().cloned());
     let conf_files = job::read_conf_files(&env, Path::new("/etc"));
-    let (peer, shape) = job::job(cfg.peer.as_deref(), cfg.nnodes, cmd, &env);
+    let peer_given = cfg.peer.as_deref().map(|p| {
+        let source = cfg.peer_source.as_deref().unwrap_or("NCCLENV_PEER");
+        (p, source)
+    });
+    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, &env);
     let peer = peer.map(|p| {
         job::resolve_peer(
             p.source,
