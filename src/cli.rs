@@ -82,7 +82,7 @@ pub fn parse_bool(what: &str, v: &str) -> Result<bool, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
-        _ => err(what, v, "1 or 0"),
+        _ => err(what, v, "1, true, yes, on or 0, false, no, off, empty"),
     }
 }
 

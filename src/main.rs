@@ -58,14 +58,10 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
         .map(|l| format!(" at {}:{}", l.file(), l.line()))
         .unwrap_or_default();
     let received = RECEIVED.get();
-    let cmd: Option<Vec<OsString>> = COMMAND.get().cloned().or_else(|| {
-        let args = &received?.0;
-        let dd = args.iter().position(|a| a == "--")?;
-        let sub = args[..dd]
-            .iter()
-            .any(|a| a == "env" || a == "doctor" || a == "check" || a == "install");
-        (!sub && dd + 1 < args.len()).then(|| args[dd + 1..].to_vec())
-    });
+    let cmd: Option<Vec<OsString>> = COMMAND
+        .get()
+        .cloned()
+        .or_else(|| entrypoint_command(&received?.0));
     match (cmd, received) {
         (Some(cmd), Some((_, env))) => {
             err_line(&format!(
@@ -122,6 +118,24 @@ impl Ctx<'_> {
     }
 }
 
+/// The command of an entrypoint command line read without parsing it: the words after the first `--`, when
+/// no subcommand (`env`, `doctor`, `check`, `install`, `explain`) comes before it.
+fn entrypoint_command(args: &[OsString]) -> Option<Vec<OsString>> {
+    let dd = args.iter().position(|a| a == "--")?;
+    let sub = args[..dd]
+        .iter()
+        .any(|a| a == "env" || a == "doctor" || a == "check" || a == "install" || a == "explain");
+    (!sub && dd + 1 < args.len()).then(|| args[dd + 1..].to_vec())
+}
+
+/// True when `NCCLENV_DISABLE` (its first entry, as `getenv`) holds a true switch value.
+fn disabled(vars: &[(OsString, OsString)]) -> bool {
+    vars.iter()
+        .find(|(k, _)| k == "NCCLENV_DISABLE")
+        .and_then(|(_, v)| v.to_str())
+        .is_some_and(|v| cli::parse_bool("NCCLENV_DISABLE", v) == Ok(true))
+}
+
 /// Parse the command line, then hand over to one function per mode.
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(on_panic));
@@ -135,6 +149,18 @@ fn main() -> ExitCode {
     let cli = match cli::parse(args, vars.iter().cloned()) {
         Ok(c) => c,
         Err(e) => {
+            // NCCLENV_DISABLE=1 asks ncclenv to change nothing: a malformed variable beside it must not stop
+            // the job (a malformed flag on the entrypoint's own command line still does).
+            if let Some(cmd) = entrypoint_command(args).filter(|_| disabled(&vars)) {
+                report::usage_ignored(
+                    &format!(
+                        "{}; NCCLENV_DISABLE=1: running the command with the environment untouched",
+                        e.0
+                    ),
+                    &vars,
+                );
+                return exec_or_exit(&cmd, environ, environ);
+            }
             report::usage_error(&format!("{} (see ncclenv --help)", e.0), &vars);
             return ExitCode::from(exit::USAGE);
         }

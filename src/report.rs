@@ -648,6 +648,30 @@ pub fn exit_error(message: &str, exit_code: u8) {
 /// A usage error (exit 2), written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT`
 /// says `json` (whatever else was wrong), else text.
 pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {
+    early_line(
+        Lvl::Error,
+        message,
+        Kind::Exit {
+            exit_code: crate::exit::USAGE,
+        },
+        vars,
+    );
+}
+
+/// A usage error that does not stop the job: `NCCLENV_DISABLE=1` asked ncclenv to change nothing, so a
+/// malformed `NCCLENV_*` value is said as a warning and the command runs with the environment untouched.
+pub fn usage_ignored(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {
+    early_line(Lvl::Warn, message, Kind::Log, vars);
+}
+
+/// One line written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT` says `json`
+/// (whatever else was wrong), else text.
+fn early_line(
+    lvl: Lvl,
+    message: &str,
+    kind: Kind<'_>,
+    vars: &[(std::ffi::OsString, std::ffi::OsString)],
+) {
     // As getenv reads it: the first entry of the name.
     let json = vars
         .iter()
@@ -656,13 +680,7 @@ pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsStrin
             v.to_str()
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("json"))
         });
-    let rec = Record::new(
-        Lvl::Error,
-        message.to_string(),
-        Kind::Exit {
-            exit_code: crate::exit::USAGE,
-        },
-    );
+    let rec = Record::new(lvl, message.to_string(), kind);
     let format = if json {
         LogFormat::Json
     } else {

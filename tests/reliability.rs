@@ -876,6 +876,45 @@ fn an_environment_just_under_arg_max_still_runs_the_command() {
     assert!(!has_code(&room, "exec-e2big"));
 }
 
+/// `NCCLENV_DISABLE=1` asks ncclenv to change nothing: a malformed `NCCLENV_*` value beside it is a warning
+/// and the command runs with the environment untouched. Control: without it the same value is a usage
+/// error (exit 2), and a switch's error lists every word it takes.
+#[test]
+fn a_malformed_variable_beside_disable_never_stops_the_job() {
+    let tmp = TempDir::new("rel-disable");
+    let mut vars = base(&tmp);
+    vars.push(var("NCCLENV_CHECK_TIMEOUT", "abc"));
+    vars.push(var("NCCL_SOCKET_IFNAME", "kept-as-is"));
+    let mut off = vars.clone();
+    off.push(var("NCCLENV_DISABLE", "yes"));
+    let o = run(
+        None,
+        ncclenv(&off, &["--", "sh", "-c", "echo ran:$NCCL_SOCKET_IFNAME"]),
+        20,
+    );
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert_eq!(text(&o.stdout).trim(), "ran:kept-as-is", "{e}");
+    assert!(
+        e.contains("NCCLENV_CHECK_TIMEOUT")
+            && e.contains("NCCLENV_DISABLE=1")
+            && e.contains("warning"),
+        "{e}"
+    );
+    let o = run(None, ncclenv(&vars, &["--", "sh", "-c", "echo ran"]), 20);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).is_empty());
+    vars.push(var("NCCLENV_STRICT", "maybe"));
+    vars.retain(|(k, _)| k != "NCCLENV_CHECK_TIMEOUT");
+    let o = run(None, ncclenv(&vars, &["--", "true"]), 20);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("1, true, yes, on or 0, false, no, off, empty"),
+        "{e}"
+    );
+}
+
 #[test]
 fn ncclenv_names_that_are_not_options_warn_and_never_stop_the_job() {
     let tmp = TempDir::new("rel-names");
