@@ -2,7 +2,7 @@
 //! `cc -shared -fPIC`): success, wrong sums, NCCL errors, hangs, crashes, a signal to the parent, repair, and that
 //! no process outlives a check.
 
-mod common;
+use crate::common;
 
 use ncclenv::check::protocol::Step;
 use ncclenv::check::{render_check, run_check, CheckReport, ErrorDetail};
@@ -415,7 +415,7 @@ fn off_does_nothing() {
 }
 
 /// Entry point of the driver process of `sigterm_to_parent_kills_the_check`, not a test: ignored, so that a
-/// normal run neither runs nor counts it; the parent runs it with `--ignored --exact driver_entry`.
+/// normal run neither runs nor counts it; the parent runs it with `--ignored --exact check_fake::driver_entry`.
 #[test]
 #[ignore = "helper entry point of sigterm_to_parent_kills_the_check, run in a child process"]
 fn driver_entry() {
@@ -436,7 +436,7 @@ fn sigterm_to_parent_kills_the_check() {
         .args([
             "--ignored",
             "--exact",
-            "driver_entry",
+            &common::test_name(module_path!(), "driver_entry"),
             "--nocapture",
             "--test-threads=1",
         ])

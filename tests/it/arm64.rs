@@ -12,7 +12,7 @@
 //! sees the variables, its exit code passed through; 127 for a missing command) and execs the arm64
 //! ncclenv itself again through qemu.
 
-mod common;
+use crate::common;
 
 use common::Netns;
 use std::path::PathBuf;

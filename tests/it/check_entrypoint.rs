@@ -3,7 +3,7 @@
 //! COMMAND`, in a network namespace. The helper `ncclenv-check` is found beside `ncclenv` (cargo builds both
 //! into the same folder).
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns};
 use std::path::PathBuf;

@@ -8,7 +8,7 @@
 //!
 //! Needs root, `ip`, `unshare` and the wheels; skips with a message otherwise, except under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns, TempDir};
 use serde_json::Value;

@@ -15,7 +15,7 @@
 //! Tests that build namespaces or mounts need root (`common::require_root`: skipped with a reason outside
 //! CI, failing under `CI=true`).
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns, TempDir};
 use std::ffi::{OsStr, OsString};

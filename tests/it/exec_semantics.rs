@@ -7,7 +7,7 @@
 //! matter, only how it passes everything else on. Every run has a controlled environment: PATH, an empty
 //! sysfs and devfs (no RDMA device, no GPU node) and `NCCLENV_SHM_MIN=0`, plus the test's own variables.
 
-mod common;
+use crate::common;
 
 use common::{TempDir, OURS};
 use std::ffi::{OsStr, OsString};

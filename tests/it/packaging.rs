@@ -12,7 +12,7 @@
 //! Needs git, cargo with rustup, python3 with venv (and network access to PyPI for maturin once, unless
 //! scripts/tools.sh already installed it); skips without them, fails under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::TempDir;
 use std::os::unix::fs::PermissionsExt;

@@ -5,7 +5,7 @@
 //! Tests that need root (mknod, mount) print why and return when not root, except with `CI=true`, where they
 //! fail instead (never skipped in CI).
 
-mod common;
+use crate::common;
 
 use ncclenv::config::Config;
 use ncclenv::decide::rdma::decide_rdma;
@@ -201,11 +201,12 @@ fn try_child(
     let exe = std::env::current_exe().expect("current_exe");
     let mut argv: Vec<String> = wrapper.to_vec();
     argv.push(exe.display().to_string());
+    let exact = common::test_name(module_path!(), test);
     argv.extend(
         [
             "--ignored",
             "--exact",
-            test,
+            &exact,
             "--nocapture",
             "--test-threads=1",
         ]

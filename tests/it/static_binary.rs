@@ -3,7 +3,7 @@
 //! 1.6 MiB stripped, and must run (docs/performance.md: 1.5 MiB until the per-device RDMA and /dev/shm rules
 //! of issue #13 added 61 KB to a binary 2 KB under it).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -50,6 +50,15 @@ pub fn skip(why: &str) -> bool {
     false
 }
 
+/// The name libtest knows the test `name` of module `module` by (pass `module_path!()`): the module path
+/// without the crate, e.g. `check_fake::driver_entry`. For tests that run this binary again with `--exact`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// Cargo's output folder: `CARGO_TARGET_DIR` when it is set (relative to the package root), else `target`
 /// in the package root. Binaries built outside `cargo test` (the release musl and arm64 builds of
 /// scripts/test.sh) are looked for here, so that a stale `./target` is never tested.

@@ -11,7 +11,7 @@
 //! (F31); the cases that need a low limit to bite drop it with `setpriv --bounding-set -ipc_lock`, as Docker's
 //! default capability set does.
 
-mod common;
+use crate::common;
 
 use common::fake_rdma::{char_node, gid, hca, uverbs, uverbs_unopenable, verbs_map, write};
 use common::{require_root, Netns, TempDir};

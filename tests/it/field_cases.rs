@@ -13,7 +13,7 @@
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
-mod common;
+use crate::common;
 
 use common::{Netns, TempDir, OURS};
 use serde_json::Value;

@@ -33,7 +33,7 @@
 //! Every process runs in its own process group and is killed, with everything left in the node namespaces,
 //! when the run ends or the test panics.
 
-mod common;
+use crate::common;
 
 use common::{Netns, TempDir};
 use std::os::unix::process::CommandExt;

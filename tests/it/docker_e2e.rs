@@ -16,7 +16,7 @@
 //! Everything created (containers, networks, images, temp dirs) is removed by Drop guards, also on failure;
 //! names carry the test process id.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::collections::BTreeMap;

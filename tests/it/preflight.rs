@@ -14,7 +14,7 @@
 //! Needs root, `ip`, `nft`, `python3` and the NCCL wheels; without them the tests skip with the reason, and
 //! fail under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::{require_root, run, Netns, TempDir};
 use std::path::{Path, PathBuf};

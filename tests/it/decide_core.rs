@@ -822,7 +822,7 @@ fn a_dead_first_match_fails_before_nccl_2_28_only() {
 
 /// The codes of the findings table in `docs/findings.md` (first column, every `` `code` `` in it).
 fn readme_codes() -> Vec<String> {
-    let table = include_str!("../docs/findings.md");
+    let table = include_str!("../../docs/findings.md");
     let mut codes = Vec::new();
     for line in table.lines().filter(|l| l.starts_with("| `")) {
         let first = line.split('|').nth(1).unwrap_or("");

@@ -239,7 +239,7 @@ fn ipv6_only_with_socket_family_inet6() {
 // ---------------------------------------------------------------------------------------------------------
 // Agreement: ncclenv's model of NCCL ("NCCL alone" in doctor) against what the real library binds
 
-mod common;
+use crate::common;
 
 use common::layouts;
 
