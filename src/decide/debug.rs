@@ -7,7 +7,7 @@
 //! (logged under `INIT`) but hides it from 2.23 on (logged under `BOOTSTRAP`, src/bootstrap.cc); `BOOTSTRAP` is
 //! a name NCCL knows since 2.21, older versions skip a name they do not know, and 2.30 drops a whole value with
 //! an unknown name (see [`crate::nccl_log`]). Measured with the pinned wheels 2.21.5 and 2.27.7
-//! (tests/explain.rs).
+//! (tests/it/explain.rs).
 
 use crate::config::{Config, DEFAULT_DEBUG_DIR};
 use crate::nccl_log::{

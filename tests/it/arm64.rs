@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 /// The x86_64 (host) binary, for comparison.
 const HOST_BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
 const TARGET: &str = "aarch64-unknown-linux-musl";
-/// Size budget of the stripped static arm64 binary, bytes (1.5 MiB; x86_64's is 1.6 MiB, tests/static_binary.rs).
+/// Size budget of the stripped static arm64 binary, bytes (1.5 MiB; x86_64's is 1.6 MiB, tests/it/static_binary.rs).
 const MAX_BYTES: u64 = 1536 * 1024;
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 

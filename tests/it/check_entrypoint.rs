@@ -105,7 +105,7 @@ fn a_failed_check_runs_the_command_unless_strict() {
     for lib in libs() {
         let ns = layout();
         // A check that cannot pass: the libnccl named does not exist (the real-NCCL failures themselves are
-        // covered by tests/check_real_nccl.rs; here the entrypoint's reaction is what is tested).
+        // covered by tests/it/check_real_nccl.rs; here the entrypoint's reaction is what is tested).
         let missing = lib.with_file_name("libnccl-missing.so.2");
         let bad = [
             ("NCCLENV_CHECK", "bootstrap"),

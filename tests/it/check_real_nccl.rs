@@ -480,7 +480,7 @@ fn readme_sentence(versions: &[String], layouts: (usize, usize), cases: (usize, 
 
 /// `doctor`'s model of NCCL's own choice ("NCCL alone", `decision.nccl_model`) against what the real
 /// `ncclGetUniqueId` of each pinned wheel binds, with the environment as given, on every field-case layout
-/// (`tests/common/layouts.rs`) and with every inherited value of [`inherited_values`]. The model follows the
+/// (`tests/it/common/layouts.rs`) and with every inherited value of [`inherited_values`]. The model follows the
 /// version named by `NCCLENV_NCCL_LIB`. Every case must agree; the figure is printed and must be the one
 /// `docs/policy.md` states.
 #[test]

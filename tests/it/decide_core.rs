@@ -1,6 +1,6 @@
 //! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/policy.md) as
 //! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
-//! `tests/field_cases.rs`.
+//! `tests/it/field_cases.rs`.
 
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
