@@ -906,9 +906,10 @@ fn dev_full() -> std::process::Stdio {
         .into()
 }
 
-/// The write end of a pipe whose reader is already closed (every write fails with EPIPE).
+/// The write end of a pipe whose reader is already closed (every write fails with EPIPE). Close-on-exec, so
+/// that a child another test starts meanwhile does not inherit it (all tests share one process).
 fn closed_pipe() -> std::process::Stdio {
-    let (r, w) = nix::unistd::pipe().expect("pipe");
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     drop(r);
     w.into()
 }

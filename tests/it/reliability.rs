@@ -662,8 +662,11 @@ fn spawn_raw(argv: &[&[u8]], envp: &[&[u8]]) -> Output {
     let cs = |b: &[u8]| CString::new(b).expect("no NUL");
     let argv: Vec<CString> = argv.iter().map(|a| cs(a)).collect();
     let envp: Vec<CString> = envp.iter().map(|e| cs(e)).collect();
-    let (out_r, out_w) = nix::unistd::pipe().expect("pipe");
-    let (err_r, err_w) = nix::unistd::pipe().expect("pipe");
+    // Close-on-exec (dup2 onto 1 and 2 clears it there): a child another test starts meanwhile must not
+    // hold a write end, or the readers below wait for that child (all tests share one process).
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (out_r, out_w) = nix::unistd::pipe2(cloexec).expect("pipe");
+    let (err_r, err_w) = nix::unistd::pipe2(cloexec).expect("pipe");
     let mut fa = PosixSpawnFileActions::init().expect("fa");
     fa.add_dup2(out_w.as_raw_fd(), 1).expect("dup2");
     fa.add_dup2(err_w.as_raw_fd(), 2).expect("dup2");
