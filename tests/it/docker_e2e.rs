@@ -161,23 +161,7 @@ fn target_dir() -> PathBuf {
 
 /// Docker and busybox-static are present (else skip, or fail under CI).
 fn docker_ready() -> bool {
-    match Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            return cannot(&format!(
-                "`docker info` failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ))
-        }
-        Err(e) => return cannot(&format!("no docker command: {e}")),
-    }
-    if !Path::new(BUSYBOX).exists() {
-        return cannot("no /bin/busybox (apt-get install busybox-static)");
-    }
-    true
+    common::needs::docker()
 }
 
 /// The carrier image (docker/Dockerfile.local) and the test image built on it. Shared by the tests that run at

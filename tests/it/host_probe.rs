@@ -50,17 +50,9 @@ impl Drop for Tmp {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { nix::libc::geteuid() == 0 }
-}
-
 /// True when the test may go on. Not root: print why and return false, or panic under `CI=true`.
 fn require_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    common::skip(&format!("{test}: needs root (mknod / mount namespaces)"))
+    common::needs::root(&format!("{test} (mknod / mount namespaces)"))
 }
 
 fn write(p: &Path, text: &str) {

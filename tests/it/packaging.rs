@@ -25,15 +25,9 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// Prints why a test cannot run and returns false; under `CI=true` panics instead.
+/// Prints why a test cannot run and returns false; under CI panics instead (`common::skip`).
 fn cannot(why: &str) -> bool {
-    assert!(!ci(), "cannot run under CI=true: {why}");
-    eprintln!("skipping: {why}");
-    false
+    common::skip(why)
 }
 
 fn output(c: &mut Command) -> Output {

@@ -581,25 +581,11 @@ fn config_lines_are_judged_as_nccl_reads_them() {
 /// Every installed `nvidia-nccl-cu12` wheel's libnccl (scripts/install-nccl-wheels.sh); under `CI=true` none
 /// is a failure.
 fn nccl_libs() -> Vec<PathBuf> {
-    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path().join("nvidia/nccl/lib/libnccl.so.2"))
-                .filter(|p| p.is_file() && !p.to_string_lossy().contains(".partial"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    if v.is_empty() {
-        common::skip(&format!(
-            "no NCCL wheel under {} (scripts/install-nccl-wheels.sh)",
-            root.display()
-        ));
-    }
-    v
+    common::needs::nccl_wheels()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.lib)
+        .collect()
 }
 
 /// The CRLF case with the real NCCL: `~/.nccl.conf` (read by 2.21.5 and 2.27.7 alike) says
