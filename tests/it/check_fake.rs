@@ -380,13 +380,11 @@ fn off_does_nothing() {
     let dir = common::TempDir::new("checkoff");
     let mark = dir.join("helper-ran");
     let helper = dir.join("ncclenv-check");
-    std::fs::write(
+    common::exe::write(
         &helper,
         format!("#!/bin/sh\ntouch '{}'\nexit 0\n", mark.display()),
-    )
-    .expect("write helper");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        0o755,
+    );
     let cfg = Config {
         check_helper: Some(helper.clone()),
         ..Config::default()
@@ -520,12 +518,13 @@ fn ncclenv_cmd(
 
 /// A helper that only leaves a mark (and reports nothing): whether a check was started at all.
 fn marking_helper(tmp: &common::TempDir) -> (PathBuf, PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
     let mark = tmp.join("helper-ran");
     let helper = tmp.join("marking-helper");
-    std::fs::write(&helper, format!("#!/bin/sh\ntouch '{}'\n", mark.display()))
-        .expect("write helper");
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    common::exe::write(
+        &helper,
+        format!("#!/bin/sh\ntouch '{}'\n", mark.display()),
+        0o755,
+    );
     (helper, mark)
 }
 

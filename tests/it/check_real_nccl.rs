@@ -79,10 +79,7 @@ impl Netns {
             ip_path().expect("ip").display(),
             env!("CARGO_BIN_EXE_ncclenv-check")
         );
-        std::fs::write(&wrapper, script).expect("write wrapper");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod wrapper");
+        common::exe::write(&wrapper, script, 0o755);
         Netns { name, wrapper }
     }
 

@@ -1273,9 +1273,7 @@ fn simulate_runs(stage: &Stage, arch: &str, musl_target: Option<&str>) -> Sim {
     ];
     for (name, body) in scripts {
         let p = bin.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        common::exe::write(&p, format!("#!/bin/sh\n{body}"), 0o755);
     }
     for r in stage.all("RUN") {
         assert!(!r.json, "{:?}: RUN in shell form: {r:?}", stage.name);

@@ -686,12 +686,13 @@ fn the_launchers_debug_switch_and_explains_usage_errors() {
     // explain runs in the helper: without it beside ncclenv, a usage error that says so.
     let alone = tmp.join("alone");
     std::fs::create_dir_all(&alone).expect("mkdir");
-    std::fs::copy(BIN, alone.join("ncclenv")).expect("copy ncclenv");
-    let o = Command::new(alone.join("ncclenv"))
-        .env_clear()
-        .args(["explain", "/dev/null"])
-        .output()
-        .expect("explain without helper");
+    common::exe::copy(Path::new(BIN), &alone.join("ncclenv"));
+    let o = common::exe::output(
+        Command::new(alone.join("ncclenv"))
+            .env_clear()
+            .args(["explain", "/dev/null"]),
+    )
+    .expect("explain without helper");
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("ncclenv-check"),

@@ -165,14 +165,12 @@ impl<'a> Job<'a> {
             std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
         }
         for name in FAKE_LAUNCHERS {
-            use std::os::unix::fs::PermissionsExt;
             let path = tmp.join("bin").join(name);
-            std::fs::write(
+            common::exe::write(
                 &path,
                 "#!/bin/sh\ntouch \"$FC_MARKER\" && exec /usr/bin/env -0\n",
-            )
-            .expect("write launcher");
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+                0o755,
+            );
         }
         let mut vars = BTreeMap::new();
         vars.insert(
@@ -239,8 +237,7 @@ impl<'a> Job<'a> {
 
     fn output(&self, args: &[String]) -> Output {
         let mut c = self.command(args);
-        c.output()
-            .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
+        common::exe::output(&mut c).unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
     }
 
     /// `ncclenv -- sh -c DUMP sh MARKER LAUNCHER…`.

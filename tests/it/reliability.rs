@@ -21,7 +21,6 @@ use common::{require_root, Netns, TempDir};
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -60,12 +59,12 @@ fn ncclenv<S: AsRef<OsStr>>(vars: &[(OsString, OsString)], args: &[S]) -> Comman
 /// Runs `c` (in `ns` when given), with a deadline: a run that blocks is a failure, not a hung test.
 fn run(ns: Option<&Netns>, mut c: Command, secs: u64) -> Output {
     let mut go = move || {
-        let mut child = c
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn ncclenv");
+        let mut child = common::exe::spawn(
+            c.stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .expect("spawn ncclenv");
         let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
         let t_out = std::thread::spawn(move || {
             let mut b = Vec::new();
@@ -131,8 +130,7 @@ fn get<'a>(recs: &'a [Vec<u8>], name: &str) -> Option<&'a [u8]> {
 }
 
 fn write_exe(path: &Path, body: &str) {
-    std::fs::write(path, body).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    common::exe::write(path, body, 0o755);
 }
 
 /// A namespace with `eth0` (RUNNING, 10.77.0.2/24, default route): ncclenv's choice is eth0.
@@ -1181,8 +1179,7 @@ fn a_missing_interpreter_is_named() {
         .expect("/bin/true is dynamically linked (PT_INTERP)");
     elf[at + 1..at + 4].copy_from_slice(b"XXX");
     let bad = tmp.join("badelf");
-    std::fs::write(&bad, &elf).expect("write");
-    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    common::exe::write(&bad, &elf, 0o755);
     let o = run(
         None,
         ncclenv(&vars, &[OsStr::new("--"), bad.as_os_str()]),

@@ -347,6 +347,7 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+pub mod exe;
 pub mod fake_rdma;
 pub mod layouts;
 pub mod needs;
