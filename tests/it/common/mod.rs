@@ -352,6 +352,7 @@ pub mod fake_rdma;
 pub mod layouts;
 pub mod needs;
 pub mod oracle;
+pub mod snapshot;
 
 // The skip rule under its older names (common::skip, common::require_root, …): see `needs`.
 #[allow(unused_imports)]
