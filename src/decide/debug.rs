@@ -205,23 +205,15 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{ConfFile, NcclInstall};
+    use crate::snapshot::ConfFile;
 
     fn snap(env: &[(&str, &str)], versions: &[Option<&str>]) -> Snapshot {
-        let mut s = Snapshot::default();
-        for (k, v) in env {
-            s.env.insert(k.to_string(), v.to_string());
-        }
-        s.nccl_installs = versions
+        let b = crate::test_snapshot::SnapshotBuilder::new().envs(env);
+        versions
             .iter()
             .enumerate()
-            .map(|(i, v)| NcclInstall {
-                path: format!("/lib{i}/libnccl.so.2"),
-                version: v.map(String::from),
-                source: "test".into(),
-            })
-            .collect();
-        s
+            .fold(b, |b, (i, v)| b.nccl(&format!("/lib{i}/libnccl.so.2"), *v))
+            .build()
     }
 
     fn on() -> Config {
