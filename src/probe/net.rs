@@ -22,7 +22,7 @@
 //! this probe, and the full probe first used it (`rtnetlink::new_connection` on a current-thread runtime built
 //! per call). It was replaced by the blocking client above, which the start path already used, for size and
 //! start-up cost: requests are strictly sequential, so a runtime, a connection task and futures buy nothing.
-//! Measured on the stripped static binary (musl release build, budget 1.5 MiB in `tests/it/static_binary.rs`):
+//! Measured on the stripped static binary (musl release build, budget 1.5 MiB in `tests/static_binary.rs`):
 //!
 //! * dropping `rtnetlink`, `netlink-proto`, `tokio` (+ `mio`, `bytes`, `futures-*`): 1,819,568 → 1,582,000
 //!   bytes;
