@@ -2,7 +2,7 @@
 # Build the static entrypoint for arm64 nodes (GH200/GB200): target/aarch64-unknown-linux-musl/release/ncclenv.
 # Cross-linked on any host with the toolchain's own rust-lld (.cargo/config.toml): the musl target ships its
 # crt objects and libc (self-contained), so no cross gcc is needed. Installs the target when missing.
-# tests/arm64.rs runs the result under qemu-user (`qemu-aarch64`, Debian package qemu-user).
+# tests/it/arm64.rs runs the result under qemu-user (`qemu-aarch64`, Debian package qemu-user).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=aarch64-unknown-linux-musl

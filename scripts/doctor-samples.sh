@@ -5,7 +5,7 @@
 #   3. F14 host network with a RoCE HCA visible in sysfs (a fake tree) but no /dev/infiniband.
 #   4. F22 a Kubernetes RDMA pod given one of its two HCAs' verbs nodes, an inherited NCCL_IB_GID_INDEX.
 # usage: sudo scripts/doctor-samples.sh [--stdout] [path/to/ncclenv]      (root: network namespaces, mounts)
-#   --stdout   print the document instead of writing docs/doctor-samples.md (tests/doctor_schema.rs compares)
+#   --stdout   print the document instead of writing docs/doctor-samples.md (tests/it/doctor_schema.rs compares)
 #
 # The file is this script's output, never edited by hand. What would differ between machines is pinned here:
 # the interfaces' MAC addresses (and so their fe80 addresses), /dev/shm (a private 1 GiB tmpfs in a mount
@@ -59,7 +59,7 @@ doctor() { # VAR=value… : one sample, as the reader would type it
 cat <<'EOF'
 # `ncclenv doctor` samples
 
-Written by `sudo scripts/doctor-samples.sh` (do not edit by hand: `tests/doctor_schema.rs` fails when this file
+Written by `sudo scripts/doctor-samples.sh` (do not edit by hand: `tests/it/doctor_schema.rs` fails when this file
 and the script's output differ; rerun the script after changing what doctor prints). Each sample is a
 throwaway network namespace; the fake sysfs and dev trees are shown as `/fake`; `/dev/shm` is a private 1 GiB
 tmpfs and memlock 8 MiB without `CAP_IPC_LOCK` (the F22 pod keeps it), as the script sets them. Exit status: 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install pinned nvidia-nccl-cu12 wheels side by side for tests/check_real_nccl.rs:
+# Install pinned nvidia-nccl-cu12 wheels side by side for tests/it/check_real_nccl.rs:
 #   2.21.5 (≤2.23: "no socket interface found" is ncclInternalError = 3)
 #   2.27.7 (≥2.24: the same failure is ncclInvalidUsage = 5)
 # Each goes to $NCCLENV_TEST_NCCL_ROOT/nccl-<ver> (default /opt/ncclenv) with `pip install --no-deps --target`.

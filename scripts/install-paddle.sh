@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the pinned CPU wheel of PaddlePaddle into its own virtual environment for tests/paddle_e2e.rs:
+# Install the pinned CPU wheel of PaddlePaddle into its own virtual environment for tests/it/paddle_e2e.rs:
 #   $NCCLENV_TEST_PADDLE_ROOT/paddle-<ver> (default /opt/ncclenv/paddle-3.2.2), python from $PYTHON (python3).
 # The folder is a cache (CI reruns on the same machine): when it is complete (stamp file) and its python
 # imports paddle at the pinned version, nothing is downloaded. A venv hard-codes its own path, so it is built

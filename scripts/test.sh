@@ -57,7 +57,7 @@ cargo build --release --quiet --bin ncclenv-check
 echo "== static entrypoint for arm64 (aarch64 musl, rust-lld)"
 bash scripts/build-arm64.sh
 
-echo "== tests"
+echo "== tests: the unit tests in src/ and the integration tests, one binary tests/it (tests/README.md)"
 cargo test --all-targets 2>&1
 
 echo "== library unit tests on aarch64 under qemu-user"

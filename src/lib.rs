@@ -30,3 +30,6 @@ pub mod probe;
 pub mod report;
 pub mod snapshot;
 pub mod text;
+
+#[cfg(test)]
+mod test_snapshot;

@@ -389,7 +389,7 @@ mod tests {
 
     #[test]
     fn prefixes_of_both_versions_and_of_combined_logs() {
-        // As NCCL 2.21.5 wrote them here (see tests/explain.rs for the real files).
+        // As NCCL 2.21.5 wrote them here (see tests/it/explain.rs for the real files).
         let l = parse_line("vm:29971:29971 [32764] NCCL INFO Bootstrap : Using v0:10.77.0.2<0>")
             .expect("info");
         assert_eq!(

@@ -7,7 +7,7 @@
 //! (logged under `INIT`) but hides it from 2.23 on (logged under `BOOTSTRAP`, src/bootstrap.cc); `BOOTSTRAP` is
 //! a name NCCL knows since 2.21, older versions skip a name they do not know, and 2.30 drops a whole value with
 //! an unknown name (see [`crate::nccl_log`]). Measured with the pinned wheels 2.21.5 and 2.27.7
-//! (tests/explain.rs).
+//! (tests/it/explain.rs).
 
 use crate::config::{Config, DEFAULT_DEBUG_DIR};
 use crate::findings::Finding;
@@ -206,23 +206,15 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{ConfFile, NcclInstall};
+    use crate::snapshot::ConfFile;
 
     fn snap(env: &[(&str, &str)], versions: &[Option<&str>]) -> Snapshot {
-        let mut s = Snapshot::default();
-        for (k, v) in env {
-            s.env.insert(k.to_string(), v.to_string());
-        }
-        s.nccl_installs = versions
+        let b = crate::test_snapshot::SnapshotBuilder::new().envs(env);
+        versions
             .iter()
             .enumerate()
-            .map(|(i, v)| NcclInstall {
-                path: format!("/lib{i}/libnccl.so.2"),
-                version: v.map(String::from),
-                source: "test".into(),
-            })
-            .collect();
-        s
+            .fold(b, |b, (i, v)| b.nccl(&format!("/lib{i}/libnccl.so.2"), *v))
+            .build()
     }
 
     fn on() -> Config {

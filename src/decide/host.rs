@@ -55,6 +55,7 @@ fn nccl_versions(snap: &Snapshot, plan: &mut Plan) {
 mod tests {
     use super::*;
     use crate::snapshot::{GpuInfo, NcclInstall};
+    use crate::test_snapshot::SnapshotBuilder;
 
     fn codes(p: &Plan) -> Vec<&str> {
         p.warnings.iter().map(|w| w.code.as_str()).collect()
@@ -70,13 +71,10 @@ mod tests {
 
     #[test]
     fn several_versions_is_a_warning_one_version_twice_is_not() {
-        let mut snap = Snapshot {
-            nccl_installs: vec![
-                install("/a/libnccl.so.2", "2.21.5"),
-                install("/b/libnccl.so.2", "2.21.5"),
-            ],
-            ..Snapshot::default()
-        };
+        let mut snap = SnapshotBuilder::new()
+            .nccl("/a/libnccl.so.2", Some("2.21.5"))
+            .nccl("/b/libnccl.so.2", Some("2.21.5"))
+            .build();
         let mut p = Plan::default();
         decide_host(&snap, &mut p);
         assert!(codes(&p).is_empty());
@@ -102,10 +100,7 @@ mod tests {
                 std::path::Path::new("/nonexistent"),
                 std::path::Path::new("/nonexistent"),
             );
-            let snap = Snapshot {
-                gpus: Some(g),
-                ..Snapshot::default()
-            };
+            let snap = SnapshotBuilder::new().gpus(g).build();
             let mut p = Plan::default();
             decide_host(&snap, &mut p);
             assert_eq!(codes(&p).first().copied(), want, "{value}");

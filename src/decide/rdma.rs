@@ -852,7 +852,7 @@ fn port_desc(d: &RdmaDevice, p: &RdmaPort) -> String {
 mod tests {
     use super::*;
     use crate::plan::Severity;
-    use crate::snapshot::{Link, Network, RdmaGid};
+    use crate::snapshot::RdmaGid;
 
     fn port(n: u32, state: u32, ll: &str, ndev: Option<&str>) -> RdmaPort {
         RdmaPort {
@@ -894,26 +894,11 @@ mod tests {
         }
     }
     fn snap(r: RdmaSnapshot, links: &[&str], env: &[(&str, &str)]) -> Snapshot {
-        Snapshot {
-            rdma: Some(r),
-            net: Ok(Network {
-                links: links
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| Link {
-                        index: i as u32 + 1,
-                        name: n.to_string(),
-                        ..Link::default()
-                    })
-                    .collect(),
-                ..Network::default()
-            }),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..Snapshot::default()
-        }
+        crate::test_snapshot::SnapshotBuilder::new()
+            .rdma(r)
+            .links(links)
+            .envs(env)
+            .build()
     }
     fn run(s: &Snapshot) -> Plan {
         let mut p = Plan::default();

@@ -358,8 +358,8 @@ mod tests {
     use crate::snapshot::{GpuInfo, ShmInfo};
 
     fn snap(free_mib: Option<u64>, gpus: Option<u32>, env: &[(&str, &str)]) -> Snapshot {
-        Snapshot {
-            shm: Some(ShmInfo {
+        crate::test_snapshot::SnapshotBuilder::new()
+            .shm(ShmInfo {
                 path: "/dev/shm".into(),
                 total_bytes: free_mib.map(|m| m * MIB),
                 free_bytes: free_mib.map(|m| m * MIB),
@@ -371,18 +371,14 @@ mod tests {
                 },
                 writable: free_mib.map(|_| true),
                 ..ShmInfo::default()
-            }),
-            gpus: Some(GpuInfo {
+            })
+            .gpus(GpuInfo {
                 count: gpus,
                 source: "test".into(),
                 warning: None,
-            }),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..Snapshot::default()
-        }
+            })
+            .envs(env)
+            .build()
     }
     fn run_cfg(s: &Snapshot, cfg: &Config) -> Plan {
         let mut p = Plan::default();

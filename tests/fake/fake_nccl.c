@@ -1,4 +1,4 @@
-/* A fake libnccl.so.2 for ncclenv's check tests (tests/check_fake.rs). Built by the tests with
+/* A fake libnccl.so.2 for ncclenv's check tests (tests/it/check_fake.rs). Built by the tests with
  * `cc -shared -fPIC`. It implements the few NCCL entry points ncclenv-check calls, with the real signatures
  * (src/nccl.h.in), and exchanges the ranks' buffers through files so that the allreduce really sums what each
  * rank process sent.

@@ -1,4 +1,4 @@
-"""Worker for tests/paddle_e2e.rs, started by `python -m paddle.distributed.launch` on each "node".
+"""Worker for tests/it/paddle_e2e.rs, started by `python -m paddle.distributed.launch` on each "node".
 
 Initialises Paddle's parallel environment (gloo on CPU), all-reduces rank + 1 and writes one JSON object to
 $E2E_OUT_DIR/rank<R>.json: the sum and the variables this worker saw. Never prints the environment.

@@ -12,7 +12,7 @@
 //! Needs git, cargo with rustup, python3 with venv (and network access to PyPI for maturin once, unless
 //! scripts/tools.sh already installed it); skips without them, fails under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::TempDir;
 use std::os::unix::fs::PermissionsExt;
@@ -25,21 +25,14 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// Prints why a test cannot run and returns false; under `CI=true` panics instead.
+/// Prints why a test cannot run and returns false; under CI panics instead (`common::skip`).
 fn cannot(why: &str) -> bool {
-    assert!(!ci(), "cannot run under CI=true: {why}");
-    eprintln!("skipping: {why}");
-    false
+    common::skip(why)
 }
 
+/// Runs `c` (stdin from /dev/null); a start that meets "Text file busy" is retried (`common::exe`).
 fn output(c: &mut Command) -> Output {
-    c.stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
+    common::exe::output(c.stdin(Stdio::null())).unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
 }
 
 fn text(b: &[u8]) -> String {
@@ -128,17 +121,15 @@ fn the_readme_quick_start_runs_on_a_clean_clone() {
     let stub = tmp.join("stub");
     std::fs::create_dir_all(&stub).expect("mkdir");
     let log = tmp.join("rustup.log");
-    std::fs::write(
-        stub.join("rustup"),
+    common::exe::write(
+        &stub.join("rustup"),
         format!(
             "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in 'target list --installed') exit 0 ;; esac\nexec '{}' \"$@\"\n",
             log.display(),
             rustup.display()
         ),
-    )
-    .expect("write stub");
-    std::fs::set_permissions(stub.join("rustup"), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod");
+        0o755,
+    );
     let path = format!(
         "{}:{}",
         stub.display(),
@@ -437,7 +428,7 @@ fn install_copies_both_binaries_and_says_so() {
     // Without a helper beside it, only ncclenv, and it says so.
     let lone = tmp.join("lone");
     std::fs::create_dir_all(&lone).expect("mkdir");
-    std::fs::copy(&bin, lone.join("ncclenv")).expect("copy");
+    common::exe::copy(&bin, &lone.join("ncclenv"));
     let o = output(
         Command::new(lone.join("ncclenv"))
             .arg("install")

@@ -2,7 +2,7 @@
 //! its text, and its JSON validated against `docs/doctor.schema.json` with Python's `jsonschema` (draft
 //! 2020-12), an implementation independent of ours.
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns, TempDir};
 use std::process::{Command, Output, Stdio};

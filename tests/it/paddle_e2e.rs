@@ -33,7 +33,7 @@
 //! Every process runs in its own process group and is killed, with everything left in the node namespaces,
 //! when the run ends or the test panics.
 
-mod common;
+use crate::common;
 
 use common::{Netns, TempDir};
 use std::os::unix::process::CommandExt;
@@ -51,18 +51,7 @@ const HANG_MIN: Duration = Duration::from_secs(30);
 
 /// The Paddle venv's python, or None (skip; panic under CI=true) when it is not installed.
 fn paddle_python() -> Option<PathBuf> {
-    let root = std::env::var("NCCLENV_TEST_PADDLE_ROOT").unwrap_or_else(|_| "/opt/ncclenv".into());
-    let venv = Path::new(&root).join(format!("paddle-{PADDLE_VERSION}"));
-    let python = venv.join("bin/python");
-    if venv.join(".ncclenv-installed").is_file() && python.is_file() {
-        return Some(python);
-    }
-    let why = format!(
-        "PaddlePaddle {PADDLE_VERSION} is not installed in {} (run scripts/install-paddle.sh)",
-        venv.display()
-    );
-    common::skip(&format!("the Paddle end-to-end test: {why}"));
-    None
+    common::needs::paddle(PADDLE_VERSION)
 }
 
 /// One node: its namespace (with the decoys), name and eth0 address.

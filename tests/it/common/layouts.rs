@@ -1,6 +1,6 @@
 //! The network layouts of the field cases (`docs/field-cases.md`, F1–F31, where a case has a network of its own) and
 //! a few decoys of the same kind, as builders over a [`Netns`]. Used where a test must run on every layout,
-//! e.g. the agreement of ncclenv's model of NCCL with the real library (`tests/check_real_nccl.rs`).
+//! e.g. the agreement of ncclenv's model of NCCL with the real library (`tests/it/check_real_nccl.rs`).
 //!
 //! Each builder leaves the namespace settled: every RUNNING interface (except `lo`) has its IPv6 link-local
 //! address, so that two probes of the same layout see the same addresses in the same order.

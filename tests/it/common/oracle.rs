@@ -1,7 +1,7 @@
 //! The `ip -j` oracle for `probe::net`: a layout's snapshot compared, as whole lists, with what `ip -j`
 //! reports there (`ip -j -d link show`, `ip -j addr show`, `ip -j [-6] route show table main`,
-//! `ip -j route get ADDR`), translated into the same types. Used by `tests/probe_net.rs` and, on every
-//! field-case layout, by `tests/field_cases.rs`.
+//! `ip -j route get ADDR`), translated into the same types. Used by `tests/it/probe_net.rs` and, on every
+//! field-case layout, by `tests/it/field_cases.rs`.
 
 use super::Netns;
 use ncclenv::probe::net::{probe_full as probe, probe_start, StartNeeds};

@@ -12,7 +12,7 @@
 //! sees the variables, its exit code passed through; 127 for a missing command) and execs the arm64
 //! ncclenv itself again through qemu.
 
-mod common;
+use crate::common;
 
 use common::Netns;
 use std::path::PathBuf;
@@ -21,14 +21,9 @@ use std::process::{Command, Output};
 /// The x86_64 (host) binary, for comparison.
 const HOST_BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
 const TARGET: &str = "aarch64-unknown-linux-musl";
-/// Size budget of the stripped static arm64 binary, bytes (1.5 MiB; x86_64's is 1.6 MiB, tests/static_binary.rs).
+/// Size budget of the stripped static arm64 binary, bytes (1.5 MiB; x86_64's is 1.6 MiB, tests/it/static_binary.rs).
 const MAX_BYTES: u64 = 1536 * 1024;
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-fn skip_or_fail(why: &str) -> Option<(PathBuf, PathBuf)> {
-    common::skip(&format!("an arm64 test: {why}"));
-    None
-}
 
 /// Finds `program` on PATH.
 fn which(program: &str) -> Option<PathBuf> {
@@ -42,15 +37,14 @@ fn which(program: &str) -> Option<PathBuf> {
 
 /// (the arm64 binary, qemu-aarch64), or None (skip; panic under CI=true).
 fn arm64() -> Option<(PathBuf, PathBuf)> {
-    let bin = common::target_dir().join(TARGET).join("release/ncclenv");
-    if !bin.is_file() {
-        return skip_or_fail(&format!(
-            "{} is missing (run scripts/build-arm64.sh)",
-            bin.display()
-        ));
-    }
+    let bin = common::needs::built(
+        common::target_dir().join(TARGET).join("release/ncclenv"),
+        "an arm64 test: run scripts/build-arm64.sh",
+    )?;
     let Some(qemu) = which("qemu-aarch64").or_else(|| which("qemu-aarch64-static")) else {
-        return skip_or_fail("qemu-aarch64 is not installed (apt-get install qemu-user)");
+        return common::needs::missing(
+            "an arm64 test: qemu-aarch64 is not installed (apt-get install qemu-user)",
+        );
     };
     Some((bin, qemu))
 }
@@ -68,7 +62,7 @@ fn text(b: &[u8]) -> String {
 fn arm64_binary_is_static_aarch64() {
     let Some((bin, _)) = arm64() else { return };
     let Some(file) = which("file") else {
-        skip_or_fail("`file` is not installed (apt-get install file)");
+        common::skip("an arm64 test: `file` is not installed (apt-get install file)");
         return;
     };
     let o = run(Command::new(file).arg("-b").arg(&bin));

@@ -2,7 +2,7 @@
 //! `cc -shared -fPIC`): success, wrong sums, NCCL errors, hangs, crashes, a signal to the parent, repair, and that
 //! no process outlives a check.
 
-mod common;
+use crate::common;
 
 use ncclenv::check::protocol::Step;
 use ncclenv::check::{render_check, run_check, CheckReport, ErrorDetail};
@@ -410,13 +410,11 @@ fn off_does_nothing() {
     let dir = common::TempDir::new("checkoff");
     let mark = dir.join("helper-ran");
     let helper = dir.join("ncclenv-check");
-    std::fs::write(
+    common::exe::write(
         &helper,
         format!("#!/bin/sh\ntouch '{}'\nexit 0\n", mark.display()),
-    )
-    .expect("write helper");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        0o755,
+    );
     let cfg = Config {
         check_helper: Some(helper.clone()),
         ..Config::default()
@@ -445,7 +443,7 @@ fn off_does_nothing() {
 }
 
 /// Entry point of the driver process of `sigterm_to_parent_kills_the_check`, not a test: ignored, so that a
-/// normal run neither runs nor counts it; the parent runs it with `--ignored --exact driver_entry`.
+/// normal run neither runs nor counts it; the parent runs it with `--ignored --exact check_fake::driver_entry`.
 #[test]
 #[ignore = "helper entry point of sigterm_to_parent_kills_the_check, run in a child process"]
 fn driver_entry() {
@@ -466,7 +464,7 @@ fn sigterm_to_parent_kills_the_check() {
         .args([
             "--ignored",
             "--exact",
-            "driver_entry",
+            &common::test_name(module_path!(), "driver_entry"),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -550,12 +548,13 @@ fn ncclenv_cmd(
 
 /// A helper that only leaves a mark (and reports nothing): whether a check was started at all.
 fn marking_helper(tmp: &common::TempDir) -> (PathBuf, PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
     let mark = tmp.join("helper-ran");
     let helper = tmp.join("marking-helper");
-    std::fs::write(&helper, format!("#!/bin/sh\ntouch '{}'\n", mark.display()))
-        .expect("write helper");
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    common::exe::write(
+        &helper,
+        format!("#!/bin/sh\ntouch '{}'\n", mark.display()),
+        0o755,
+    );
     (helper, mark)
 }
 

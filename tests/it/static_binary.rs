@@ -3,7 +3,7 @@
 //! 1.6 MiB stripped, and must run (docs/performance.md: 1.5 MiB until the per-device RDMA and /dev/shm rules
 //! of issue #13 added 61 KB to a binary 2 KB under it).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,15 +12,10 @@ use std::process::Command;
 const MAX_BYTES: u64 = 16 * 1024 * 1024 / 10;
 
 fn musl_binary() -> Option<PathBuf> {
-    let p: PathBuf = common::target_dir().join("x86_64-unknown-linux-musl/release/ncclenv");
-    if p.is_file() {
-        return Some(p);
-    }
-    common::skip(&format!(
-        "{} is missing: run cargo build --release --target x86_64-unknown-linux-musl --bin ncclenv",
-        p.display()
-    ));
-    None
+    common::needs::built(
+        common::target_dir().join("x86_64-unknown-linux-musl/release/ncclenv"),
+        "run cargo build --release --target x86_64-unknown-linux-musl --bin ncclenv",
+    )
 }
 
 #[test]

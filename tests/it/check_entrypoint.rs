@@ -3,33 +3,19 @@
 //! COMMAND`, in a network namespace. The helper `ncclenv-check` is found beside `ncclenv` (cargo builds both
 //! into the same folder).
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns};
 use std::path::PathBuf;
 use std::process::Output;
 
-/// Every installed wheel's libnccl; panics under `CI=true` when none is installed.
+/// Every installed wheel's libnccl, oldest first; none (a skip, a failure under CI) when none is installed.
 fn libs() -> Vec<PathBuf> {
-    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path().join("nvidia/nccl/lib/libnccl.so.2"))
-                .filter(|p| p.is_file() && !p.to_string_lossy().contains(".partial"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    if v.is_empty() {
-        common::skip(&format!(
-            "no NCCL wheel under {} (scripts/install-nccl-wheels.sh)",
-            root.display()
-        ));
-    }
-    v
+    common::needs::nccl_wheels()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.lib)
+        .collect()
 }
 
 fn layout() -> Netns {
@@ -105,7 +91,7 @@ fn a_failed_check_runs_the_command_unless_strict() {
     for lib in libs() {
         let ns = layout();
         // A check that cannot pass: the libnccl named does not exist (the real-NCCL failures themselves are
-        // covered by tests/check_real_nccl.rs; here the entrypoint's reaction is what is tested).
+        // covered by tests/it/check_real_nccl.rs; here the entrypoint's reaction is what is tested).
         let missing = lib.with_file_name("libnccl-missing.so.2");
         let bad = [
             ("NCCLENV_CHECK", "bootstrap"),

@@ -5,14 +5,15 @@
 //! Tests that need root (mknod, mount) print why and return when not root, except with `CI=true`, where they
 //! fail instead (never skipped in CI).
 
-mod common;
+use crate::common;
+use common::snapshot::SnapshotBuilder;
 
 use ncclenv::config::Config;
 use ncclenv::decide::rdma::decide_rdma;
 use ncclenv::decide::shm::decide_shm;
 use ncclenv::plan::Plan;
 use ncclenv::probe::{host, nccl, rdma};
-use ncclenv::snapshot::{Link, NetSnapshot, RdmaSnapshot, ShmInfo, Snapshot};
+use ncclenv::snapshot::{RdmaSnapshot, ShmInfo, Snapshot};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -50,17 +51,9 @@ impl Drop for Tmp {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { nix::libc::geteuid() == 0 }
-}
-
 /// True when the test may go on. Not root: print why and return false, or panic under `CI=true`.
 fn require_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    common::skip(&format!("{test}: needs root (mknod / mount namespaces)"))
+    common::needs::root(&format!("{test} (mknod / mount namespaces)"))
 }
 
 fn write(p: &Path, text: &str) {
@@ -136,29 +129,18 @@ fn uverbs(dev: &Path, n: u64) {
     char_node(&dev.join(format!("infiniband/uverbs{n}")), 1, 3);
 }
 
+/// A machine with the running links `links` (indices from 1, no `lo`), the RDMA devices `r` and the
+/// environment `env`.
 fn snapshot(r: RdmaSnapshot, links: &[&str], env: &[(&str, &str)]) -> Snapshot {
-    Snapshot {
-        rdma: Some(r),
-        net: Ok(NetSnapshot {
-            links: links
-                .iter()
-                .enumerate()
-                .map(|(i, n)| Link {
-                    index: i as u32 + 1,
-                    name: n.to_string(),
-                    up: true,
-                    running: true,
-                    ..Link::default()
-                })
-                .collect(),
-            ..NetSnapshot::default()
-        }),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Snapshot::default()
+    let mut b = SnapshotBuilder::bare();
+    for name in links {
+        b.link(name, true, None);
     }
+    for (k, v) in env {
+        b.env(k, v);
+    }
+    b.rdma = Some(r);
+    b.snapshot()
 }
 
 fn cfg(t: &Tmp) -> Config {
@@ -201,11 +183,12 @@ fn try_child(
     let exe = std::env::current_exe().expect("current_exe");
     let mut argv: Vec<String> = wrapper.to_vec();
     argv.push(exe.display().to_string());
+    let exact = common::test_name(module_path!(), test);
     argv.extend(
         [
             "--ignored",
             "--exact",
-            test,
+            &exact,
             "--nocapture",
             "--test-threads=1",
         ]

@@ -8,7 +8,7 @@
 //!
 //! Needs root, `ip`, `unshare` and the wheels; skips with a message otherwise, except under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns, TempDir};
 use serde_json::Value;
@@ -19,15 +19,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
 const HELPER: &str = env!("CARGO_BIN_EXE_ncclenv-check");
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// One installed wheel.
-struct Wheel {
-    /// `2.21.5`.
-    version: String,
-    /// Its folder (a `--target` install: a site-packages-like tree with the dist-info).
-    root: PathBuf,
-    /// `…/nvidia/nccl/lib/libnccl.so.2`.
-    lib: PathBuf,
-}
+// One installed wheel (version, folder, libnccl).
+use common::needs::NcclWheel as Wheel;
 
 impl Wheel {
     /// The ≥ 2.24 spelling and subsystem of the bootstrap line.
@@ -43,43 +36,8 @@ fn setup() -> Option<Vec<Wheel>> {
     if !require_root() {
         return None;
     }
-    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
-    let mut v: Vec<Wheel> = std::fs::read_dir(&root)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().to_string();
-                    let version = name.strip_prefix("nccl-")?.to_string();
-                    let lib = e.path().join("nvidia/nccl/lib/libnccl.so.2");
-                    (!name.contains(".partial") && lib.is_file()).then(|| Wheel {
-                        version,
-                        root: e.path(),
-                        lib,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_by_key(|w| ncclenv::nccl_log::version_code(&w.version));
-    let why = if v.is_empty() {
-        Some(format!(
-            "no NCCL wheel under {} (scripts/install-nccl-wheels.sh)",
-            root.display()
-        ))
-    } else if Command::new("unshare").arg("--version").output().is_err() {
-        Some("no unshare command (util-linux)".to_string())
-    } else {
-        None
-    };
-    match why {
-        Some(w) => {
-            common::skip(&format!("explain: {w}"));
-            None
-        }
-        None => Some(v),
-    }
+    let wheels = common::needs::nccl_wheels()?;
+    common::needs::program("unshare", &["--version"], "util-linux").then_some(wheels)
 }
 
 /// A command run in `ns` (as host `host`, in its own UTS namespace, when given), with exactly `env`.
@@ -535,7 +493,7 @@ fn debug_through_the_entrypoint_reaches_the_per_process_file() {
             std::fs::copy(&w.lib, bare.join("libnccl.so.2")).expect("copy libnccl");
         }
         let lib_dir = bare.display().to_string();
-        let root = w.root.display().to_string();
+        let root = w.dir.display().to_string();
         let lib = w.lib.display().to_string();
         for (case, how, subsys) in [
             ("pip", ("PYTHONPATH", root.clone()), None),
@@ -738,12 +696,13 @@ fn the_launchers_debug_switch_and_explains_usage_errors() {
     // explain runs in the helper: without it beside ncclenv, a usage error that says so.
     let alone = tmp.join("alone");
     std::fs::create_dir_all(&alone).expect("mkdir");
-    std::fs::copy(BIN, alone.join("ncclenv")).expect("copy ncclenv");
-    let o = Command::new(alone.join("ncclenv"))
-        .env_clear()
-        .args(["explain", "/dev/null"])
-        .output()
-        .expect("explain without helper");
+    common::exe::copy(Path::new(BIN), &alone.join("ncclenv"));
+    let o = common::exe::output(
+        Command::new(alone.join("ncclenv"))
+            .env_clear()
+            .args(["explain", "/dev/null"]),
+    )
+    .expect("explain without helper");
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("ncclenv-check"),

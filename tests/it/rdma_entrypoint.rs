@@ -11,12 +11,11 @@
 //! (F31); the cases that need a low limit to bite drop it with `setpriv --bounding-set -ipc_lock`, as Docker's
 //! default capability set does.
 
-mod common;
+use crate::common;
 
 use common::fake_rdma::{char_node, gid, hca, uverbs, uverbs_unopenable, verbs_map, write};
 use common::{require_root, Netns, TempDir};
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -40,8 +39,7 @@ const AS_UID_1000: &[&str] = &[
 fn binary_in(t: &TempDir) -> PathBuf {
     let p = t.join("ncclenv");
     if !p.exists() {
-        fs::copy(env!("CARGO_BIN_EXE_ncclenv"), &p).expect("copy ncclenv");
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
+        common::exe::copy(std::path::Path::new(env!("CARGO_BIN_EXE_ncclenv")), &p);
     }
     p
 }
@@ -115,9 +113,7 @@ fn run(ns: &Netns, t: &TempDir, r: &Run) -> Output {
     }
     let mut c = Command::new(&argv[0]);
     c.args(&argv[1..]).env_clear().envs(env);
-    let o = c
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    let o = common::exe::output(&mut c).unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("panicked"), "ncclenv panicked:\n{err}");
     o

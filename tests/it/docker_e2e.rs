@@ -16,7 +16,7 @@
 //! Everything created (containers, networks, images, temp dirs) is removed by Drop guards, also on failure;
 //! names carry the test process id.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -161,23 +161,7 @@ fn target_dir() -> PathBuf {
 
 /// Docker and busybox-static are present (else skip, or fail under CI).
 fn docker_ready() -> bool {
-    match Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            return cannot(&format!(
-                "`docker info` failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ))
-        }
-        Err(e) => return cannot(&format!("no docker command: {e}")),
-    }
-    if !Path::new(BUSYBOX).exists() {
-        return cannot("no /bin/busybox (apt-get install busybox-static)");
-    }
-    true
+    common::needs::docker()
 }
 
 /// The carrier image (docker/Dockerfile.local) and the test image built on it. Shared by the tests that run at
@@ -1289,9 +1273,7 @@ fn simulate_runs(stage: &Stage, arch: &str, musl_target: Option<&str>) -> Sim {
     ];
     for (name, body) in scripts {
         let p = bin.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        common::exe::write(&p, format!("#!/bin/sh\n{body}"), 0o755);
     }
     for r in stage.all("RUN") {
         assert!(!r.json, "{:?}: RUN in shell form: {r:?}", stage.name);

@@ -2,7 +2,7 @@
 //! compared, as whole lists, with what `ip -j` reports there (`ip -j -d link show`, `ip -j addr show`,
 //! `ip -j [-6] route show table main`, `ip -j route get ADDR`), translated into the same types.
 
-mod common;
+use crate::common;
 
 use common::oracle::{arr, check, check_start};
 use common::Netns;

@@ -9,11 +9,11 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/decide_core.rs`. After them: every finding code and README
+//! The same cases run with plain data in `tests/it/decide_core.rs`. After them: every finding code and README
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
-mod common;
+use crate::common;
 
 use common::{Netns, TempDir, OURS};
 use serde_json::Value;
@@ -165,14 +165,12 @@ impl<'a> Job<'a> {
             std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
         }
         for name in FAKE_LAUNCHERS {
-            use std::os::unix::fs::PermissionsExt;
             let path = tmp.join("bin").join(name);
-            std::fs::write(
+            common::exe::write(
                 &path,
                 "#!/bin/sh\ntouch \"$FC_MARKER\" && exec /usr/bin/env -0\n",
-            )
-            .expect("write launcher");
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+                0o755,
+            );
         }
         let mut vars = BTreeMap::new();
         vars.insert(
@@ -239,8 +237,7 @@ impl<'a> Job<'a> {
 
     fn output(&self, args: &[String]) -> Output {
         let mut c = self.command(args);
-        c.output()
-            .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
+        common::exe::output(&mut c).unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
     }
 
     /// `ncclenv -- sh -c DUMP sh MARKER LAUNCHER…`.

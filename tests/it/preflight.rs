@@ -14,10 +14,10 @@
 //! Needs root, `ip`, `nft`, `python3` and the NCCL wheels; without them the tests skip with the reason, and
 //! fail under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::{require_root, run, Netns, TempDir};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,40 +46,14 @@ const CODES: &[&str] = &[
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
 /// None (skip; panic under CI=true).
 fn wheel(version: &str) -> Option<PathBuf> {
-    let root = std::env::var("NCCLENV_TEST_NCCL_ROOT").unwrap_or_else(|_| "/opt/ncclenv".into());
-    let dir = Path::new(&root).join(format!("nccl-{version}"));
-    if dir.join("nvidia/nccl/lib/libnccl.so.2").is_file() {
-        return Some(dir);
-    }
-    let why = format!(
-        "the NCCL {version} wheel is not installed in {} (run scripts/install-nccl-wheels.sh)",
-        dir.display()
-    );
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{why}");
-    }
-    eprintln!("skipping a preflight test: {why}");
-    None
+    common::needs::nccl_wheel(version).map(|w| w.dir)
 }
 
 /// True when `nft` and `python3` can run (panics under CI=true otherwise).
 fn tools() -> bool {
-    for t in ["nft", "python3"] {
-        let ok = Command::new(t)
-            .arg("--version")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !ok {
-            let why = format!("`{t} --version` does not run (scripts/test.sh installs it)");
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{why}");
-            }
-            eprintln!("skipping a preflight test: {why}");
-            return false;
-        }
-    }
-    true
+    ["nft", "python3"]
+        .iter()
+        .all(|t| common::needs::program(t, &["--version"], "scripts/test.sh installs it"))
 }
 
 /// Nodes on one bridge. Node `i` (1-based) is `nodes[i - 1]`, address `10.<net>.0.<i>`.

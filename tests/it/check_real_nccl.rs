@@ -14,44 +14,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// `(version folder name, libnccl path)` for every installed wheel, or None when the tests must skip.
+/// `(version folder name, libnccl path)` for every installed wheel, oldest first, or None when the tests
+/// must skip (no wheel, not root, no `ip`; a failure under CI).
 fn libraries() -> Option<Vec<(String, PathBuf)>> {
-    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
-    let mut libs: Vec<(String, PathBuf)> = std::fs::read_dir(&root)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().to_string();
-                    let lib = e.path().join("nvidia/nccl/lib/libnccl.so.2");
-                    (name.starts_with("nccl-") && !name.contains(".partial") && lib.is_file())
-                        .then_some((name, lib))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    libs.sort();
-    // SAFETY: geteuid has no preconditions.
-    let is_root = unsafe { nix::libc::geteuid() } == 0;
-    let has_ip = ip_path().is_some();
-    let why = if libs.is_empty() {
-        Some(format!(
-            "no NCCL wheels under {} (run scripts/install-nccl-wheels.sh)",
-            root.display()
-        ))
-    } else if !is_root || !has_ip {
-        Some("needs root and the ip command for network namespaces".to_string())
-    } else {
-        None
-    };
-    match why {
-        Some(w) => {
-            common::skip(&format!("check_real_nccl: {w}"));
-            None
-        }
-        None => Some(libs),
+    let wheels = common::needs::nccl_wheels()?;
+    if !common::needs::root("check_real_nccl: network namespaces") {
+        return None;
     }
+    if ip_path().is_none() {
+        return common::needs::missing("check_real_nccl: no ip command (apt-get install iproute2)");
+    }
+    Some(
+        wheels
+            .into_iter()
+            .map(|w| (format!("nccl-{}", w.version), w.lib))
+            .collect(),
+    )
 }
 
 fn ip_path() -> Option<PathBuf> {
@@ -101,10 +79,7 @@ impl Netns {
             ip_path().expect("ip").display(),
             env!("CARGO_BIN_EXE_ncclenv-check")
         );
-        std::fs::write(&wrapper, script).expect("write wrapper");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod wrapper");
+        common::exe::write(&wrapper, script, 0o755);
         Netns { name, wrapper }
     }
 
@@ -239,7 +214,7 @@ fn ipv6_only_with_socket_family_inet6() {
 // ---------------------------------------------------------------------------------------------------------
 // Agreement: ncclenv's model of NCCL ("NCCL alone" in doctor) against what the real library binds
 
-mod common;
+use crate::common;
 
 use common::layouts;
 
@@ -480,7 +455,7 @@ fn readme_sentence(versions: &[String], layouts: (usize, usize), cases: (usize, 
 
 /// `doctor`'s model of NCCL's own choice ("NCCL alone", `decision.nccl_model`) against what the real
 /// `ncclGetUniqueId` of each pinned wheel binds, with the environment as given, on every field-case layout
-/// (`tests/common/layouts.rs`) and with every inherited value of [`inherited_values`]. The model follows the
+/// (`tests/it/common/layouts.rs`) and with every inherited value of [`inherited_values`]. The model follows the
 /// version named by `NCCLENV_NCCL_LIB`. Every case must agree; the figure is printed and must be the one
 /// `docs/policy.md` states.
 #[test]

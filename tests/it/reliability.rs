@@ -15,13 +15,12 @@
 //! Tests that build namespaces or mounts need root (`common::require_root`: skipped with a reason outside
 //! CI, failing under `CI=true`).
 
-mod common;
+use crate::common;
 
 use common::{require_root, Netns, TempDir};
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -60,12 +59,12 @@ fn ncclenv<S: AsRef<OsStr>>(vars: &[(OsString, OsString)], args: &[S]) -> Comman
 /// Runs `c` (in `ns` when given), with a deadline: a run that blocks is a failure, not a hung test.
 fn run(ns: Option<&Netns>, mut c: Command, secs: u64) -> Output {
     let mut go = move || {
-        let mut child = c
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn ncclenv");
+        let mut child = common::exe::spawn(
+            c.stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .expect("spawn ncclenv");
         let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
         let t_out = std::thread::spawn(move || {
             let mut b = Vec::new();
@@ -131,8 +130,7 @@ fn get<'a>(recs: &'a [Vec<u8>], name: &str) -> Option<&'a [u8]> {
 }
 
 fn write_exe(path: &Path, body: &str) {
-    std::fs::write(path, body).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    common::exe::write(path, body, 0o755);
 }
 
 /// A namespace with `eth0` (RUNNING, 10.77.0.2/24, default route): ncclenv's choice is eth0.
@@ -580,25 +578,11 @@ fn config_lines_are_judged_as_nccl_reads_them() {
 /// Every installed `nvidia-nccl-cu12` wheel's libnccl (scripts/install-nccl-wheels.sh); under `CI=true` none
 /// is a failure.
 fn nccl_libs() -> Vec<PathBuf> {
-    let root = std::env::var_os("NCCLENV_TEST_NCCL_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/ncclenv"));
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path().join("nvidia/nccl/lib/libnccl.so.2"))
-                .filter(|p| p.is_file() && !p.to_string_lossy().contains(".partial"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    if v.is_empty() {
-        common::skip(&format!(
-            "no NCCL wheel under {} (scripts/install-nccl-wheels.sh)",
-            root.display()
-        ));
-    }
-    v
+    common::needs::nccl_wheels()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.lib)
+        .collect()
 }
 
 /// The CRLF case with the real NCCL: `~/.nccl.conf` (read by 2.21.5 and 2.27.7 alike) says
@@ -661,8 +645,11 @@ fn spawn_raw(argv: &[&[u8]], envp: &[&[u8]]) -> Output {
     let cs = |b: &[u8]| CString::new(b).expect("no NUL");
     let argv: Vec<CString> = argv.iter().map(|a| cs(a)).collect();
     let envp: Vec<CString> = envp.iter().map(|e| cs(e)).collect();
-    let (out_r, out_w) = nix::unistd::pipe().expect("pipe");
-    let (err_r, err_w) = nix::unistd::pipe().expect("pipe");
+    // Close-on-exec (dup2 onto 1 and 2 clears it there): a child another test starts meanwhile must not
+    // hold a write end, or the readers below wait for that child (all tests share one process).
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (out_r, out_w) = nix::unistd::pipe2(cloexec).expect("pipe");
+    let (err_r, err_w) = nix::unistd::pipe2(cloexec).expect("pipe");
     let mut fa = PosixSpawnFileActions::init().expect("fa");
     fa.add_dup2(out_w.as_raw_fd(), 1).expect("dup2");
     fa.add_dup2(err_w.as_raw_fd(), 2).expect("dup2");
@@ -1243,8 +1230,7 @@ fn a_missing_interpreter_is_named() {
         .expect("/bin/true is dynamically linked (PT_INTERP)");
     elf[at + 1..at + 4].copy_from_slice(b"XXX");
     let bad = tmp.join("badelf");
-    std::fs::write(&bad, &elf).expect("write");
-    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    common::exe::write(&bad, &elf, 0o755);
     let o = run(
         None,
         ncclenv(&vars, &[OsStr::new("--"), bad.as_os_str()]),

@@ -7,12 +7,11 @@
 //! matter, only how it passes everything else on. Every run has a controlled environment: PATH, an empty
 //! sysfs and devfs (no RDMA device, no GPU node) and `NCCLENV_SHM_MIN=0`, plus the test's own variables.
 
-mod common;
+use crate::common;
 
 use common::{TempDir, OURS};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -68,9 +67,7 @@ fn ncclenv_ordered<S: AsRef<OsStr>>(vars: &[(OsString, OsString)], args: &[S]) -
 }
 
 fn output(c: &mut Command) -> Output {
-    let out = c
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    let out = common::exe::output(c).unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
@@ -84,8 +81,7 @@ fn stderr(o: &Output) -> String {
 }
 
 fn write_exe(path: &Path, text: &str, mode: u32) {
-    std::fs::write(path, text).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    common::exe::write(path, text, mode);
 }
 
 /// Splits NUL-terminated records.
@@ -501,7 +497,7 @@ fn a_script_without_shebang_runs_through_bin_sh() {
     );
     let bin = tmp.join("bin");
     std::fs::create_dir_all(&bin).expect("mkdir");
-    std::fs::copy(&script, bin.join("ncclenv-t-noshebang")).expect("copy");
+    common::exe::copy(&script, &bin.join("ncclenv-t-noshebang"));
     let mut vars = base(&tmp);
     vars[0] = (os("PATH"), format!("{}:{PATH}", bin.display()).into());
     let o = output(&mut ncclenv(
@@ -906,9 +902,10 @@ fn dev_full() -> std::process::Stdio {
         .into()
 }
 
-/// The write end of a pipe whose reader is already closed (every write fails with EPIPE).
+/// The write end of a pipe whose reader is already closed (every write fails with EPIPE). Close-on-exec, so
+/// that a child another test starts meanwhile does not inherit it (all tests share one process).
 fn closed_pipe() -> std::process::Stdio {
-    let (r, w) = nix::unistd::pipe().expect("pipe");
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     drop(r);
     w.into()
 }

@@ -11,7 +11,7 @@
 //!
 //! Needs root (namespaces); skips without it, fails under `CI=true`.
 
-mod common;
+use crate::common;
 
 use common::{Netns, TempDir};
 use serde_json::Value;

@@ -1,0 +1,25 @@
+//! ncclenv's integration tests: one test binary (`cargo test --test it`), one module per area. See
+//! tests/README.md for how to run all of them, one module or one test, and what needs root, Docker or the
+//! NCCL wheels.
+
+mod common;
+
+mod arm64;
+mod check_entrypoint;
+mod check_fake;
+mod check_real_nccl;
+mod decide_core;
+mod docker_e2e;
+mod doctor_schema;
+mod exec_semantics;
+mod explain;
+mod field_cases;
+mod host_probe;
+mod logging;
+mod packaging;
+mod paddle_e2e;
+mod preflight;
+mod probe_net;
+mod rdma_entrypoint;
+mod reliability;
+mod static_binary;
