@@ -1330,7 +1330,7 @@ pub fn framework(argv: &[OsString]) -> Option<Framework> {
 }
 
 /// The value of a launcher option (`--name value` or `--name=value`) before the training script, if given:
-/// the last one among a recognised launcher's own options (see [`Until::Positional`]), else among the words
+/// the last one among a recognised launcher's own options (up to its first positional argument), else among the words
 /// before a `*.py` argument or `--`.
 pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
     let args: Vec<String> = argv
