@@ -118,9 +118,6 @@ pub struct Network {
     pub ipv6_routes_probed: bool,
 }
 
-/// The former name of [`Network`], kept while the integration tests still spell it so.
-pub type NetSnapshot = Network;
-
 /// One network interface (link).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Link {

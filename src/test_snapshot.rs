@@ -10,7 +10,7 @@
 //!     .build();
 //! ```
 
-use crate::snapshot::{GpuInfo, Link, NcclInstall, NetSnapshot, RdmaSnapshot, ShmInfo, Snapshot};
+use crate::snapshot::{GpuInfo, Link, NcclInstall, Network, RdmaSnapshot, ShmInfo, Snapshot};
 
 /// A [`Snapshot`] put together part by part; what is not set stays as [`Snapshot::default`].
 #[derive(Default)]
@@ -38,7 +38,7 @@ impl SnapshotBuilder {
     /// A network read with the links `names` (indices from 1, every other field its default: down, no
     /// address) and nothing else.
     pub(crate) fn links(mut self, names: &[&str]) -> SnapshotBuilder {
-        self.snap.net = Ok(NetSnapshot {
+        self.snap.net = Ok(Network {
             links: names
                 .iter()
                 .enumerate()
@@ -48,7 +48,7 @@ impl SnapshotBuilder {
                     ..Link::default()
                 })
                 .collect(),
-            ..NetSnapshot::default()
+            ..Network::default()
         });
         self
     }

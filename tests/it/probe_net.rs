@@ -7,7 +7,7 @@ use crate::common;
 use common::oracle::{arr, check, check_start};
 use common::Netns;
 use ncclenv::probe::net::{probe_full as probe, probe_start, StartNeeds};
-use ncclenv::snapshot::{Family, Link, NetSnapshot, NextHop};
+use ncclenv::snapshot::{Family, Link, Network, NextHop};
 use std::net::IpAddr;
 use std::process::Command;
 
@@ -15,7 +15,7 @@ fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| s.parse().unwrap()).collect()
 }
 
-fn link<'a>(s: &'a NetSnapshot, name: &str) -> &'a Link {
+fn link<'a>(s: &'a Network, name: &str) -> &'a Link {
     s.links
         .iter()
         .find(|l| l.name == name)
@@ -366,7 +366,7 @@ fn host_namespace_matches_ip() {
 #[ignore = "a timing to run by hand (--ignored --nocapture), not a test"]
 fn probe_timing() {
     let peers = ips(&["192.0.2.1"]);
-    let time = |f: &dyn Fn() -> NetSnapshot| {
+    let time = |f: &dyn Fn() -> Network| {
         let mut times: Vec<std::time::Duration> = (0..50)
             .map(|_| {
                 let t = std::time::Instant::now();

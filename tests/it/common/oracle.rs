@@ -5,7 +5,7 @@
 
 use super::Netns;
 use ncclenv::probe::net::{probe_full as probe, probe_start, StartNeeds};
-use ncclenv::snapshot::{Addr, Family, Link, NetSnapshot, NextHop, Route, RouteLookup};
+use ncclenv::snapshot::{Addr, Family, Link, Network, NextHop, Route, RouteLookup};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -260,7 +260,7 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
 
 /// The probe's snapshot in the oracle's shape (addresses grouped like `ip`, error texts reduced to their
 /// description), after checking the orders the snapshot promises.
-fn probe_view(snap: &NetSnapshot) -> IpView {
+fn probe_view(snap: &Network) -> IpView {
     let idx: Vec<u32> = snap.links.iter().map(|l| l.index).collect();
     assert!(
         idx.windows(2).all(|w| w[0] < w[1]),
@@ -304,7 +304,7 @@ fn probe_view(snap: &NetSnapshot) -> IpView {
 
 /// Probes inside `ns` (or the host) and asserts that the result equals `ip -j`'s view, taken just before and
 /// just after (retried while those two differ: a link state or address lifetime changed meanwhile).
-pub fn check(ns: Option<&Netns>, peers: &[IpAddr]) -> NetSnapshot {
+pub fn check(ns: Option<&Netns>, peers: &[IpAddr]) -> Network {
     for _ in 0..5 {
         let snap = match ns {
             Some(ns) => ns.in_netns(|| probe(peers)),

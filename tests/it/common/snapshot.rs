@@ -27,7 +27,7 @@ pub fn ip(s: &str) -> IpAddr {
 #[derive(Clone, Debug, Default)]
 pub struct SnapshotBuilder {
     /// Links, addresses, routes and the kernel's route lookups.
-    pub net: NetSnapshot,
+    pub net: Network,
     /// The environment the command inherits.
     pub env: BTreeMap<String, String>,
     /// The job's master (the peer), when one is named.
