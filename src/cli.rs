@@ -312,7 +312,7 @@ pub const OPTIONS: &[Opt] = &[
         name: "strict",
         value: None,
         accepts: Accepts::Switch,
-        help: "refuse (exit 78) on any repair or risk",
+        help: "refuse on strict findings (exit 78)",
         meaning: "`1`: every repair, every risk warning about an inherited value, a fallback to `lo` and a choice no route supported become exit 78",
         default: "`0`",
         set: |c, v| {
@@ -530,10 +530,10 @@ pub const OPTIONS: &[Opt] = &[
         name: "debug",
         value: None,
         accepts: Accepts::Switch,
-        help: "NCCL's own logs for the command: set the
-unset of NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS,
-NCCL_DEBUG_FILE (one file per host and
-process) and the launcher's debug switch",
+        help: "NCCL's own logs for the command: sets
+NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE
+(each when unset; one file per host and process)
+and the launcher's debug switch",
         meaning: "`1`: NCCL's own logs for the command, one file per host and process (below; [explain.md](explain.md))",
         default: "`0`",
         set: |c, v| {
@@ -659,13 +659,14 @@ pub fn help() -> String {
     let _ = write!(
         o,
         "\nexit codes: {} usage error, {} refused (NCCL would certainly fail, or strict mode), {} command not\n\
-         executable, {} command not found, {}+N interrupted by signal N during a check; otherwise the\n\
-         command's own.\n",
+         executable, {} command not found, {}+N interrupted by signal N during a check, {} internal error\n\
+         (env, doctor, check); otherwise the command's own.\n",
         crate::exit::USAGE,
         crate::exit::REFUSED,
         crate::exit::CANNOT_EXECUTE,
         crate::exit::NOT_FOUND,
-        crate::exit::SIGNAL_BASE
+        crate::exit::SIGNAL_BASE,
+        crate::exit::SOFTWARE
     );
     o
 }

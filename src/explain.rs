@@ -1247,10 +1247,11 @@ pub fn render_text(r: &Report) -> String {
     let hosts: BTreeSet<&str> = r.processes.iter().map(|p| p.host.as_str()).collect();
     let _ = writeln!(
         o,
-        "ncclenv explain: {} process(es) on {} host(s), from {} input(s) ({lines} lines, {nccl} from NCCL)",
+        "ncclenv explain: {} process(es) on {} host(s), from {} input(s) ({lines} line{}, {nccl} from NCCL)",
         r.processes.len(),
         hosts.len(),
-        r.inputs.len()
+        r.inputs.len(),
+        if lines == 1 { "" } else { "s" }
     );
     for i in r.inputs.iter().filter(|i| i.error.is_some()) {
         let _ = writeln!(o, "  {}: {}", i.name, i.error.as_deref().unwrap_or(""));

@@ -128,6 +128,12 @@ fn entrypoint_command(args: &[OsString]) -> Option<Vec<OsString>> {
     (!sub && dd + 1 < args.len()).then(|| args[dd + 1..].to_vec())
 }
 
+/// True when the command line, read without parsing it, asks for `ncclenv env`: the word `env` before any
+/// `--`.
+fn is_env_mode(args: &[OsString]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "env")
+}
+
 /// True when `NCCLENV_DISABLE` (its first entry, as `getenv`) holds a true switch value.
 fn disabled(vars: &[(OsString, OsString)]) -> bool {
     vars.iter()
@@ -162,6 +168,10 @@ fn main() -> ExitCode {
                 return exec_or_exit(&cmd, environ, environ);
             }
             report::usage_error(&format!("{} (see ncclenv --help)", e.0), &vars);
+            if is_env_mode(args) {
+                // `eval "$(ncclenv env)"` stops the script that evals it, as on a refusal.
+                out(&format!("exit {}\n", exit::USAGE));
+            }
             return ExitCode::from(exit::USAGE);
         }
     };

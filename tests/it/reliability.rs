@@ -891,6 +891,10 @@ fn a_malformed_variable_beside_disable_never_stops_the_job() {
     let o = run(None, ncclenv(&vars, &["--", "sh", "-c", "echo ran"]), 20);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(text(&o.stdout).is_empty());
+    // `eval "$(ncclenv env)"` stops on a usage error as on a refusal: stdout is `exit 2`.
+    let o = run(None, ncclenv(&vars, &["env"]), 20);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "exit 2\n");
     vars.push(var("NCCLENV_STRICT", "maybe"));
     vars.retain(|(k, _)| k != "NCCLENV_CHECK_TIMEOUT");
     let o = run(None, ncclenv(&vars, &["--", "true"]), 20);
