@@ -2,8 +2,8 @@
 //! as aligned plain text for people ([`Report::text`], one function per section) or as JSON for tools
 //! ([`Report::json`], the serde form of the same struct; shape in `docs/doctor.schema.json`).
 //!
-//! Rendering only: the caller probes, decides, and passes the interface speeds it read with
-//! [`crate::probe::host::link_speeds`] and the preflight outlook. Nothing here does I/O.
+//! Rendering only: the caller probes (at doctor depth, which also reads the link speeds into
+//! [`Snapshot::link_speeds`]), decides, and passes the preflight outlook. Nothing here does I/O.
 
 use crate::decide::rdma::HcaReport;
 use crate::decide::shm::ShmNeed;
@@ -16,7 +16,6 @@ use crate::snapshot::{
 };
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// The `schema` value of [`Report::json`]'s output. Bumped only on an incompatible change of the shape.
@@ -192,14 +191,9 @@ fn outlook_json<S: serde::Serializer>(o: &&Outlook, s: S) -> Result<S::Ok, S::Er
 }
 
 impl<'a> Report<'a> {
-    /// Build the report: `speeds` are the interfaces' speeds in Mb/s by name, `preflight` the outlook of the
-    /// fleet preflight ([`crate::preflight::outlook`]). Pure.
-    pub fn new(
-        snap: &'a Snapshot,
-        plan: &'a Plan,
-        speeds: &BTreeMap<String, u64>,
-        preflight: &'a Outlook,
-    ) -> Report<'a> {
+    /// Build the report (interface speeds from [`Snapshot::link_speeds`], Mb/s by name); `preflight` is the
+    /// outlook of the fleet preflight ([`crate::preflight::outlook`]). Pure.
+    pub fn new(snap: &'a Snapshot, plan: &'a Plan, preflight: &'a Outlook) -> Report<'a> {
         let net = snap.net.as_ref().ok();
         let interfaces = net.map_or_else(Vec::new, |net| {
             net.links
@@ -213,7 +207,7 @@ impl<'a> Report<'a> {
                     kind: kind_text(l),
                     link_type: l.link_type,
                     mtu: l.mtu,
-                    speed_mbps: speeds.get(&l.name).copied(),
+                    speed_mbps: snap.link_speeds.get(&l.name).copied(),
                     mac: l.mac.as_deref(),
                     addresses: addrs_of(net, l),
                     used_by: used_by(net, l),
@@ -995,6 +989,7 @@ mod tests {
     use crate::snapshot::{
         GpuInfo, NcclInstall, Peer, RdmaDevice, RdmaPort, RdmaSnapshot, RouteLookup, ShmInfo,
     };
+    use std::collections::BTreeMap;
     use std::net::IpAddr;
 
     fn ip(s: &str) -> IpAddr {
@@ -1142,7 +1137,11 @@ mod tests {
         speeds: &BTreeMap<String, u64>,
         preflight: &Outlook,
     ) -> String {
-        let mut r = Report::new(snap, plan, speeds, preflight);
+        let snap = Snapshot {
+            link_speeds: speeds.clone(),
+            ..snap.clone()
+        };
+        let mut r = Report::new(&snap, plan, preflight);
         r.decision.nccl_alone = alone.map(String::from);
         r.text()
     }
@@ -1155,7 +1154,11 @@ mod tests {
         speeds: &BTreeMap<String, u64>,
         preflight: &Outlook,
     ) -> Value {
-        let mut r = Report::new(snap, plan, speeds, preflight);
+        let snap = Snapshot {
+            link_speeds: speeds.clone(),
+            ..snap.clone()
+        };
+        let mut r = Report::new(&snap, plan, preflight);
         r.decision.nccl_alone = alone.map(String::from);
         r.json()
     }
@@ -1365,6 +1368,7 @@ mod tests {
     /// machine.
     mod golden {
         use super::super::*;
+        use std::collections::BTreeMap;
         use std::path::{Path, PathBuf};
 
         /// One fixture file.
@@ -1390,9 +1394,13 @@ mod tests {
         /// The text and pretty JSON of `doctor` on a fixture, and its exit code.
         fn render(f: &Fixture) -> (String, String, u8) {
             let cfg = config(f);
-            let plan = crate::decide::decide(&f.snapshot, &cfg);
-            let outlook = crate::preflight::outlook(&f.snapshot, &cfg, &plan);
-            let r = Report::new(&f.snapshot, &plan, &f.speeds, &outlook);
+            let snap = Snapshot {
+                link_speeds: f.speeds.clone(),
+                ..f.snapshot.clone()
+            };
+            let plan = crate::decide::decide(&snap, &cfg);
+            let outlook = crate::preflight::outlook(&snap, &cfg, &plan);
+            let r = Report::new(&snap, &plan, &outlook);
             let json = serde_json::to_string_pretty(&r.json()).unwrap_or_default() + "\n";
             (r.text(), json, exit_code(&plan))
         }
@@ -1466,12 +1474,7 @@ mod tests {
                 crate::cli::config_from_env(ncclenv.iter().map(|(k, v)| (k.into(), v.into())))
                     .expect("NCCLENV_* variables");
             let snapshot = crate::probe::collect(&cfg, &cmd, &vars, crate::probe::Depth::Doctor);
-            let names: Vec<String> = snapshot
-                .net
-                .as_ref()
-                .map(|n| n.links.iter().map(|l| l.name.clone()).collect())
-                .unwrap_or_default();
-            let speeds = crate::probe::host::link_speeds(&cfg.sysfs, &names);
+            let speeds = snapshot.link_speeds.clone();
             let dir = root().join(name);
             std::fs::create_dir_all(&dir).expect("mkdir");
             let f = Fixture {

@@ -322,7 +322,7 @@ fn env(cx: &Ctx<'_>, cmd: &[OsString]) -> ExitCode {
 fn doctor(cx: &Ctx<'_>, json: bool, cmd: &[OsString]) -> ExitCode {
     let (snap, plan) = cx.decide(cmd, Depth::Doctor);
     let preflight = ncclenv::preflight::outlook(&snap, cx.cfg, &plan);
-    let r = doctor::Report::new(&snap, &plan, &snap.link_speeds, &preflight);
+    let r = doctor::Report::new(&snap, &plan, &preflight);
     if json {
         out(&format!("{}\n", ncclenv::text::escape_json(&r.json_text())));
     } else {
