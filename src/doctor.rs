@@ -1129,7 +1129,26 @@ mod tests {
         (snap, plan)
     }
 
-    /// The report's text, with "NCCL alone" given (the sample's model answer is not what these tests check).
+    /// `render` of the report on `snap` with its link speeds set to `speeds` and "NCCL alone" given (the
+    /// sample's model answer is not what these tests check).
+    fn rendered<T>(
+        snap: &Snapshot,
+        plan: &Plan,
+        alone: Option<&str>,
+        speeds: &BTreeMap<String, u64>,
+        preflight: &Outlook,
+        render: impl Fn(&Report) -> T,
+    ) -> T {
+        let snap = Snapshot {
+            link_speeds: speeds.clone(),
+            ..snap.clone()
+        };
+        let mut r = Report::new(&snap, plan, preflight);
+        r.decision.nccl_alone = alone.map(String::from);
+        render(&r)
+    }
+
+    /// The report's text.
     fn render_text(
         snap: &Snapshot,
         plan: &Plan,
@@ -1137,16 +1156,10 @@ mod tests {
         speeds: &BTreeMap<String, u64>,
         preflight: &Outlook,
     ) -> String {
-        let snap = Snapshot {
-            link_speeds: speeds.clone(),
-            ..snap.clone()
-        };
-        let mut r = Report::new(&snap, plan, preflight);
-        r.decision.nccl_alone = alone.map(String::from);
-        r.text()
+        rendered(snap, plan, alone, speeds, preflight, |r| r.text())
     }
 
-    /// The report's JSON, with "NCCL alone" given.
+    /// The report's JSON.
     fn render_json(
         snap: &Snapshot,
         plan: &Plan,
@@ -1154,13 +1167,7 @@ mod tests {
         speeds: &BTreeMap<String, u64>,
         preflight: &Outlook,
     ) -> Value {
-        let snap = Snapshot {
-            link_speeds: speeds.clone(),
-            ..snap.clone()
-        };
-        let mut r = Report::new(&snap, plan, preflight);
-        r.decision.nccl_alone = alone.map(String::from);
-        r.json()
+        rendered(snap, plan, alone, speeds, preflight, |r| r.json())
     }
 
     fn no_preflight() -> Outlook {
