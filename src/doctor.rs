@@ -1030,6 +1030,7 @@ mod tests {
                 tentative: false,
                 deprecated: false,
                 dad_failed: false,
+                label: None,
             }],
             routes: vec![Route {
                 family: crate::snapshot::Family::Inet,

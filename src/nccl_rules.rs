@@ -192,7 +192,7 @@ pub fn socket_family(value: Option<&str>) -> Option<Family> {
 /// One `getifaddrs()` entry as NCCL sees it: an interface name, its flags and one address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IfAddr {
-    /// Interface name.
+    /// The entry's `ifa_name`: the link's name, or an IPv4 address's label ([`Addr::label`]).
     pub name: String,
     /// Interface index.
     pub index: u32,
@@ -207,7 +207,11 @@ pub struct IfAddr {
 }
 
 /// The `getifaddrs()` walk NCCL makes: every address in kernel order, IPv4 entries before IPv6 ones (glibc
-/// asks `RTM_GETADDR` for all families; the kernel dumps AF_INET before AF_INET6).
+/// asks `RTM_GETADDR` for all families; the kernel dumps AF_INET before AF_INET6). An IPv4 address with a
+/// label is an entry named by its label (glibc's `getifaddrs` copies `IFA_LABEL` into `ifa_name`,
+/// sysdeps/unix/sysv/linux/ifaddrs.c), so to NCCL `eno1:avahi` is an interface of its own that the prefix
+/// `eno1` matches (`findInterfaces` compares and keeps `ifa_name`, src/misc/socket.cc 2.18–2.27,
+/// src/os/linux.cc 2.28–2.30).
 pub fn ifaddrs(net: &Network) -> Vec<IfAddr> {
     let by_index: std::collections::HashMap<u32, &Link> =
         net.links.iter().map(|l| (l.index, l)).collect();
@@ -218,7 +222,7 @@ pub fn ifaddrs(net: &Network) -> Vec<IfAddr> {
         .filter_map(|a: &Addr| {
             let l: &Link = link(a.index)?;
             Some(IfAddr {
-                name: l.name.clone(),
+                name: a.label.clone().unwrap_or_else(|| l.name.clone()),
                 index: l.index,
                 running: l.running,
                 loopback: l.loopback,
@@ -270,8 +274,10 @@ impl Era {
 /// An interface NCCL found, with the first address it kept for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
-    /// Interface name.
+    /// The interface's name as NCCL sees it (`ifa_name`: the link's name or an address label).
     pub name: String,
+    /// Index of the link that holds the address.
+    pub index: u32,
     /// The address NCCL uses on it (the first acceptable one in `getifaddrs` order).
     pub addr: IpAddr,
     /// `IFF_RUNNING` at probe time.
@@ -317,6 +323,7 @@ pub fn find_interfaces(
         }
         found.push(Found {
             name: e.name.clone(),
+            index: e.index,
             addr: e.addr,
             running: e.running,
             loopback: e.loopback,
@@ -625,6 +632,7 @@ mod tests {
             tentative: false,
             deprecated: false,
             dad_failed: false,
+            label: None,
         }
     }
 

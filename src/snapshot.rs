@@ -191,6 +191,13 @@ pub struct Addr {
     pub deprecated: bool,
     /// `IFA_F_DADFAILED`: duplicate-address detection failed.
     pub dad_failed: bool,
+    /// The IPv4 address's label (`IFA_LABEL`) when it differs from the link's name (`ip addr add … label
+    /// eno1:avahi`, `eth0:1` aliases, avahi-autoipd, keepalived). glibc's `getifaddrs` reports an IPv4
+    /// address under its label (`ifa_name`), so to NCCL, Gloo and TensorPipe a label is an interface of its
+    /// own (`docs/nccl-rules.md`, "Address labels"). `None` for IPv6 (no labels) and for a label equal to the
+    /// link's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 impl Addr {
@@ -211,9 +218,12 @@ impl Addr {
         prefix_contains(&self.addr, self.prefix_len, other)
     }
     /// True when the address can be bound now: not tentative (IPv6 duplicate-address detection still running
-    /// makes `bind` fail with `EADDRNOTAVAIL`, `docs/nccl-rules.md`), not deprecated, not DAD-failed.
+    /// makes `bind` fail with `EADDRNOTAVAIL`, `docs/nccl-rules.md`), not DAD-failed. A deprecated address
+    /// (preferred lifetime over, valid lifetime not) is bindable: the kernel still sources from it when
+    /// nothing better exists and NCCL binds it (measured with the real library, #26); it only ranks after
+    /// a preferred address of the same family on the same link.
     pub fn bindable(&self) -> bool {
-        !self.tentative && !self.deprecated && !self.dad_failed
+        !self.tentative && !self.dad_failed
     }
     /// True for an address NCCL can bind and another node can reach by routing: [`Addr::bindable`], not
     /// link-local, not loopback. With [`Link::is_candidate`] this is what makes an interface a candidate.
@@ -827,6 +837,7 @@ mod tests {
             tentative: false,
             deprecated: false,
             dad_failed: false,
+            label: None,
         };
         assert!(a("10.0.0.2").usable());
         assert!(a("fd00::2").usable());
@@ -836,9 +847,12 @@ mod tests {
         assert!(!a("fe80::1").usable());
         assert!(a("169.254.1.2").usable_link_local_v4());
         assert!(!a("fe80::1").usable_link_local_v4());
+        // Deprecated (preferred lifetime over) is still bindable and usable (#26).
+        let mut d = a("10.0.0.2");
+        d.deprecated = true;
+        assert!(d.bindable() && d.usable());
         for f in [
             |x: &mut Addr| x.tentative = true,
-            |x: &mut Addr| x.deprecated = true,
             |x: &mut Addr| x.dad_failed = true,
         ] {
             let mut x = a("10.0.0.2");

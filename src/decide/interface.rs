@@ -35,15 +35,18 @@ struct NetworkView<'a> {
     links: HashMap<u32, &'a Link>,
     /// Usable addresses per link index, IPv4 before IPv6, kernel order within a family.
     usable: HashMap<u32, Vec<&'a Addr>>,
-    /// The first IPv4 link-local address per link index (not tentative, deprecated or DAD-failed).
+    /// The first IPv4 link-local address per link index (not tentative or DAD-failed).
     ll4: HashMap<u32, &'a Addr>,
-    /// Links on which an IPv4 link-local address is usable: the kernel's route to the peer leaves through
-    /// them with no gateway (the peer is on that link, F16), or the peer is this host's own link-local
-    /// address there. Filled by [`NetworkView::for_job`].
+    /// Links on which an IPv4 link-local address is usable: the kernel's route to a link-local (169.254/16)
+    /// peer leaves through them with no gateway (the peer is on that link, F16), or the peer is this host's
+    /// own link-local address there. Filled by [`NetworkView::for_job`].
     ll_ok: Vec<u32>,
     /// Output interfaces of the default routes of table main and of the kernel's off-link lookups: the
     /// uplinks (a bridge among them carries the host's own traffic; it is no container bridge).
     uplinks: Vec<u32>,
+    /// Output interfaces of the kernel's routes to the peer (lookups that succeeded, not `local`): an
+    /// interface the master is reached through is never one "another node cannot reach" (#26, item 8).
+    peer_links: Vec<u32>,
 }
 
 impl<'a> NetworkView<'a> {
@@ -53,8 +56,10 @@ impl<'a> NetworkView<'a> {
         for a in net.addrs.iter().filter(|a| a.usable()) {
             usable.entry(a.index).or_default().push(a);
         }
+        // A deprecated address is usable but ranks after a preferred one of its family on the same link
+        // (the kernel's source selection prefers a preferred address, RFC 6724 rule 3; #26, item 7).
         for v in usable.values_mut() {
-            v.sort_by_key(|a| a.family());
+            v.sort_by_key(|a| (a.family(), a.deprecated));
         }
         let mut ll4: HashMap<u32, &'a Addr> = HashMap::new();
         for a in net.addrs.iter().filter(|a| a.usable_link_local_v4()) {
@@ -81,13 +86,20 @@ impl<'a> NetworkView<'a> {
             ll4,
             ll_ok: Vec::new(),
             uplinks,
+            peer_links: Vec::new(),
         }
     }
     /// The links where the job's peer makes an IPv4 link-local address usable (see [`NetworkView::ll_ok`]).
     fn for_job(mut self, snap: &Snapshot) -> NetworkView<'a> {
         if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
             for l in self.net.peer_routes.iter().filter(|l| l.error.is_none()) {
-                if !l.dest.is_ipv4() {
+                if let (false, Some(oif)) = (l.local, l.oif) {
+                    self.peer_links.push(oif);
+                }
+                // Only a link-local master makes a link-local address usable (F16): a master at a routable
+                // address on the same link cannot be answered from 169.254/16 (a label such as
+                // `eno1:avahi` beside `eno1`'s own address, #26).
+                if !(l.dest.is_ipv4() && is_link_local_ip(&l.dest)) {
                     continue;
                 }
                 if l.local {
@@ -114,18 +126,19 @@ impl<'a> NetworkView<'a> {
             self.ll4.get(&link.index).copied()
         })
     }
-    /// True when an address NCCL would use on `link_name` is fine although link-local: IPv4 on a link
-    /// where the peer is ([`NetworkView::ll_ok`]).
-    fn link_local_ok(&self, link_name: &str, addr: &IpAddr) -> bool {
-        addr.is_ipv4()
-            && self
-                .link_by_name(link_name)
-                .is_some_and(|l| self.ll_ok.contains(&l.index))
+    /// True when an address NCCL would use on the link `index` is fine although link-local: IPv4 on a link
+    /// where the peer is ([`NetworkView::ll_ok`]). By index: NCCL's name for an address may be a label.
+    fn link_local_ok(&self, index: u32, addr: &IpAddr) -> bool {
+        addr.is_ipv4() && self.ll_ok.contains(&index)
     }
-    /// A container or virtualisation bridge that is not an uplink ([`NetworkView::uplinks`]): a host's `br0` that
-    /// carries the default route is the host's own network.
+    /// A container or virtualisation bridge that is not an uplink ([`NetworkView::uplinks`]) and that the
+    /// route to the master does not leave through ([`NetworkView::peer_links`]): a host's `br0` that carries
+    /// the default route is the host's own network, and an overlay (`flannel.1`) that reaches the master
+    /// reaches it.
     fn container_bridge(&self, link: &Link) -> bool {
-        link.is_bridge_like() && !self.uplinks.contains(&link.index)
+        link.is_bridge_like()
+            && !self.uplinks.contains(&link.index)
+            && !self.peer_links.contains(&link.index)
     }
     fn link(&self, index: u32) -> Option<&'a Link> {
         self.links.get(&index).copied()
@@ -182,6 +195,63 @@ impl<'a> NetworkView<'a> {
         } else {
             name.to_string()
         }
+    }
+    /// The `NCCL_SOCKET_IFNAME` that makes NCCL bootstrap on `addr` of `link` (#26): NCCL's name for the
+    /// address is its label when it has one ([`Addr::label`], `nccl_rules::ifaddrs`), and a plain prefix
+    /// may match a label first (`eno1` matches `eno1:avahi`). Tried in order, each checked with NCCL's own
+    /// model (`nccl_rules::nccl_pick` with `family`, the family the command will have, and `era`): the
+    /// plain name when nothing else starts with it, `=name`; for a label (a name with `:`, which NCCL's
+    /// list syntax reads as a port, `parseStringList` in src/misc/utils.cc, so it cannot be written) `^=`
+    /// and every other NCCL name, then the link's name as a prefix. The first value whose first match is
+    /// that name and address wins; when none does (or without an address), [`NetworkView::nccl_value`].
+    fn nccl_value_for(
+        &self,
+        link: &Link,
+        addr: Option<&Addr>,
+        family: Option<Family>,
+        era: Era,
+    ) -> String {
+        let Some(a) = addr else {
+            return self.nccl_value(&link.name);
+        };
+        let entries = nccl_rules::ifaddrs(self.net);
+        let name = a.label.clone().unwrap_or_else(|| link.name.clone());
+        let mut names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        names.extend(self.net.links.iter().map(|l| l.name.as_str()));
+        names.sort_unstable();
+        names.dedup();
+        let mut tries: Vec<String> = Vec::new();
+        if !name.contains(':') {
+            if !names.iter().any(|n| *n != name && n.starts_with(name.as_str())) {
+                tries.push(name.clone());
+            }
+            tries.push(format!("={name}"));
+        } else {
+            let others: Vec<&str> = entries
+                .iter()
+                .map(|e| e.name.as_str())
+                .filter(|n| *n != name)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if !others.is_empty()
+                && others.len() <= nccl_rules::MAX_IFS
+                && others.iter().all(|n| !n.contains(':') && !n.contains(','))
+            {
+                tries.push(format!("^={}", others.join(",")));
+            }
+            tries.push(link.name.clone());
+        }
+        let fam = family.or(Some(a.family()));
+        tries
+            .into_iter()
+            .find(|t| {
+                nccl_rules::nccl_pick(self.net, Some(t), fam, era)
+                    .found
+                    .first()
+                    .is_some_and(|f| f.name == name && f.addr == a.addr)
+            })
+            .unwrap_or_else(|| self.nccl_value(&link.name))
     }
     fn usable_list(&self, family: Option<Family>) -> String {
         let c = self.candidates(family);
@@ -739,7 +809,7 @@ fn fatal_reason(
         )),
         Some(f)
             if is_multi(snap)
-                && (f.loopback || (is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr))) =>
+                && (f.loopback || (is_link_local_ip(&f.addr) && !v.link_local_ok(f.index, &f.addr))) =>
         {
             Some(format!(
                 "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
@@ -755,7 +825,11 @@ fn fatal_reason(
 /// The interface every library of the job will use: its name, its address (when it has one) and how it was
 /// chosen.
 struct Bound {
+    /// The link's name.
     ifname: String,
+    /// The name `getifaddrs` gives the bound address (`ifa_name`): its label when it has one
+    /// ([`Addr::label`]), else the link's name. Gloo and TensorPipe select by this exact name.
+    gname: String,
     addr: Option<IpAddr>,
     how: String,
 }
@@ -783,7 +857,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
                 first,
             },
             _,
-        ) => kept_interface(value, origin, first),
+        ) => kept_interface(&v, value, origin, first),
         (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, &fix, plan),
         (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, &fix, plan) {
             Some(b) => b,
@@ -805,9 +879,12 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
 
 /// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
 /// every library uses; nothing is set for NCCL.
-fn kept_interface(value: &str, origin: &str, first: &Found) -> Bound {
+fn kept_interface(v: &NetworkView, value: &str, origin: &str, first: &Found) -> Bound {
     Bound {
-        ifname: first.name.clone(),
+        ifname: v
+            .link(first.index)
+            .map_or_else(|| first.name.clone(), |l| l.name.clone()),
+        gname: first.name.clone(),
         addr: Some(first.addr),
         how: format!("inherited NCCL_SOCKET_IFNAME={value} (from {origin}), NCCL's first match"),
     }
@@ -824,7 +901,8 @@ fn own_interface(
     fix: &Fix,
     plan: &mut Plan,
 ) -> Bound {
-    let value = v.nccl_value(&p.link.name);
+    let era = nccl_target(snap).era;
+    let value = v.nccl_value_for(p.link, p.addr, family, era);
     match list {
         InheritedList::Fatal { value: val, origin, why } => fix.apply(
             plan,
@@ -842,20 +920,17 @@ fn own_interface(
             },
         ),
         InheritedList::Absent | InheritedList::Ignored => {
-            let exact = value.starts_with('=');
+            let why = if value.starts_with('=') {
+                "; '=' because the plain name would also match other interfaces (address labels count)"
+            } else if value.starts_with('^') {
+                "; the address's label cannot be written in NCCL's list syntax (':' starts a port), so every other interface is excluded"
+            } else {
+                ""
+            };
             plan.set(
                 "NCCL_SOCKET_IFNAME",
                 value,
-                format!(
-                    "{} by {}{}",
-                    p.link.name,
-                    p.how,
-                    if exact {
-                        "; '=' because the plain name would also match other interfaces"
-                    } else {
-                        ""
-                    }
-                ),
+                format!("{} by {}{why}", p.link.name, p.how),
             );
         }
         InheritedList::Kept { .. } => {}
@@ -881,6 +956,10 @@ fn own_interface(
     }
     Bound {
         ifname: p.link.name.clone(),
+        gname: p
+            .addr
+            .and_then(|a| a.label.clone())
+            .unwrap_or_else(|| p.link.name.clone()),
         addr: p.addr.map(|a| a.addr),
         how: p.how.clone(),
     }
@@ -963,6 +1042,7 @@ fn loopback_fallback(
     );
     Some(Bound {
         ifname: lo.name.clone(),
+        gname: lo.name.clone(),
         addr,
         how: "loopback fallback".to_string(),
     })
@@ -1134,7 +1214,7 @@ fn export_family(family: &InheritedFamily, bound: &Bound, fix: &Fix, plan: &mut 
 fn companions(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: &mut Plan) {
     let (ifname, addr) = (bound.ifname.as_str(), bound.addr);
     for var in ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"] {
-        companion(v, &snap.env, var, ifname, fix, plan);
+        companion(v, snap, var, bound, fix, plan);
     }
     other_launchers(v, snap, ifname, addr, fix, plan);
     pod_ip(snap, ifname, addr, is_multi(snap), fix, plan);
@@ -1198,11 +1278,9 @@ fn risky_match(v: &NetworkView, f: &Found) -> Option<&'static str> {
         Some("is the loopback interface")
     } else if !f.running {
         Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
-    } else if is_link_local_ip(&f.addr) && !v.link_local_ok(&f.name, &f.addr) {
+    } else if is_link_local_ip(&f.addr) && !v.link_local_ok(f.index, &f.addr) {
         Some("has only a link-local address")
-    } else if v
-        .link_by_name(&f.name)
-        .is_some_and(|l| v.container_bridge(l))
+    } else if v.link(f.index).is_some_and(|l| v.container_bridge(l))
     {
         Some("is a container or virtualisation bridge")
     } else {
@@ -1365,63 +1443,89 @@ impl Fix {
 }
 
 /// `GLOO_SOCKET_IFNAME` / `TP_SOCKET_IFNAME`: exact interface names only (PyTorch: a comma list; Paddle: one
-/// name). Set when unset; repaired when it holds NCCL syntax or a name that does not exist (Gloo then fails
-/// with "Unable to find address for: …"); warned when it names another interface than NCCL's.
+/// name), each resolved as Gloo resolves it: the first `getifaddrs` entry whose `ifa_name` equals the name
+/// (`strcmp`, so an IPv4 address label is a name of its own) and that has an IPv4 or IPv6 address, with no
+/// check of its flags, scope or reachability (`lookupAddrForIface`, pytorch/gloo
+/// gloo/transport/tcp/device.cc). Set when unset, to the name of the bound address ([`Bound::gname`]);
+/// repaired when it holds NCCL syntax, a name with no address (Gloo fails with "Unable to find address
+/// for: …"), or, in a multi-node job, a name whose first address is loopback or link-local (not on a
+/// link-local master's link): the same grounds as NCCL's (`fatal_reason`; #26 item 4). Warned when it
+/// names another interface than NCCL's.
 fn companion(
     v: &NetworkView,
-    env: &std::collections::BTreeMap<String, String>,
+    snap: &Snapshot,
     var: &str,
-    ifname: &str,
+    bound: &Bound,
     fix: &Fix,
     plan: &mut Plan,
 ) {
-    match env.get(var) {
-        None => plan.set(
+    let gname = bound.gname.as_str();
+    let Some(val) = snap.env.get(var) else {
+        plan.set(
             var,
-            ifname,
+            gname,
             format!("the same interface as NCCL ({var} takes exact names)"),
-        ),
-        Some(val) => {
-            let names: Vec<&str> = val.split(',').collect();
-            let bad = names.iter().find(|n| {
-                n.is_empty()
-                    || n.starts_with('^')
-                    || n.starts_with('=')
-                    || n.contains(':')
-                    || v.link_by_name(n).is_none()
-            });
-            if let Some(bad) = bad {
-                let why = if bad.starts_with('^')
-                    || bad.starts_with('=')
-                    || bad.contains(':')
-                    || bad.is_empty()
-                {
-                    format!("{var} takes exact interface names, not NCCL's list syntax ({bad:?})")
-                } else {
-                    format!("no interface named {bad:?} exists here")
-                };
-                fix.apply(
-                    plan,
-                    Repair {
-                        name: var,
-                        old: val,
-                        new: Some(ifname.to_string()),
-                        reason: format!("inherited {var}={val:?} would fail: {why}"),
-                        code: Finding::GlooIfnameRepaired,
-                        message: format!("{var}={val:?} replaced by {ifname:?}: {why}; Gloo would fail with \"Unable to find address for\""),
-                        remedy: format!("set {var} to one plain interface name, e.g. {ifname}"),
-                    },
-                );
-            } else if !names.contains(&ifname) {
-                plan.finding(
-                    Finding::CompanionDiffers,
-                    format!("{var}={val} names another interface than NCCL's {ifname}"),
-                    format!(
-                        "set {var}={ifname} so that every library of the job uses one interface"
-                    ),
-                );
-            }
+        );
+        return;
+    };
+    let names: Vec<&str> = val.split(',').collect();
+    if let Some(why) = names
+        .iter()
+        .find_map(|n| gloo_name_fails(v, n, is_multi(snap)).map(|w| (n, w)))
+        .map(|(_, w)| w.replace("{var}", var))
+    {
+        fix.apply(
+            plan,
+            Repair {
+                name: var,
+                old: val,
+                new: Some(gname.to_string()),
+                reason: format!("inherited {var}={val:?} would fail: {why}"),
+                code: Finding::GlooIfnameRepaired,
+                message: format!("{var}={val:?} replaced by {gname:?}: {why}"),
+                remedy: format!("set {var} to one plain interface name, e.g. {gname}"),
+            },
+        );
+    } else if !names.contains(&gname) && !names.contains(&bound.ifname.as_str()) {
+        plan.finding(
+            Finding::CompanionDiffers,
+            format!("{var}={val} names another interface than NCCL's {gname}"),
+            format!("set {var}={gname} so that every library of the job uses one interface"),
+        );
+    }
+}
+
+/// Why Gloo fails, or binds where another node cannot connect, with the interface name `n` (see
+/// [`companion`]; `{var}` stands for the variable's name). `None` when it works.
+fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
+    let entries = nccl_rules::ifaddrs(v.net);
+    let first = entries.iter().find(|e| e.name == n);
+    let syntax = n.is_empty() || n.starts_with('^') || n.starts_with('=');
+    match first {
+        _ if syntax => Some(format!(
+            "{{var}} takes exact interface names, not NCCL's list syntax ({n:?}); Gloo would fail with \"Unable to find address for\""
+        )),
+        None if n.contains(':') => Some(format!(
+            "{{var}} takes exact interface names, not NCCL's list syntax ({n:?}), and no address is labelled so; Gloo would fail with \"Unable to find address for\""
+        )),
+        None if v.link_by_name(n).is_some() => Some(format!(
+            "{n:?} has no IPv4 or IPv6 address here; Gloo would fail with \"Unable to find address for\""
+        )),
+        None => Some(format!(
+            "no interface named {n:?} exists here; Gloo would fail with \"Unable to find address for\""
+        )),
+        Some(e)
+            if multi
+                && (e.addr.is_loopback()
+                    || (is_link_local_ip(&e.addr) && !v.link_local_ok(e.index, &e.addr))) =>
+        {
+            Some(format!(
+                "Gloo binds the first address of {n:?}, {}, which another node cannot reach (only {})",
+                e.addr,
+                if e.addr.is_loopback() { "loopback" } else { "link-local" }
+            ))
         }
+        Some(_) => None,
     }
 }
 
@@ -1773,9 +1877,15 @@ fn container_bridge_nat(
 }
 
 /// Two candidate interfaces whose connected prefixes overlap: the kernel sources traffic from the first
-/// matching route whatever NCCL binds.
+/// matching route whatever NCCL binds. Judged from the connected routes the kernel really has
+/// ([`connected_prefix`]): an address that adds none (`flannel.1`'s 10.244.0.0/32, `noprefixroute`) overlaps
+/// nothing (#26, item 6).
 fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
-    let c = v.candidates(None);
+    let c: Vec<(&Link, &Addr)> = v
+        .candidates(None)
+        .into_iter()
+        .filter(|(_, a)| connected_prefix(v.net, a))
+        .collect();
     for (i, (l1, a1)) in c.iter().enumerate() {
         for (l2, a2) in c.iter().skip(i + 1) {
             if l1.index == l2.index || a1.family() != a2.family() {
@@ -1794,6 +1904,27 @@ fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
             }
         }
     }
+}
+
+/// True when the address `a` has a connected route: a route of table main to its prefix out of its link
+/// with no gateway (the kernel adds one for every address but a host prefix, /32 or /128, or one added with
+/// `noprefixroute`; `fib_add_ifaddr`, net/ipv4/fib_frontend.c; `addrconf_prefix_route`, net/ipv6/addrconf.c).
+/// Where the routes of the address's family were not probed ([`Network::ipv6_routes_probed`]) a prefix
+/// shorter than a host prefix counts as connected.
+fn connected_prefix(net: &Network, a: &Addr) -> bool {
+    let host = if a.addr.is_ipv4() { 32 } else { 128 };
+    if a.prefix_len >= host {
+        return false;
+    }
+    if a.addr.is_ipv6() && !net.ipv6_routes_probed {
+        return true;
+    }
+    net.routes.iter().any(|r| {
+        r.oif == Some(a.index)
+            && r.gateway.is_none()
+            && r.dst
+                .is_some_and(|(n, l)| l == a.prefix_len && prefix_contains(&n, l, &a.addr))
+    })
 }
 
 /// A proxy variable that the launcher's HTTP rendezvous would use and `NO_PROXY` does not exempt its host:

@@ -551,6 +551,7 @@ mod tests {
                     tentative: false,
                     deprecated: false,
                     dad_failed: false,
+                    label: None,
                 }],
                 ..Network::default()
             }),

@@ -91,6 +91,7 @@ pub fn probe_full(peer_addrs: &[IpAddr]) -> Result<Network, String> {
         .into_iter()
         .map(|f| nl.route_get(offlink_dest(f, &snap.routes, &snap.addrs)))
         .collect();
+    drop_plain_labels(&mut snap);
     Ok(snap)
 }
 
@@ -270,9 +271,13 @@ const IFLA_LINKINFO: u16 = 18;
 const IFLA_INFO_KIND: u16 = 1;
 /// Link attributes parsed by the crate: `IFLA_ADDRESS`, `IFLA_MTU`, `IFLA_MASTER`, `IFLA_OPERSTATE`.
 const LINK_PARSED: &[u16] = &[1, 4, 10, 16];
-/// Address attributes used (include/uapi/linux/if_addr.h): `IFA_ADDRESS`, `IFA_LOCAL`, `IFA_FLAGS`. The
-/// label (`IFA_LABEL`) is not read.
+/// Address attributes used (include/uapi/linux/if_addr.h): `IFA_ADDRESS`, `IFA_LOCAL`, `IFA_FLAGS`; the
+/// label (`IFA_LABEL`, [`IFA_LABEL`]) is read from its bytes.
 const ADDR_PARSED: &[u16] = &[1, 2, 8];
+/// `IFA_LABEL` (include/uapi/linux/if_addr.h): an IPv4 address's label, the name glibc's `getifaddrs`
+/// reports it under (`ifa_name`; sysdeps/unix/sysv/linux/ifaddrs.c). Read from its bytes: a label that is not
+/// UTF-8 must not drop the address.
+const IFA_LABEL: u16 = 3;
 /// Route attributes used (include/uapi/linux/rtnetlink.h): `RTA_DST`, `RTA_OIF`, `RTA_GATEWAY`,
 /// `RTA_PRIORITY`, `RTA_PREFSRC`, `RTA_MULTIPATH`, `RTA_TABLE`, `RTA_VIA`.
 const ROUTE_PARSED: &[u16] = &[1, 4, 5, 6, 7, 9, 15, 18];
@@ -349,8 +354,11 @@ fn address_message(payload: &[u8]) -> Option<AddressMessage> {
     let mut m = AddressMessage::default();
     m.header = AddressHeader::parse(payload).ok()?;
     m.attributes = attributes(payload, IFADDRMSG_LEN)
-        .filter(|a| ADDR_PARSED.contains(&a.kind()))
-        .filter_map(|a| AddressAttribute::parse(&a).ok())
+        .filter_map(|a| match a.kind() {
+            IFA_LABEL => Some(AddressAttribute::Label(name_text(a.value()).0)),
+            k if ADDR_PARSED.contains(&k) => AddressAttribute::parse(&a).ok(),
+            _ => None,
+        })
         .collect();
     Some(m)
 }
@@ -420,8 +428,10 @@ fn addr_from(m: AddressMessage) -> Option<Addr> {
     let mut local = None;
     let mut address = None;
     let mut flags = AddressFlags::from_bits_retain(u32::from(m.header.flags.bits()));
+    let mut label = None;
     for attr in m.attributes {
         match attr {
+            AddressAttribute::Label(l) if !l.is_empty() => label = Some(l),
             AddressAttribute::Local(a) => local = Some(a),
             AddressAttribute::Address(a) => address = Some(a),
             AddressAttribute::Flags(f) => flags = f,
@@ -436,7 +446,24 @@ fn addr_from(m: AddressMessage) -> Option<Addr> {
         tentative: flags.contains(AddressFlags::Tentative),
         deprecated: flags.contains(AddressFlags::Deprecated),
         dad_failed: flags.contains(AddressFlags::Dadfailed),
+        label,
     })
+}
+
+/// Keeps [`Addr::label`] only where it differs from the name of the address's link: the kernel sends every
+/// IPv4 address's label, which is the link's name unless one was given (`inet_rtm_newaddr`,
+/// net/ipv4/devinet.c). An address whose link is not in `net.links` keeps its label.
+fn drop_plain_labels(net: &mut Network) {
+    for a in &mut net.addrs {
+        let plain = net
+            .links
+            .iter()
+            .find(|l| l.index == a.index)
+            .is_some_and(|l| a.label.as_deref() == Some(l.name.as_str()));
+        if plain || a.addr.is_ipv6() {
+            a.label = None;
+        }
+    }
 }
 
 /// One [`Route`] from an `RTM_NEWROUTE` message (`struct rtmsg` + `RTA_*`, include/uapi/linux/rtnetlink.h),
@@ -959,6 +986,7 @@ pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<Network,
         }
     }
     snap.links = links;
+    drop_plain_labels(&mut snap);
     Ok(snap)
 }
 

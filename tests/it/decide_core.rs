@@ -502,6 +502,7 @@ fn risk_is_judged_with_the_family_ncclenv_exports() {
         tentative: false,
         deprecated: false,
         dad_failed: false,
+        label: None,
     });
     l.env("NCCL_SOCKET_IFNAME", "^docker,lo");
     l.env("NCCL_SOCKET_FAMILY", "AF_INET6");
@@ -1407,4 +1408,189 @@ fn a_multi_node_refusal_suggests_no_nat_bridge() {
         }
         v => panic!("{v:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// #26: where NCCL surprises. Labels, deprecated addresses, Gloo on fe80 only, overlap from connected
+// routes, reachability warnings beside the master's route.
+// ---------------------------------------------------------------------------------------------------------
+
+/// `eno1` holding avahi-autoipd's 169.254.8.223 (label `eno1:avahi`, listed first as the kernel lists a
+/// link-scope address before a global one) and 10.10.3.5; the master at 10.10.3.1 on that link.
+fn eno1_avahi() -> Lay {
+    let mut l = Lay::new();
+    let e = l.link("eno1", true, None);
+    l.labelled(e, "169.254.8.223/16", "eno1:avahi");
+    l.addr(e, "10.10.3.5/24");
+    l.peer("MASTER_ADDR", "10.10.3.1", Some(e), false);
+    l.nnodes(2);
+    l
+}
+
+#[test]
+fn label_matched_first_by_the_plain_name_makes_the_export_exact() {
+    let l = eno1_avahi();
+    let p = l.decide();
+    assert!(!refused(&p), "{:?}", p.verdict);
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("=eno1"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eno1"));
+    assert_eq!(val(&p, "POD_IP"), Some("10.10.3.5"));
+    // The model agrees: the plain name's first match is the label's link-local address.
+    let net = l.net.clone();
+    let plain = ncclenv::nccl_rules::nccl_pick(
+        &net,
+        Some("eno1"),
+        Some(Family::Inet),
+        ncclenv::nccl_rules::Era::Current,
+    );
+    assert_eq!(plain.found[0].name, "eno1:avahi");
+    assert_eq!(plain.found[0].addr, ip("169.254.8.223"));
+}
+
+#[test]
+fn inherited_prefix_landing_on_a_labels_link_local_address_is_repaired() {
+    let mut l = eno1_avahi();
+    l.env("NCCL_SOCKET_IFNAME", "eno1");
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("=eno1"), "{:?}", p.warnings);
+    assert!(has_warning(&p, "inherited-ifname-repaired"));
+    assert!(refused(&l.strict()));
+}
+
+#[test]
+fn chosen_address_that_is_labelled_is_exported_so_that_nccl_binds_it() {
+    // eth0 holds 192.168.50.2 (another network) first and the alias eth0:1 10.20.0.7 the master is on.
+    let mut l = Lay::new();
+    let e = l.link("eth0", true, None);
+    l.addr(e, "192.168.50.2/24");
+    l.labelled(e, "10.20.0.7/24", "eth0:1");
+    l.peer("MASTER_ADDR", "10.20.0.1", Some(e), false);
+    l.nnodes(2);
+    // The kernel's route to the master has 10.20.0.7 as source; the decision's address is the one on
+    // the master's prefix only where the label is the first usable address, so make it so here.
+    l.net.addrs.retain(|a| a.addr != ip("192.168.50.2"));
+    l.labelled(e, "192.168.50.2/24", "eth0");
+    l.net.addrs.iter_mut().for_each(|a| {
+        if a.label.as_deref() == Some("eth0") {
+            a.label = None
+        }
+    });
+    let p = l.decide();
+    let v = val(&p, "NCCL_SOCKET_IFNAME").expect("set").to_string();
+    let pick = ncclenv::nccl_rules::nccl_pick(
+        &l.net,
+        Some(&v),
+        Some(Family::Inet),
+        ncclenv::nccl_rules::Era::Current,
+    );
+    assert_eq!(pick.found[0].name, "eth0:1", "{v}");
+    assert_eq!(pick.found[0].addr, ip("10.20.0.7"), "{v}");
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0:1"));
+    assert_eq!(val(&p, "POD_IP"), Some("10.20.0.7"));
+}
+
+#[test]
+fn gloo_pinned_to_an_fe80_only_interface_is_repaired_in_a_multi_node_job() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.244.1.7/24"]);
+    l.default_via("10.244.1.1", e, 0, false);
+    l.plug("net1", &["fe80::6c:1/64"]);
+    l.env("NCCL_SOCKET_IFNAME", "net1");
+    l.env("GLOO_SOCKET_IFNAME", "net1");
+    l.env("TP_SOCKET_IFNAME", "net1");
+    l.nnodes(2);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("eth0"));
+    assert!(has_warning(&p, "gloo-ifname-repaired"));
+    // One node: Gloo on fe80 works there, kept.
+    let mut one = l.clone();
+    one.nnodes(1);
+    one.env("NCCL_SOCKET_IFNAME", "eth0");
+    let p = one.decide();
+    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), None);
+    // A link without any address: Gloo cannot find one (also on one node).
+    let mut bare = Lay::new();
+    let e = bare.plug("eth0", &["10.244.1.7/24"]);
+    bare.default_via("10.244.1.1", e, 0, false);
+    bare.link("net1", true, Some("macvlan"));
+    bare.env("GLOO_SOCKET_IFNAME", "net1");
+    assert_eq!(val(&bare.decide(), "GLOO_SOCKET_IFNAME"), Some("eth0"));
+}
+
+#[test]
+fn a_host_prefix_without_a_connected_route_overlaps_nothing() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.0.0.9/24"]);
+    l.default_via("10.0.0.1", e, 0, false);
+    let f = l.link("flannel.1", true, Some("vxlan"));
+    l.addr(f, "10.244.0.0/32");
+    let c = l.link("cni0", true, Some("bridge"));
+    l.addr(c, "10.244.0.1/24");
+    assert!(!has_warning(&l.decide(), "overlapping-prefixes"));
+    // With a real overlap of connected routes it still warns.
+    let g = l.link("net1", true, Some("macvlan"));
+    l.addr(g, "10.244.0.77/16");
+    assert!(has_warning(&l.decide(), "overlapping-prefixes"));
+}
+
+#[test]
+fn deprecated_addresses_are_usable_and_rank_after_preferred_ones() {
+    // IPv6-only node whose only global address is deprecated: not refused, eth0 chosen.
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["fd00:60::12/64", "fe80::12/64"]);
+    l.deprecate("fd00:60::12");
+    l.default_via("fd00:60::1", e, 0, false);
+    l.nnodes(2);
+    let p = l.decide();
+    assert!(!refused(&p), "{:?}", p.verdict);
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET6"));
+    // IPv4 the same.
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.9.0.2/24"]);
+    l.deprecate("10.9.0.2");
+    l.default_via("10.9.0.1", e, 0, false);
+    l.nnodes(2);
+    let p = l.decide();
+    assert!(!refused(&p), "{:?}", p.verdict);
+    assert_eq!(val(&p, "POD_IP"), Some("10.9.0.2"));
+    // A preferred address of the same family on the link comes first.
+    l.addr(e, "10.9.0.3/24");
+    assert_eq!(val(&l.decide(), "POD_IP"), Some("10.9.0.3"));
+    // Dual stack, IPv6 cluster: an inherited AF_INET6 that works (deprecated global) is kept.
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.9.0.2/24", "fd00:60::12/64"]);
+    l.deprecate("fd00:60::12");
+    l.default_via("10.9.0.1", e, 0, false);
+    l.env("NCCL_SOCKET_FAMILY", "AF_INET6");
+    l.nnodes(2);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), None, "kept");
+    assert!(!has_warning(&p, "inherited-family-repaired"));
+}
+
+#[test]
+fn an_overlay_that_reaches_the_master_is_not_a_bridge_another_node_cannot_reach() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.0.0.9/24"]);
+    l.default_via("10.0.0.1", e, 0, false);
+    let f = l.link("flannel.1", true, Some("vxlan"));
+    l.addr(f, "10.244.3.0/16");
+    l.peer_via("MASTER_ADDR", "10.244.0.5", f, "10.244.0.0");
+    l.env("NCCL_SOCKET_IFNAME", "flannel.1");
+    l.nnodes(2);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept");
+    assert!(
+        !has_warning(&p, "inherited-ifname-risky"),
+        "{:?}",
+        p.warnings
+    );
+    // Without the master's route through it, the same value is warned.
+    let mut l2 = l.clone();
+    l2.peer = None;
+    l2.net.peer_routes.clear();
+    assert!(has_warning(&l2.decide(), "inherited-ifname-risky"));
 }

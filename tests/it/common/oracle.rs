@@ -189,6 +189,7 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
         .iter()
         .flat_map(|l| {
             let idx = l["ifindex"].as_u64().unwrap() as u32;
+            let ifname = l["ifname"].as_str().unwrap_or("").to_string();
             arr(&l["addr_info"]).iter().map(move |a| Addr {
                 index: idx,
                 addr: ip_addr(&a["local"]).unwrap(),
@@ -197,6 +198,11 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
                 tentative: a["tentative"].as_bool().unwrap_or(false),
                 deprecated: a["deprecated"].as_bool().unwrap_or(false),
                 dad_failed: a["dadfailed"].as_bool().unwrap_or(false),
+                // `ip -j` prints every IPv4 address's label (the link's name when none was given).
+                label: a["label"]
+                    .as_str()
+                    .filter(|s| *s != ifname)
+                    .map(String::from),
             })
         })
         .collect();

@@ -95,8 +95,46 @@ impl SnapshotBuilder {
             tentative: false,
             deprecated: false,
             dad_failed: false,
+            label: None,
         });
         self.net.addrs.sort_by_key(|a| (a.family(), a.index));
+        self.connected_route(index, addr, p.parse().expect("prefix"));
+    }
+    /// The connected route the kernel adds for an IPv4 address `addr/len` (none for a host prefix /32 or
+    /// loopback; `fib_add_ifaddr`, net/ipv4/fib_frontend.c).
+    fn connected_route(&mut self, index: u32, addr: IpAddr, len: u8) {
+        let IpAddr::V4(a) = addr else { return };
+        if len == 0 || len >= 32 || a.is_loopback() {
+            return;
+        }
+        let net = IpAddr::V4((u32::from(a) & (u32::MAX << (32 - u32::from(len)))).into());
+        self.net.routes.push(Route {
+            family: Family::Inet,
+            dst: Some((net, len)),
+            metric: 0,
+            oif: Some(index),
+            gateway: None,
+            linkdown: false,
+            nexthops: vec![],
+            kind: 1,
+            scope: 253,
+            prefsrc: Some(addr),
+        });
+    }
+    /// Address `cidr` on link `index` with the label `label` (`ip addr add … label eno1:avahi`).
+    pub fn labelled(&mut self, index: u32, cidr: &str, label: &str) {
+        self.addr(index, cidr);
+        let a = ip(cidr.split_once('/').expect("cidr").0);
+        if let Some(x) = self.net.addrs.iter_mut().find(|x| x.addr == a) {
+            x.label = Some(label.into());
+        }
+    }
+    /// Marks the address `a` deprecated (`preferred_lft 0`).
+    pub fn deprecate(&mut self, a: &str) {
+        let a = ip(a);
+        if let Some(x) = self.net.addrs.iter_mut().find(|x| x.addr == a) {
+            x.deprecated = true;
+        }
     }
     /// A RUNNING veth `name` with the addresses `cidrs`; returns its index.
     pub fn plug(&mut self, name: &str, cidrs: &[&str]) -> u32 {
