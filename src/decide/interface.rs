@@ -459,6 +459,18 @@ fn route_to_peer<'a>(
         );
         return None;
     };
+    // The address the kernel sources connections to the master from (`RTA_PREFSRC` of the lookup), when
+    // it is a usable one of that link: on a link with several addresses (an alias label `eth0:1` on the
+    // master's network beside another), that is the one the master can answer (#26).
+    let a = lookup
+        .prefsrc
+        .and_then(|src| {
+            v.net
+                .addrs
+                .iter()
+                .find(|x| x.index == l.index && x.addr == src && x.usable())
+        })
+        .unwrap_or(a);
     Some(Pick {
         link: l,
         addr: Some(a),

@@ -410,17 +410,21 @@ fn owners(ns: &common::Netns) -> (Vec<(IpAddr, String)>, Vec<String>) {
     let mut names = Vec::new();
     for l in v.as_array().map(|a| a.as_slice()).unwrap_or(&[]) {
         let name = l["ifname"].as_str().unwrap_or("").to_string();
-        let addrs: Vec<IpAddr> = l["addr_info"]
+        // An IPv4 address's label is the name getifaddrs (and so NCCL) gives it (#26).
+        let addrs: Vec<(IpAddr, String)> = l["addr_info"]
             .as_array()
             .map(|a| a.as_slice())
             .unwrap_or(&[])
             .iter()
-            .filter_map(|i| i["local"].as_str()?.parse().ok())
+            .filter_map(|i| {
+                let a = i["local"].as_str()?.parse().ok()?;
+                Some((a, i["label"].as_str().unwrap_or(&name).to_string()))
+            })
             .collect();
         if !addrs.is_empty() {
             names.push(name.clone());
         }
-        owners.extend(addrs.into_iter().map(|a| (a, name.clone())));
+        owners.extend(addrs);
     }
     (owners, names)
 }
@@ -518,4 +522,98 @@ fn nccl_alone_model_agrees_with_the_real_nccl() {
             "docs/policy.md must state the measured figure: \"{sentence}\""
         );
     }
+}
+
+/// `ncclenv env` in the namespace for a 2-node job whose master is `master`, with `lib` named and the
+/// inherited `env`: the `NCCL_SOCKET_IFNAME` and `NCCL_SOCKET_FAMILY` the command would get (the inherited
+/// value where ncclenv keeps it).
+fn exported(
+    ns: &common::Netns,
+    lib: &Path,
+    empty: &Path,
+    master: &str,
+    env: &[(&'static str, String)],
+) -> Vec<(&'static str, String)> {
+    let mut c = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCLENV_NCCL_LIB", lib)
+        .env("NCCLENV_SYSFS", empty)
+        .env("NCCLENV_DEVFS", empty)
+        .env("NCCLENV_SHM_MIN", "0")
+        .env("NCCLENV_PEER", master)
+        .env("NCCLENV_NNODES", "2")
+        .arg("env");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run ncclenv env");
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let mut got: Vec<(&'static str, String)> = env.to_vec();
+    for name in ["NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY"] {
+        let prefix = format!("export {name}='");
+        if let Some(v) = out.lines().find_map(|l| l.strip_prefix(&prefix)) {
+            got.retain(|(k, _)| *k != name);
+            got.push((name, v.trim_end_matches('\'').to_string()));
+        }
+    }
+    got
+}
+
+/// #26, item 1, with the real library as the oracle: an IPv4 address label is an interface of its own to
+/// NCCL. On `eno1` holding 169.254.8.223 (label `eno1:avahi`) and 10.10.3.5, the prefix `eno1` binds the
+/// label's link-local address (model and NCCL agree), and ncclenv's export for a job whose master is
+/// 10.10.3.1 (unset, or repairing the inherited `eno1`) makes NCCL bind 10.10.3.5. With the alias
+/// `eth0:1` 10.20.0.7 on the master's network beside 192.168.50.2, the export makes NCCL bind the alias.
+/// A deprecated address (item 7) is bound by NCCL and chosen by ncclenv.
+#[test]
+fn labels_and_deprecated_addresses_with_the_real_nccl() {
+    let Some(libs) = libraries() else { return };
+    let empty = common::TempDir::new("label");
+    let ns = common::Netns::new("label");
+    ns.plug("eno1");
+    ns.ip(&[
+        "addr", "add", "169.254.8.223/16", "dev", "eno1", "scope", "link", "label", "eno1:avahi",
+    ]);
+    ns.addr("eno1", "10.10.3.5/24");
+    let alias = common::Netns::new("alias");
+    alias.plug("eth0");
+    alias.addr("eth0", "192.168.50.2/24");
+    alias.ip(&["addr", "add", "10.20.0.7/24", "dev", "eth0", "label", "eth0:1"]);
+    let dep = common::Netns::new("deprecated");
+    dep.plug("eth0");
+    dep.ip(&["addr", "add", "10.30.0.4/24", "dev", "eth0", "preferred_lft", "0", "valid_lft", "forever"]);
+    let v = dep.ip_json(&["addr", "show", "dev", "eth0"]);
+    assert_eq!(v[0]["addr_info"][0]["deprecated"], true, "ip -j: {v}");
+    let mut cases = 0;
+    for (name, lib) in &libs {
+        let (owners_l, _) = owners(&ns);
+        // The model and NCCL agree on the plain prefix and the exact name.
+        for (val, want) in [("eno1", "169.254.8.223"), ("=eno1", "10.10.3.5")] {
+            let env = vec![("NCCL_SOCKET_IFNAME", val.to_string())];
+            let (m, _) = model(&ns, lib, &empty.path, &env);
+            let r = real(&ns, lib, &env, &owners_l);
+            assert!(agrees(&m, &r), "{name} {val}: model {m:?}, NCCL {r:?}");
+            assert!(matches!(&r, Bootstrap::Bound { addr, .. } if *addr == want.parse::<IpAddr>().unwrap()), "{name} {val}: {r:?}");
+            cases += 1;
+        }
+        // ncclenv's export, unset and repairing the inherited prefix.
+        for inherited in [vec![], vec![("NCCL_SOCKET_IFNAME", "eno1".to_string())]] {
+            let env = exported(&ns, lib, &empty.path, "10.10.3.1", &inherited);
+            let r = real(&ns, lib, &env, &owners_l);
+            assert!(matches!(&r, Bootstrap::Bound { addr, .. } if *addr == "10.10.3.5".parse::<IpAddr>().unwrap()), "{name} {env:?}: {r:?}");
+            cases += 1;
+        }
+        let (owners_a, _) = owners(&alias);
+        let env = exported(&alias, lib, &empty.path, "10.20.0.1", &[]);
+        let r = real(&alias, lib, &env, &owners_a);
+        assert!(matches!(&r, Bootstrap::Bound { addr, ifname } if *addr == "10.20.0.7".parse::<IpAddr>().unwrap() && ifname == "eth0:1"), "{name} {env:?}: {r:?}");
+        let (owners_d, _) = owners(&dep);
+        let env = exported(&dep, lib, &empty.path, "10.30.0.1", &[]);
+        assert!(env.iter().any(|(k, v)| *k == "NCCL_SOCKET_IFNAME" && v == "eth0"), "{env:?}");
+        let r = real(&dep, lib, &env, &owners_d);
+        assert!(matches!(&r, Bootstrap::Bound { addr, .. } if *addr == "10.30.0.4".parse::<IpAddr>().unwrap()), "{name} {env:?}: {r:?}");
+        cases += 2;
+    }
+    eprintln!("labels and deprecated addresses: {cases} cases agree with the real NCCL");
 }

@@ -1466,15 +1466,8 @@ fn chosen_address_that_is_labelled_is_exported_so_that_nccl_binds_it() {
     l.labelled(e, "10.20.0.7/24", "eth0:1");
     l.peer("MASTER_ADDR", "10.20.0.1", Some(e), false);
     l.nnodes(2);
-    // The kernel's route to the master has 10.20.0.7 as source; the decision's address is the one on
-    // the master's prefix only where the label is the first usable address, so make it so here.
-    l.net.addrs.retain(|a| a.addr != ip("192.168.50.2"));
-    l.labelled(e, "192.168.50.2/24", "eth0");
-    l.net.addrs.iter_mut().for_each(|a| {
-        if a.label.as_deref() == Some("eth0") {
-            a.label = None
-        }
-    });
+    // The kernel sources connections to the master from the alias.
+    l.net.peer_routes[0].prefsrc = Some(ip("10.20.0.7"));
     let p = l.decide();
     let v = val(&p, "NCCL_SOCKET_IFNAME").expect("set").to_string();
     let pick = ncclenv::nccl_rules::nccl_pick(
