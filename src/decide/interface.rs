@@ -222,7 +222,10 @@ impl<'a> NetworkView<'a> {
         names.dedup();
         let mut tries: Vec<String> = Vec::new();
         if !name.contains(':') {
-            if !names.iter().any(|n| *n != name && n.starts_with(name.as_str())) {
+            if !names
+                .iter()
+                .any(|n| *n != name && n.starts_with(name.as_str()))
+            {
                 tries.push(name.clone());
             }
             tries.push(format!("={name}"));
@@ -1292,8 +1295,7 @@ fn risky_match(v: &NetworkView, f: &Found) -> Option<&'static str> {
         Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
     } else if is_link_local_ip(&f.addr) && !v.link_local_ok(f.index, &f.addr) {
         Some("has only a link-local address")
-    } else if v.link(f.index).is_some_and(|l| v.container_bridge(l))
-    {
+    } else if v.link(f.index).is_some_and(|l| v.container_bridge(l)) {
         Some("is a container or virtualisation bridge")
     } else {
         None

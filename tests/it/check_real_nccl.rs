@@ -573,16 +573,42 @@ fn labels_and_deprecated_addresses_with_the_real_nccl() {
     let ns = common::Netns::new("label");
     ns.plug("eno1");
     ns.ip(&[
-        "addr", "add", "169.254.8.223/16", "dev", "eno1", "scope", "link", "label", "eno1:avahi",
+        "addr",
+        "add",
+        "169.254.8.223/16",
+        "dev",
+        "eno1",
+        "scope",
+        "link",
+        "label",
+        "eno1:avahi",
     ]);
     ns.addr("eno1", "10.10.3.5/24");
     let alias = common::Netns::new("alias");
     alias.plug("eth0");
     alias.addr("eth0", "192.168.50.2/24");
-    alias.ip(&["addr", "add", "10.20.0.7/24", "dev", "eth0", "label", "eth0:1"]);
+    alias.ip(&[
+        "addr",
+        "add",
+        "10.20.0.7/24",
+        "dev",
+        "eth0",
+        "label",
+        "eth0:1",
+    ]);
     let dep = common::Netns::new("deprecated");
     dep.plug("eth0");
-    dep.ip(&["addr", "add", "10.30.0.4/24", "dev", "eth0", "preferred_lft", "0", "valid_lft", "forever"]);
+    dep.ip(&[
+        "addr",
+        "add",
+        "10.30.0.4/24",
+        "dev",
+        "eth0",
+        "preferred_lft",
+        "0",
+        "valid_lft",
+        "forever",
+    ]);
     let v = dep.ip_json(&["addr", "show", "dev", "eth0"]);
     assert_eq!(v[0]["addr_info"][0]["deprecated"], true, "ip -j: {v}");
     let mut cases = 0;
@@ -594,25 +620,41 @@ fn labels_and_deprecated_addresses_with_the_real_nccl() {
             let (m, _) = model(&ns, lib, &empty.path, &env);
             let r = real(&ns, lib, &env, &owners_l);
             assert!(agrees(&m, &r), "{name} {val}: model {m:?}, NCCL {r:?}");
-            assert!(matches!(&r, Bootstrap::Bound { addr, .. } if *addr == want.parse::<IpAddr>().unwrap()), "{name} {val}: {r:?}");
+            assert!(
+                matches!(&r, Bootstrap::Bound { addr, .. } if *addr == want.parse::<IpAddr>().unwrap()),
+                "{name} {val}: {r:?}"
+            );
             cases += 1;
         }
         // ncclenv's export, unset and repairing the inherited prefix.
         for inherited in [vec![], vec![("NCCL_SOCKET_IFNAME", "eno1".to_string())]] {
             let env = exported(&ns, lib, &empty.path, "10.10.3.1", &inherited);
             let r = real(&ns, lib, &env, &owners_l);
-            assert!(matches!(&r, Bootstrap::Bound { addr, .. } if *addr == "10.10.3.5".parse::<IpAddr>().unwrap()), "{name} {env:?}: {r:?}");
+            assert!(
+                matches!(&r, Bootstrap::Bound { addr, .. } if *addr == "10.10.3.5".parse::<IpAddr>().unwrap()),
+                "{name} {env:?}: {r:?}"
+            );
             cases += 1;
         }
         let (owners_a, _) = owners(&alias);
         let env = exported(&alias, lib, &empty.path, "10.20.0.1", &[]);
         let r = real(&alias, lib, &env, &owners_a);
-        assert!(matches!(&r, Bootstrap::Bound { addr, ifname } if *addr == "10.20.0.7".parse::<IpAddr>().unwrap() && ifname == "eth0:1"), "{name} {env:?}: {r:?}");
+        assert!(
+            matches!(&r, Bootstrap::Bound { addr, ifname } if *addr == "10.20.0.7".parse::<IpAddr>().unwrap() && ifname == "eth0:1"),
+            "{name} {env:?}: {r:?}"
+        );
         let (owners_d, _) = owners(&dep);
         let env = exported(&dep, lib, &empty.path, "10.30.0.1", &[]);
-        assert!(env.iter().any(|(k, v)| *k == "NCCL_SOCKET_IFNAME" && v == "eth0"), "{env:?}");
+        assert!(
+            env.iter()
+                .any(|(k, v)| *k == "NCCL_SOCKET_IFNAME" && v == "eth0"),
+            "{env:?}"
+        );
         let r = real(&dep, lib, &env, &owners_d);
-        assert!(matches!(&r, Bootstrap::Bound { addr, .. } if *addr == "10.30.0.4".parse::<IpAddr>().unwrap()), "{name} {env:?}: {r:?}");
+        assert!(
+            matches!(&r, Bootstrap::Bound { addr, .. } if *addr == "10.30.0.4".parse::<IpAddr>().unwrap()),
+            "{name} {env:?}: {r:?}"
+        );
         cases += 2;
     }
     eprintln!("labels and deprecated addresses: {cases} cases agree with the real NCCL");

@@ -1452,7 +1452,12 @@ fn inherited_prefix_landing_on_a_labels_link_local_address_is_repaired() {
     let mut l = eno1_avahi();
     l.env("NCCL_SOCKET_IFNAME", "eno1");
     let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("=eno1"), "{:?}", p.warnings);
+    assert_eq!(
+        val(&p, "NCCL_SOCKET_IFNAME"),
+        Some("=eno1"),
+        "{:?}",
+        p.warnings
+    );
     assert!(has_warning(&p, "inherited-ifname-repaired"));
     assert!(refused(&l.strict()));
 }

@@ -415,3 +415,56 @@ fn probe_start_loop() {
     times.sort();
     println!("probe_start(): median {:?}", times[times.len() / 2]);
 }
+
+/// #26: IPv4 address labels (`ip addr add … label eno1:avahi`) and a deprecated address, read over netlink
+/// as `ip -j` shows them (`check` compares every field, the label included); a label equal to the link's
+/// name is not recorded.
+#[test]
+fn labels_and_deprecated_addresses_match_ip() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-label");
+    ns.plug("eno1");
+    ns.ip(&[
+        "addr",
+        "add",
+        "169.254.8.223/16",
+        "dev",
+        "eno1",
+        "scope",
+        "link",
+        "label",
+        "eno1:avahi",
+    ]);
+    ns.addr("eno1", "10.10.3.5/24");
+    ns.ip(&[
+        "addr",
+        "add",
+        "10.10.4.5/24",
+        "dev",
+        "eno1",
+        "preferred_lft",
+        "0",
+        "valid_lft",
+        "forever",
+    ]);
+    let s = check(Some(&ns), &[]);
+    let eno1 = link(&s, "eno1").index;
+    let mine: Vec<(String, Option<&str>, bool)> = s
+        .addrs
+        .iter()
+        .filter(|a| a.index == eno1 && a.addr.is_ipv4())
+        .map(|a| (a.addr.to_string(), a.label.as_deref(), a.deprecated))
+        .collect();
+    assert_eq!(
+        mine,
+        vec![
+            ("169.254.8.223".to_string(), Some("eno1:avahi"), false),
+            ("10.10.3.5".to_string(), None, false),
+            ("10.10.4.5".to_string(), None, true),
+        ]
+    );
+    // The start path reads the same labels.
+    let _ = check_start(&ns, &[], &StartNeeds::default());
+}
