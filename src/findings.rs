@@ -132,6 +132,12 @@ findings! {
     /// Two interfaces with overlapping connected prefixes.
     OverlappingPrefixes = "overlapping-prefixes", Warn, false,
         "two interfaces with overlapping connected prefixes";
+    /// An address failed duplicate-address detection.
+    AddressDadFailed = "address-dad-failed", Warn, false,
+        "an IPv6 address failed duplicate-address detection (`dadfailed`): another host on that network has it; the kernel never uses it";
+    /// The interface's IPv6 address was still in duplicate-address detection after waiting.
+    AddressTentative = "address-tentative", Warn, false,
+        "the address the master's route (or the only usable address) needs was still in duplicate-address detection after waiting the interface's own DAD time";
     /// An advertised address differs from the one NCCL binds.
     AdvertisedAddressDiffers = "advertised-address-differs", Warn, false,
         "`POD_IP`, `--ips`, `VLLM_HOST_IP` or `--node-ip-address` name another address than NCCL binds";

@@ -1253,6 +1253,7 @@ fn companions(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: 
 /// behind NAT (multi-node jobs), proxies in the way of the rendezvous.
 fn layout_warnings(v: &NetworkView, snap: &Snapshot, bound: &Bound, plan: &mut Plan) {
     overlapping_prefixes(v, plan);
+    dad_findings(v, plan);
     if is_multi(snap) {
         container_bridge_nat(v, snap, &bound.ifname, bound.addr, plan);
     }
@@ -1916,6 +1917,35 @@ fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
                     "give the interfaces disjoint subnets, or exclude one with NCCLENV_EXCLUDE",
                 );
             }
+        }
+    }
+}
+
+/// `address-dad-failed` for each address whose duplicate-address detection failed (`IFA_F_DADFAILED`: a
+/// neighbour answered for it, RFC 4862 §5.4.5), and `address-tentative` for each non-link-local address
+/// still tentative at decision time (the start probe has already waited for the interface's own DAD time,
+/// `probe::net::probe_start`): the kernel cannot bind either, so the decision goes on without them.
+fn dad_findings(v: &NetworkView, plan: &mut Plan) {
+    for a in &v.net.addrs {
+        let name = v.link(a.index).map_or("?", |l| l.name.as_str());
+        if a.dad_failed {
+            plan.finding(
+                Finding::AddressDadFailed,
+                format!(
+                    "{}/{} on {name} failed duplicate-address detection: another host on that network has the same address, and the kernel will not use it",
+                    a.addr, a.prefix_len
+                ),
+                "give this node a unique address (check the IPAM or static configuration for a duplicate), then remove and re-add it",
+            );
+        } else if a.tentative && !a.is_link_local() {
+            plan.finding(
+                Finding::AddressTentative,
+                format!(
+                    "{}/{} on {name} is still in duplicate-address detection (tentative): it cannot be bound yet, so it was left out",
+                    a.addr, a.prefix_len
+                ),
+                "start the job once the address is ready (a readiness check on the address), or add it with nodad",
+            );
         }
     }
 }

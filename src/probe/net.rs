@@ -908,7 +908,96 @@ fn flags_link(index: u32, name: String, flags: u32) -> Link {
 ///    interface, so the IPv6 routes are not read then either.
 ///
 /// One blocking `NETLINK_ROUTE` socket, no runtime. Errors as [`probe_full`]. Never panics on kernel data.
+///
+/// **Addresses still in duplicate-address detection** (#26): when an IPv6 address the decision needs is
+/// tentative (the only address of the peer's family on the interface the route to the master leaves
+/// through, or, with no usable address anywhere, any global one), the probe is repeated every 50 ms until
+/// DAD has ended, bounded by that interface's own DAD time ([`dad_time`]); the decision then sees the
+/// address as it is (usable, `dadfailed`, or still tentative: `address-tentative`).
 pub fn probe_start(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<Network, String> {
+    let started = std::time::Instant::now();
+    loop {
+        let snap = probe_start_once(peer_addrs, needs)?;
+        let pending = dad_pending(&snap, peer_addrs);
+        let bound = pending.iter().map(|n| dad_time(n)).max();
+        match bound {
+            Some(b) if started.elapsed() < b => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            _ => return Ok(snap),
+        }
+    }
+}
+
+/// The interfaces whose tentative IPv6 addresses the decision waits for: each interface a peer lookup
+/// leaves through that holds a tentative, non-link-local address of the peer's family and no usable one of
+/// it; and, when no RUNNING non-loopback interface has a usable address, every such interface holding a
+/// tentative non-link-local address. Names in index order, without repeats.
+fn dad_pending(net: &Network, peer_addrs: &[IpAddr]) -> Vec<String> {
+    let waits = |index: u32, fam: Option<Family>| {
+        let of = |a: &&Addr| a.index == index && fam.is_none_or(|f| a.family() == f);
+        net.addrs
+            .iter()
+            .filter(of)
+            .any(|a| a.tentative && !a.dad_failed && !a.is_link_local())
+            && !net.addrs.iter().filter(of).any(Addr::usable)
+    };
+    let live = |l: &&Link| l.running && !l.loopback && !l.name_escaped;
+    let mut out: Vec<u32> = net
+        .peer_routes
+        .iter()
+        .filter(|r| peer_addrs.contains(&r.dest) && !r.local)
+        .filter_map(|r| r.oif.map(|o| (o, Family::of(&r.dest))))
+        .filter(|(o, f)| waits(*o, Some(*f)))
+        .map(|(o, _)| o)
+        .collect();
+    let any_usable = net
+        .links
+        .iter()
+        .filter(live)
+        .any(|l| net.addrs.iter().any(|a| a.index == l.index && a.usable()));
+    if !any_usable {
+        out.extend(
+            net.links
+                .iter()
+                .filter(live)
+                .filter(|l| waits(l.index, None))
+                .map(|l| l.index),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out.iter()
+        .filter_map(|i| net.links.iter().find(|l| l.index == *i))
+        .filter(live)
+        .map(|l| l.name.clone())
+        .collect()
+}
+
+/// How long duplicate-address detection can take on interface `name`, from its own settings: the random
+/// delay before the first probe (below `conf/NAME/router_solicitation_delay` seconds, `addrconf_dad_kick`,
+/// net/ipv6/addrconf.c), then `conf/NAME/dad_transmits` probes `neigh/NAME/retrans_time_ms` apart (under
+/// `/proc/sys/net/ipv6/`), plus a 250 ms margin; at most 10 s. Defaults (1 s, 1, 1000 ms) where a
+/// file cannot be read.
+pub fn dad_time(name: &str) -> std::time::Duration {
+    let read = |key: &str, default: u64| -> u64 {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv6/{key}"))
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map_or(default, |v| u64::try_from(v).unwrap_or(0))
+    };
+    let delay_ms = read(&format!("conf/{name}/router_solicitation_delay"), 1).saturating_mul(1000);
+    let probes_ms = read(&format!("conf/{name}/dad_transmits"), 1)
+        .saturating_mul(read(&format!("neigh/{name}/retrans_time_ms"), 1000));
+    let ms = delay_ms
+        .saturating_add(probes_ms)
+        .saturating_add(250)
+        .min(10_000);
+    std::time::Duration::from_millis(ms)
+}
+
+/// One pass of [`probe_start`] (see there), without waiting for duplicate-address detection.
+fn probe_start_once(peer_addrs: &[IpAddr], needs: &StartNeeds) -> Result<Network, String> {
     let mut nl = Rtnl::new()?;
     let mut snap = Network::default();
 

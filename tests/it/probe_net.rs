@@ -468,3 +468,114 @@ fn labels_and_deprecated_addresses_match_ip() {
     // The start path reads the same labels.
     let _ = check_start(&ns, &[], &StartNeeds::default());
 }
+
+/// The state `ip -j` gives the address `addr`: `(tentative, dadfailed)`.
+fn dad_state(ns: &Netns, ifname: &str, addr: &str) -> (bool, bool) {
+    let v = ns.ip_json(&["addr", "show", "dev", ifname]);
+    let a = arr(&v[0]["addr_info"])
+        .iter()
+        .find(|a| a["local"] == addr)
+        .cloned()
+        .unwrap_or_else(|| panic!("{addr} not on {ifname}: {v}"));
+    (
+        a["tentative"].as_bool().unwrap_or(false),
+        a["dadfailed"].as_bool().unwrap_or(false),
+    )
+}
+
+/// #26, item 3: the master `fd00:60::11` is on `net1`, whose only global address is still in
+/// duplicate-address detection when the job starts (`ip -j` says tentative). The start probe waits for DAD
+/// to end (bounded by net1's own DAD time) and sees the address usable; the decision takes net1. A
+/// duplicate (the far end holds the same address) ends `dadfailed`: the probe does not wait for it and the
+/// decision names it (`address-dad-failed`).
+#[test]
+fn tentative_address_is_waited_for_and_dadfailed_is_named() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("pn-dad");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.0.9.2/24");
+    ns.route("default via 10.0.9.1 dev eth0");
+    let far_name = ns.plug("net1");
+    for (k, v) in [
+        ("conf/net1/accept_dad", "1"),
+        ("conf/net1/dad_transmits", "1"),
+        ("neigh/net1/retrans_time_ms", "400"),
+        ("conf/net1/router_solicitation_delay", "0"),
+    ] {
+        ns.sysctl(&format!("net/ipv6/{k}"), v);
+    }
+    ns.ip(&["addr", "add", "fd00:60::12/64", "dev", "net1"]);
+    assert_eq!(
+        dad_state(&ns, "net1", "fd00:60::12"),
+        (true, false),
+        "tentative at start"
+    );
+    let peers = ips(&["fd00:60::11"]);
+    let t = std::time::Instant::now();
+    let s = ns
+        .in_netns(|| probe_start(&peers, &StartNeeds::default()))
+        .expect("probe_start");
+    let waited = t.elapsed();
+    let a = s
+        .addrs
+        .iter()
+        .find(|a| a.addr == "fd00:60::12".parse::<IpAddr>().unwrap())
+        .expect("address");
+    assert!(!a.tentative, "DAD over after {waited:?}");
+    assert!(waited < ncclenv::probe::net::dad_time("net1") + std::time::Duration::from_secs(1));
+    assert_eq!(
+        dad_state(&ns, "net1", "fd00:60::12"),
+        (false, false),
+        "ip -j agrees"
+    );
+    let snap = ncclenv::snapshot::Snapshot {
+        net: Ok(s),
+        ..Default::default()
+    };
+    let mut snap = snap;
+    snap.peer = Some(ncclenv::snapshot::Peer {
+        source: "MASTER_ADDR".into(),
+        host: "fd00:60::11".into(),
+        addrs: peers.clone(),
+        error: None,
+        port: None,
+        resolve_ms: 0,
+        resolve_attempts: 0,
+    });
+    let plan = ncclenv::decide::decide(&snap, &ncclenv::config::Config::default());
+    assert_eq!(
+        plan.value_of("NCCL_SOCKET_IFNAME"),
+        Some("net1"),
+        "{:?}",
+        plan.changes
+    );
+
+    // A duplicate: the far end of net1 already holds fd00:60::13.
+    ns.peer_ip(&["addr", "add", "fd00:60::13/64", "dev", &far_name, "nodad"]);
+    ns.ip(&["addr", "add", "fd00:60::13/64", "dev", "net1"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while dad_state(&ns, "net1", "fd00:60::13") != (true, true) {
+        assert!(std::time::Instant::now() < deadline, "DAD never failed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let s = ns
+        .in_netns(|| probe_start(&peers, &StartNeeds::default()))
+        .expect("probe_start");
+    let a = s
+        .addrs
+        .iter()
+        .find(|a| a.addr == "fd00:60::13".parse::<IpAddr>().unwrap())
+        .expect("address");
+    assert!(a.dad_failed);
+    snap.net = Ok(s);
+    let plan = ncclenv::decide::decide(&snap, &ncclenv::config::Config::default());
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.code == "address-dad-failed" && w.message.contains("fd00:60::13")),
+        "{:?}",
+        plan.warnings
+    );
+}
