@@ -72,6 +72,10 @@ pub struct Report<'a> {
     pub nccl_installs: &'a [NcclInstall],
     /// Their distinct versions.
     pub nccl_versions: Vec<String>,
+    /// The rows of the known-defects table that apply here (`crate::nccl_defects::applying`), one line each;
+    /// text only (a row that needs a warning is also a finding).
+    #[serde(skip)]
+    pub nccl_defects: Vec<String>,
     /// NCCL net plugins found.
     pub net_plugins: &'a [NetPlugin],
     /// NCCL config files and their values.
@@ -246,6 +250,22 @@ impl<'a> Report<'a> {
             gpus: snap.gpus.as_ref(),
             nccl_installs: &snap.nccl_installs,
             nccl_versions: distinct_versions(&snap.nccl_installs),
+            nccl_defects: crate::nccl_defects::applying(snap)
+                .into_iter()
+                .map(|(d, v)| {
+                    format!(
+                        "known defect of NCCL {} ({}): {}: {}. ncclenv {}. Remedy: {} [{}; {}]",
+                        v.join(", "),
+                        d.range_text(),
+                        d.condition_text,
+                        d.effect,
+                        d.ncclenv_does,
+                        d.remedy,
+                        d.id,
+                        d.source
+                    )
+                })
+                .collect(),
             net_plugins: &snap.net_plugins,
             conf_files: &snap.conf_files,
             preflight,
@@ -611,6 +631,9 @@ impl<'a> Report<'a> {
             ]);
         }
         o.push_str(&table(&rows, "  "));
+        for d in &self.nccl_defects {
+            let _ = writeln!(o, "  {d}");
+        }
     }
 
     /// NCCL config files and their values.

@@ -138,6 +138,9 @@ findings! {
     /// The interface's IPv6 address was still in duplicate-address detection after waiting.
     AddressTentative = "address-tentative", Warn, false,
         "the address the master's route (or the only usable address) needs was still in duplicate-address detection after waiting the interface's own DAD time";
+    /// A known defect of the NCCL version the command loads applies (`src/nccl_defects.rs`).
+    NcclVersionDefect = "nccl-version-defect", Warn, true,
+        "a known defect of the NCCL version the command loads applies here (the table in docs/nccl-rules.md)";
     /// An advertised address differs from the one NCCL binds.
     AdvertisedAddressDiffers = "advertised-address-differs", Warn, false,
         "`POD_IP`, `--ips`, `VLLM_HOST_IP` or `--node-ip-address` name another address than NCCL binds";

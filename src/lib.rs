@@ -21,6 +21,7 @@ pub mod explain;
 pub mod findings;
 pub mod install;
 pub mod launcher;
+pub mod nccl_defects;
 pub mod nccl_errors;
 pub mod nccl_log;
 pub mod nccl_rules;

@@ -169,11 +169,25 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     }
     if let Some((v, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
         plan.hands_off = true;
+        let defects = crate::nccl_defects::applying(snap);
+        let lo = defects
+            .iter()
+            .find(|(d, _)| d.condition == crate::nccl_defects::Condition::CommIdSet);
         plan.finding(
             Finding::CommId,
-            format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            match lo {
+                None => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+                Some(_) => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            },
             "unset NCCL_COMM_ID to let ncclenv choose",
         );
+        // The other rows are part of the model of NCCL (the carrier rule: `nccl_rules::Era`).
+        let comm: Vec<_> = defects
+            .iter()
+            .filter(|(d, _)| d.condition == crate::nccl_defects::Condition::CommIdSet)
+            .cloned()
+            .collect();
+        version_defects(&comm, &mut plan);
         comm_id_subnet_check(snap, v, &mut plan);
         comm_id_ifname_check(snap, &mut plan);
         shm::decide_shm(snap, cfg, &mut plan);
@@ -202,6 +216,25 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
     finish(plan, snap, cfg)
+}
+
+/// `nccl-version-defect` for each row of the known-defects table that applies (`crate::nccl_defects`).
+fn version_defects(defects: &[(&crate::nccl_defects::Defect, Vec<String>)], plan: &mut Plan) {
+    for (d, versions) in defects {
+        plan.finding(
+            Finding::NcclVersionDefect,
+            format!(
+                "NCCL {} ({}, {}): {}, so {} [{}]",
+                versions.join(", "),
+                d.range_text(),
+                d.source,
+                d.condition_text,
+                d.effect,
+                d.id
+            ),
+            d.remedy,
+        );
+    }
 }
 
 /// The `unknown-variable` message for an `NCCLENV_*` name that is not an option (`name` as text; `near`, the

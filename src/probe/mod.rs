@@ -104,7 +104,9 @@ pub fn collect(
                     .iter()
                     .any(|l| !l.running && n.addrs.iter().any(|a| a.index == l.index))
             });
-            if (inherited && dead) || cfg.debug {
+            // NCCL_COMM_ID: a version's known defect may apply (`crate::nccl_defects`).
+            let comm_id = crate::nccl_rules::effective("NCCL_COMM_ID", &env, &conf_files).is_some();
+            if (inherited && dead) || cfg.debug || comm_id {
                 nccl::installs(cfg.nccl_lib.as_deref(), &env, false)
             } else {
                 Vec::new()

@@ -659,3 +659,83 @@ fn labels_and_deprecated_addresses_with_the_real_nccl() {
     }
     eprintln!("labels and deprecated addresses: {cases} cases agree with the real NCCL");
 }
+
+/// #26, item 2, with the real library as the oracle: every row of the known-defects table
+/// (`ncclenv::nccl_defects::DEFECTS`) that can be measured without a GPU agrees with each installed wheel.
+/// `comm-id-binds-lo`: with `NCCL_COMM_ID` set to this node's address, NCCL's bootstrap network logs
+/// `Bootstrap: Using lo:…` exactly on the versions the row names (2.29.x binds lo; 2.27.7 and 2.30.7 bind the
+/// NIC), and `ncclenv doctor` warns `nccl-version-defect` exactly there.
+#[test]
+fn version_defect_rows_agree_with_the_real_nccl() {
+    let Some(libs) = libraries() else { return };
+    let Some(python) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .map(|p| p.to_string())
+    else {
+        common::needs::missing::<()>("version_defect_rows: no python3 (apt-get install python3)");
+        return;
+    };
+    let empty = common::TempDir::new("defect");
+    let ns = common::Netns::new("defect");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.77.0.2/24");
+    let row = ncclenv::nccl_defects::DEFECTS
+        .iter()
+        .find(|d| d.id == "comm-id-binds-lo")
+        .expect("row");
+    let mut seen = Vec::new();
+    for (name, lib) in &libs {
+        let version = name.trim_start_matches("nccl-");
+        // ncclGetUniqueId from a plain process (python's ctypes): the check helper removes NCCL_COMM_ID
+        // and keeps NCCL's log to itself, this needs both.
+        let script = format!(
+            "import ctypes\nl = ctypes.CDLL({:?})\nb = ctypes.create_string_buffer(128)\nprint('rc', l.ncclGetUniqueId(b))\n",
+            lib.display().to_string()
+        );
+        let mut c = ns.command("timeout");
+        c.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/bin")
+            .env("NCCL_COMM_ID", "10.77.0.2:29600")
+            .env("NCCL_DEBUG", "INFO")
+            .env("NCCL_DEBUG_SUBSYS", "INIT,ENV,NET,BOOTSTRAP")
+            .args(["60", &python, "-c", &script]);
+        let o = c.output().expect("run python3");
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let using = out
+            .lines()
+            .find_map(|l| l.split_once("Using ").map(|(_, r)| r.to_string()))
+            .unwrap_or_else(|| panic!("{name}: no bootstrap line: {out}"));
+        let on_lo = using.starts_with("lo:");
+        let listed = ncclenv::nccl_defects::parse_version(version).is_some_and(|v| row.affects(v));
+        assert_eq!(
+            on_lo, listed,
+            "{name}: NCCL bootstraps on {using}; the table says {listed}"
+        );
+        let mut d = ns.command(env!("CARGO_BIN_EXE_ncclenv"));
+        d.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("NCCLENV_NCCL_LIB", lib)
+            .env("NCCLENV_SYSFS", &empty.path)
+            .env("NCCLENV_DEVFS", &empty.path)
+            .env("NCCLENV_SHM_MIN", "0")
+            .env("NCCL_COMM_ID", "10.77.0.2:29600")
+            .args(["doctor", "--json"]);
+        let o = d.output().expect("run ncclenv doctor");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor json");
+        let warned = v["decision"]["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w["code"] == "nccl-version-defect"));
+        assert_eq!(
+            warned, listed,
+            "{name}: doctor {}",
+            v["decision"]["warnings"]
+        );
+        seen.push(format!("{version}: {}", if on_lo { "lo" } else { "NIC" }));
+    }
+    eprintln!("NCCL_COMM_ID bootstrap by version: {}", seen.join(", "));
+}
