@@ -106,7 +106,83 @@ pub const ALL: &[Layout] = &[
         name: "decoy-ipv6-beside-ipv4",
         build: dual_stack,
     },
+    Layout {
+        name: "label-eno1-avahi",
+        build: label_avahi,
+    },
+    Layout {
+        name: "label-eth0-alias",
+        build: label_alias,
+    },
+    Layout {
+        name: "deprecated-addresses",
+        build: deprecated,
+    },
 ];
+
+/// #26: `eno1` holding avahi-autoipd's 169.254.8.223 (label `eno1:avahi`, link scope, so the kernel lists it
+/// first) and 10.10.3.5/24.
+pub fn label_avahi(ns: &Netns) {
+    ns.plug("eno1");
+    ns.ip(&[
+        "addr",
+        "add",
+        "169.254.8.223/16",
+        "dev",
+        "eno1",
+        "scope",
+        "link",
+        "label",
+        "eno1:avahi",
+    ]);
+    ns.addr("eno1", "10.10.3.5/24");
+    ns.route("default via 10.10.3.1 dev eno1");
+    settle(ns);
+}
+
+/// #26: `eth0` 192.168.50.2/24 and the alias `eth0:1` 10.20.0.7/24; `eth1` 10.30.1.2/24 beside them.
+pub fn label_alias(ns: &Netns) {
+    ns.plug("eth0");
+    ns.addr("eth0", "192.168.50.2/24");
+    ns.ip(&[
+        "addr",
+        "add",
+        "10.20.0.7/24",
+        "dev",
+        "eth0",
+        "label",
+        "eth0:1",
+    ]);
+    ns.plug("eth1");
+    ns.addr("eth1", "10.30.1.2/24");
+    settle(ns);
+}
+
+/// #26: `eth0` whose IPv4 and global IPv6 addresses are deprecated (`preferred_lft 0`), `eth1` with a
+/// preferred IPv4 address.
+pub fn deprecated(ns: &Netns) {
+    ns.plug("eth0");
+    for a in ["10.30.0.4/24", "fd00:30::4/64"] {
+        let mut args = vec![
+            "addr",
+            "add",
+            a,
+            "dev",
+            "eth0",
+            "preferred_lft",
+            "0",
+            "valid_lft",
+            "forever",
+        ];
+        if a.contains(':') {
+            args.push("nodad");
+        }
+        ns.ip(&args);
+    }
+    ns.plug("eth1");
+    ns.addr("eth1", "10.30.1.2/24");
+    settle(ns);
+}
 
 /// Waits until every RUNNING interface but `lo` has its IPv6 link-local address (the kernel adds it
 /// asynchronously once carrier is up).
