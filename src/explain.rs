@@ -505,8 +505,17 @@ fn info_line(p: &mut Process, msg: &str) {
         }
         return;
     }
-    // The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"): the last one is what the call returned.
+    // The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"; from 2.30 "%s:%d (%s) -> %d", the
+    // function named, measured with the 2.30.7 wheel): the last one is what the call returned.
     if let Some((at, code)) = msg.rsplit_once(" -> ") {
+        let at = match at.split_once(' ') {
+            Some((src, func))
+                if func.starts_with('(') && func.ends_with(')') && !func.contains(' ') =>
+            {
+                src
+            }
+            _ => at,
+        };
         if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
             if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
                 p.returned = Some(code);

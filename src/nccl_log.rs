@@ -213,9 +213,12 @@ pub fn parse_line(line: &str) -> Option<Line<'_>> {
 /// The prefix before the marker, read from its end: `host:pid:tid [dev]` (INFO), `… [dev] file:line` (WARN),
 /// `… [dev] ms file:line` (TRACE), `host:pid:tid` (CALL).
 fn parse_prefix<'a>(pre: &'a str, level: Level, message: &'a str) -> Option<Line<'a>> {
-    let mut toks = pre.split_whitespace().rev();
+    let mut toks = pre.split_whitespace().rev().peekable();
     let mut source = None;
     if matches!(level, Level::Warn | Level::Trace) {
+        // NCCL 2.29 and later put the function after the source: `bootstrap.cc:126 (bootstrapNetInit) NCCL
+        // WARN …` (measured with the 2.29.7 and 2.30.7 wheels).
+        toks.next_if(|t| t.starts_with('(') && t.ends_with(')'));
         let s = toks.next()?;
         let (file, num) = s.rsplit_once(':')?;
         if file.is_empty() || num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
@@ -405,6 +408,13 @@ mod tests {
         assert_eq!(l.level, Level::Warn);
         assert_eq!(l.source, Some("misc/cudawrap.cc:257"));
         assert_eq!(l.message, "Cuda failure 'x'");
+        // 2.29.7/2.30.7 name the function after the source.
+        let l = parse_line(
+            "[2026-12-02 20:21:27] vm:3217:3217 [0] bootstrap.cc:126 (bootstrapNetInit) NCCL WARN Bootstrap : no socket interface found",
+        )
+        .expect("warn with function");
+        assert_eq!(l.source, Some("bootstrap.cc:126"));
+        assert_eq!(l.message, "Bootstrap : no socket interface found");
         // A launcher's tag glued to the host name, and a hyphenated host.
         let l = parse_line(
             "[default0]:node-a:77:78 [0] NCCL INFO NET/Plugin: Using internal network plugin.",

@@ -1592,3 +1592,31 @@ fn an_overlay_that_reaches_the_master_is_not_a_bridge_another_node_cannot_reach(
     l2.net.peer_routes.clear();
     assert!(has_warning(&l2.decide(), "inherited-ifname-risky"));
 }
+
+#[test]
+fn tentative_and_dadfailed_addresses_are_named() {
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.0.0.9/24"]);
+    l.default_via("10.0.0.1", e, 0, false);
+    let n = l.plug("net1", &["fd00:60::12/64", "fd00:60::13/64"]);
+    let _ = n;
+    for a in l.net.addrs.iter_mut() {
+        if a.addr == ip("fd00:60::12") {
+            a.tentative = true;
+        }
+        if a.addr == ip("fd00:60::13") {
+            a.tentative = true;
+            a.dad_failed = true;
+        }
+    }
+    let p = l.decide();
+    let has = |code: &str, addr: &str| {
+        p.warnings
+            .iter()
+            .any(|w| w.code == code && w.message.contains(addr))
+    };
+    assert!(has("address-tentative", "fd00:60::12"), "{:?}", p.warnings);
+    assert!(has("address-dad-failed", "fd00:60::13"), "{:?}", p.warnings);
+    assert!(!has("address-tentative", "fd00:60::13"));
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+}
