@@ -355,7 +355,12 @@ fn address_message(payload: &[u8]) -> Option<AddressMessage> {
     m.header = AddressHeader::parse(payload).ok()?;
     m.attributes = attributes(payload, IFADDRMSG_LEN)
         .filter_map(|a| match a.kind() {
-            IFA_LABEL => Some(AddressAttribute::Label(name_text(a.value()).0)),
+            // A label that is not UTF-8 cannot be written into a variable: it is left out (the address is
+            // then modelled under its link's name, which a prefix of that name still matches in NCCL).
+            IFA_LABEL => match name_text(a.value()) {
+                (l, false) => Some(AddressAttribute::Label(l)),
+                (_, true) => None,
+            },
             k if ADDR_PARSED.contains(&k) => AddressAttribute::parse(&a).ok(),
             _ => None,
         })

@@ -586,7 +586,8 @@ fn nccl_libs() -> Vec<PathBuf> {
 }
 
 /// The CRLF case with the real NCCL: `~/.nccl.conf` (read by 2.21.5 and 2.27.7 alike) says
-/// `NCCL_SOCKET_IFNAME=eth0\r\n`. NCCL alone fails ("no socket interface found"); through ncclenv, which
+/// `NCCL_SOCKET_IFNAME=eth0\r\n`. NCCL alone fails ("no socket interface found") before 2.30 (2.30.7 strips
+/// the carriage return); through ncclenv, which
 /// judges `eth0\r` and repairs it in the environment, the bootstrap check passes.
 #[test]
 fn a_crlf_config_file_fails_the_real_nccl_and_ncclenv_repairs_it() {
@@ -620,9 +621,13 @@ fn a_crlf_config_file_fails_the_real_nccl_and_ncclenv_repairs_it() {
         };
         let alone = with_conf(helper, &["bootstrap"]);
         let out = text(&alone.stdout).to_ascii_lowercase();
-        assert!(
+        // NCCL 2.30 strips the carriage return itself (measured with the 2.30.7 wheel, #26): alone it
+        // works there; before 2.30 it fails.
+        let v2_30 = lib.to_string_lossy().contains("nccl-2.3");
+        assert_eq!(
             out.contains("no socket interface found"),
-            "{lib:?}: NCCL alone should fail on eth0\\r: {out}\n{}",
+            !v2_30,
+            "{lib:?}: NCCL alone on eth0\\r: {out}\n{}",
             text(&alone.stderr)
         );
         let o = with_conf(BIN, &["check", "bootstrap", "--json"]);
