@@ -671,11 +671,13 @@ mod tests {
 
     #[test]
     fn what_the_launcher_said_wins() {
-        let mut info = LaunchInfo::default();
-        info.master = Some(Sourced {
-            value: parse_endpoint("10.9.9.9").unwrap_or_else(|e| panic!("{e}")),
-            source: "MASTER_ADDR".into(),
-        });
+        let mut info = LaunchInfo {
+            master: Some(Sourced {
+                value: parse_endpoint("10.9.9.9").unwrap_or_else(|e| panic!("{e}")),
+                source: "MASTER_ADDR".into(),
+            }),
+            ..LaunchInfo::default()
+        };
         info.shape.nnodes = Some(4);
         read(
             &env(&[
