@@ -165,7 +165,7 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
         return cmd;
     }
     match shell_args(&cmd.words[1..]) {
-        ShellArgs::Command(s) => {
+        ShellArgs::Command(s, positional) => {
             st.via.push(format!("{base} -c"));
             for (n, v) in &cmd.assigns {
                 let known = (!v.contains(UNKNOWN)).then(|| v.clone());
@@ -173,6 +173,12 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
             }
             st.cleared |= cmd.cleared;
             if let Some(mut inner) = read_string(&s, st, depth + 1) {
+                // No launcher in the string: its positional parameters (after `$0`) may be the
+                // launcher's arguments a wrapper passes on (`sh -c 'exec "$0" "$@"' …`); they are read
+                // after the command's own words, as a command ncclenv does not recognise is read.
+                if crate::launcher::detect(&inner.words).is_none() {
+                    inner.words.extend(positional.into_iter().skip(1));
+                }
                 let mut assigns = std::mem::take(&mut cmd.assigns);
                 assigns.append(&mut inner.assigns);
                 inner.assigns = assigns;
@@ -200,8 +206,8 @@ fn is_shell(base: &str) -> bool {
 /// What a shell's arguments run.
 #[derive(Debug, PartialEq, Eq)]
 enum ShellArgs {
-    /// `-c STRING`.
-    Command(String),
+    /// `-c STRING`, and the shell's positional parameters after it (`$0` first).
+    Command(String, Vec<String>),
     /// A script file.
     Script(String),
     /// Commands from standard input (no `-c`, no file).
@@ -234,7 +240,7 @@ fn shell_args(args: &[String]) -> ShellArgs {
         i += 1;
     }
     match args.get(i) {
-        Some(w) if with_c => ShellArgs::Command(w.clone()),
+        Some(w) if with_c => ShellArgs::Command(w.clone(), args[i + 1..].to_vec()),
         Some(w) => ShellArgs::Script(w.clone()),
         None => ShellArgs::Stdin,
     }
@@ -256,6 +262,10 @@ fn strip_prefixes(mut words: Vec<String>, in_shell: bool, st: &mut State) -> Cmd
         let Some(skip) = prefix_len(&base, &words[i + 1..], &mut cmd) else {
             break;
         };
+        if i + 1 + skip >= words.len() {
+            // A prefix program with no command after it (`env -0`) is the command itself.
+            break;
+        }
         st.via.push(base.clone());
         i += 1 + skip;
         if base == "env" {
@@ -886,6 +896,24 @@ mod tests {
         assert_eq!(u.argv[1], "--x=a;b");
         assert_eq!(display(&u.argv[2]), "--y=$(f; g)");
         assert_eq!(u.argv.len(), 4);
+    }
+
+    #[test]
+    fn positional_parameters_follow_a_command_without_launcher() {
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "touch \"$1\" && exec env -0",
+                "sh",
+                "/m",
+                "--nnodes=2",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv, words(&["env", "-0", "/m", "--nnodes=2"]));
+        let u = un(&["sh", "-c", "torchrun t.py", "sh", "--nnodes=2"], &[]);
+        assert_eq!(u.argv, words(&["torchrun", "t.py"]));
     }
 
     #[test]
