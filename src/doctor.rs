@@ -463,6 +463,24 @@ impl<'a> Report<'a> {
         if !facts.is_empty() {
             let _ = writeln!(o, "  {}", facts.join("; "));
         }
+        if let Some(w) = &job.wrapper {
+            let _ = writeln!(o, "  read from {w}");
+        }
+        if let Some(row) = &job.orchestrator {
+            let _ = writeln!(
+                o,
+                "  orchestrator: {row} (its variables named what the launcher left unknown)"
+            );
+        }
+        if let Some(f) = &job.script {
+            if self.peer.is_none() && !job.is_single_node() {
+                let _ = writeln!(
+                    o,
+                    "  the command runs the script {f}, which ncclenv does not read, and nothing names the master: \
+                     set NCCLENV_PEER=<master host> (or MASTER_ADDR) so that ncclenv takes the route to it"
+                );
+            }
+        }
     }
 
     /// Whether the fleet preflight would run ([`Outlook::text`]).

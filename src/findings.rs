@@ -288,6 +288,9 @@ findings! {
     /// Not a multi-node job with a known master and port.
     PreflightSkipped = "preflight-skipped", Info, false,
         "not a multi-node job with a known master and port: no preflight";
+    /// No master is known and ncclenv's choice is not the interface NCCL alone would bind.
+    NoMasterNcclDiffers = "no-master-nccl-differs", Info, false,
+        "no master named (or it did not resolve): ncclenv's choice differs from the interface NCCL alone would use (both named)";
 }
 
 impl Finding {

@@ -529,6 +529,23 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         None if args.is_empty() => Vec::new(),
         None => scan(&args, 1, GENERIC_VALUED, &["--standalone"], Until::Script),
     };
+    let (opts, mut master_unknown) = drop_unknown(opts, &mut info);
+    for (k, v) in env.iter().filter(|(_, v)| crate::shell::is_unknown(v)) {
+        master_unknown |= MASTER_NAMES.contains(&k.as_str());
+        problem(&mut info, unknown_text(k, v));
+    }
+    let known_env;
+    let env = if env.values().any(|v| crate::shell::is_unknown(v)) {
+        known_env = env
+            .iter()
+            .filter(|(_, v)| !crate::shell::is_unknown(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<BTreeMap<_, _>>();
+        &known_env
+    } else {
+        env
+    };
+    empty_vars(env, &mut info);
     let launcher = info.shape.launcher;
     let mut cands: Vec<Candidate> = Vec::new();
     let mut standalone: Option<String> = None;
@@ -559,12 +576,20 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         // PET_* only mean torchrun, but a wrapped torchrun (`sh -c "torchrun …"`) still reads them.
         torchrun(&[], env, true, &mut cands, &mut info, &mut standalone);
     }
-    if let Some(s) = standalone {
+    if let Some(s) = standalone.clone() {
         info.shape.nnodes = Some(1);
         info.shape.source = Some(s);
         cands.clear();
     }
+    let orchestrated = standalone.is_none();
     choose_master(cands, &mut info);
+    if master_unknown {
+        info.master = None;
+        info.shape.rendezvous = None;
+    }
+    if orchestrated && !master_unknown {
+        crate::orchestrator::read(env, &mut info);
+    }
     let pet = matches!(launcher, Some(Launcher::Torchrun) | None);
     let (ranks, rank_problems) = local_ranks(
         &opts,
@@ -587,6 +612,68 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         }
     }
     info
+}
+
+/// Options and variables that name the job's master: when one of them is not known (a shell's `$(…)`), the
+/// master is unknown, whatever a later source says.
+const MASTER_NAMES: &[&str] = &[
+    "--master",
+    "--ips",
+    "--master-addr",
+    "--master_addr",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--dist-init-addr",
+    "--nccl-init-addr",
+    "--address",
+    "MASTER_ADDR",
+    "PADDLE_MASTER",
+    "PET_MASTER_ADDR",
+    "PET_RDZV_ENDPOINT",
+    "PADDLE_IPS",
+    "PADDLE_TRAINER_ENDPOINTS",
+    "PADDLE_TRAINERS",
+];
+
+/// Leave out the options whose value a shell cannot know before it runs (`--master_addr=$(hostname -i)`,
+/// `crate::shell::UNKNOWN`), each with a problem; true when one of them names the master.
+fn drop_unknown(
+    opts: Vec<(String, String)>,
+    info: &mut LaunchInfo,
+) -> (Vec<(String, String)>, bool) {
+    let mut master_unknown = false;
+    let mut kept = Vec::with_capacity(opts.len());
+    for (n, v) in opts {
+        if crate::shell::is_unknown(&v) {
+            master_unknown |= MASTER_NAMES.contains(&n.as_str());
+            problem(info, unknown_text(&n, &v));
+        } else {
+            kept.push((n, v));
+        }
+    }
+    (kept, master_unknown)
+}
+
+/// `launcher argument --x "$(…)": not known …` for a value that holds `crate::shell::UNKNOWN`.
+fn unknown_text(source: &str, value: &str) -> String {
+    format!(
+        "{}: not known before the shell runs it (a command substitution, or a variable that is not set); not used",
+        written(source, value)
+    )
+}
+
+/// A variable that names the master (or its port) and is set but empty (`MASTER_ADDR=` from a failed
+/// `$(scontrol …)`) is a problem naming it; such a value is never used. Shell assignments whose value is not
+/// known are problems too.
+fn empty_vars(env: &BTreeMap<String, String>, info: &mut LaunchInfo) {
+    for name in MASTER_NAMES.iter().chain(&["MASTER_PORT"]) {
+        if env.get(*name).is_some_and(|v| v.trim().is_empty()) {
+            problem(
+                info,
+                format!("{name} is set but empty (a command that should have produced it failed?); not used as the job's master"),
+            );
+        }
+    }
 }
 
 /// The options of launcher `l` that ncclenv reads: those that take a value, and switches.
@@ -1231,10 +1318,11 @@ fn set_self(info: &mut LaunchInfo, v: &str, source: &str) {
 
 /// `launcher argument --x "value"` for flags, `NAME="value"` for variables, user information removed.
 fn written(source: &str, value: &str) -> String {
+    let value = crate::shell::display(value);
     if source.starts_with('-') {
-        format!("launcher argument {source} {:?}", redact_userinfo(value))
+        format!("launcher argument {source} {:?}", redact_userinfo(&value))
     } else {
-        format!("{source}={:?}", redact_userinfo(value))
+        format!("{source}={:?}", redact_userinfo(&value))
     }
 }
 
@@ -1947,6 +2035,116 @@ mod tests {
     }
 
     /// The operators' variables: PaddleFlow's PADDLE_TRAINERS_NUM and trainer list, Kubeflow's PADDLE_MASTER.
+    /// A shell-wrapped command, read as `probe::job::job_command` reads it: through the shell, expanding
+    /// from `vars`.
+    fn wrapped(argv_: &[&str], vars: &[(&str, &str)]) -> LaunchInfo {
+        let words: Vec<String> = argv_.iter().map(|w| w.to_string()).collect();
+        let e = env(vars);
+        let u = crate::shell::unwrap(&words, &|k: &str| e.get(k).cloned());
+        let mut job_env = e.clone();
+        job_env.extend(u.assignments.iter().cloned());
+        read(
+            &argv(&u.argv.iter().map(String::as_str).collect::<Vec<_>>()),
+            &job_env,
+        )
+    }
+
+    #[test]
+    fn shell_wrapped_commands_name_the_job() {
+        let i = wrapped(
+            &["/bin/bash", "-c", "cd /workspace && torchrun --nnodes=2 --rdzv_endpoint=${MASTER_ADDR}:${MASTER_PORT} t.py"],
+            &[("MASTER_ADDR", "10.0.0.1"), ("MASTER_PORT", "23456")],
+        );
+        assert_eq!(master(&i), m("--rdzv_endpoint", "10.0.0.1"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.master_port),
+            (Some(2), Some(23456))
+        );
+        assert_eq!(i.shape.launcher, Some(Launcher::Torchrun));
+        // Leading assignments count as the job's environment.
+        let i = wrapped(
+            &[
+                "sh",
+                "-c",
+                "MASTER_ADDR=10.0.0.7 NODE_RANK=1 python train.py",
+            ],
+            &[],
+        );
+        assert_eq!(master(&i), m("MASTER_ADDR", "10.0.0.7"));
+        assert_eq!(i.shape.node_rank, Some(1));
+        // A command substitution is unknown: no master, even when MASTER_ADDR is exported; a warning.
+        let i = wrapped(
+            &[
+                "bash",
+                "-c",
+                "torchrun --nnodes=2 --master_addr=$(scontrol show hostnames | head -n1) t.py",
+            ],
+            &[("MASTER_ADDR", "10.0.0.9")],
+        );
+        assert_eq!(master(&i), None);
+        assert_eq!(i.shape.nnodes, Some(2));
+        assert!(
+            i.shape.problems.iter().any(|p| p.contains("--master_addr")
+                && p.contains("$(scontrol show hostnames | head -n1)")
+                && p.contains("not known")),
+            "{:?}",
+            i.shape.problems
+        );
+        let i = wrapped(
+            &["sh", "-c", "MASTER_ADDR=$(hostname -i) torchrun t.py"],
+            &[],
+        );
+        assert_eq!(master(&i), None);
+        assert!(i
+            .shape
+            .problems
+            .iter()
+            .any(|p| p.starts_with("MASTER_ADDR=") && p.contains("not known")));
+    }
+
+    #[test]
+    fn empty_master_variables_are_named() {
+        let i = read(
+            &argv(&["python", "t.py"]),
+            &env(&[("MASTER_ADDR", ""), ("MASTER_PORT", "29500")]),
+        );
+        assert_eq!(master(&i), None);
+        assert_eq!(i.shape.problems.len(), 1, "{:?}", i.shape.problems);
+        assert!(i.shape.problems[0].starts_with("MASTER_ADDR is set but empty"));
+        let i = read(&argv(&["torchrun", "--master_addr=", "t.py"]), &env(&[]));
+        assert!(
+            i.shape.problems.iter().any(|p| p.contains("--master_addr")),
+            "{:?}",
+            i.shape.problems
+        );
+    }
+
+    #[test]
+    fn orchestrators_come_after_the_launcher() {
+        let slurm = [
+            ("SLURM_JOB_NODELIST", "gpu[001-004]"),
+            ("SLURM_JOB_NUM_NODES", "4"),
+            ("SLURM_NODEID", "3"),
+        ];
+        let i = read(&argv(&["python", "train.py"]), &env(&slurm));
+        assert_eq!(master(&i), m("SLURM_JOB_NODELIST (Slurm)", "gpu001"));
+        assert_eq!((i.shape.nnodes, i.shape.node_rank), (Some(4), Some(3)));
+        assert_eq!(i.shape.orchestrator.as_deref(), Some("Slurm"));
+        let mut with_master = slurm.to_vec();
+        with_master.push(("MASTER_ADDR", "10.0.0.2"));
+        let i = read(&argv(&["python", "train.py"]), &env(&with_master));
+        assert_eq!(master(&i), m("MASTER_ADDR", "10.0.0.2"));
+        let i = read(
+            &argv(&["torchrun", "--nnodes=2", "--master_addr=h", "t.py"]),
+            &env(&slurm),
+        );
+        assert_eq!(master(&i), m("--master_addr", "h"));
+        assert_eq!(i.shape.nnodes, Some(2));
+        assert_eq!(i.shape.node_rank, Some(3));
+        let i = read(&argv(&["torchrun", "--standalone", "t.py"]), &env(&slurm));
+        assert_eq!((master(&i), i.shape.nnodes), (None, Some(1)));
+    }
+
     #[test]
     fn operator_variables_give_shape_and_rank() {
         let e = env(&[

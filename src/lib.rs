@@ -25,10 +25,12 @@ pub mod nccl_defects;
 pub mod nccl_errors;
 pub mod nccl_log;
 pub mod nccl_rules;
+pub mod orchestrator;
 pub mod plan;
 pub mod preflight;
 pub mod probe;
 pub mod report;
+pub mod shell;
 pub mod snapshot;
 pub mod text;
 

@@ -497,6 +497,17 @@ pub struct JobShape {
     /// Where [`JobShape::local_ranks`] came from (`--nproc-per-node`, `PET_NPROC_PER_NODE`, `--devices`, …).
     #[serde(default)]
     pub local_ranks_source: Option<String>,
+    /// What the job's facts were read from when the command is wrapped (`sh -c: torchrun --nnodes=2 …`,
+    /// `env: torchrun …`; see `crate::shell`): the wrappers and the command read, user information removed.
+    #[serde(default)]
+    pub wrapper: Option<String>,
+    /// The script file a shell runs (`bash run.sh`), which ncclenv does not read.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// The orchestrator row (`crate::orchestrator::ROWS`) whose variables named the master, the node count or
+    /// the node rank, when the launcher's own arguments and variables did not.
+    #[serde(default)]
+    pub orchestrator: Option<String>,
 }
 
 /// A training framework, as its launcher identifies it.

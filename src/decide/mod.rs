@@ -213,6 +213,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         Some(p) => plan = p,
         None => interface::decide_interface(snap, cfg, &mut plan, false),
     }
+    no_master_note(snap, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
     finish(plan, snap, cfg)
@@ -235,6 +236,43 @@ fn version_defects(defects: &[(&crate::nccl_defects::Defect, Vec<String>)], plan
             d.remedy,
         );
     }
+}
+
+/// When no master is known (none named, or its name did not resolve) for a job not known to be single-node,
+/// and ncclenv chose another interface than NCCL alone would bind (`nccl_rules::nccl_alone`), say both
+/// (`no-master-nccl-differs`): the default route then overrode NCCL's own pick, which may be the right
+/// network (an IPoIB `ib0` the master's name resolves to on the other nodes).
+fn no_master_note(snap: &Snapshot, plan: &mut Plan) {
+    let known = snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty());
+    if known
+        || snap.job.is_single_node()
+        || plan.hands_off
+        || matches!(plan.verdict, crate::plan::Verdict::Refuse { .. })
+    {
+        return;
+    }
+    let Some(c) = plan.choice.clone() else { return };
+    let Some((pick, _)) = crate::nccl_rules::nccl_alone(snap) else {
+        return;
+    };
+    let Some(f) = pick.found.first() else { return };
+    if f.name == c.ifname {
+        return;
+    }
+    plan.finding(
+        Finding::NoMasterNcclDiffers,
+        format!(
+            "no master named; NCCL alone would use {} ({}), ncclenv chose {} ({})",
+            f.name,
+            f.addr,
+            c.ifname,
+            c.how.split(" (").next().unwrap_or(&c.how)
+        ),
+        format!(
+            "name the job's master (NCCLENV_PEER, MASTER_ADDR or the launcher's own flag) so that ncclenv takes the route to it, or set NCCL_SOCKET_IFNAME={} if NCCL's own pick is the job's network",
+            f.name
+        ),
+    );
 }
 
 /// The `unknown-variable` message for an `NCCLENV_*` name that is not an option (`name` as text; `near`, the

@@ -36,6 +36,104 @@ pub fn job(
     (own.or(info.master), shape)
 }
 
+/// The job's command as its facts are read: through shells and prefix programs (`crate::shell`), with the
+/// environment the command receives (the recorded one, plus the shell's exported assignments of launcher
+/// variables, less what `env -i`/`env -u` removes).
+#[derive(Debug, Clone, Default)]
+pub struct JobCommand {
+    /// The simple command that starts the job (the command itself when nothing wraps it).
+    pub argv: Vec<OsString>,
+    /// The recorded environment as that command receives it.
+    pub env: BTreeMap<String, String>,
+    /// `sh -c: torchrun --nnodes=2 …` when the command is wrapped (user information removed).
+    pub wrapper: Option<String>,
+    /// The script file a shell runs, not read.
+    pub script: Option<String>,
+    /// What could not be read (an unclosed quote), one sentence each.
+    pub problems: Vec<String>,
+}
+
+/// Read `cmd` through its shells and prefix programs (`crate::shell::unwrap`), expanding from `vars` (the
+/// environment as the command receives it, first entry of a name winning as `getenv` reads it). `env` is the
+/// recorded environment ([`record_env`]).
+pub fn job_command(
+    cmd: &[OsString],
+    vars: &[(OsString, OsString)],
+    env: &BTreeMap<String, String>,
+) -> JobCommand {
+    let args: Vec<String> = cmd
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let lookup = |name: &str| -> Option<String> {
+        vars.iter()
+            .find(|(k, _)| k.as_encoded_bytes() == name.as_bytes())
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+    };
+    let u = crate::shell::unwrap(&args, &lookup);
+    if !u.wrapped() {
+        return JobCommand {
+            argv: cmd.to_vec(),
+            env: env.clone(),
+            wrapper: None,
+            script: u.script,
+            problems: u.problems,
+        };
+    }
+    let mut job_env = env.clone();
+    if u.cleared {
+        job_env.retain(|k, _| !is_launcher_var(k));
+    }
+    for n in &u.unset {
+        job_env.remove(n);
+    }
+    for (n, v) in &u.assignments {
+        if is_launcher_var(n) {
+            job_env.insert(n.clone(), launcher::redact_userinfo(v));
+        }
+    }
+    JobCommand {
+        argv: u.argv.iter().map(OsString::from).collect(),
+        env: job_env,
+        wrapper: Some(wrapper_text(&u)),
+        script: u.script,
+        problems: u.problems,
+    }
+}
+
+/// True for the variables the launcher and orchestrator readings look at.
+fn is_launcher_var(name: &str) -> bool {
+    launcher::VARS.contains(&name) || crate::orchestrator::is_var(name)
+}
+
+/// `sh -c: torchrun --nnodes=2 --master_addr=m t.py` (at most 12 words, each with user information removed
+/// and a value of a `*KEY*`/`*TOKEN*`/`*SECRET*`/`*PASSWORD*` option or assignment as `***`).
+fn wrapper_text(u: &crate::shell::Unwrapped) -> String {
+    let mut words: Vec<String> = u
+        .argv
+        .iter()
+        .take(12)
+        .map(|w| {
+            let w = crate::shell::display(w);
+            match w.split_once('=') {
+                Some((n, _)) if secret_name(n) => format!("{n}=***"),
+                _ => launcher::redact_userinfo(&w),
+            }
+        })
+        .collect();
+    if u.argv.len() > 12 {
+        words.push("…".into());
+    }
+    format!("{}: {}", u.via.join(", "), words.join(" "))
+}
+
+fn secret_name(n: &str) -> bool {
+    let n = n.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"]
+        .iter()
+        .any(|s| n.contains(s))
+}
+
 /// Variables recorded in the snapshot by exact name, besides the launchers' (`launcher::VARS`). Anything
 /// else is never recorded (secrets).
 const RECORDED: &[&str] = &[
@@ -78,6 +176,7 @@ pub fn is_recorded(name: &str) -> bool {
         || RECORDED.contains(&name)
         || PROXY_VARS.contains(&name)
         || launcher::VARS.contains(&name)
+        || crate::orchestrator::is_var(name)
 }
 
 /// Record the relevant inherited variables (see [`is_recorded`]) as `getenv` reads them (the first entry of a

@@ -40,7 +40,9 @@ pub fn collect(
         let source = cfg.peer_source.as_deref().unwrap_or("NCCLENV_PEER");
         (p, source)
     });
-    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, &env);
+    let jc = job::job_command(cmd, vars, &env);
+    let cmd = jc.argv.as_slice();
+    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, &jc.env);
     let peer = peer.map(|p| {
         job::resolve_peer(
             p.source,
@@ -52,6 +54,9 @@ pub fn collect(
     let mut shape = shape;
     shape.framework = launcher::framework(cmd);
     shape.launcher_log_level = launcher::launcher_value(cmd, "--log_level");
+    shape.wrapper = jc.wrapper;
+    shape.script = jc.script;
+    shape.problems.extend(jc.problems);
     let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
     let rdma = rdma::probe(&cfg.sysfs, &cfg.devfs);
     let net = match depth {

@@ -1620,3 +1620,37 @@ fn tentative_and_dadfailed_addresses_are_named() {
     assert!(!has("address-tentative", "fd00:60::13"));
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
 }
+
+/// #21 item 8: no master is known and the default route overrides NCCL's own pick (NCCL prefers an `ib`
+/// interface): `no-master-nccl-differs` names both. A named master, a single-node job, or a choice that is
+/// NCCL's own: no such line.
+#[test]
+fn no_master_says_what_nccl_alone_would_use() {
+    let note = |p: &Plan| {
+        p.warnings
+            .iter()
+            .find(|w| w.code == "no-master-nccl-differs")
+            .map(|w| w.message.clone())
+    };
+    let mut l = Lay::new();
+    let e = l.plug("eth0", &["10.0.0.2/24"]);
+    l.default_via("10.0.0.1", e, 0, false);
+    let ib = l.plug("ib0", &["10.1.0.2/24"]);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    let m = note(&p).unwrap_or_else(|| panic!("no note: {:?}", p.warnings));
+    assert!(
+        m.starts_with("no master named; NCCL alone would use ib0 (10.1.0.2), ncclenv chose eth0"),
+        "{m}"
+    );
+    let mut single = Lay::new();
+    let e = single.plug("eth0", &["10.0.0.2/24"]);
+    single.default_via("10.0.0.1", e, 0, false);
+    single.plug("ib0", &["10.1.0.2/24"]);
+    single.nnodes(1);
+    assert_eq!(note(&single.decide()), None);
+    l.peer("MASTER_ADDR", "10.1.0.9", Some(ib), false);
+    let p = l.decide();
+    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ib0"));
+    assert_eq!(note(&p), None);
+}

@@ -15,6 +15,7 @@ mod exec_semantics;
 mod explain;
 mod field_cases;
 mod host_probe;
+mod launcher_forms;
 mod logging;
 mod packaging;
 mod paddle_e2e;

@@ -1,0 +1,696 @@
+//! The orchestrators' own variables, as one table: the platform that started the process (Slurm, a Kubernetes
+//! operator, SageMaker, AWS Batch, Vertex AI, Ray, an MPI launcher) usually names the job's master, the node
+//! count and this node's rank in variables of its own, whatever the command is. [`ROWS`] holds one row per
+//! orchestrator, each with its source; [`read`] is the one generic reader. It runs after the launcher's own
+//! arguments and variables (`crate::launcher::read`), which win: a row only fills what they left unknown, the
+//! master only when no launcher source named one (an exported `MASTER_ADDR` still wins over Slurm's node
+//! list). The first row (in table order) whose variable names a master decides it; `JobShape::orchestrator`
+//! names that row (or the row that gave the node count or rank).
+//!
+//! Values are parsed by the shapes of [`HostVar`], [`CountVar`] and [`RankVar`]; Slurm's compressed host lists
+//! by [`hostlist`], exactly as Slurm's `src/common/hostlist.c` expands them. A value that does not parse is a
+//! problem (a `launcher-argument` warning naming the variable) and is not used.
+
+use crate::launcher::{parse_endpoint, Endpoint, LaunchInfo, Sourced};
+use std::collections::BTreeMap;
+
+/// How a variable names the master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostVar {
+    /// `host`, `host:port`, `[v6]:port` or a URL (`crate::launcher::parse_endpoint`).
+    Endpoint,
+    /// A Slurm host list (`gpu[01-04],login1`): its first host.
+    SlurmHostlist,
+    /// A JSON list of host names (`["algo-1","algo-2"]`): the first.
+    JsonList,
+    /// Vertex AI's `CLUSTER_SPEC` JSON: `cluster.workerpool0[0]` (the primary replica).
+    VertexSpec,
+}
+
+/// How a variable gives the node count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountVar {
+    /// A number (1 or more).
+    Number,
+    /// The hosts of a Slurm host list.
+    SlurmHostlist,
+    /// The entries of a JSON list.
+    JsonList,
+    /// This variable (processes in the job) divided by the named one (processes on this node), when it
+    /// divides evenly (MPI ranks: `OMPI_COMM_WORLD_SIZE / OMPI_COMM_WORLD_LOCAL_SIZE`).
+    Over(&'static str),
+    /// Vertex AI's `CLUSTER_SPEC`: the replicas of `workerpool0` and `workerpool1`.
+    VertexSpec,
+}
+
+/// How a variable gives this node's rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankVar {
+    /// A number from 0.
+    Number,
+    /// This host's name (the variable) at its position in the named JSON list (`SM_CURRENT_HOST` in
+    /// `SM_HOSTS`).
+    IndexIn(&'static str),
+    /// Vertex AI's `CLUSTER_SPEC`: `task.index` in `workerpool0` (0), or 1 + `task.index` in `workerpool1`.
+    VertexSpec,
+}
+
+/// One orchestrator's variables. Each field lists the names tried in order (the first that is set counts).
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    /// The orchestrator's name as `doctor` shows it.
+    pub name: &'static str,
+    /// The public source of the row's names and meaning.
+    pub source: &'static str,
+    /// The master (peer).
+    pub master: Option<(&'static [&'static str], HostVar)>,
+    /// The master's port, when named apart from it.
+    pub port: &'static [&'static str],
+    /// The node count.
+    pub nodes: Option<(&'static [&'static str], CountVar)>,
+    /// This node's rank among the nodes.
+    pub node_rank: Option<(&'static [&'static str], RankVar)>,
+    /// The variable naming the network interface the platform provides for the job, when there is one.
+    pub interface: &'static [&'static str],
+}
+
+/// The orchestrators, in the order they are consulted. Rows whose variables the launcher reading already
+/// takes (PyTorchJob's `MASTER_ADDR`, PaddleJob's `PADDLE_MASTER`) are listed so that the table says every
+/// source; they change nothing there.
+pub const ROWS: &[Row] = &[
+    Row {
+        name: "Kubeflow PyTorchJob",
+        source: "kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go (MASTER_ADDR, MASTER_PORT, PET_NNODES, PET_NODE_RANK)",
+        master: Some((&["MASTER_ADDR"], HostVar::Endpoint)),
+        port: &["MASTER_PORT"],
+        nodes: Some((&["PET_NNODES"], CountVar::Number)),
+        node_rank: Some((&["PET_NODE_RANK"], RankVar::Number)),
+        interface: &[],
+    },
+    Row {
+        name: "Kubeflow PaddleJob",
+        source: "kubeflow/training-operator pkg/controller.v1/paddlepaddle/envvar.go (PADDLE_MASTER, PADDLE_NNODES)",
+        master: Some((&["PADDLE_MASTER"], HostVar::Endpoint)),
+        port: &[],
+        nodes: Some((&["PADDLE_NNODES"], CountVar::Number)),
+        node_rank: Some((&["PADDLE_TRAINER_ID"], RankVar::Number)),
+        interface: &[],
+    },
+    Row {
+        name: "Slurm",
+        source: "SchedMD/slurm doc/man/man1/srun.1 and sbatch.1 (OUTPUT ENVIRONMENT VARIABLES), src/common/hostlist.c; the first host is the master as in Lightning's SLURMEnvironment and `scontrol show hostnames | head -n1`",
+        master: Some((&["SLURM_JOB_NODELIST", "SLURM_NODELIST"], HostVar::SlurmHostlist)),
+        port: &[],
+        nodes: Some((
+            &["SLURM_JOB_NUM_NODES", "SLURM_NNODES"],
+            CountVar::Number,
+        )),
+        node_rank: Some((&["SLURM_NODEID"], RankVar::Number)),
+        interface: &[],
+    },
+    Row {
+        name: "LeaderWorkerSet",
+        source: "kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX; index 0 is the leader)",
+        master: Some((&["LWS_LEADER_ADDRESS"], HostVar::Endpoint)),
+        port: &[],
+        nodes: Some((&["LWS_GROUP_SIZE"], CountVar::Number)),
+        node_rank: Some((&["LWS_WORKER_INDEX"], RankVar::Number)),
+        interface: &[],
+    },
+    Row {
+        name: "SageMaker",
+        source: "aws/sagemaker-training-toolkit src/sagemaker_training/environment.py and params.py (SM_HOSTS sorted, the master its first host; SM_CURRENT_HOST; SM_NETWORK_INTERFACE_NAME)",
+        master: Some((&["SM_HOSTS"], HostVar::JsonList)),
+        port: &[],
+        nodes: Some((&["SM_HOSTS"], CountVar::JsonList)),
+        node_rank: Some((&["SM_CURRENT_HOST"], RankVar::IndexIn("SM_HOSTS"))),
+        interface: &["SM_NETWORK_INTERFACE_NAME"],
+    },
+    Row {
+        name: "AWS Batch multi-node",
+        source: "AWS Batch User Guide, multi-node parallel jobs: environment variables (AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS, set on the child nodes; AWS_BATCH_JOB_NUM_NODES; AWS_BATCH_JOB_NODE_INDEX)",
+        master: Some((&["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"], HostVar::Endpoint)),
+        port: &[],
+        nodes: Some((&["AWS_BATCH_JOB_NUM_NODES"], CountVar::Number)),
+        node_rank: Some((&["AWS_BATCH_JOB_NODE_INDEX"], RankVar::Number)),
+        interface: &[],
+    },
+    Row {
+        name: "Vertex AI",
+        source: "Google Cloud Vertex AI, distributed training: CLUSTER_SPEC (cluster.workerpool0 is the primary replica; task.type, task.index)",
+        master: Some((&["CLUSTER_SPEC"], HostVar::VertexSpec)),
+        port: &[],
+        nodes: Some((&["CLUSTER_SPEC"], CountVar::VertexSpec)),
+        node_rank: Some((&["CLUSTER_SPEC"], RankVar::VertexSpec)),
+        interface: &[],
+    },
+    Row {
+        name: "Ray",
+        source: "ray-project/ray python/ray/_private/worker.py (ray.init reads RAY_ADDRESS; `auto` names no host)",
+        master: Some((&["RAY_ADDRESS"], HostVar::Endpoint)),
+        port: &[],
+        nodes: None,
+        node_rank: None,
+        interface: &[],
+    },
+    Row {
+        name: "Open MPI rank",
+        source: "open-mpi/ompi docs (mpirun(1) \"Environment variables\": OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE)",
+        master: None,
+        port: &[],
+        nodes: Some((
+            &["OMPI_COMM_WORLD_SIZE"],
+            CountVar::Over("OMPI_COMM_WORLD_LOCAL_SIZE"),
+        )),
+        node_rank: None,
+        interface: &[],
+    },
+    Row {
+        name: "MPICH/Hydra rank",
+        source: "pmodels/mpich src/pm/hydra (PMI_SIZE, PMI_RANK, MPI_LOCALNRANKS set by the Hydra proxy)",
+        master: None,
+        port: &[],
+        nodes: Some((&["PMI_SIZE"], CountVar::Over("MPI_LOCALNRANKS"))),
+        node_rank: None,
+        interface: &[],
+    },
+];
+
+/// Every variable a row reads (recorded in the snapshot, see `probe::job::is_recorded`).
+pub fn is_var(name: &str) -> bool {
+    ROWS.iter().any(|r| {
+        r.master.is_some_and(|(v, _)| v.contains(&name))
+            || r.port.contains(&name)
+            || r.interface.contains(&name)
+            || r.nodes.is_some_and(|(v, c)| {
+                v.contains(&name) || matches!(c, CountVar::Over(d) if d == name)
+            })
+            || r.node_rank.is_some_and(|(v, k)| {
+                v.contains(&name) || matches!(k, RankVar::IndexIn(l) if l == name)
+            })
+    })
+}
+
+/// The first of `names` that is set (and not empty), with its value. The launcher's own variables
+/// (`crate::launcher::VARS`) are skipped: the launcher reading has read them already.
+fn first<'a>(
+    env: &'a BTreeMap<String, String>,
+    names: &[&'static str],
+) -> Option<(&'static str, &'a str)> {
+    names
+        .iter()
+        .filter(|n| !crate::launcher::VARS.contains(n))
+        .find_map(|n| {
+            env.get(*n)
+                .filter(|v| !v.is_empty())
+                .map(|v| (*n, v.as_str()))
+        })
+}
+
+/// Fill what the launcher left unknown in `info` from the rows' variables (see the module docs). Problems
+/// (a value that does not parse) are added to `info.shape.problems`.
+pub fn read(env: &BTreeMap<String, String>, info: &mut LaunchInfo) {
+    for row in ROWS {
+        let mut used = false;
+        if info.master.is_none() {
+            if let Some((names, shape)) = row.master {
+                used |= read_master(env, row, names, shape, info);
+            }
+        }
+        if info.shape.nnodes.is_none() {
+            if let Some((names, shape)) = row.nodes {
+                if let Some((name, v)) = first(env, names) {
+                    match count(env, v, shape) {
+                        Ok(Some(n)) => {
+                            info.shape.nnodes = Some(n);
+                            info.shape.source = Some(format!("{name} ({})", row.name));
+                            used = true;
+                        }
+                        Ok(None) => {}
+                        Err(e) => problem(
+                            info,
+                            format!(
+                                "{name}={v:?} ({}): {e}; not used as the node count",
+                                row.name
+                            ),
+                        ),
+                    }
+                }
+            }
+        }
+        if info.shape.node_rank.is_none() {
+            if let Some((names, shape)) = row.node_rank {
+                if let Some((name, v)) = first(env, names) {
+                    match rank(env, v, shape) {
+                        Ok(Some(r)) => {
+                            info.shape.node_rank = Some(r);
+                            info.shape.node_rank_source = Some(format!("{name} ({})", row.name));
+                            used = true;
+                        }
+                        Ok(None) => {}
+                        Err(e) => problem(
+                            info,
+                            format!(
+                                "{name}={v:?} ({}): {e}; not used as the node rank",
+                                row.name
+                            ),
+                        ),
+                    }
+                }
+            }
+        }
+        if used && info.shape.orchestrator.is_none() {
+            info.shape.orchestrator = Some(row.name.to_string());
+        }
+    }
+}
+
+/// The master from one row: true when it named one.
+fn read_master(
+    env: &BTreeMap<String, String>,
+    row: &Row,
+    names: &[&'static str],
+    shape: HostVar,
+    info: &mut LaunchInfo,
+) -> bool {
+    let Some((name, v)) = first(env, names) else {
+        return false;
+    };
+    let e = match master(v, shape) {
+        Ok(Some(e)) => e,
+        Ok(None) => return false,
+        Err(e) => {
+            problem(
+                info,
+                format!("{name}={v:?} ({}): {e}; not used as the peer", row.name),
+            );
+            return false;
+        }
+    };
+    let source = format!("{name} ({})", row.name);
+    let mut port = e.port.map(|p| (p, source.clone()));
+    if port.is_none() {
+        if let Some((pn, pv)) = first(env, row.port) {
+            if let Ok(p) = crate::launcher::parse_port(pv.trim()) {
+                port = Some((p, pn.to_string()));
+            }
+        }
+    }
+    if let Some((p, s)) = port {
+        info.shape.master_port = Some(p);
+        info.shape.master_port_source = Some(s);
+    }
+    info.master = Some(Sourced { value: e, source });
+    true
+}
+
+fn problem(info: &mut LaunchInfo, text: String) {
+    if !info.shape.problems.contains(&text) {
+        info.shape.problems.push(text);
+    }
+}
+
+/// The master a value names; `Ok(None)` when it names none on purpose (Ray's `auto`, an empty list).
+fn master(v: &str, shape: HostVar) -> Result<Option<Endpoint>, String> {
+    let host = match shape {
+        HostVar::Endpoint if v.trim() == "auto" || v.trim() == "local" => return Ok(None),
+        HostVar::Endpoint => return parse_endpoint(v).map(Some),
+        HostVar::SlurmHostlist => hostlist(v)?.into_iter().next(),
+        HostVar::JsonList => json_list(v)?.into_iter().next(),
+        HostVar::VertexSpec => vertex(v)?.pools.first().and_then(|p| p.first().cloned()),
+    };
+    match host {
+        Some(h) => parse_endpoint(&h).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn count(env: &BTreeMap<String, String>, v: &str, shape: CountVar) -> Result<Option<u32>, String> {
+    let n = match shape {
+        CountVar::Number => number(v, 1)?,
+        CountVar::SlurmHostlist => hostlist(v)?.len(),
+        CountVar::JsonList => json_list(v)?.len(),
+        CountVar::VertexSpec => vertex(v)?.pools.iter().take(2).map(Vec::len).sum(),
+        CountVar::Over(local) => {
+            let world = number(v, 1)?;
+            let Some(l) = env.get(local).and_then(|l| l.trim().parse::<usize>().ok()) else {
+                return Ok(None);
+            };
+            if l == 0 || world % l != 0 {
+                return Ok(None);
+            }
+            world / l
+        }
+    };
+    Ok(u32::try_from(n).ok().filter(|n| *n >= 1))
+}
+
+fn rank(env: &BTreeMap<String, String>, v: &str, shape: RankVar) -> Result<Option<u32>, String> {
+    let r = match shape {
+        RankVar::Number => number(v, 0)?,
+        RankVar::IndexIn(list) => {
+            let Some(l) = env.get(list) else {
+                return Ok(None);
+            };
+            match json_list(l)?.iter().position(|h| h == v.trim()) {
+                Some(i) => i,
+                None => return Err(format!("not one of the hosts of {list}")),
+            }
+        }
+        RankVar::VertexSpec => {
+            let spec = vertex(v)?;
+            match (spec.task_type.as_str(), spec.task_index) {
+                ("workerpool0", i) => i,
+                ("workerpool1", i) => spec.pools.first().map_or(0, Vec::len) + i,
+                _ => return Ok(None),
+            }
+        }
+    };
+    Ok(u32::try_from(r).ok())
+}
+
+/// A whole number of at least `min`.
+fn number(v: &str, min: usize) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!("not a whole number from {min}")),
+    }
+}
+
+/// A JSON list of strings (`["algo-1","algo-2"]`).
+fn json_list(v: &str) -> Result<Vec<String>, String> {
+    serde_json::from_str::<Vec<String>>(v).map_err(|_| "not a JSON list of host names".to_string())
+}
+
+/// What ncclenv reads of Vertex AI's `CLUSTER_SPEC`.
+struct Vertex {
+    /// `cluster.workerpool0`, `cluster.workerpool1`, … (`host:port` entries), in pool order.
+    pools: Vec<Vec<String>>,
+    task_type: String,
+    task_index: usize,
+}
+
+fn vertex(v: &str) -> Result<Vertex, String> {
+    let bad = || "not Vertex AI's CLUSTER_SPEC JSON (cluster.workerpool0, task)".to_string();
+    let j: serde_json::Value = serde_json::from_str(v).map_err(|_| bad())?;
+    let cluster = j
+        .get("cluster")
+        .and_then(|c| c.as_object())
+        .ok_or_else(bad)?;
+    let mut pools = Vec::new();
+    for k in 0..4 {
+        let hosts = cluster
+            .get(&format!("workerpool{k}"))
+            .and_then(|p| p.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| h.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        pools.push(hosts);
+    }
+    let task = j.get("task");
+    Ok(Vertex {
+        pools,
+        task_type: task
+            .and_then(|t| t.get("type"))
+            .and_then(|t| t.as_str())
+            .unwrap_or("")
+            .to_string(),
+        task_index: task
+            .and_then(|t| t.get("index"))
+            .and_then(|i| i.as_u64())
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(0),
+    })
+}
+
+/// Slurm's limit on the hosts of one range (`MAX_RANGE`, src/common/hostlist.c), also applied to the whole
+/// list here.
+const MAX_HOSTS: usize = 64 * 1024;
+
+/// Expand a Slurm host list as `hostlist_create` does (SchedMD/slurm src/common/hostlist.c): entries are
+/// separated by commas (and blanks) outside brackets; an entry is `prefix[RANGES]suffix`, where RANGES is a
+/// comma-separated list of `N` or `LO-HI` (decimal, `LO <= HI`, no sign, at most 65536 hosts; the width of
+/// `LO` as written pads every number with zeros: `[001-004]` → `001` … `004`, `[1-10]` → `1` … `10`), and
+/// the prefix may hold one more bracket group (`rack[1-2]-n[01-02]`, the prefix's range outermost). An entry
+/// without brackets is one host. `Err` names what does not parse.
+pub fn hostlist(v: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for entry in split_top(v)? {
+        for h in expand_entry(&entry)? {
+            if out.len() >= MAX_HOSTS {
+                return Err(format!("more than {MAX_HOSTS} hosts"));
+            }
+            out.push(h);
+        }
+    }
+    if out.is_empty() {
+        return Err("no host".into());
+    }
+    Ok(out)
+}
+
+/// The entries of a host list: split at commas and blanks outside brackets.
+fn split_top(v: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let (mut cur, mut depth) = (String::new(), 0usize);
+    for c in v.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth == 0 => return Err("a ']' without '['".into()),
+            ']' => depth -= 1,
+            ',' | ' ' | '\t' | '\n' if depth == 0 => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if depth > 0 {
+        return Err("a '[' is not closed by ']'".into());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+/// One entry: its last bracket group expanded, the prefix (which may hold one more group) expanded first.
+fn expand_entry(entry: &str) -> Result<Vec<String>, String> {
+    let Some(open) = entry.rfind('[') else {
+        return Ok(vec![entry.to_string()]);
+    };
+    let close = entry[open..]
+        .find(']')
+        .map(|i| open + i)
+        .ok_or_else(|| format!("{entry:?}: a '[' is not closed by ']'"))?;
+    let (prefix, ranges, suffix) = (&entry[..open], &entry[open + 1..close], &entry[close + 1..]);
+    if suffix.contains('[') || prefix.matches('[').count() > 1 {
+        return Err(format!("{entry:?}: more bracket groups than Slurm expands"));
+    }
+    let nums = ranges_of(ranges).map_err(|e| format!("{entry:?}: {e}"))?;
+    let prefixes = if prefix.contains('[') {
+        expand_entry(prefix)?
+    } else {
+        vec![prefix.to_string()]
+    };
+    if prefixes.len().saturating_mul(nums.len()) > MAX_HOSTS {
+        return Err(format!("more than {MAX_HOSTS} hosts"));
+    }
+    let mut out = Vec::new();
+    for p in &prefixes {
+        for n in &nums {
+            out.push(format!("{p}{n}{suffix}"));
+        }
+    }
+    Ok(out)
+}
+
+/// `1-3,7,010-012` → the numbers as Slurm writes them (zero-padded to the width of each range's `LO`).
+fn ranges_of(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo, hi),
+            None => (part, part),
+        };
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(lo) || !digits(hi) {
+            return Err(format!("invalid range {part:?}"));
+        }
+        let (a, b) = match (lo.parse::<u64>(), hi.parse::<u64>()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => return Err(format!("invalid range {part:?}")),
+        };
+        if b - a >= MAX_HOSTS as u64 || out.len() + (b - a) as usize >= MAX_HOSTS {
+            return Err(format!("too many hosts in range {part:?}"));
+        }
+        let width = lo.len();
+        for n in a..=b {
+            out.push(format!("{n:0width$}"));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+    fn h(v: &str) -> Vec<String> {
+        hostlist(v).unwrap_or_else(|e| panic!("{v}: {e}"))
+    }
+
+    #[test]
+    fn slurm_hostlists_as_slurm_expands_them() {
+        assert_eq!(h("gpu[01-02]"), ["gpu01", "gpu02"]);
+        assert_eq!(h("gpu[001-004]"), ["gpu001", "gpu002", "gpu003", "gpu004"]);
+        assert_eq!(h("a[1-3,7],b5"), ["a1", "a2", "a3", "a7", "b5"]);
+        assert_eq!(h("n[8-10]"), ["n8", "n9", "n10"]);
+        assert_eq!(h("n[08-10]"), ["n08", "n09", "n10"]);
+        assert_eq!(
+            h("rack[1-2]-n[01-02]"),
+            ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]
+        );
+        assert_eq!(h("gpu-a[01-02]-ib"), ["gpu-a01-ib", "gpu-a02-ib"]);
+        assert_eq!(h("login1"), ["login1"]);
+        assert_eq!(h("x[1,3],y[2-3],z"), ["x1", "x3", "y2", "y3", "z"]);
+        for bad in [
+            "gpu[01-02",
+            "gpu01]",
+            "a[3-1]",
+            "a[1--2]",
+            "a[x]",
+            "a[]",
+            "",
+            "a[1-2]b[1-2]c[1-2]",
+            "a[0-99999]",
+        ] {
+            assert!(hostlist(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_row_is_sourced_and_its_variables_recorded() {
+        for r in ROWS {
+            assert!(!r.source.is_empty() && !r.name.is_empty());
+            if let Some((names, _)) = r.master {
+                assert!(names.iter().all(|n| is_var(n)));
+            }
+        }
+        assert!(is_var("SLURM_NODEID") && is_var("OMPI_COMM_WORLD_LOCAL_SIZE") && !is_var("HOME"));
+    }
+
+    fn read_env(pairs: &[(&str, &str)]) -> LaunchInfo {
+        let mut info = LaunchInfo::default();
+        read(&env(pairs), &mut info);
+        info
+    }
+
+    #[test]
+    fn rows_fill_master_count_and_rank() {
+        let i = read_env(&[
+            ("SLURM_JOB_NODELIST", "gpu[07-08]"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_NODEID", "1"),
+        ]);
+        let m = i
+            .master
+            .as_ref()
+            .map(|m| (m.value.host.as_str(), m.source.as_str()));
+        assert_eq!(m, Some(("gpu07", "SLURM_JOB_NODELIST (Slurm)")));
+        assert_eq!((i.shape.nnodes, i.shape.node_rank), (Some(2), Some(1)));
+        assert_eq!(i.shape.orchestrator.as_deref(), Some("Slurm"));
+        let i = read_env(&[("SLURM_NODELIST", "gpu[07-"), ("SLURM_NNODES", "2")]);
+        assert!(i.master.is_none());
+        assert!(
+            i.shape.problems[0].contains("SLURM_NODELIST"),
+            "{:?}",
+            i.shape.problems
+        );
+        let i = read_env(&[
+            ("LWS_LEADER_ADDRESS", "lead.svc"),
+            ("LWS_GROUP_SIZE", "4"),
+            ("LWS_WORKER_INDEX", "2"),
+        ]);
+        assert_eq!(i.master.map(|m| m.value.host), Some("lead.svc".into()));
+        assert_eq!((i.shape.nnodes, i.shape.node_rank), (Some(4), Some(2)));
+        let i = read_env(&[
+            ("SM_HOSTS", r#"["algo-1","algo-2"]"#),
+            ("SM_CURRENT_HOST", "algo-2"),
+        ]);
+        assert_eq!(i.master.map(|m| m.value.host), Some("algo-1".into()));
+        assert_eq!((i.shape.nnodes, i.shape.node_rank), (Some(2), Some(1)));
+        let i = read_env(&[
+            ("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "10.0.0.5"),
+            ("AWS_BATCH_JOB_NUM_NODES", "3"),
+            ("AWS_BATCH_JOB_NODE_INDEX", "2"),
+        ]);
+        assert_eq!(i.master.map(|m| m.value.host), Some("10.0.0.5".into()));
+        assert_eq!((i.shape.nnodes, i.shape.node_rank), (Some(3), Some(2)));
+        let spec = r#"{"cluster":{"workerpool0":["cmle-training-workerpool0-ab-0:2222"],"workerpool1":["w-0:2222","w-1:2222"]},"task":{"type":"workerpool1","index":1}}"#;
+        let i = read_env(&[("CLUSTER_SPEC", spec)]);
+        let m = i
+            .master
+            .as_ref()
+            .map(|m| (m.value.host.clone(), m.value.port));
+        assert_eq!(
+            m,
+            Some(("cmle-training-workerpool0-ab-0".into(), Some(2222)))
+        );
+        assert_eq!(
+            (i.shape.nnodes, i.shape.node_rank, i.shape.master_port),
+            (Some(3), Some(2), Some(2222))
+        );
+        let i = read_env(&[("RAY_ADDRESS", "auto")]);
+        assert!(i.master.is_none() && i.shape.problems.is_empty());
+        let i = read_env(&[("RAY_ADDRESS", "head:6379")]);
+        assert_eq!(i.shape.master_port, Some(6379));
+        let i = read_env(&[
+            ("OMPI_COMM_WORLD_SIZE", "8"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ]);
+        assert_eq!(
+            (i.shape.nnodes, i.shape.orchestrator.as_deref()),
+            (Some(2), Some("Open MPI rank"))
+        );
+        let i = read_env(&[("PMI_SIZE", "6"), ("MPI_LOCALNRANKS", "4")]);
+        assert_eq!(i.shape.nnodes, None);
+    }
+
+    #[test]
+    fn what_the_launcher_said_wins() {
+        let mut info = LaunchInfo {
+            master: Some(Sourced {
+                value: parse_endpoint("10.9.9.9").unwrap_or_else(|e| panic!("{e}")),
+                source: "MASTER_ADDR".into(),
+            }),
+            ..LaunchInfo::default()
+        };
+        info.shape.nnodes = Some(4);
+        read(
+            &env(&[
+                ("SLURM_NODELIST", "gpu[1-2]"),
+                ("SLURM_NNODES", "2"),
+                ("SLURM_NODEID", "1"),
+            ]),
+            &mut info,
+        );
+        assert_eq!(info.master.map(|m| m.value.host), Some("10.9.9.9".into()));
+        assert_eq!(
+            (info.shape.nnodes, info.shape.node_rank),
+            (Some(4), Some(1))
+        );
+    }
+}

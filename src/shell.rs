@@ -1,0 +1,927 @@
+//! Commands wrapped in a shell or a prefix program, read down to the simple command that starts the job.
+//!
+//! Public manifests start jobs as `["/bin/bash", "-c", "cd /workspace && torchrun …"]`, Compose files as
+//! `sh -c "…"`, launch scripts as `env MASTER_ADDR=… nohup torchrun …`. [`unwrap`] reads such a command the way
+//! the shell would run it, without running anything:
+//!
+//! * prefix programs are skipped: `exec`, `env [-i] [-u NAME] [VAR=value…]`, `nohup`, `time`, `nice`,
+//!   `setsid`, `stdbuf`, `timeout DURATION`, `command`, `tini --`, `dumb-init`; leading `VAR=value` words
+//!   of a shell command are assignments, exported to that command (POSIX "Simple Commands"), and count as
+//!   the job's environment;
+//! * `sh`/`bash`/`dash`/`zsh`/`ksh`/`ash`/`mksh` with `-c` (also clustered: `-lc`, `-ec`, `-xc`; `-o NAME`
+//!   and `-O NAME` take a value) read the command string (the first argument that is not an option, as bash
+//!   and dash read it). The string is cut into simple commands at the control operators `&&`, `||`, `;`, `&`,
+//!   `|` and newlines (outside quotes and `$(…)`), `cd DIR` and other builtins are passed over, `export
+//!   VAR=value` is remembered, and the first simple command in which `crate::launcher::detect` recognises a
+//!   launcher is the job's (else the last one). Words are split by the `shlex` crate (POSIX quoting,
+//!   backslashes, `#` comments);
+//! * parameters are expanded from the environment the shell receives (and the string's own assignments):
+//!   `$VAR`, `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:=default}`; an unquoted expansion is split
+//!   into words as the shell splits it. Anything else — a command substitution `$(…)` or `` `…` ``, arithmetic,
+//!   positional parameters, other `${…}` forms, a variable that is not set — is *unknown*: the word carries
+//!   [`UNKNOWN`] around the text as written, and the launcher reading treats it as not known, never as a value;
+//! * a shell running a script file (`bash run.sh`) is not read: [`Unwrapped::script`] names the file.
+//!
+//! A string that does not split (an unclosed quote or `$(`) is a problem (a `launcher-argument` warning), and
+//! the command is then read as written. Sources: POSIX.1-2017 Shell Command Language, 2.3 (token
+//! recognition), 2.6.2 (parameter expansion), 2.9.1 (simple commands); bash(1) `-c`.
+
+use std::collections::BTreeMap;
+
+/// Marks, on both sides, the text of an expansion ncclenv cannot know before the shell runs (`$(hostname)`,
+/// an unset `$VAR`): a word holding it is unknown. [`display`] removes the marks.
+pub const UNKNOWN: char = '\u{1A}';
+
+/// How deep shells inside shells are read (`sh -c "bash -c '…'"`).
+const MAX_DEPTH: usize = 4;
+
+/// What [`unwrap`] read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unwrapped {
+    /// The simple command that starts the job, its words after quote removal and expansion (words holding
+    /// [`UNKNOWN`] are not known). The command itself when nothing wraps it.
+    pub argv: Vec<String>,
+    /// Variables the shell or a prefix program exports to that command (`VAR=value cmd`, `env VAR=value`,
+    /// `export VAR=value`), in order; a value holding [`UNKNOWN`] is not known.
+    pub assignments: Vec<(String, String)>,
+    /// True when `env -i` starts the command with an empty environment (only [`Unwrapped::assignments`]).
+    pub cleared: bool,
+    /// Names `env -u NAME` removes from the command's environment.
+    pub unset: Vec<String>,
+    /// What was read through, outermost first (`env`, `sh -c`, `nohup`, …); empty when the command is read
+    /// as written.
+    pub via: Vec<String>,
+    /// The script file a shell runs (`bash run.sh`), which ncclenv does not read.
+    pub script: Option<String>,
+    /// Strings that could not be read, one sentence each.
+    pub problems: Vec<String>,
+}
+
+impl Unwrapped {
+    /// True when a shell's `-c` string or a prefix program was read (the job's command is not `argv[0]`).
+    pub fn wrapped(&self) -> bool {
+        !self.via.is_empty()
+    }
+}
+
+/// `word` with the [`UNKNOWN`] marks removed: the text as the command wrote it.
+pub fn display(word: &str) -> String {
+    word.chars().filter(|c| *c != UNKNOWN).collect()
+}
+
+/// True when `word` holds an expansion that is not known before the shell runs.
+pub fn is_unknown(word: &str) -> bool {
+    word.contains(UNKNOWN)
+}
+
+/// Read `argv` down to the simple command that starts the job (see the module docs). `env` looks up the
+/// environment the command receives (the shell expands from it). Never fails: what cannot be read is in
+/// [`Unwrapped::problems`] and the command is then taken as written.
+pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrapped {
+    let mut st = State {
+        env,
+        locals: BTreeMap::new(),
+        cleared: false,
+        exports: Vec::new(),
+        via: Vec::new(),
+        script: None,
+        problems: Vec::new(),
+    };
+    let cmd = command(argv.to_vec(), false, &mut st, 0);
+    let mut assignments = st.exports;
+    assignments.extend(cmd.assigns);
+    Unwrapped {
+        argv: cmd.words,
+        assignments,
+        cleared: cmd.cleared,
+        unset: cmd.unset,
+        via: st.via,
+        script: st.script,
+        problems: st.problems,
+    }
+}
+
+/// The reading's state: the environment, the shell's own variables, what was exported.
+struct State<'e> {
+    env: &'e dyn Fn(&str) -> Option<String>,
+    /// Variables set in the string (`export A=b`, `A=b`); `None` when the value is not known.
+    locals: BTreeMap<String, Option<String>>,
+    /// The shell itself was started by `env -i`: the environment holds only its assignments.
+    cleared: bool,
+    exports: Vec<(String, String)>,
+    via: Vec<String>,
+    script: Option<String>,
+    problems: Vec<String>,
+}
+
+impl State<'_> {
+    /// A variable's value as the shell sees it: `Some(None)` when set but not known, `None` when unset.
+    fn lookup(&self, name: &str) -> Option<Option<String>> {
+        if let Some(v) = self.locals.get(name) {
+            return Some(v.clone());
+        }
+        if self.cleared {
+            return None;
+        }
+        (self.env)(name).map(Some)
+    }
+}
+
+/// One simple command: its words, the assignments exported to it, and `env`'s effects.
+#[derive(Default)]
+struct Cmd {
+    words: Vec<String>,
+    assigns: Vec<(String, String)>,
+    cleared: bool,
+    unset: Vec<String>,
+}
+
+fn basename(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// A shell variable name (POSIX: letters, digits and `_`, not starting with a digit).
+fn is_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f == '_' || f.is_ascii_alphabetic())
+        && c.all(|x| x == '_' || x.is_ascii_alphanumeric())
+}
+
+/// `NAME=value` → the pair, when NAME is a variable name.
+fn assignment(word: &str) -> Option<(String, String)> {
+    let (n, v) = word.split_once('=')?;
+    is_name(n).then(|| (n.to_string(), v.to_string()))
+}
+
+/// A command read through its prefixes and, when it is a shell with `-c`, through its string.
+fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> Cmd {
+    let mut cmd = strip_prefixes(words, in_shell, st);
+    let Some(prog) = cmd.words.first() else {
+        return cmd;
+    };
+    let base = basename(prog).to_string();
+    if depth >= MAX_DEPTH || !is_shell(&base) {
+        return cmd;
+    }
+    match shell_args(&cmd.words[1..]) {
+        ShellArgs::Command(s, positional) => {
+            st.via.push(format!("{base} -c"));
+            for (n, v) in &cmd.assigns {
+                let known = (!v.contains(UNKNOWN)).then(|| v.clone());
+                st.locals.insert(n.clone(), known);
+            }
+            st.cleared |= cmd.cleared;
+            if let Some(mut inner) = read_string(&s, st, depth + 1) {
+                // No launcher in the string: its positional parameters (after `$0`) may be the
+                // launcher's arguments a wrapper passes on (`sh -c 'exec "$0" "$@"' …`); they are read
+                // after the command's own words, as a command ncclenv does not recognise is read.
+                if crate::launcher::detect(&inner.words).is_none() {
+                    inner.words.extend(positional.into_iter().skip(1));
+                }
+                let mut assigns = std::mem::take(&mut cmd.assigns);
+                assigns.append(&mut inner.assigns);
+                inner.assigns = assigns;
+                inner.cleared |= cmd.cleared;
+                inner.unset.append(&mut cmd.unset);
+                return inner;
+            }
+            cmd
+        }
+        ShellArgs::Script(f) => {
+            st.script = Some(f);
+            cmd
+        }
+        ShellArgs::Stdin => cmd,
+    }
+}
+
+fn is_shell(base: &str) -> bool {
+    matches!(
+        base,
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash" | "mksh"
+    )
+}
+
+/// What a shell's arguments run.
+#[derive(Debug, PartialEq, Eq)]
+enum ShellArgs {
+    /// `-c STRING`, and the shell's positional parameters after it (`$0` first).
+    Command(String, Vec<String>),
+    /// A script file.
+    Script(String),
+    /// Commands from standard input (no `-c`, no file).
+    Stdin,
+}
+
+/// A shell's arguments (after its name): options (`-lc`, `-e`, `-o pipefail`, `--login`, `+x`), then with
+/// `-c` the command string (the first word that is not an option), else the script file.
+fn shell_args(args: &[String]) -> ShellArgs {
+    let mut with_c = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "--" || a == "-" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            if matches!(long, "rcfile" | "init-file") {
+                i += 1;
+            }
+        } else if a.len() > 1 && (a.starts_with('-') || a.starts_with('+')) {
+            let letters = &a[1..];
+            with_c |= a.starts_with('-') && letters.contains('c');
+            // `-o NAME` (set -o) and bash's `-O NAME` (shopt) take the next word.
+            i += letters.matches(['o', 'O']).count();
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    match args.get(i) {
+        Some(w) if with_c => ShellArgs::Command(w.clone(), args[i + 1..].to_vec()),
+        Some(w) => ShellArgs::Script(w.clone()),
+        None => ShellArgs::Stdin,
+    }
+}
+
+/// Skip prefix programs and (in a shell) leading assignments; what remains is the command.
+fn strip_prefixes(mut words: Vec<String>, in_shell: bool, st: &mut State) -> Cmd {
+    let mut cmd = Cmd::default();
+    let mut i = 0;
+    loop {
+        if in_shell {
+            while let Some((n, v)) = words.get(i).and_then(|w| assignment(w)) {
+                cmd.assigns.push((n, v));
+                i += 1;
+            }
+        }
+        let Some(w) = words.get(i) else { break };
+        let base = basename(w).to_string();
+        let Some(skip) = prefix_len(&base, &words[i + 1..], &mut cmd) else {
+            break;
+        };
+        if i + 1 + skip >= words.len() {
+            // A prefix program with no command after it (`env -0`) is the command itself.
+            break;
+        }
+        st.via.push(base.clone());
+        i += 1 + skip;
+        if base == "env" {
+            // env's own assignments follow its options.
+            while let Some((n, v)) = words.get(i).and_then(|w| assignment(w)) {
+                cmd.assigns.push((n, v));
+                i += 1;
+            }
+        }
+    }
+    cmd.words = words.split_off(i.min(words.len()));
+    cmd
+}
+
+/// How many option words prefix program `base` takes before its command (`rest` follows its name), or
+/// `None` when `base` is not a prefix program. `env -i` and `env -u NAME` are recorded in `cmd`.
+fn prefix_len(base: &str, rest: &[String], cmd: &mut Cmd) -> Option<usize> {
+    // Options taking a value, per program (coreutils, util-linux, bash's `exec` and `time`).
+    let valued: &[&str] = match base {
+        "exec" => &["-a"],
+        "env" => &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
+        "nohup" | "command" | "dumb-init" | "tini" | "setsid" => &[],
+        "time" => &["-f", "-o", "--format", "--output"],
+        "nice" => &["-n", "--adjustment"],
+        "stdbuf" => &["-i", "-o", "-e"],
+        "timeout" => &["-s", "-k", "--signal", "--kill-after"],
+        _ => return None,
+    };
+    let mut i = 0;
+    while let Some(a) = rest.get(i) {
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if !a.starts_with('-') || a == "-" && base != "env" {
+            break;
+        }
+        if base == "env" && (a == "-i" || a == "-" || a == "--ignore-environment") {
+            cmd.cleared = true;
+        }
+        if base == "env" && (a == "-u" || a == "--unset") {
+            if let Some(n) = rest.get(i + 1) {
+                cmd.unset.push(n.clone());
+            }
+        }
+        if let Some(n) = a.strip_prefix("--unset=") {
+            cmd.unset.push(n.to_string());
+        }
+        if valued.contains(&a.as_str()) {
+            i += 1;
+        }
+        i += 1;
+    }
+    if base == "timeout" && rest.get(i).is_some() {
+        i += 1; // the duration
+    }
+    Some(i)
+}
+
+/// Read a `-c` string: its simple commands in order; the first with a launcher, else the last one that is
+/// not a builtin. `None` (with a problem recorded) when the string does not split.
+fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
+    let segments = match cut(s) {
+        Ok(v) => v,
+        Err(why) => {
+            st.problems.push(format!(
+                "the command string of {} does not split ({why}); its launcher arguments were not read",
+                st.via.last().map_or("the shell", String::as_str)
+            ));
+            return None;
+        }
+    };
+    let mut last: Option<Cmd> = None;
+    for seg in segments {
+        let text = expand(&seg, st);
+        let Some(mut words) = shlex::split(&text) else {
+            st.problems.push(
+                "a command of the shell's string does not split (an unclosed quote); not read"
+                    .into(),
+            );
+            continue;
+        };
+        strip_redirections(&mut words);
+        while words
+            .first()
+            .is_some_and(|w| RESERVED.contains(&w.as_str()))
+        {
+            words.remove(0);
+        }
+        if words.is_empty() || builtin(&words, st) {
+            continue;
+        }
+        let cmd = command(words, true, st, depth);
+        if cmd.words.is_empty() {
+            // Assignments alone (`A=b`): shell variables.
+            for (n, v) in cmd.assigns {
+                let known = (!v.contains(UNKNOWN)).then_some(v);
+                st.locals.insert(n, known);
+            }
+            continue;
+        }
+        if crate::launcher::detect(&cmd.words).is_some() {
+            return Some(cmd);
+        }
+        last = Some(cmd);
+    }
+    last
+}
+
+/// Remove redirections (`2>&1`, `>log`, `> log`, `>>log`, `<in`, `&>log`, `2>/dev/null`): they are not
+/// arguments of the command. A redirection operator written alone takes the next word as its target.
+fn strip_redirections(words: &mut Vec<String>) {
+    let mut out = Vec::with_capacity(words.len());
+    let mut it = std::mem::take(words).into_iter();
+    while let Some(w) = it.next() {
+        let rest = w.trim_start_matches(|c: char| c.is_ascii_digit());
+        let op = ["&>>", "&>", ">>", ">&", "<&", ">|", "<>", ">", "<"]
+            .iter()
+            .find(|op| rest.starts_with(**op));
+        match op {
+            Some(op) if rest.len() == op.len() => {
+                it.next();
+            }
+            Some(_) => {}
+            None => out.push(w),
+        }
+    }
+    *words = out;
+}
+
+/// Reserved words that may start a simple command's text (`if …; then torchrun …; fi`).
+const RESERVED: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}",
+];
+
+/// Builtins and commands that run no job (`cd DIR`, `set -e`, `export A=b`, …). `export` and `declare -x`
+/// record their assignments. True when `words` is one of them.
+fn builtin(words: &[String], st: &mut State) -> bool {
+    let first = words[0].as_str();
+    match first {
+        "export" | "declare" | "typeset" | "readonly" | "local" => {
+            let exported = first == "export" || words.iter().any(|w| w == "-x");
+            for (n, v) in words[1..].iter().filter_map(|w| assignment(w)) {
+                let known = (!v.contains(UNKNOWN)).then(|| v.clone());
+                st.locals.insert(n.clone(), known);
+                if exported {
+                    st.exports.push((n, v));
+                }
+            }
+            true
+        }
+        "cd" | "pushd" | "popd" | "set" | "shopt" | "ulimit" | "umask" | "source" | "."
+        | "echo" | "printf" | "true" | "false" | ":" | "trap" | "wait" | "sleep" | "mkdir"
+        | "unset" | "hostname" | "nvidia-smi" | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => {
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Quote state while scanning shell text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Q {
+    None,
+    Single,
+    Double,
+}
+
+/// Cut shell text into the text of its simple commands at unquoted control operators (`;`, `&`, `|`,
+/// newline, `(`, `)`), keeping `$(…)`, `` `…` `` and quoted text whole and dropping `#` comments. An
+/// unclosed quote, `$(` or backquote is an error.
+fn cut(s: &str) -> Result<Vec<String>, String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut q, mut depth, mut tick) = (Q::None, 0usize, false);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let word_start = cur.is_empty() || cur.ends_with(char::is_whitespace);
+        match (q, c) {
+            (Q::Single, '\'') => q = Q::None,
+            (Q::Single, _) => {}
+            (_, '\\') => {
+                cur.push(c);
+                if let Some(n) = chars.get(i + 1) {
+                    cur.push(*n);
+                }
+                i += 2;
+                continue;
+            }
+            (Q::None, '\'') => q = Q::Single,
+            (Q::None, '"') => q = Q::Double,
+            (Q::Double, '"') if depth == 0 && !tick => q = Q::None,
+            (_, '`') => tick = !tick,
+            (_, '$') if chars.get(i + 1) == Some(&'(') => {
+                cur.push_str("$(");
+                depth += 1;
+                i += 2;
+                continue;
+            }
+            (_, ')') if depth > 0 => depth -= 1,
+            (Q::None, '#') if depth == 0 && !tick && word_start => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            // `2>&1`, `<&0`, `&>log`: redirections, not the `&` operator.
+            (Q::None, '&')
+                if matches!(cur.chars().last(), Some('>' | '<'))
+                    || chars.get(i + 1) == Some(&'>') => {}
+            (Q::None, ';' | '&' | '|' | '\n' | '(' | ')') if depth == 0 && !tick => {
+                if !cur.trim().is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                cur.clear();
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+        i += 1;
+    }
+    if q != Q::None {
+        return Err("an unclosed quote".into());
+    }
+    if depth > 0 || tick {
+        return Err("an unclosed command substitution".into());
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+/// A parameter expansion: its value, or the text as written when it cannot be known.
+enum Expansion {
+    Known(String),
+    Unknown(String),
+    /// A `$` that starts no expansion.
+    Dollar,
+}
+
+/// Expand the parameters of one simple command's text (outside single quotes), re-quoting each result so
+/// that `shlex` splits it as the shell would: an unquoted value into words at whitespace, a double-quoted
+/// one whole; an unknown expansion becomes its text between [`UNKNOWN`] marks.
+fn expand(seg: &str, st: &State) -> String {
+    let chars: Vec<char> = seg.chars().collect();
+    let mut out = String::new();
+    let mut q = Q::None;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match (q, c) {
+            (Q::Single, '\'') => q = Q::None,
+            (Q::None, '\'') => q = Q::Single,
+            (Q::None, '"') => q = Q::Double,
+            (Q::Double, '"') => q = Q::None,
+            (Q::None | Q::Double, '\\') => {
+                out.push(c);
+                if let Some(n) = chars.get(i + 1) {
+                    out.push(*n);
+                }
+                i += 2;
+                continue;
+            }
+            (Q::None | Q::Double, '$' | '`') => {
+                let (len, e) = if c == '`' {
+                    backquoted(&chars[i..])
+                } else {
+                    parameter(&chars[i..], st)
+                };
+                match e {
+                    Expansion::Dollar => out.push('$'),
+                    Expansion::Known(v) => push_value(&mut out, &v, q == Q::Double),
+                    Expansion::Unknown(t) => {
+                        let marked = format!("{UNKNOWN}{t}{UNKNOWN}");
+                        push_quoted(&mut out, &marked, q == Q::Double);
+                    }
+                }
+                i += len.max(1);
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// Append a known value: inside double quotes escaped for them; outside, one single-quoted word per
+/// whitespace-separated field (the shell's field splitting with the default IFS).
+fn push_value(out: &mut String, v: &str, in_double: bool) {
+    if in_double {
+        push_quoted(out, v, true);
+        return;
+    }
+    let fields: Vec<&str> = v.split_whitespace().collect();
+    for (k, f) in fields.iter().enumerate() {
+        if k > 0 {
+            out.push(' ');
+        }
+        push_quoted(out, f, false);
+    }
+}
+
+/// Append text as one literal piece: escaped for double quotes, or single-quoted (`'` as `'\''`).
+fn push_quoted(out: &mut String, v: &str, in_double: bool) {
+    if in_double {
+        for ch in v.chars() {
+            if matches!(ch, '"' | '\\' | '$' | '`') {
+                out.push('\\');
+            }
+            out.push(ch);
+        }
+    } else {
+        out.push('\'');
+        out.push_str(&v.replace('\'', "'\\''"));
+        out.push('\'');
+    }
+}
+
+/// `` `…` ``: always unknown. Returns the length read and the expansion.
+fn backquoted(chars: &[char]) -> (usize, Expansion) {
+    let end = chars[1..]
+        .iter()
+        .position(|c| *c == '`')
+        .map_or(chars.len(), |p| p + 2);
+    (end, Expansion::Unknown(chars[..end].iter().collect()))
+}
+
+/// The expansion starting at `chars[0] == '$'`: its length and value.
+fn parameter(chars: &[char], st: &State) -> (usize, Expansion) {
+    let text = |n: usize| chars[..n.min(chars.len())].iter().collect::<String>();
+    match chars.get(1) {
+        Some('(') => {
+            let n = closing(chars, 1, '(', ')');
+            (n, Expansion::Unknown(text(n)))
+        }
+        Some('{') => {
+            let n = closing(chars, 1, '{', '}');
+            let inner: String = chars[2..n.saturating_sub(1).max(2)].iter().collect();
+            (n, braced(&inner, st, text(n)))
+        }
+        Some(c) if *c == '_' || c.is_ascii_alphabetic() => {
+            let n = 1 + chars[1..]
+                .iter()
+                .take_while(|c| **c == '_' || c.is_ascii_alphanumeric())
+                .count();
+            let name = text(n)[1..].to_string();
+            (n, variable(&name, st, text(n)))
+        }
+        Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(*c) => (2, Expansion::Unknown(text(2))),
+        _ => (1, Expansion::Dollar),
+    }
+}
+
+/// The length up to and including the bracket that closes the one at `open_at` (nesting counted); the
+/// whole rest when it does not close.
+fn closing(chars: &[char], open_at: usize, open: char, close: char) -> usize {
+    let mut depth = 0usize;
+    for (k, c) in chars.iter().enumerate().skip(open_at) {
+        if *c == open {
+            depth += 1;
+        } else if *c == close {
+            depth -= 1;
+            if depth == 0 {
+                return k + 1;
+            }
+        }
+    }
+    chars.len()
+}
+
+/// A variable's value, or unknown (not set, or set to something not known).
+fn variable(name: &str, st: &State, written: String) -> Expansion {
+    match st.lookup(name) {
+        Some(Some(v)) => Expansion::Known(v),
+        _ => Expansion::Unknown(written),
+    }
+}
+
+/// `${NAME}`, `${NAME:-word}`, `${NAME-word}`, `${NAME:=word}`, `${NAME=word}` (a `word` without
+/// expansions or quotes); any other form is unknown.
+fn braced(inner: &str, st: &State, written: String) -> Expansion {
+    if is_name(inner) {
+        return variable(inner, st, written);
+    }
+    let name_len = inner
+        .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .unwrap_or(inner.len());
+    let (name, rest) = inner.split_at(name_len);
+    let (colon, word) = match rest.strip_prefix(':') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let Some(word) = word.strip_prefix('-').or_else(|| word.strip_prefix('=')) else {
+        return Expansion::Unknown(written);
+    };
+    if !is_name(name) || word.contains(['$', '`', '\'', '"', '\\']) {
+        return Expansion::Unknown(written);
+    }
+    match st.lookup(name) {
+        Some(Some(v)) if !(colon && v.is_empty()) => Expansion::Known(v),
+        Some(None) => Expansion::Unknown(written),
+        _ => Expansion::Known(word.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k: &str| m.get(k).cloned()
+    }
+    fn words(s: &[&str]) -> Vec<String> {
+        s.iter().map(|w| w.to_string()).collect()
+    }
+    fn un(argv: &[&str], env: &[(&str, &str)]) -> Unwrapped {
+        unwrap(&words(argv), &env_of(env))
+    }
+
+    #[test]
+    fn a_plain_command_is_read_as_written() {
+        let u = un(&["torchrun", "--nnodes=2", "t.py"], &[]);
+        assert_eq!(u.argv, words(&["torchrun", "--nnodes=2", "t.py"]));
+        assert!(!u.wrapped() && u.problems.is_empty() && u.script.is_none());
+    }
+
+    #[test]
+    fn shell_strings_in_every_option_form() {
+        for opts in [
+            &["-c"][..],
+            &["-lc"],
+            &["-ec"],
+            &["-xc"],
+            &["-l", "-c"],
+            &["-o", "pipefail", "-c"],
+            &["--login", "-c"],
+            &["+x", "-ec"],
+        ] {
+            for sh in ["sh", "/bin/bash", "dash", "/usr/bin/zsh"] {
+                let mut argv = vec![sh];
+                argv.extend_from_slice(opts);
+                argv.push("cd /workspace && torchrun --nnodes=2 --master_addr=m t.py");
+                let u = un(&argv, &[]);
+                assert_eq!(
+                    u.argv,
+                    words(&["torchrun", "--nnodes=2", "--master_addr=m", "t.py"]),
+                    "{argv:?}"
+                );
+                assert_eq!(
+                    u.via.last().map(String::as_str),
+                    Some(&*format!("{} -c", basename(sh)))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lists_pipes_prefixes_and_assignments() {
+        let u = un(
+            &[
+                "bash",
+                "-c",
+                "set -e; pip install -r req.txt || true\nexport NODE_RANK=1\n\
+                 MASTER_ADDR=10.0.0.1 exec env -u X nohup time -p torchrun --nnodes 2 t.py 2>&1 | tee log",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv, words(&["torchrun", "--nnodes", "2", "t.py"]));
+        assert_eq!(
+            u.assignments,
+            vec![
+                ("NODE_RANK".to_string(), "1".to_string()),
+                ("MASTER_ADDR".to_string(), "10.0.0.1".to_string())
+            ]
+        );
+        assert_eq!(u.unset, vec!["X".to_string()]);
+        let u = un(
+            &[
+                "env",
+                "-i",
+                "MASTER_ADDR=m",
+                "sh",
+                "-c",
+                "if true; then python -m torch.distributed.run t.py; fi",
+            ],
+            &[],
+        );
+        assert!(u.cleared);
+        assert_eq!(
+            u.argv,
+            words(&["python", "-m", "torch.distributed.run", "t.py"])
+        );
+        assert_eq!(u.via, words(&["env", "sh -c"]));
+        // Without a launcher, the last command.
+        let u = un(&["sh", "-c", "cd /w; python train.py --master_addr=m"], &[]);
+        assert_eq!(u.argv, words(&["python", "train.py", "--master_addr=m"]));
+        // The first launcher found is the job's.
+        let u = un(
+            &["sh", "-c", "torchrun --nnodes=2 a.py && deepspeed b.py"],
+            &[],
+        );
+        assert_eq!(u.argv[0], "torchrun");
+        let u = un(
+            &[
+                "timeout",
+                "-s",
+                "KILL",
+                "2h",
+                "tini",
+                "--",
+                "sh",
+                "-c",
+                "bash -c 'torchrun t.py'",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv, words(&["torchrun", "t.py"]));
+        assert_eq!(u.via, words(&["timeout", "tini", "sh -c", "bash -c"]));
+    }
+
+    #[test]
+    fn expansions_known_and_unknown() {
+        let env = [
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "23456"),
+            ("EMPTY", ""),
+        ];
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "torchrun --rdzv_endpoint=${MASTER_ADDR}:$MASTER_PORT --node_rank=${NODE_RANK:-0} \
+                 --nnodes=${NN-3} --master_addr=\"$MASTER_ADDR\" --x='$MASTER_ADDR' --y=${EMPTY:-d} --z=${EMPTY-d} t.py",
+            ],
+            &env,
+        );
+        assert_eq!(
+            u.argv,
+            words(&[
+                "torchrun",
+                "--rdzv_endpoint=10.0.0.1:23456",
+                "--node_rank=0",
+                "--nnodes=3",
+                "--master_addr=10.0.0.1",
+                "--x=$MASTER_ADDR",
+                "--y=d",
+                "--z=",
+                "t.py"
+            ])
+        );
+        let u = un(
+            &[
+                "bash",
+                "-c",
+                "A=$(hostname -i); torchrun --master_addr=$(scontrol show hostnames | head -n1) \
+                 --a=`hostname` --b=$UNSET --c=$1 --d=${X%%.*} --e=$A t.py",
+            ],
+            &env,
+        );
+        assert_eq!(u.argv.len(), 8);
+        for w in &u.argv[1..7] {
+            assert!(is_unknown(w), "{w:?}");
+        }
+        assert_eq!(
+            display(&u.argv[1]),
+            "--master_addr=$(scontrol show hostnames | head -n1)"
+        );
+        assert_eq!(display(&u.argv[4]), "--c=$1");
+        // An unquoted value with spaces splits into words, a quoted one does not.
+        let u = un(
+            &["sh", "-c", "torchrun $OPTS \"$OPTS\" t.py"],
+            &[("OPTS", "--nnodes=2 --node_rank=1")],
+        );
+        assert_eq!(
+            u.argv,
+            words(&[
+                "torchrun",
+                "--nnodes=2",
+                "--node_rank=1",
+                "--nnodes=2 --node_rank=1",
+                "t.py"
+            ])
+        );
+        // A value with quotes stays literal.
+        let u = un(
+            &["sh", "-c", "torchrun --master_addr=$Q t.py"],
+            &[("Q", "a'b\"c")],
+        );
+        assert_eq!(u.argv[1], "--master_addr=a'b\"c");
+    }
+
+    #[test]
+    fn scripts_stdin_and_unclosed_quotes() {
+        let u = un(&["bash", "run.sh", "--nnodes=2"], &[]);
+        assert_eq!(u.script.as_deref(), Some("run.sh"));
+        assert_eq!(u.argv[0], "bash");
+        let u = un(&["bash", "-x", "/w/run.sh"], &[]);
+        assert_eq!(u.script.as_deref(), Some("/w/run.sh"));
+        let u = un(&["sh", "-c", "torchrun --master_addr='m t.py"], &[]);
+        assert_eq!(u.problems.len(), 1, "{:?}", u.problems);
+        assert!(u.problems[0].contains("unclosed quote"), "{:?}", u.problems);
+        assert_eq!(u.argv[0], "sh");
+        let u = un(&["sh", "-c", "torchrun --master_addr=$(hostname t.py"], &[]);
+        assert!(u.problems[0].contains("command substitution"));
+        let u = un(&["sh"], &[]);
+        assert_eq!(u.argv, words(&["sh"]));
+        // Comments and operators inside quotes and substitutions do not cut.
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "# a; comment\ntorchrun --x='a;b' --y=\"$(f; g)\" t.py # tail; x",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv[0], "torchrun");
+        assert_eq!(u.argv[1], "--x=a;b");
+        assert_eq!(display(&u.argv[2]), "--y=$(f; g)");
+        assert_eq!(u.argv.len(), 4);
+    }
+
+    #[test]
+    fn positional_parameters_follow_a_command_without_launcher() {
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "touch \"$1\" && exec env -0",
+                "sh",
+                "/m",
+                "--nnodes=2",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv, words(&["env", "-0", "/m", "--nnodes=2"]));
+        let u = un(&["sh", "-c", "torchrun t.py", "sh", "--nnodes=2"], &[]);
+        assert_eq!(u.argv, words(&["torchrun", "t.py"]));
+    }
+
+    #[test]
+    fn never_panics() {
+        use proptest::prelude::*;
+        proptest!(|(s in "[ -~\\n]{0,60}")| {
+            let _ = un(&["sh", "-c", &s], &[("A", "1")]);
+            let _ = un(&["env", &s, "bash", "-c", &s], &[]);
+        });
+    }
+}

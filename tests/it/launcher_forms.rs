@@ -1,0 +1,226 @@
+//! The job's facts however it is started (#21): shell-wrapped commands (`sh -c "cd /w && torchrun …"`) and
+//! Slurm's variables, through the real binary in network namespaces. Each case has a control that shows the
+//! form matters: the same layout with a command that names no master takes the default route, and a
+//! single-node job on a host with only `lo` runs where the 2-node one is refused (78).
+
+use crate::common;
+
+use common::{exe, Netns, TempDir};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ncclenv");
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What one run gave: exit status, the interface the job was given (`GLOO_SOCKET_IFNAME`), stderr.
+struct Run {
+    code: Option<i32>,
+    ifname: Option<String>,
+    stderr: String,
+}
+
+/// A job directory: `bin/torchrun` and `bin/python` stand-ins that print `GLOO_SOCKET_IFNAME=…`, an empty
+/// sysfs and devfs.
+fn job_dir() -> TempDir {
+    let tmp = TempDir::new("lforms");
+    for d in ["bin", "sys", "dev"] {
+        std::fs::create_dir_all(tmp.join(d)).unwrap_or_else(|e| panic!("mkdir {d}: {e}"));
+    }
+    for name in ["torchrun", "python"] {
+        exe::write(
+            &tmp.join(&format!("bin/{name}")),
+            "#!/bin/sh\necho \"GLOO_SOCKET_IFNAME=$GLOO_SOCKET_IFNAME\"\n",
+            0o755,
+        );
+    }
+    tmp
+}
+
+/// `ncclenv -- ARGV…` in `ns` with a cleared environment plus `vars`.
+fn run(ns: &Netns, tmp: &TempDir, argv: &[&str], vars: &[(&str, &str)]) -> Run {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    env.insert(
+        "PATH".into(),
+        format!("{}:{PATH}", tmp.join("bin").display()),
+    );
+    env.insert(
+        "NCCLENV_SYSFS".into(),
+        tmp.join("sys").display().to_string(),
+    );
+    env.insert(
+        "NCCLENV_DEVFS".into(),
+        tmp.join("dev").display().to_string(),
+    );
+    env.insert("NCCLENV_SHM_MIN".into(), "0".into());
+    for (k, v) in vars {
+        env.insert(k.to_string(), v.to_string());
+    }
+    let mut c: Command = ns.command(BIN);
+    c.env_clear().envs(&env).arg("--").args(argv);
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "ncclenv panicked:\n{stderr}");
+    Run {
+        code: out.status.code(),
+        ifname: stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("GLOO_SOCKET_IFNAME="))
+            .map(str::to_string),
+        stderr,
+    }
+}
+
+/// Two NICs: `eth0` carries the default route (10.61.0.0/24), `eth1` is the job's network (10.62.0.0/24)
+/// where the master 10.62.0.9 is.
+fn two_nics() -> Netns {
+    let ns = Netns::new("lforms");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.61.0.2/24");
+    ns.route("default via 10.61.0.1 dev eth0");
+    ns.plug("eth1");
+    ns.addr("eth1", "10.62.0.2/24");
+    ns
+}
+
+#[test]
+fn shell_wrapped_torchrun_routes_to_its_master() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    let vars = [("MASTER_ADDR", "10.62.0.9"), ("MASTER_PORT", "23456")];
+    // The oracle: the kernel's route to the master leaves through eth1.
+    assert!(ns.ip(&["route", "get", "10.62.0.9"]).contains("dev eth1"));
+    for line in [
+        "cd / && torchrun --nnodes=2 --rdzv_endpoint=${MASTER_ADDR}:${MASTER_PORT} t.py",
+        "set -e; exec env NCCL_DEBUG=WARN nohup torchrun --nnodes 2 --master_addr=\"$MASTER_ADDR\" t.py 2>&1",
+    ] {
+        let mut argv: Vec<&str> = vec!["/bin/bash", "-ec", line];
+        let r = run(&ns, &tmp, &argv, &vars);
+        assert_eq!((r.code, r.ifname.as_deref()), (Some(0), Some("eth1")), "{line}\n{}", r.stderr);
+        // Control: the same job without the master's name takes the default route.
+        argv[2] = "cd / && torchrun --nnodes=2 t.py";
+        let r = run(&ns, &tmp, &argv, &[]);
+        assert_eq!(r.ifname.as_deref(), Some("eth0"), "{}", r.stderr);
+    }
+    // A leading assignment counts as the job's environment.
+    let r = run(
+        &ns,
+        &tmp,
+        &[
+            "sh",
+            "-c",
+            "MASTER_ADDR=10.62.0.9 python train.py --nnodes=2",
+        ],
+        &[],
+    );
+    assert_eq!(r.ifname.as_deref(), Some("eth1"), "{}", r.stderr);
+    // A command substitution is not known: a launcher-argument warning naming it, and no master.
+    let r = run(
+        &ns,
+        &tmp,
+        &[
+            "sh",
+            "-c",
+            "torchrun --nnodes=2 --master_addr=$(echo 10.62.0.9) t.py",
+        ],
+        &vars,
+    );
+    assert_eq!(r.ifname.as_deref(), Some("eth0"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("[launcher-argument]") && l.contains("$(echo 10.62.0.9)")),
+        "{}",
+        r.stderr
+    );
+    // An unclosed quote: a warning, and the job runs.
+    let r = run(
+        &ns,
+        &tmp,
+        &[
+            "sh",
+            "-c",
+            "true; torchrun --master_addr='10.62.0.9 t.py; true '",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // An empty MASTER_ADDR is named.
+    let r = run(&ns, &tmp, &["python", "train.py"], &[("MASTER_ADDR", "")]);
+    assert!(
+        r.stderr.lines().any(
+            |l| l.contains("[launcher-argument]") && l.contains("MASTER_ADDR is set but empty")
+        ),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn shell_wrapped_two_node_job_is_refused_on_lo_only() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("lformslo");
+    let tmp = job_dir();
+    let r = run(
+        &ns,
+        &tmp,
+        &[
+            "sh",
+            "-c",
+            "cd / && exec torchrun --nnodes=2 --master_addr=m t.py",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(78), "{}", r.stderr);
+    assert!(r.ifname.is_none());
+    // Control: the single-node form runs on lo.
+    let r = run(
+        &ns,
+        &tmp,
+        &["sh", "-c", "cd / && exec torchrun --standalone t.py"],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
+fn slurm_nodelist_names_the_master() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    let slurm_ok = [
+        ("SLURM_JOB_NODELIST", "10.62.0.[9-10]"),
+        ("SLURM_JOB_NUM_NODES", "2"),
+        ("SLURM_NODEID", "1"),
+    ];
+    let r = run(&ns, &tmp, &["python", "train.py"], &slurm_ok);
+    assert_eq!(r.ifname.as_deref(), Some("eth1"), "{}", r.stderr);
+    // An exported MASTER_ADDR still wins.
+    let mut with = slurm_ok.to_vec();
+    with.push(("MASTER_ADDR", "10.61.0.7"));
+    let r = run(&ns, &tmp, &["python", "train.py"], &with);
+    assert_eq!(r.ifname.as_deref(), Some("eth0"), "{}", r.stderr);
+    // A hostlist that does not parse is named.
+    let r = run(
+        &ns,
+        &tmp,
+        &["python", "train.py"],
+        &[("SLURM_NODELIST", "gpu[01-"), ("SLURM_NNODES", "2")],
+    );
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("[launcher-argument]") && l.contains("SLURM_NODELIST")),
+        "{}",
+        r.stderr
+    );
+}
