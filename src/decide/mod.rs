@@ -251,6 +251,19 @@ fn no_master_note(snap: &Snapshot, plan: &mut Plan) {
     {
         return;
     }
+    // With one RUNNING interface that has an address besides loopback, NCCL alone has nothing else to pick: skip
+    // its model (start-up cost).
+    let Ok(net) = &snap.net else { return };
+    let mut owners = net
+        .addrs
+        .iter()
+        .filter(|a| !a.addr.is_loopback())
+        .filter(|a| net.links.iter().any(|l| l.index == a.index && l.running))
+        .map(|a| a.index);
+    let Some(first) = owners.next() else { return };
+    if owners.all(|i| i == first) {
+        return;
+    }
     let Some(c) = plan.choice.clone() else { return };
     let Some((pick, _)) = crate::nccl_rules::nccl_alone(snap) else {
         return;

@@ -43,8 +43,8 @@ pub fn job(
 pub struct JobCommand {
     /// The simple command that starts the job (the command itself when nothing wraps it).
     pub argv: Vec<OsString>,
-    /// The recorded environment as that command receives it.
-    pub env: BTreeMap<String, String>,
+    /// The recorded environment as that command receives it, when it differs from the recorded one.
+    pub env: Option<BTreeMap<String, String>>,
     /// `sh -c: torchrun --nnodes=2 …` when the command is wrapped (user information removed).
     pub wrapper: Option<String>,
     /// The script file a shell runs, not read.
@@ -74,7 +74,7 @@ pub fn job_command(
     if !u.wrapped() {
         return JobCommand {
             argv: cmd.to_vec(),
-            env: env.clone(),
+            env: None,
             wrapper: None,
             script: u.script,
             problems: u.problems,
@@ -94,7 +94,7 @@ pub fn job_command(
     }
     JobCommand {
         argv: u.argv.iter().map(OsString::from).collect(),
-        env: job_env,
+        env: Some(job_env),
         wrapper: Some(wrapper_text(&u)),
         script: u.script,
         problems: u.problems,

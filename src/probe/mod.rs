@@ -42,7 +42,7 @@ pub fn collect(
     });
     let jc = job::job_command(cmd, vars, &env);
     let cmd = jc.argv.as_slice();
-    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, &jc.env);
+    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, jc.env.as_ref().unwrap_or(&env));
     let peer = peer.map(|p| {
         job::resolve_peer(
             p.source,
