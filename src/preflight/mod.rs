@@ -14,7 +14,6 @@
 
 pub mod agree;
 pub mod master;
-pub mod mtu;
 pub mod net;
 pub mod protocol;
 pub mod worker;
@@ -373,7 +372,6 @@ fn local_report(
         addr: s.bootstrap,
         family: Family::of(&s.bootstrap),
         mtu,
-        data_mtus: mtu::local(snap, env.get("NCCL_SOCKET_IFNAME").map(String::as_str)),
         probe_port: responder.port,
         listen_error: responder.error.clone(),
         nonce,
