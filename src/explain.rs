@@ -1119,10 +1119,12 @@ fn run(
             },
         );
     }
+    // What the log holds is foreign text: escaped so that it cannot act on a terminal (crate::text).
     if json {
-        out(&format!("{}\n", render_json(&rep)));
+        let j = render_json(&rep).to_string();
+        out(&format!("{}\n", crate::text::escape_json(&j)));
     } else {
-        out(&render_text(&rep));
+        out(&crate::text::escape_lines(&render_text(&rep)));
     }
     exit_code(&rep)
 }

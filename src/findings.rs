@@ -279,6 +279,9 @@ findings! {
     /// Not a multi-node job with a known master and port.
     PreflightSkipped = "preflight-skipped", Info, false,
         "not a multi-node job with a known master and port: no preflight";
+    /// This node met the master, but the verdict did not arrive (a lossy or broken link).
+    PreflightVerdictLost = "preflight-verdict-lost", Warn, false,
+        "this node met the master but its verdict did not arrive (the command runs, also under strict)";
 }
 
 impl Finding {

@@ -28,6 +28,7 @@ pub mod plan;
 pub mod preflight;
 pub mod probe;
 pub mod report;
+pub mod signals;
 pub mod snapshot;
 pub mod text;
 
