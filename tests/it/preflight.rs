@@ -41,6 +41,7 @@ const CODES: &[&str] = &[
     "preflight-mtu-differs",
     "preflight-nccl-env-differs",
     "preflight-ncclenv-version-differs",
+    "preflight-verdict-lost",
 ];
 
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
