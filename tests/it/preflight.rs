@@ -532,7 +532,7 @@ fn a_master_port_held_by_something_else_fails_open() {
     assert!(
         done[1]
             .stderr
-            .contains("something other than a preflight master"),
+            .contains("something that does not speak first serves"),
         "{ctx}"
     );
     assert!(
