@@ -258,18 +258,5 @@ mod tests {
         );
         assert!(message(Signal::SIGINT, Wait::Check).contains("its processes were ended"));
         assert_eq!(index(Signal::SIGQUIT as i32), 2);
-        let w = waiting(Wait::Resolving);
-        assert_eq!(WAITING.load(Ordering::SeqCst), Wait::Resolving as u8);
-        drop(w);
-        assert_eq!(WAITING.load(Ordering::SeqCst), Wait::Starting as u8);
-    }
-
-    /// A signal while supervised is recorded, not fatal, and the dispositions come back afterwards.
-    #[test]
-    fn supervised_signals_are_recorded() {
-        let g = supervise();
-        let _ = nix::sys::signal::raise(Signal::SIGHUP);
-        assert_eq!(pending(), Some(Signal::SIGHUP as i32));
-        drop(g);
     }
 }
