@@ -336,7 +336,15 @@ impl Explainer {
 
     fn feed_other(&mut self, ii: usize, iname: &str, lineno: usize, line: &str) {
         if let Some((v, cuda)) = nccl_log::parse_version(line) {
-            self.bare_versions.push((ii, v, cuda));
+            // Each distinct one once per input: 100 MB of repeated lines keep one entry (issue 22).
+            let seen = self
+                .bare_versions
+                .iter()
+                .any(|(i, x, c)| *i == ii && *x == v && *c == cuda);
+            // Bounded: a hostile log of distinct version strings keeps at most 256.
+            if !seen && self.bare_versions.len() < 256 {
+                self.bare_versions.push((ii, v, cuda));
+            }
         }
         let Some(k) = nccl_errors::lookup(line) else {
             return;
@@ -1128,10 +1136,12 @@ fn run(
             },
         );
     }
+    // What the log holds is foreign text: escaped so that it cannot act on a terminal (crate::text).
     if json {
-        out(&format!("{}\n", render_json(&rep)));
+        let j = render_json(&rep).to_string();
+        out(&format!("{}\n", crate::text::escape_json(&j)));
     } else {
-        out(&render_text(&rep));
+        out(&crate::text::escape_lines(&render_text(&rep)));
     }
     exit_code(&rep)
 }

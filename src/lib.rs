@@ -31,6 +31,7 @@ pub mod preflight;
 pub mod probe;
 pub mod report;
 pub mod shell;
+pub mod signals;
 pub mod snapshot;
 pub mod text;
 

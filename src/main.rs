@@ -145,6 +145,8 @@ fn disabled(vars: &[(OsString, OsString)]) -> bool {
 /// Parse the command line, then hand over to one function per mode.
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(on_panic));
+    // SIGTERM and its kin end ncclenv at once while it waits, also as PID 1 (see ncclenv::signals).
+    ncclenv::signals::install();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let environ = Environ::from_process();
     let (args, environ) = RECEIVED.get_or_init(|| (args, environ));
@@ -186,6 +188,7 @@ fn main() -> ExitCode {
     }
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     report::init(cfg.log, cfg.log_format, no_color);
+    ncclenv::signals::set_lines(report::exit_line);
     let cx = Ctx {
         cfg: &cfg,
         environ,

@@ -645,6 +645,14 @@ pub fn exit_error(message: &str, exit_code: u8) {
     write(Lvl::Error, &rec, true);
 }
 
+/// The line [`exit_error`] would write for `message` and `exit_code`, rendered now in the configured format
+/// (newline included), for writing later where nothing may be formatted (`crate::signals`' handler).
+pub fn exit_line(message: &str, exit_code: u8) -> String {
+    let s = settings();
+    let rec = Record::new(Lvl::Error, message.to_string(), Kind::Exit { exit_code });
+    rec.render(s.format, s.color)
+}
+
 /// A usage error (exit 2), written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT`
 /// says `json` (whatever else was wrong), else text.
 pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {

@@ -1,14 +1,13 @@
 //! The operating system's side of running the helper: signal handlers and the child subreaper while a check
 //! runs, starting the helper with `posix_spawn`, and leaving no process behind (its process group, and what
-//! escaped it with `setsid`). The check's only `unsafe` (installing and restoring signal handlers) is here.
+//! escaped it with `setsid`). The signal handlers themselves are `crate::signals`'.
 
 use crate::environ::Environ;
 use crate::probe::read;
-use nix::sys::signal::{SigAction, Signal};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -21,33 +20,20 @@ const KILL_POLL: Duration = Duration::from_millis(10);
 // Signals and subreaper while a check runs
 // ---------------------------------------------------------------------------------------------------------
 
-/// Signal that arrived while a check ran (0: none).
-static SIGNAL_SEEN: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: nix::libc::c_int) {
-    SIGNAL_SEEN.store(sig, Ordering::SeqCst);
-}
-
-/// SIGINT or SIGTERM, when one reached this process since the first [`Guard`] was taken.
+/// SIGHUP, SIGINT, SIGQUIT or SIGTERM, when one reached this process since the first [`Guard`] was taken
+/// (`crate::signals` owns the handlers).
 pub(super) fn pending_signal() -> Option<i32> {
-    match SIGNAL_SEEN.load(Ordering::SeqCst) {
-        0 => None,
-        sig => Some(sig),
-    }
+    crate::signals::pending()
 }
 
 /// Process-wide state installed while at least one check runs, refcounted.
 struct Installed {
     users: u32,
-    old_int: Option<SigAction>,
-    old_term: Option<SigAction>,
     old_subreaper: bool,
 }
 
 static INSTALLED: Mutex<Installed> = Mutex::new(Installed {
     users: 0,
-    old_int: None,
-    old_term: None,
     old_subreaper: false,
 });
 
@@ -58,49 +44,38 @@ fn installed() -> std::sync::MutexGuard<'static, Installed> {
     }
 }
 
-/// While one lives: SIGINT and SIGTERM are caught (see [`pending_signal`]) and this process is a child
-/// subreaper (`PR_SET_CHILD_SUBREAPER`), so that rank processes orphaned by a kill are re-parented to it and
-/// reaped. The first one installs both, the last one dropped restores what was there before.
-pub(super) struct Guard(());
+/// While one lives: the ending signals are only recorded (see [`pending_signal`], `crate::signals::supervise`)
+/// and this process is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that rank processes orphaned by a
+/// kill are re-parented to it and reaped. The first one sets the subreaper, the last one dropped restores
+/// what was there before.
+pub(super) struct Guard {
+    _signals: crate::signals::Supervising,
+    _wait: crate::signals::Waiting,
+}
 
 impl Guard {
-    /// Take the guard (install the handlers and the subreaper when it is the first).
+    /// Take the guard (record signals; set the subreaper when it is the first).
     pub fn acquire() -> Guard {
-        use nix::sys::signal::{sigaction, SaFlags, SigHandler, SigSet};
+        let signals = crate::signals::supervise();
+        let wait = crate::signals::waiting(crate::signals::Wait::Check);
         let mut g = installed();
         if g.users == 0 {
-            SIGNAL_SEEN.store(0, Ordering::SeqCst);
-            let act = SigAction::new(
-                SigHandler::Handler(on_signal),
-                SaFlags::SA_RESTART,
-                SigSet::empty(),
-            );
-            // SAFETY: the handler only stores into an atomic (async-signal-safe).
-            g.old_int = unsafe { sigaction(Signal::SIGINT, &act) }.ok();
-            // SAFETY: as above.
-            g.old_term = unsafe { sigaction(Signal::SIGTERM, &act) }.ok();
             g.old_subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
             let _ = nix::sys::prctl::set_child_subreaper(true);
         }
         g.users += 1;
-        Guard(())
+        Guard {
+            _signals: signals,
+            _wait: wait,
+        }
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        use nix::sys::signal::sigaction;
         let mut g = installed();
         g.users = g.users.saturating_sub(1);
         if g.users == 0 {
-            if let Some(old) = g.old_int.take() {
-                // SAFETY: restoring the disposition that was in place before.
-                let _ = unsafe { sigaction(Signal::SIGINT, &old) };
-            }
-            if let Some(old) = g.old_term.take() {
-                // SAFETY: as above.
-                let _ = unsafe { sigaction(Signal::SIGTERM, &old) };
-            }
             let _ = nix::sys::prctl::set_child_subreaper(g.old_subreaper);
         }
     }

@@ -138,7 +138,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         let (Some(p), Some(j)) = (&x.probe, ring_target(i, n)) else {
             continue;
         };
-        if p.outcome == Outcome::Connected {
+        // Unanswered: the connection was made (the path NCCL needs is open), nothing failed.
+        if matches!(p.outcome, Outcome::Connected | Outcome::Unanswered) {
             continue;
         }
         let t = &m.members[j];
@@ -471,6 +472,7 @@ pub fn outcome_text(p: &ProbeReport) -> String {
         Outcome::WrongNode => "another node or process answered".into(),
         Outcome::NoListener => "the node could not listen on its bootstrap address".into(),
         Outcome::Failed => format!("connection failed ({e})"),
+        Outcome::Unanswered => "connected, but no answer came (a busy node or a lossy link)".into(),
     }
 }
 
@@ -616,6 +618,7 @@ mod tests {
                 vendor_profile: false,
                 strict: false,
                 refused: None,
+                node_rank: Some(u32::from(i) - 1),
             },
             seen_from: (i != 1).then_some(addr),
             probe: Some(ProbeReport {

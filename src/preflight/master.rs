@@ -9,7 +9,7 @@
 
 use super::agree::{agree, ring_target, Meeting, Member};
 use super::net::{self, close_after_peer, drain, send, send_frame, slice_ms};
-use super::protocol::{FleetVerdict, FrameBuf, Msg, NodeReport, ProbeReport, Target};
+use super::protocol::{DecodeError, FleetVerdict, FrameBuf, Msg, NodeReport, ProbeReport, Target};
 use super::Setup;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use std::net::{IpAddr, TcpListener, TcpStream};
@@ -17,8 +17,15 @@ use std::time::{Duration, Instant};
 
 /// Epoll tag of the listener (connections are tagged with their index).
 const LISTENER: u64 = u64::MAX;
-/// Connections beyond the expected nodes that are kept while they say who they are (strays, retries).
-const SPARE_CONNS: usize = 64;
+/// Most connections kept at once that have not said hello yet (strays, scanners, health checks, retries);
+/// a new one beyond it pushes out the oldest, so that strangers never keep a node out.
+const MAX_PENDING: usize = 64;
+/// How long a connection may take, after the greeting, to send a whole, valid hello before it is closed
+/// and forgotten: a node answers the greeting at once (one round trip).
+const HELLO_BOUND: Duration = Duration::from_secs(1);
+/// How long a connection whose greeting is still unacknowledged (a lossy link: TCP is retransmitting it)
+/// may wait for its hello.
+const HELLO_BOUND_UNACKED: Duration = Duration::from_secs(5);
 /// How long a write to one worker may take.
 const WRITE_BOUND: Duration = Duration::from_secs(2);
 /// How long the master waits, after sending the verdict, for the workers to close first.
@@ -40,44 +47,185 @@ struct Conn {
     from: IpAddr,
     /// Index in the members, once it said Hello.
     member: Option<usize>,
+    /// When it was accepted (its hello is due [`HELLO_BOUND`] later).
+    since: Instant,
+    /// Told it is not admitted ([`Msg::NotAdmitted`]): it is waited for to close, nothing more.
+    leaving: bool,
 }
 
-/// What one wait produced. Any message but these two ends the connection (`Gone`).
+impl Conn {
+    /// Neither a member nor leaving: a connection that has not said who it is.
+    fn pending(&self) -> bool {
+        self.member.is_none() && !self.leaving
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// It closed (or reset) the connection.
+    Closed,
+    /// It sent something that is not this protocol (or too much).
+    Garbage,
+    /// A message of this protocol for another job (another key) or version.
+    Foreign,
+}
+
+/// What one wait produced. Any message but these ends the connection (`Gone`).
 enum Event {
     Accepted(TcpStream, IpAddr),
     Hello(usize, Box<NodeReport>),
     Probe(usize, ProbeReport),
-    Gone(usize),
+    Gone(usize, Why),
+}
+
+/// Connections on the master port that were not nodes of this job, counted for one log line.
+#[derive(Debug, Default)]
+struct Strangers {
+    /// Said nothing valid within [`HELLO_BOUND`] (idle, slow, banner grabbers).
+    silent: u32,
+    /// Closed before saying hello.
+    closed: u32,
+    /// Sent something that is not the preflight.
+    garbage: u32,
+    /// A preflight of another job or version.
+    foreign: u32,
+    /// Pushed out by newer connections while [`MAX_PENDING`] waited.
+    evicted: u32,
+    /// Still without a hello when the meeting ended.
+    cut: u32,
+}
+
+impl Strangers {
+    fn total(&self) -> u32 {
+        self.silent + self.closed + self.garbage + self.foreign + self.evicted + self.cut
+    }
+
+    fn count(&mut self, why: Why) {
+        match why {
+            Why::Closed => self.closed += 1,
+            Why::Garbage => self.garbage += 1,
+            Why::Foreign => self.foreign += 1,
+        }
+    }
+
+    /// The one line that counts them, or `None` when there were none.
+    fn line(&self) -> Option<String> {
+        if self.total() == 0 {
+            return None;
+        }
+        let parts: Vec<String> = [
+            (self.silent, "sent no hello within 1 s"),
+            (self.closed, "closed before a hello"),
+            (self.garbage, "spoke another protocol"),
+            (self.foreign, "were another job's or version's preflight"),
+            (self.evicted, "were pushed out by newer connections"),
+            (self.cut, "had said nothing yet when the meeting ended"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, w)| format!("{n} {w}"))
+        .collect();
+        Some(format!(
+            "preflight: {} connection(s) to the master port were not nodes of this job and were closed ({}); they \
+             do not count",
+            self.total(),
+            parts.join(", ")
+        ))
+    }
 }
 
 struct Hub {
     epoll: Epoll,
     conns: Vec<Option<Conn>>,
+    /// Slots of `conns` free for reuse, so that churning strangers do not grow it.
+    free: Vec<usize>,
 }
 
 impl Hub {
     fn add(&mut self, stream: TcpStream, from: IpAddr) -> Option<usize> {
-        let id = self.conns.len();
-        self.epoll
+        let id = self.free.pop().unwrap_or(self.conns.len());
+        if let Err(_e) = self
+            .epoll
             .add(&stream, EpollEvent::new(EpollFlags::EPOLLIN, id as u64))
-            .ok()?;
-        self.conns.push(Some(Conn {
+        {
+            if id < self.conns.len() {
+                self.free.push(id);
+            }
+            return None;
+        }
+        let c = Some(Conn {
             stream,
             buf: FrameBuf::default(),
             from,
             member: None,
-        }));
+            since: Instant::now(),
+            leaving: false,
+        });
+        if id == self.conns.len() {
+            self.conns.push(c);
+        } else {
+            self.conns[id] = c;
+        }
         Some(id)
     }
 
     fn take(&mut self, id: usize) -> Option<Conn> {
         let c = self.conns.get_mut(id)?.take()?;
         let _ = self.epoll.delete(&c.stream);
+        self.free.push(id);
         Some(c)
     }
 
     fn live(&self) -> usize {
         self.conns.iter().filter(|c| c.is_some()).count()
+    }
+
+    fn pending(&self) -> impl Iterator<Item = (usize, &Conn)> {
+        self.conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().filter(|c| c.pending()).map(|c| (i, c)))
+    }
+
+    /// When the next pending connection's hello is due (or `None`).
+    fn next_due(&self) -> Option<Instant> {
+        self.pending().map(|(_, c)| c.since + HELLO_BOUND).min()
+    }
+
+    /// Close the pending connections whose hello is overdue (those whose greeting TCP is still
+    /// retransmitting get up to [`HELLO_BOUND_UNACKED`]); returns how many.
+    fn expire(&mut self, now: Instant) -> u32 {
+        let overdue: Vec<usize> = self
+            .pending()
+            .filter(|(_, c)| {
+                let age = now.saturating_duration_since(c.since);
+                age >= HELLO_BOUND && (age >= HELLO_BOUND_UNACKED || !net::unacked(&c.stream))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for &id in &overdue {
+            if let Some(c) = self.take(id) {
+                close_after_peer(c.stream);
+            }
+        }
+        overdue.len() as u32
+    }
+
+    /// Make room for one more pending connection: push out the oldest when [`MAX_PENDING`] wait. True when
+    /// one was pushed out.
+    fn make_room(&mut self) -> bool {
+        if self.pending().count() < MAX_PENDING {
+            return false;
+        }
+        let oldest = self.pending().min_by_key(|(_, c)| c.since).map(|(i, _)| i);
+        match oldest.and_then(|id| self.take(id)) {
+            Some(c) => {
+                close_after_peer(c.stream);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Wait one slice (≤ 1 s, ≤ `deadline`) and return what happened: new connections on `listener`,
@@ -108,25 +256,47 @@ impl Hub {
                     Ok(Some(body)) => match super::protocol::decode(&body, key) {
                         Ok(Msg::Hello(r)) => out.push(Event::Hello(id, Box::new(r))),
                         Ok(Msg::ProbeResult(p)) => out.push(Event::Probe(id, p)),
-                        Ok(_) | Err(_) => {
-                            out.push(Event::Gone(id));
+                        Ok(_) | Err(DecodeError::NotPreflight) => {
+                            out.push(Event::Gone(id, Why::Garbage));
+                            break;
+                        }
+                        Err(_) => {
+                            out.push(Event::Gone(id, Why::Foreign));
                             break;
                         }
                     },
                     Ok(None) => {
                         if !matches!(eof, Ok(false)) {
-                            out.push(Event::Gone(id));
+                            out.push(Event::Gone(id, Why::Closed));
                         }
                         break;
                     }
                     Err(_) => {
-                        out.push(Event::Gone(id));
+                        out.push(Event::Gone(id, Why::Garbage));
                         break;
                     }
                 }
             }
         }
         out
+    }
+}
+
+/// The meeting so far: the members (the master first) and the connection of each (`None` for the master,
+/// and for a member whose connection closed: it no longer counts).
+struct Roll {
+    members: Vec<Member>,
+    conn_of: Vec<Option<usize>>,
+    /// Identity of each member ([`NodeReport::identity`] and the connection's source address).
+    ids: Vec<(String, IpAddr, Option<u32>, Option<IpAddr>)>,
+    last_arrival: Instant,
+    strangers: Strangers,
+}
+
+impl Roll {
+    /// Members that count: the master and those whose connection is open.
+    fn present(&self) -> usize {
+        1 + self.conn_of.iter().skip(1).filter(|c| c.is_some()).count()
     }
 }
 
@@ -142,7 +312,7 @@ pub fn run(
 ) -> Result<MasterEnd, String> {
     let started = Instant::now();
     let expected = s.nnodes as usize;
-    let _nofile = NofileRaise::to(expected + SPARE_CONNS + 64);
+    let _nofile = NofileRaise::to(expected + MAX_PENDING + 64);
     let failed =
         |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
     let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
@@ -153,6 +323,7 @@ pub fn run(
     let mut hub = Hub {
         epoll,
         conns: Vec::new(),
+        free: Vec::new(),
     };
     super::log(format!(
         "preflight: node 1/{expected} {} {} ({}) NCCL {} [master, listening on {} for {} more node(s), up to {} s]",
@@ -164,89 +335,56 @@ pub fn run(
         expected.saturating_sub(1),
         s.timeout_s
     ));
-    let mut members = vec![Member {
-        report: me,
-        seen_from: None,
-        probe: None,
-    }];
-    // Connection of each member (none for the master itself).
-    let mut conn_of: Vec<Option<usize>> = vec![None];
-    let mut last_arrival = started;
+    let id = me.identity();
+    let mut roll = Roll {
+        members: vec![Member {
+            report: me,
+            seen_from: None,
+            probe: None,
+        }],
+        conn_of: vec![None],
+        ids: vec![(id.0, id.1, id.2, None)],
+        last_arrival: started,
+        strangers: Strangers::default(),
+    };
 
     // 1. Meet.
-    while members.len() < expected && Instant::now() < deadline {
-        for ev in hub.wait(Some(&listener), &s.key, deadline) {
-            match ev {
-                Event::Accepted(mut stream, from) => {
-                    if hub.live() >= expected + SPARE_CONNS {
-                        close_after_peer(stream);
-                        continue;
-                    }
-                    let _ = stream.set_nonblocking(true);
-                    let _ = stream.set_nodelay(true);
-                    let bound = Instant::now() + WRITE_BOUND;
-                    if send(&mut stream, &s.key, &Msg::Greeting, bound).is_ok() {
-                        // When the epoll set refuses it, the connection is closed and the worker retries.
-                        let _ = hub.add(stream, from);
-                    } else {
-                        close_after_peer(stream);
-                    }
-                }
-                Event::Hello(id, mut report) => {
-                    let Some(Some(c)) = hub.conns.get_mut(id) else {
-                        continue;
-                    };
-                    if c.member.is_some() || members.len() >= expected {
-                        continue;
-                    }
-                    report.sanitize();
-                    let k = members.len();
-                    c.member = Some(k);
-                    last_arrival = Instant::now();
-                    super::log(format!(
-                        "preflight: node {}/{expected} {} {} ({}) NCCL {} [from {}, after {:.2} s]",
-                        k + 1,
-                        report.hostname,
-                        report.addr,
-                        report.ifname,
-                        report.nccl_version.as_deref().unwrap_or("unknown"),
-                        c.from,
-                        started.elapsed().as_secs_f64()
-                    ));
-                    members.push(Member {
-                        report: *report,
-                        seen_from: Some(c.from),
-                        probe: None,
-                    });
-                    conn_of.push(Some(id));
-                }
-                Event::Probe(id, _) | Event::Gone(id) => {
-                    // A stray, a protocol error, or a node that left: it is no longer in the meeting.
-                    if let Some(c) = hub.take(id) {
-                        if let Some(k) = c.member {
-                            conn_of[k] = None;
-                        }
-                        close_after_peer(c.stream);
-                    }
-                }
-            }
-        }
-    }
+    meet(s, &mut hub, &listener, &mut roll, started, deadline);
     // The master port is free from here on: nothing more is accepted.
     drop(listener);
-    let arrived_all = members.len() >= expected;
+    let arrived_all = roll.present() >= expected;
     let end_of_meeting = if arrived_all {
-        last_arrival
+        roll.last_arrival
     } else {
         Instant::now()
     };
+    // Connections that never said who they are leave now; those told they are not admitted keep their
+    // message (closed after it is acknowledged).
+    for id in 0..hub.conns.len() {
+        let Some(c) = hub.conns[id].as_ref() else {
+            continue;
+        };
+        if c.member.is_some() {
+            continue;
+        }
+        let pending = c.pending();
+        if let Some(c) = hub.take(id) {
+            if pending {
+                roll.strangers.cut += 1;
+            }
+            close_when_delivered(c.stream);
+        }
+    }
+    if let Some(line) = roll.strangers.line() {
+        super::log(line);
+    }
     // Nodes that left before the ring was drawn are not in it.
     let mut kept = Vec::new();
     let mut kept_conns = Vec::new();
-    for (k, m) in members.into_iter().enumerate() {
-        if k == 0 || conn_of[k].is_some() {
+    for (k, m) in roll.members.into_iter().enumerate() {
+        if k == 0 || roll.conn_of[k].is_some() {
             kept.push(m);
-            kept_conns.push(conn_of[k]);
+            kept_conns.push(roll.conn_of[k]);
         }
     }
     let mut members = kept;
@@ -254,14 +392,6 @@ pub fn run(
     for (k, id) in conn_of.iter().enumerate() {
         if let Some(Some(c)) = id.and_then(|id| hub.conns.get_mut(id)) {
             c.member = Some(k);
-        }
-    }
-    // Connections that never said who they are leave now.
-    for id in 0..hub.conns.len() {
-        if hub.conns[id].as_ref().is_some_and(|c| c.member.is_none()) {
-            if let Some(c) = hub.take(id) {
-                close_after_peer(c.stream);
-            }
         }
     }
 
@@ -345,7 +475,7 @@ pub fn run(
                     }
                     members[k].probe = Some(p);
                 }
-                Event::Hello(id, _) | Event::Gone(id) => {
+                Event::Hello(id, _) | Event::Gone(id, _) => {
                     if let Some(c) = hub.take(id) {
                         if let Some(k) = c.member {
                             if members[k].probe.is_none() && !lost[k] {
@@ -394,22 +524,194 @@ pub fn run(
     let close_until = Instant::now() + CLOSE_BOUND;
     while hub.live() > 0 && Instant::now() < close_until {
         for ev in hub.wait(None, &s.key, close_until) {
-            if let Event::Gone(id) = ev {
+            if let Event::Gone(id, _) = ev {
                 if let Some(c) = hub.take(id) {
                     close_after_peer(c.stream);
                 }
             }
         }
     }
+    // Workers that did not close in time: reset only where the verdict was acknowledged.
     for id in 0..hub.conns.len() {
         if let Some(c) = hub.take(id) {
-            close_after_peer(c.stream);
+            close_when_delivered(c.stream);
         }
     }
     Ok(MasterEnd {
         verdict,
         after_last,
     })
+}
+
+/// Phase 1: accept, greet and admit nodes until every node of the job is present (a member whose connection
+/// closed no longer counts) or `deadline`. Strangers are closed when their hello is overdue or when newer
+/// connections need the room; a second hello from the same node (a restarted ncclenv) replaces the first.
+fn meet(
+    s: &Setup,
+    hub: &mut Hub,
+    listener: &TcpListener,
+    roll: &mut Roll,
+    started: Instant,
+    deadline: Instant,
+) {
+    let expected = s.nnodes as usize;
+    while roll.present() < expected && Instant::now() < deadline {
+        let until = hub.next_due().map_or(deadline, |d| d.min(deadline));
+        for ev in hub.wait(Some(listener), &s.key, until) {
+            match ev {
+                Event::Accepted(mut stream, from) => {
+                    if hub.make_room() {
+                        roll.strangers.evicted += 1;
+                    }
+                    let _ = stream.set_nonblocking(true);
+                    let _ = stream.set_nodelay(true);
+                    let bound = Instant::now() + WRITE_BOUND;
+                    if send(&mut stream, &s.key, &Msg::Greeting, bound).is_ok() {
+                        // When the epoll set refuses it, the connection is closed and the worker retries.
+                        let _ = hub.add(stream, from);
+                    } else {
+                        close_after_peer(stream);
+                    }
+                }
+                Event::Hello(id, report) => admit(s, hub, roll, id, report, started),
+                Event::Probe(id, _) => {
+                    if let Some(c) = hub.take(id) {
+                        leave(roll, &c, Why::Garbage, expected);
+                        close_after_peer(c.stream);
+                    }
+                }
+                Event::Gone(id, why) => {
+                    // A stray, a protocol error, or a node that left: it is no longer in the meeting.
+                    if let Some(c) = hub.take(id) {
+                        leave(roll, &c, why, expected);
+                        close_after_peer(c.stream);
+                    }
+                }
+            }
+        }
+        roll.strangers.silent += hub.expire(Instant::now());
+    }
+}
+
+/// A connection taken out of the meeting: a member's stops counting at once (logged), anything else is a
+/// stranger.
+fn leave(roll: &mut Roll, c: &Conn, why: Why, expected: usize) {
+    match c.member {
+        Some(k) => {
+            roll.conn_of[k] = None;
+            super::log(format!(
+                "preflight: node {} left the meeting before it ended (its connection {}); {} of {expected} \
+                 present",
+                roll.members[k].report.name(),
+                if why == Why::Closed {
+                    "closed"
+                } else {
+                    "sent something unexpected"
+                },
+                roll.present()
+            ));
+        }
+        None if !c.leaving => roll.strangers.count(why),
+        None => {}
+    }
+}
+
+/// A hello on connection `id`: a new member, the same node again (its new connection replaces the old), or
+/// one node too many (told so, [`Msg::NotAdmitted`]).
+fn admit(
+    s: &Setup,
+    hub: &mut Hub,
+    roll: &mut Roll,
+    id: usize,
+    mut report: Box<NodeReport>,
+    started: Instant,
+) {
+    let expected = s.nnodes as usize;
+    let from = match hub.conns.get(id) {
+        Some(Some(c)) if c.pending() => c.from,
+        _ => return,
+    };
+    report.sanitize();
+    let (h, a, r) = report.identity();
+    let ident = (h, a, r, Some(from));
+    let again = roll
+        .ids
+        .iter()
+        .skip(1)
+        .position(|x| *x == ident)
+        .map(|k| k + 1);
+    let k = match again {
+        Some(k) => {
+            let old = roll.conn_of[k].replace(id);
+            if let Some(Some(c)) = hub.conns.get_mut(id) {
+                c.member = Some(k);
+            }
+            if let Some(old) = old.and_then(|old| hub.take(old)) {
+                close_after_peer(old.stream);
+            }
+            super::log(format!(
+                "preflight: node {} said hello again (a restarted ncclenv): its new connection replaces the old; {} \
+                 of {expected} present",
+                report.name(),
+                roll.present()
+            ));
+            roll.members[k].report = *report;
+            roll.members[k].seen_from = Some(from);
+            roll.last_arrival = Instant::now();
+            return;
+        }
+        None if roll.present() >= expected => {
+            let why = format!(
+                "the job has {expected} nodes and all {expected} have met ({} is one too many: a node count \
+                 or node rank that differs between nodes?)",
+                report.name()
+            );
+            if let Some(Some(c)) = hub.conns.get_mut(id) {
+                let _ = send(
+                    &mut c.stream,
+                    &s.key,
+                    &Msg::NotAdmitted(why.clone()),
+                    Instant::now() + WRITE_BOUND,
+                );
+                c.leaving = true;
+            }
+            super::log(format!("preflight: not admitted: {why}"));
+            return;
+        }
+        None => roll.members.len(),
+    };
+    if let Some(Some(c)) = hub.conns.get_mut(id) {
+        c.member = Some(k);
+    }
+    roll.last_arrival = Instant::now();
+    roll.conn_of.push(Some(id));
+    roll.ids.push(ident);
+    super::log(format!(
+        "preflight: node {}/{expected} {} {} ({}) NCCL {} [from {}, after {:.2} s]",
+        roll.present(),
+        report.hostname,
+        report.addr,
+        report.ifname,
+        report.nccl_version.as_deref().unwrap_or("unknown"),
+        from,
+        started.elapsed().as_secs_f64()
+    ));
+    roll.members.push(Member {
+        report: *report,
+        seen_from: Some(from),
+        probe: None,
+    });
+}
+
+/// Close a connection: with `SO_LINGER` 0 when everything written was acknowledged (no `TIME_WAIT` on the
+/// master port), else normally, so that the kernel keeps retransmitting what the peer has not got (a
+/// verdict on a lossy link is never reset away).
+fn close_when_delivered(stream: TcpStream) {
+    if net::unacked(&stream) {
+        drop(stream);
+    } else {
+        close_after_peer(stream);
+    }
 }
 
 /// Raises the soft `RLIMIT_NOFILE` (one descriptor per node on the master; many containers start with a

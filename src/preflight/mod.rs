@@ -251,6 +251,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             return;
         }
     };
+    let _wait = crate::signals::waiting(crate::signals::Wait::Preflight);
     let deadline = Instant::now() + Duration::from_secs(cfg.preflight_timeout_s);
     let probe_timeout = PROBE_TIMEOUT.min(Duration::from_secs(cfg.preflight_timeout_s));
     let env = nccl_env(&crate::exec::final_env(environ, plan));
@@ -284,6 +285,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
                 Ok(v)
             }
             worker::WorkerEnd::NoVerdict(why) => Err((Finding::PreflightNoMaster, why)),
+            worker::WorkerEnd::Undelivered(why) => Err((Finding::PreflightVerdictLost, why)),
         },
     };
     responder.stop();
@@ -294,7 +296,8 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
                           reaches its master port; NCCLENV_STRICT=1 refuses instead of running";
             let message = format!("preflight: no verdict, running without it: {why}");
             plan.finding(code, message.clone(), remedy);
-            if cfg.strict {
+            // A verdict lost on the way is no observed failure: never a refusal (docs/preflight.md).
+            if cfg.strict && code != Finding::PreflightVerdictLost {
                 plan.refuse(
                     code.code(),
                     format!("preflight [{code}]: NCCLENV_STRICT=1 refuses: {message}"),
@@ -385,6 +388,7 @@ fn local_report(
             Verdict::Refuse { reason, .. } => Some(reason.clone()),
             Verdict::Proceed => None,
         },
+        node_rank: s.node_rank,
     };
     for c in plan.changes.iter().filter(|c| c.name.starts_with("NCCL_")) {
         r.decided.insert(c.name.clone(), c.reason.clone());

@@ -167,9 +167,25 @@ pub fn recv(
                 };
             }
             Ok(false) => {}
-            Err(e) => return Err(RecvError::Io(e)),
+            // A reset after the last frame: the frame counts (it was delivered before the reset).
+            Err(e) => {
+                return match buf.next_frame() {
+                    Ok(Some(body)) => decode(&body, key).map_err(RecvError::Decode),
+                    _ => Err(RecvError::Io(e)),
+                }
+            }
         }
     }
+}
+
+/// True when bytes written to `stream` are not yet acknowledged by the peer (`SIOCOUTQ`, tcp(7): the
+/// unsent and unacknowledged bytes of the send queue); false when all were, or the kernel cannot say.
+pub fn unacked(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut n: nix::libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int into `n`, a valid, owned location.
+    let rc = unsafe { nix::libc::ioctl(stream.as_raw_fd(), nix::libc::TIOCOUTQ, &mut n) };
+    rc == 0 && n > 0
 }
 
 /// Close a connection whose peer has closed (or must be cut off) with `SO_LINGER` 0: no `TIME_WAIT` or
@@ -211,32 +227,62 @@ pub fn classify(e: &io::Error) -> Outcome {
     }
 }
 
+/// How long a prober waits for the answer on one connection before it tries a new one (within its timeout).
+const ANSWER_BOUND: Duration = Duration::from_secs(2);
+/// Pause between two probe connections that got no answer.
+const PROBE_RETRY: Duration = Duration::from_millis(50);
+
 /// Connect to `target`'s probe port within `timeout`, say the nonce expected, read the listener's, and close
-/// first (the prober's side keeps the `TIME_WAIT`, on an ephemeral port).
+/// first (the prober's side keeps the `TIME_WAIT`, on an ephemeral port). A connection on which no answer
+/// comes (the responder busy with strangers, a lost segment) is tried again while `timeout` lasts: the
+/// outcome is then [`Outcome::Unanswered`], never [`Outcome::WrongNode`], which is only for an answer that
+/// came and is not the node's (another nonce, another job, another protocol).
 pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
     let start = Instant::now();
+    let deadline = start + timeout.max(Duration::from_millis(1));
     let addr = SocketAddr::new(target.addr, target.port);
     let mut error = None;
-    let outcome = match TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1))) {
-        Err(e) => {
-            let o = classify(&e);
-            if matches!(o, Outcome::NoRoute | Outcome::Failed) {
-                error = Some(e.to_string());
-            }
-            o
+    let mut connected_once = false;
+    let outcome = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break if connected_once {
+                Outcome::Unanswered
+            } else {
+                Outcome::TimedOut
+            };
         }
-        Ok(mut s) => {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            let _ = s.set_nonblocking(true);
-            let _ = s.set_nodelay(true);
-            let mut buf = FrameBuf::default();
-            let answer = send(&mut s, key, &Msg::Probe(target.nonce), deadline)
-                .map_err(RecvError::Io)
-                .and_then(|()| recv(&mut s, &mut buf, key, deadline));
-            drop(s);
-            match answer {
-                Ok(Msg::ProbeAck(nonce)) if nonce == target.nonce => Outcome::Connected,
-                _ => Outcome::WrongNode,
+        match TcpStream::connect_timeout(&addr, left) {
+            Err(e) => {
+                let o = classify(&e);
+                if connected_once && o == Outcome::TimedOut {
+                    break Outcome::Unanswered;
+                }
+                if matches!(o, Outcome::NoRoute | Outcome::Failed) {
+                    error = Some(e.to_string());
+                }
+                break o;
+            }
+            Ok(mut s) => {
+                connected_once = true;
+                let until = (Instant::now() + ANSWER_BOUND).min(deadline);
+                let _ = s.set_nonblocking(true);
+                let _ = s.set_nodelay(true);
+                let mut buf = FrameBuf::default();
+                let answer = send(&mut s, key, &Msg::Probe(target.nonce), until)
+                    .map_err(RecvError::Io)
+                    .and_then(|()| recv(&mut s, &mut buf, key, until));
+                drop(s);
+                match answer {
+                    Ok(Msg::ProbeAck(nonce)) if nonce == target.nonce => break Outcome::Connected,
+                    // An answer, and not the node's.
+                    Ok(_) | Err(RecvError::Decode(_)) => break Outcome::WrongNode,
+                    Err(RecvError::Timeout | RecvError::Closed | RecvError::Io(_)) => {
+                        std::thread::sleep(
+                            PROBE_RETRY.min(deadline.saturating_duration_since(Instant::now())),
+                        );
+                    }
+                }
             }
         }
     };
@@ -248,8 +294,8 @@ pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
     }
 }
 
-/// The probe port: a listener on the node's bootstrap address (port 0) and a thread that answers each probe
-/// with the node's nonce, until [`Responder::stop`].
+/// The probe port: a listener on the node's bootstrap address (port 0) and a thread that answers the probes
+/// (several at once, bounded) with the node's nonce, until [`Responder::stop`].
 pub struct Responder {
     /// The port the listener got, or `None` when it could not listen.
     pub port: Option<u16>,
@@ -295,8 +341,7 @@ impl Responder {
         }
     }
 
-    /// Stop answering, close the listener and join the thread (at once, or after the 2 s bound of a probe
-    /// being answered).
+    /// Stop answering, close the listener and its connections, and join the thread (at once).
     pub fn stop(mut self) {
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
@@ -305,31 +350,113 @@ impl Responder {
     }
 }
 
+/// Most probe connections the responder serves at once; a new one beyond it pushes out the oldest, so that
+/// a scanner holding connections never keeps the ring neighbour's probe out.
+const MAX_PROBE_CONNS: usize = 16;
+/// How long a probe connection may take to send its challenge (a prober sends it at once).
+const CHALLENGE_BOUND: Duration = Duration::from_secs(1);
+/// How long, after the answer, the responder waits for the prober to close first.
+const AFTER_ANSWER: Duration = Duration::from_secs(2);
+
+/// One connection to the probe port.
+struct ProbeConn {
+    stream: TcpStream,
+    buf: FrameBuf,
+    /// When it must have sent its challenge (or, once answered, closed).
+    due: Instant,
+    answered: bool,
+}
+
+/// Serve the probe port until `wake` hangs up: every connection at once (at most [`MAX_PROBE_CONNS`]),
+/// each answered when its challenge comes (of this job or another: the prober tells them apart by the key
+/// and nonce), closed when it sends nothing within [`CHALLENGE_BOUND`].
 fn answer_probes(listener: TcpListener, key: &str, nonce: u64, wake: OwnedFd) {
+    let mut conns: Vec<ProbeConn> = Vec::new();
     loop {
-        let mut fds = [
-            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
-            PollFd::new(wake.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-            Ok(_) => {}
-        }
-        if fds[1].any().unwrap_or(true) {
+        let now = Instant::now();
+        // Overdue connections go (a silent stranger; a prober that did not close).
+        let (keep, overdue): (Vec<ProbeConn>, Vec<ProbeConn>) =
+            conns.into_iter().partition(|c| c.due > now);
+        conns = keep;
+        overdue.into_iter().for_each(|c| close_after_peer(c.stream));
+        let timeout = conns
+            .iter()
+            .map(|c| c.due)
+            .min()
+            .map(|d| PollTimeout::from(slice_ms(d)))
+            .unwrap_or(PollTimeout::NONE);
+        let ready: Vec<bool> = {
+            let mut fds = vec![
+                PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+                PollFd::new(wake.as_fd(), PollFlags::POLLIN),
+            ];
+            fds.extend(
+                conns
+                    .iter()
+                    .map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)),
+            );
+            match poll(&mut fds, timeout) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+                Ok(_) => {}
+            }
+            fds.iter().map(|f| f.any().unwrap_or(true)).collect()
+        };
+        if ready[1] {
+            conns.into_iter().for_each(|c| close_after_peer(c.stream));
             return;
         }
-        while let Ok((mut s, _)) = listener.accept() {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            let _ = s.set_nonblocking(true);
-            let _ = s.set_nodelay(true);
-            let mut buf = FrameBuf::default();
-            if let Ok(Msg::Probe(_)) = recv(&mut s, &mut buf, key, deadline) {
-                let _ = send(&mut s, key, &Msg::ProbeAck(nonce), deadline);
+        let mut gone = Vec::new();
+        for (i, c) in conns.iter_mut().enumerate() {
+            if ready[i + 2] && !serve(c, key, nonce) {
+                gone.push(i);
             }
-            // The prober closes first.
-            await_close(s, deadline);
         }
+        for i in gone.into_iter().rev() {
+            close_after_peer(conns.swap_remove(i).stream);
+        }
+        if ready[0] {
+            while let Ok((s, _)) = listener.accept() {
+                if conns.len() >= MAX_PROBE_CONNS {
+                    if let Some(i) = (0..conns.len()).min_by_key(|&i| conns[i].due) {
+                        close_after_peer(conns.swap_remove(i).stream);
+                    }
+                }
+                let _ = s.set_nonblocking(true);
+                let _ = s.set_nodelay(true);
+                conns.push(ProbeConn {
+                    stream: s,
+                    buf: FrameBuf::default(),
+                    due: Instant::now() + CHALLENGE_BOUND,
+                    answered: false,
+                });
+            }
+        }
+    }
+}
+
+/// Read what came on a probe connection and answer a challenge; false when the connection is over (the
+/// prober closed, or sent something else).
+fn serve(c: &mut ProbeConn, key: &str, nonce: u64) -> bool {
+    let eof = drain(&mut c.stream, &mut c.buf);
+    if c.answered {
+        // Anything after the answer is discarded; the prober's close ends it.
+        return matches!(eof, Ok(false)) && c.buf.pending() <= super::protocol::MAX_FRAME;
+    }
+    match c.buf.next_frame() {
+        Ok(Some(body)) => match decode(&body, key) {
+            Ok(Msg::Probe(_)) | Err(DecodeError::ForeignJob) => {
+                // A small frame into an empty send buffer: it does not block.
+                let deadline = Instant::now() + Duration::from_millis(100);
+                let _ = send(&mut c.stream, key, &Msg::ProbeAck(nonce), deadline);
+                c.answered = true;
+                c.due = Instant::now() + AFTER_ANSWER;
+                matches!(eof, Ok(false))
+            }
+            _ => false,
+        },
+        Ok(None) => matches!(eof, Ok(false)),
+        Err(_) => false,
     }
 }
 
@@ -375,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn a_listener_that_never_answers_is_not_the_node() {
+    fn a_listener_that_never_answers_is_unanswered_not_another_node() {
         let l = listen(SocketAddr::new(lo(), 0)).expect("listen");
         let port = l.local_addr().expect("addr").port();
         let t = Target {
@@ -387,8 +514,38 @@ mod tests {
         };
         assert_eq!(
             probe(&t, "k", Duration::from_secs(1)).outcome,
+            Outcome::Unanswered
+        );
+    }
+
+    /// Silent strangers holding more connections than the responder serves at once do not keep a probe out.
+    #[test]
+    fn strangers_on_the_probe_port_do_not_keep_the_prober_out() {
+        let r = Responder::start(lo(), "k", 42);
+        let port = r.port.expect("listening");
+        let addr = SocketAddr::new(lo(), port);
+        let strangers: Vec<TcpStream> = (0..MAX_PROBE_CONNS + 4)
+            .map(|_| TcpStream::connect(addr).expect("connect"))
+            .collect();
+        let t = Target {
+            index: 1,
+            name: "x".into(),
+            addr: lo(),
+            port,
+            nonce: 42,
+        };
+        let p = probe(&t, "k", Duration::from_secs(3));
+        assert_eq!(p.outcome, Outcome::Connected, "{p:?}");
+        assert!(p.ms < 1500, "{p:?}");
+        // Another job's prober gets an answer, and sees it is not its node.
+        let mut other = t.clone();
+        other.nonce = 42;
+        assert_eq!(
+            probe(&other, "other", Duration::from_secs(2)).outcome,
             Outcome::WrongNode
         );
+        drop(strangers);
+        r.stop();
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub enum Msg {
     Probe(u64),
     /// Probe port → prober: the listening node's own nonce.
     ProbeAck(u64),
+    /// Master → worker, instead of the ring: this connection is not admitted to the meeting, and why (the
+    /// job's nodes have all arrived). Added in ncclenv 0.2 within version 1: an older worker reads it as
+    /// another server's message.
+    NotAdmitted(String),
 }
 
 /// What one node tells the master about itself.
@@ -121,6 +125,11 @@ pub struct NodeReport {
     pub strict: bool,
     /// The node's own refusal (exit 78 on its own), when it refuses.
     pub refused: Option<String>,
+    /// The node's rank among the nodes, when its launcher says (`--node-rank`, `NODE_RANK`, …): with the host
+    /// name and the addresses it tells a restarted ncclenv on the same node from another node. Absent in
+    /// reports of older builds.
+    #[serde(default)]
+    pub node_rank: Option<u32>,
 }
 
 impl NodeReport {
@@ -152,6 +161,12 @@ impl NodeReport {
         }
         self.decided = decided;
         self.refused = self.refused.as_deref().map(|r| clean(r, MAX_TEXT));
+    }
+
+    /// What makes two hellos the same node: host name, advertised address and node rank (the master adds
+    /// the connection's source address). A restarted ncclenv on the same node says the same.
+    pub fn identity(&self) -> (String, IpAddr, Option<u32>) {
+        (self.hostname.clone(), self.addr, self.node_rank)
     }
 
     /// `host (addr)`: how messages name a node.
@@ -193,6 +208,9 @@ pub enum Outcome {
     NoListener,
     /// Any other error.
     Failed,
+    /// Connected (the path is open), but no answer came on any connection within the probe's time: the
+    /// node's responder was busy or the link lost what was sent. Not a refusal: nothing was seen to fail.
+    Unanswered,
 }
 
 /// A worker's (or the master's own) probe result.
@@ -411,6 +429,7 @@ mod tests {
             vendor_profile: false,
             strict: false,
             refused: None,
+            node_rank: Some(1),
         }
     }
 
@@ -474,6 +493,7 @@ mod tests {
         }));
         roundtrip(Msg::Probe(u64::MAX));
         roundtrip(Msg::ProbeAck(0));
+        roundtrip(Msg::NotAdmitted("full".into()));
     }
 
     #[test]

@@ -21,6 +21,10 @@ const RETRY_FIRST: Duration = Duration::from_millis(10);
 /// answered by a reset (about 2.5 MB/s).
 const RETRY_MAX: Duration = Duration::from_millis(250);
 
+/// Connections in a row on which nothing spoke within [`GREETING_BOUND`] before the worker concludes that
+/// the server is not a preflight master (each is a new chance for a greeting lost on a lossy link).
+const SILENT_TRIES: u32 = 3;
+
 /// How the worker's side ended.
 #[derive(Debug)]
 pub enum WorkerEnd {
@@ -28,33 +32,47 @@ pub enum WorkerEnd {
     Verdict(FleetVerdict),
     /// No verdict: why (the caller fails open, or refuses under strict mode).
     NoVerdict(String),
+    /// The node met the master (it got its ring assignment) but the verdict did not arrive in time: why.
+    /// Never a refusal, also under strict mode: nothing failed but the verdict's own delivery.
+    Undelivered(String),
+}
+
+/// How one connection to the master ended before the ring, when it did not.
+enum Attempt {
+    /// The ring assignment came: the meeting is on.
+    Ring(TcpStream, FrameBuf, Option<super::protocol::Target>),
+    /// The end of the preflight for this node (no retry).
+    End(WorkerEnd),
+    /// The master went away (closed or reset) after greeting this node: try again until the deadline.
+    Lost(String),
 }
 
 /// Run the worker's side of the meeting `s` with this node's report `me` until `deadline` (for reaching
 /// the master; once connected, the master's own deadline bounds the wait), probing within `probe_timeout`.
+/// A connection the master closes before the ring (a hello it found overdue on a lossy link, a restarted
+/// master) is retried until `deadline`.
 pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration) -> WorkerEnd {
     let master = s.master;
-    let (mut stream, mut buf) = match connect(s, deadline, me.nonce) {
-        Ok(x) => x,
-        Err(why) => return WorkerEnd::NoVerdict(why),
-    };
-    let bound = Instant::now() + Duration::from_secs(5);
-    if let Err(e) = send(&mut stream, &s.key, &Msg::Hello(me), bound) {
-        return WorkerEnd::NoVerdict(format!("cannot report to the master {master}: {e}"));
-    }
-    // The master waits at most its own timeout for the others (it started before this connection).
-    let ring_until = Instant::now() + Duration::from_secs(s.timeout_s) + Duration::from_secs(5);
-    let target = match recv(&mut stream, &mut buf, &s.key, ring_until) {
-        Ok(Msg::Ring(t)) => t,
-        Ok(_) => {
-            return WorkerEnd::NoVerdict("unexpected message from the master".to_string())
+    let mut lost: Option<String> = None;
+    let (mut stream, mut buf, target) = loop {
+        let (stream, buf) = match connect(s, deadline, me.nonce) {
+            Ok(x) => x,
+            Err(why) => {
+                return WorkerEnd::NoVerdict(match lost {
+                    Some(l) => format!(
+                        "the master {master} went away during the meeting ({l}) and no preflight master answered \
+                         there again within {} s",
+                        s.timeout_s
+                    ),
+                    None => why,
+                })
+            }
+        };
+        match meet(s, &me, stream, buf) {
+            Attempt::Ring(st, b, t) => break (st, b, t),
+            Attempt::End(e) => return e,
+            Attempt::Lost(why) => lost = Some(why),
         }
-        Err(RecvError::Closed) => {
-            return WorkerEnd::NoVerdict(format!(
-                "the master {master} closed the preflight before the ring (more nodes arrived than the job has?)"
-            ))
-        }
-        Err(e) => return WorkerEnd::NoVerdict(format!("no ring assignment from the master {master}: {e}")),
     };
     if let Some(t) = &target {
         let p = net::probe(t, &s.key, probe_timeout);
@@ -65,30 +83,79 @@ pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration
             Instant::now() + Duration::from_secs(5),
         ) {
             return WorkerEnd::NoVerdict(format!(
-                "cannot report the probe to the master {master}: {e}"
+                "the master {master} went away after assigning the ring (cannot report the probe: {e}); no verdict"
             ));
         }
     }
-    let verdict_until = Instant::now() + probe_timeout + Duration::from_secs(10);
-    let end = match recv(&mut stream, &mut buf, &s.key, verdict_until) {
+    let wait = probe_timeout + Duration::from_secs(10);
+    let end = match recv(&mut stream, &mut buf, &s.key, Instant::now() + wait) {
         Ok(Msg::Verdict(mut v)) => {
             sanitize_verdict(&mut v);
             WorkerEnd::Verdict(v)
         }
-        Ok(_) => WorkerEnd::NoVerdict("unexpected message from the master".to_string()),
-        Err(e) => WorkerEnd::NoVerdict(format!("no verdict from the master {master}: {e}")),
+        Ok(_) => WorkerEnd::NoVerdict(format!(
+            "the master {master} sent something else than its verdict"
+        )),
+        Err(RecvError::Timeout) => WorkerEnd::Undelivered(format!(
+            "this node met the master {master}, but its verdict did not arrive within {} s (a lossy or broken \
+             link)",
+            wait.as_secs()
+        )),
+        Err(e) => WorkerEnd::NoVerdict(format!(
+            "the master {master} went away after assigning the ring ({}) without a verdict",
+            gone_words(&e)
+        )),
     };
     // The client closes first: the TIME_WAIT stays here, on an ephemeral port, not on the master port.
     drop(stream);
     end
 }
 
-/// Connect to the master and read its greeting, retrying until `deadline`. A server that is not a preflight
-/// master (no greeting, or something else) ends the attempts: the preflight there is over.
+/// A receive error that means the master went away, in words.
+fn gone_words(e: &RecvError) -> String {
+    match e {
+        RecvError::Closed => "it closed the connection".into(),
+        RecvError::Io(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            "it reset the connection".into()
+        }
+        e => e.to_string(),
+    }
+}
+
+/// Say hello on a greeted connection and wait for the ring assignment.
+fn meet(s: &Setup, me: &NodeReport, mut stream: TcpStream, mut buf: FrameBuf) -> Attempt {
+    let master = s.master;
+    let bound = Instant::now() + Duration::from_secs(5);
+    if let Err(e) = send(&mut stream, &s.key, &Msg::Hello(me.clone()), bound) {
+        return Attempt::Lost(format!("cannot say hello: {e}"));
+    }
+    // The master waits at most its own timeout for the others (it started before this connection).
+    let ring_until = Instant::now() + Duration::from_secs(s.timeout_s) + Duration::from_secs(5);
+    match recv(&mut stream, &mut buf, &s.key, ring_until) {
+        Ok(Msg::Ring(t)) => Attempt::Ring(stream, buf, t),
+        Ok(Msg::NotAdmitted(why)) => Attempt::End(WorkerEnd::NoVerdict(format!(
+            "the master {master} did not admit this node: {}",
+            super::protocol::clean(&why, super::protocol::MAX_TEXT)
+        ))),
+        Ok(_) => Attempt::End(WorkerEnd::NoVerdict(format!(
+            "the master {master} sent something else than the ring assignment"
+        ))),
+        Err(RecvError::Timeout) => Attempt::End(WorkerEnd::NoVerdict(format!(
+            "no ring assignment from the master {master} within {} s",
+            s.timeout_s + 5
+        ))),
+        Err(e) => Attempt::Lost(gone_words(&e)),
+    }
+}
+
+/// Connect to the master and read its greeting, retrying until `deadline`. A server that answers with
+/// something that is not a preflight ends the attempts (the master's launcher has started: the preflight
+/// there is over), as do [`SILENT_TRIES`] connections in a row on which nothing spoke.
 fn connect(s: &Setup, deadline: Instant, seed: u64) -> Result<(TcpStream, FrameBuf), String> {
     let mut pause = RETRY_FIRST;
     let mut last = String::from("no attempt");
     let mut attempt: u64 = 0;
+    let mut silent = 0;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -103,10 +170,13 @@ fn connect(s: &Setup, deadline: Instant, seed: u64) -> Result<(TcpStream, FrameB
                 let _ = stream.set_nonblocking(true);
                 let _ = stream.set_nodelay(true);
                 let mut buf = FrameBuf::default();
-                match recv(&mut stream, &mut buf, &s.key, Instant::now() + GREETING_BOUND) {
+                let until = (Instant::now() + GREETING_BOUND).min(deadline);
+                match recv(&mut stream, &mut buf, &s.key, until) {
                     Ok(Msg::Greeting) => return Ok((stream, buf)),
                     Err(RecvError::Decode(DecodeError::ForeignJob)) => {
-                        last = "the preflight of another job answered".into();
+                        last = "the preflight of another job answered (another master endpoint or node count)"
+                            .into();
+                        silent = 0;
                     }
                     Err(RecvError::Decode(DecodeError::Version(v))) => {
                         return Err(format!(
@@ -118,10 +188,25 @@ fn connect(s: &Setup, deadline: Instant, seed: u64) -> Result<(TcpStream, FrameB
                     }
                     Err(RecvError::Closed) | Err(RecvError::Io(_)) => {
                         last = "the master closed the connection".into();
+                        silent = 0;
                     }
-                    Err(RecvError::Timeout) | Err(RecvError::Decode(_)) | Ok(_) => {
+                    Err(RecvError::Timeout) => {
+                        silent += 1;
+                        last = format!("nothing spoke within {} s", GREETING_BOUND.as_secs());
+                        if silent >= SILENT_TRIES {
+                            return Err(format!(
+                                "something that does not speak first serves {} (no greeting within {} s on {silent} \
+                                 connections): the master's launcher has started there (its preflight is over), or \
+                                 the link loses every packet",
+                                s.master,
+                                GREETING_BOUND.as_secs()
+                            ));
+                        }
+                        continue;
+                    }
+                    Err(RecvError::Decode(_)) | Ok(_) => {
                         return Err(format!(
-                            "something other than a preflight master serves {} (the master's launcher has \
+                            "something other than a preflight master answered at {} (the master's launcher has \
                              started: its preflight is over)",
                             s.master
                         ))

@@ -213,6 +213,7 @@ const RESOLVE_RETRY_MAX: Duration = Duration::from_millis(500);
 /// `exec` ends it). The result records the time spent ([`Peer::resolve_ms`]), the number of calls and, on
 /// failure, the last error; its `addrs` are then empty.
 pub fn resolve_peer(source: String, host: String, port: Option<u16>, timeout: Duration) -> Peer {
+    let _wait = crate::signals::waiting(crate::signals::Wait::Resolving);
     let mut peer = Peer {
         source,
         host,

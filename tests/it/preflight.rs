@@ -41,6 +41,7 @@ const CODES: &[&str] = &[
     "preflight-mtu-differs",
     "preflight-nccl-env-differs",
     "preflight-ncclenv-version-differs",
+    "preflight-verdict-lost",
 ];
 
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
@@ -531,7 +532,7 @@ fn a_master_port_held_by_something_else_fails_open() {
     assert!(
         done[1]
             .stderr
-            .contains("something other than a preflight master"),
+            .contains("something that does not speak first serves"),
         "{ctx}"
     );
     assert!(
@@ -684,4 +685,58 @@ fn nft(ns: &Netns, rules: &str) {
         .args(["netns", "exec", &ns.name, "nft", "-f"])
         .arg(&path));
     let _ = std::fs::remove_file(&path);
+}
+
+/// Issue 22, item 1: 100 idle connections to the master port, opened before the real workers start, do not
+/// hold the meeting: the three nodes meet in about a second, pass, and the master counts the strangers in one
+/// line. Issue 22, item 7 rides along: the strangers also hold the probe port of nothing (a scanner on the
+/// master port only), and no node says "another listener answered".
+#[test]
+fn strangers_on_the_master_port_do_not_hold_the_meeting() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-strangers");
+    let fleet = Fleet::new("str", 3, 91);
+    let args = vec![fleet.master(), "--nnodes=3".to_string()];
+    let t0 = Instant::now();
+    let master = start(&fleet.nodes[0], &tmp, "n1", &args, &[]);
+    let addr = format!("{}:{PORT}", fleet.addr(1));
+    let strangers: Vec<std::net::TcpStream> = fleet.nodes[2].in_netns(|| {
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut v = Vec::new();
+        while v.len() < 100 && Instant::now() < until {
+            match std::net::TcpStream::connect(&addr) {
+                Ok(s) => v.push(s),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        v
+    });
+    assert_eq!(strangers.len(), 100);
+    let runs = vec![
+        master,
+        start(&fleet.nodes[1], &tmp, "n2", &args, &[]),
+        start(&fleet.nodes[2], &tmp, "n3", &args, &[]),
+    ];
+    let done = finish(runs);
+    let took = t0.elapsed();
+    drop(strangers);
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "node {}\n{ctx}", i + 1);
+        assert!(
+            d.ran() && d.has("preflight-passed"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+        assert!(!d.stderr.contains("another listener"), "{ctx}");
+    }
+    assert!(took < Duration::from_secs(8), "{took:?}\n{ctx}");
+    let line = done[0]
+        .stderr
+        .lines()
+        .find(|l| l.contains("were not nodes of this job"))
+        .unwrap_or_else(|| panic!("no stranger line\n{ctx}"));
+    assert!(line.contains("they do not count"), "{line}");
 }
