@@ -276,6 +276,13 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             "set one MTU on every node's NCCL interface",
         );
     }
+    for d in super::mtu::differences(m) {
+        plan.finding(
+            Finding::PreflightMtuDiffers,
+            format!("a network NCCL uses has different MTUs across the nodes: {d}; RDMA and NET/Socket transfers stall where the larger frames are dropped (NVIDIA/nccl#1524)"),
+            "set one MTU on that network's interface on every node",
+        );
+    }
     let env_diffs = nccl_env_differences(m);
     if !env_diffs.is_empty() {
         plan.finding(
@@ -604,6 +611,7 @@ mod tests {
                 addr,
                 family: Family::Inet,
                 mtu: Some(1500),
+                data_mtus: Vec::new(),
                 probe_port: Some(40000 + u16::from(i)),
                 listen_error: None,
                 nonce: u64::from(i),
@@ -886,6 +894,46 @@ mod tests {
         }
         assert!(agree(&m).repairs.is_empty());
         assert!(agree(&fleet(2)).repairs.is_empty());
+    }
+
+    /// #26 item 5: the RoCE netdev's MTU differs (NVIDIA/nccl#1524) while the bootstrap interfaces agree:
+    /// the warning names the network, each MTU with its nodes and their interfaces.
+    #[test]
+    fn data_network_mtus_are_compared_naming_node_and_interface() {
+        let mut m = fleet(3);
+        for (i, mtu) in [(0, 9000), (1, 9000), (2, 1500)] {
+            m.members[i].report.data_mtus = vec![
+                super::super::mtu::NetMtu {
+                    network: "rdma mlx5_0:1".into(),
+                    ifname: "eth2".into(),
+                    mtu,
+                }
+                .wire(),
+                super::super::mtu::NetMtu {
+                    network: "socket eth0".into(),
+                    ifname: "eth0".into(),
+                    mtu: 1500,
+                }
+                .wire(),
+            ];
+        }
+        let v = agree(&m);
+        let w: Vec<&str> = v
+            .findings
+            .iter()
+            .filter(|w| w.code == "preflight-mtu-differs")
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("rdma mlx5_0:1: 1500 on n3 (10.0.0.3) (eth2); 9000 on n1 (10.0.0.1) (eth2), n2 (10.0.0.2) (eth2)"),
+            "{}",
+            w[0]
+        );
+        assert!(agree(&fleet(3))
+            .findings
+            .iter()
+            .all(|w| w.code != "preflight-mtu-differs"));
     }
 
     #[test]

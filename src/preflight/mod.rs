@@ -14,6 +14,7 @@
 
 pub mod agree;
 pub mod master;
+pub mod mtu;
 pub mod net;
 pub mod protocol;
 pub mod worker;
@@ -375,6 +376,10 @@ fn local_report(
         addr: s.bootstrap,
         family: Family::of(&s.bootstrap),
         mtu,
+        data_mtus: mtu::local(snap, env.get("NCCL_SOCKET_IFNAME").map(String::as_str))
+            .iter()
+            .map(mtu::NetMtu::wire)
+            .collect(),
         probe_port: responder.port,
         listen_error: responder.error.clone(),
         nonce,

@@ -105,6 +105,10 @@ pub struct NodeReport {
     pub family: Family,
     /// The interface's MTU in bytes, when known.
     pub mtu: Option<u32>,
+    /// The MTUs of every network NCCL uses here (RDMA netdevs, NET/Socket interfaces), each in the wire
+    /// form of `super::mtu::NetMtu::wire`. Absent from older nodes' reports.
+    #[serde(default)]
+    pub data_mtus: Vec<String>,
     /// The ephemeral port this node's probe listener got on `addr`; `None` when it could not listen.
     pub probe_port: Option<u16>,
     /// Why the probe listener could not listen on `addr` (the bind error), when it could not.
@@ -419,6 +423,7 @@ mod tests {
             addr: "10.0.0.1".parse().expect("ip"),
             family: Family::Inet,
             mtu: Some(1500),
+            data_mtus: Vec::new(),
             probe_port: Some(40000),
             listen_error: None,
             nonce: u64::MAX - 3,
