@@ -214,7 +214,7 @@ impl Cuda {
             .map(|t| format!(": {t}"))
             .unwrap_or_default();
         let why = if rc == INSUFFICIENT_DRIVER {
-            " (no CUDA driver, libcuda.so.1, is usable here: no GPU is visible)"
+            " (no CUDA driver, libcuda.so.1, is usable here)"
         } else {
             ""
         };
