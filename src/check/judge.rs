@@ -310,10 +310,13 @@ fn passed(d: CheckDetail, res: &HelperResult, mode: CheckMode, expected: Chosen<
         CheckMode::Allreduce => {
             let n = res.nranks.unwrap_or(0);
             let mib = res.bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0);
-            let one = if n == 1 {
-                " (one GPU: one-rank communicator, nothing crossed between GPUs)"
-            } else {
-                ""
+            // The helper's note says when fewer GPUs than ranks asked were visible (and what one rank proves).
+            let one = match (&res.note, n) {
+                (Some(note), _) => format!(" ({note})"),
+                (None, 1) => {
+                    " (one GPU: one-rank communicator, nothing crossed between GPUs)".into()
+                }
+                _ => String::new(),
             };
             format!(
                 "allreduce check passed: {vtxt}, {n} rank(s), {mib:.0} MiB float32 verified in {:.2} ms, algbw {:.2} GB/s, busbw {:.2} GB/s; bootstrap{at}{at_if}{one}",
@@ -323,10 +326,13 @@ fn passed(d: CheckDetail, res: &HelperResult, mode: CheckMode, expected: Chosen<
             )
         }
         _ => {
-            let fb = if mode == CheckMode::Allreduce {
-                " (no GPU: fell back to the bootstrap check)"
-            } else {
-                ""
+            // The helper's note says why no GPU is visible (CUDA's answer to the first call that needs one).
+            let fb = match (mode, &res.note) {
+                (CheckMode::Allreduce, Some(note)) => format!(" ({note})"),
+                (CheckMode::Allreduce, None) => {
+                    " (no GPU visible: fell back to the bootstrap check)".into()
+                }
+                _ => String::new(),
             };
             format!(
                 "bootstrap check passed: {vtxt} accepts the environment, bootstraps{at}{at_if}{fb}"

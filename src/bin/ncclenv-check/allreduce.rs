@@ -228,7 +228,7 @@ impl Orchestrator {
     fn result(mut self) -> HelperResult {
         if let Some(why) = self.nogpu.take() {
             let mut r = bootstrap(Some(format!(
-                "no GPU: fell back to the bootstrap check ({why})"
+                "no GPU visible ({why}): fell back to the bootstrap check"
             )));
             r.gpus_visible = Some(0);
             return r;
@@ -270,14 +270,29 @@ impl Orchestrator {
             r.algbw_gbps = Some(alg);
             r.busbw_gbps = Some(alg * 2.0 * (f64::from(n) - 1.0) / f64::from(n));
         }
-        if n == 1 {
-            r.note = Some(
-                "one GPU visible: a one-rank communicator (bootstrap and init exercised; nothing crossed between GPUs)"
-                    .into(),
-            );
-        }
+        r.note = capped_note(self.gpus, n);
         r
     }
+}
+
+/// The note of an allreduce of `n` ranks when `asked` were asked for: fewer GPUs than ranks asked (NCCL
+/// refuses two ranks on one GPU: `WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device
+/// %lx")` and `ncclInvalidUsage`, src/init.cc `initTransportsRank`, 2.18–2.29), and what one rank proves.
+fn capped_note(asked: u32, n: u32) -> Option<String> {
+    let mut parts = Vec::new();
+    if asked > n {
+        parts.push(format!(
+            "a {asked}-rank allreduce needs {asked} GPUs and {n} is visible: ran {n} rank(s) (NCCL refuses two \
+             ranks on one GPU: Duplicate GPU detected, ncclInvalidUsage)"
+        ));
+    }
+    if n == 1 {
+        parts.push(
+            "one GPU visible: a one-rank communicator (bootstrap and init exercised; nothing crossed between GPUs)"
+                .to_string(),
+        );
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// How a rank process ended, in words.

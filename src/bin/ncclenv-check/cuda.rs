@@ -1,46 +1,45 @@
 //! CUDA, loaded at run time: the driver API from `libcuda.so.1` (cuda.h, `_v2` entry points, CUDA 11–13), else
 //! the runtime API from `libcudart` (cuda_runtime_api.h); the few calls one rank needs, as safe methods.
 
+use crate::decls::{
+    CuDevicePtr, FnCuCtxSetCurrent, FnCuDeviceGet, FnCuDeviceGetCount, FnCuGetErrorString,
+    FnCuInit, FnCuMemAlloc, FnCuMemcpyDtoH, FnCuMemcpyHtoD, FnCuPrimaryCtxRetain, FnCuStreamCreate,
+    FnCuStreamSynchronize, FnCudaGetDeviceCount, FnCudaGetErrorString, FnCudaMalloc, FnCudaMemcpy,
+    FnCudaSetDevice, FnCudaStreamCreate, FnCudaStreamSynchronize, CUDA_OK, DEVICE_TO_HOST,
+    HOST_TO_DEVICE, INSUFFICIENT_DRIVER, NO_DEVICE,
+};
 use crate::ffi;
 use crate::libsearch;
 use libloading::Library;
 use ncclenv::check::protocol::{CudaApi, HelperError, HelperMsg, LibKind, LibMsg, Stage};
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
-/// `CUresult` / `cudaError_t`.
+/// `CUresult` / `cudaError_t` (both C enums of `int` size; see `decls.rs`).
 type CuRes = c_int;
-/// `CUDA_ERROR_NO_DEVICE` (driver) and `cudaErrorNoDevice` (runtime).
-const NO_DEVICE: CuRes = 100;
-/// `cudaErrorInsufficientDriver`: the runtime without a (recent enough) driver.
-const INSUFFICIENT_DRIVER: CuRes = 35;
-/// `cudaMemcpyHostToDevice`.
-const HOST_TO_DEVICE: c_int = 1;
-/// `cudaMemcpyDeviceToHost`.
-const DEVICE_TO_HOST: c_int = 2;
 
 /// The entry points of one flavour.
 enum Api {
     Driver {
-        init: unsafe extern "C" fn(c_uint) -> CuRes,
-        count: unsafe extern "C" fn(*mut c_int) -> CuRes,
-        get: unsafe extern "C" fn(*mut c_int, c_int) -> CuRes,
-        retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuRes,
-        set_current: unsafe extern "C" fn(*mut c_void) -> CuRes,
-        alloc: unsafe extern "C" fn(*mut u64, usize) -> CuRes,
-        htod: unsafe extern "C" fn(u64, *const c_void, usize) -> CuRes,
-        dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> CuRes,
-        stream_create: unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CuRes,
-        stream_sync: unsafe extern "C" fn(*mut c_void) -> CuRes,
-        err_str: Option<unsafe extern "C" fn(CuRes, *mut *const c_char) -> CuRes>,
+        init: FnCuInit,
+        count: FnCuDeviceGetCount,
+        get: FnCuDeviceGet,
+        retain: FnCuPrimaryCtxRetain,
+        set_current: FnCuCtxSetCurrent,
+        alloc: FnCuMemAlloc,
+        htod: FnCuMemcpyHtoD,
+        dtoh: FnCuMemcpyDtoH,
+        stream_create: FnCuStreamCreate,
+        stream_sync: FnCuStreamSynchronize,
+        err_str: Option<FnCuGetErrorString>,
     },
     Runtime {
-        count: unsafe extern "C" fn(*mut c_int) -> CuRes,
-        set_device: unsafe extern "C" fn(c_int) -> CuRes,
-        malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> CuRes,
-        memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> CuRes,
-        stream_create: unsafe extern "C" fn(*mut *mut c_void) -> CuRes,
-        stream_sync: unsafe extern "C" fn(*mut c_void) -> CuRes,
-        err_str: Option<unsafe extern "C" fn(CuRes) -> *const c_char>,
+        count: FnCudaGetDeviceCount,
+        set_device: FnCudaSetDevice,
+        malloc: FnCudaMalloc,
+        memcpy: FnCudaMemcpy,
+        stream_create: FnCudaStreamCreate,
+        stream_sync: FnCudaStreamSynchronize,
+        err_str: Option<FnCudaGetErrorString>,
     },
 }
 
@@ -201,6 +200,27 @@ impl Cuda {
         }
     }
 
+    /// `what` returned `rc`, which means that no GPU is visible: the reason, with CUDA's name and text.
+    fn no_gpu(&self, what: &str, rc: CuRes) -> Count {
+        let name = match (&self.api, rc) {
+            (Api::Driver { .. }, NO_DEVICE) => "CUDA_ERROR_NO_DEVICE",
+            (_, NO_DEVICE) => "cudaErrorNoDevice",
+            (_, INSUFFICIENT_DRIVER) => "cudaErrorInsufficientDriver",
+            _ => "error",
+        };
+        let text = self
+            .err(what, rc)
+            .error_string
+            .map(|t| format!(": {t}"))
+            .unwrap_or_default();
+        let why = if rc == INSUFFICIENT_DRIVER {
+            " (no CUDA driver, libcuda.so.1, is usable here)"
+        } else {
+            ""
+        };
+        Count::NoGpu(format!("{what} returned {name} ({rc}){text}{why}"))
+    }
+
     /// Number of visible GPUs; `CUDA_ERROR_NO_DEVICE` (100) and, for the runtime without a driver,
     /// `cudaErrorInsufficientDriver` (35) mean no GPU.
     pub fn count(&self) -> Result<Count, HelperError> {
@@ -210,14 +230,14 @@ impl Cuda {
                 // SAFETY: cuInit takes flags (0).
                 let rc = unsafe { init(0) };
                 if rc == NO_DEVICE {
-                    return Ok(Count::NoGpu("cuInit: no CUDA-capable device (100)".into()));
+                    return Ok(self.no_gpu("cuInit", rc));
                 }
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuInit", rc));
                 }
                 // SAFETY: cuDeviceGetCount writes one int to the pointer given.
                 let rc = unsafe { count(&mut n) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuDeviceGetCount", rc));
                 }
             }
@@ -225,11 +245,9 @@ impl Cuda {
                 // SAFETY: cudaGetDeviceCount writes one int to the pointer given.
                 let rc = unsafe { count(&mut n) };
                 if rc == NO_DEVICE || rc == INSUFFICIENT_DRIVER {
-                    return Ok(Count::NoGpu(format!(
-                        "cudaGetDeviceCount returned {rc} (no device or no driver)"
-                    )));
+                    return Ok(self.no_gpu("cudaGetDeviceCount", rc));
                 }
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cudaGetDeviceCount", rc));
                 }
             }
@@ -257,23 +275,23 @@ impl Cuda {
                 let mut d: c_int = 0;
                 // SAFETY: cuDeviceGet writes one device handle to the pointer given.
                 let rc = unsafe { get(&mut d, dev) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuDeviceGet", rc));
                 }
                 let mut ctx: *mut c_void = std::ptr::null_mut();
                 // SAFETY: cuDevicePrimaryCtxRetain writes the context to the pointer given.
                 let rc = unsafe { retain(&mut ctx, d) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuDevicePrimaryCtxRetain", rc));
                 }
                 // SAFETY: ctx came from cuDevicePrimaryCtxRetain.
                 let rc = unsafe { set_current(ctx) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuCtxSetCurrent", rc));
                 }
                 // SAFETY: cuStreamCreate writes the stream to the pointer given.
                 let rc = unsafe { stream_create(&mut stream, 0) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuStreamCreate", rc));
                 }
             }
@@ -284,12 +302,12 @@ impl Cuda {
             } => {
                 // SAFETY: cudaSetDevice takes a device number.
                 let rc = unsafe { set_device(dev) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cudaSetDevice", rc));
                 }
                 // SAFETY: cudaStreamCreate writes the stream to the pointer given.
                 let rc = unsafe { stream_create(&mut stream) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cudaStreamCreate", rc));
                 }
             }
@@ -301,10 +319,10 @@ impl Cuda {
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, HelperError> {
         let ptr = match &self.api {
             Api::Driver { alloc, .. } => {
-                let mut p: u64 = 0;
+                let mut p: CuDevicePtr = 0;
                 // SAFETY: cuMemAlloc_v2 writes the device address to the pointer given.
                 let rc = unsafe { alloc(&mut p, bytes) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cuMemAlloc", rc));
                 }
                 p as usize as *mut c_void
@@ -313,7 +331,7 @@ impl Cuda {
                 let mut p: *mut c_void = std::ptr::null_mut();
                 // SAFETY: cudaMalloc writes the device address to the pointer given.
                 let rc = unsafe { malloc(&mut p, bytes) };
-                if rc != 0 {
+                if rc != CUDA_OK {
                     return Err(self.err("cudaMalloc", rc));
                 }
                 p
@@ -335,11 +353,11 @@ impl Cuda {
         // SAFETY: dst holds at least `bytes` bytes (checked above) on the current device; src is a live slice.
         let rc = unsafe {
             match &self.api {
-                Api::Driver { htod, .. } => htod(dst.ptr as usize as u64, from, bytes),
+                Api::Driver { htod, .. } => htod(dst.ptr as usize as CuDevicePtr, from, bytes),
                 Api::Runtime { memcpy, .. } => memcpy(dst.ptr, from, bytes, HOST_TO_DEVICE),
             }
         };
-        if rc != 0 {
+        if rc != CUDA_OK {
             return Err(self.err("memcpy host→device", rc));
         }
         Ok(())
@@ -358,11 +376,11 @@ impl Cuda {
         // SAFETY: src holds at least `bytes` bytes (checked above); dst is a live mutable slice.
         let rc = unsafe {
             match &self.api {
-                Api::Driver { dtoh, .. } => dtoh(to, src.ptr as usize as u64, bytes),
+                Api::Driver { dtoh, .. } => dtoh(to, src.ptr as usize as CuDevicePtr, bytes),
                 Api::Runtime { memcpy, .. } => memcpy(to, src.ptr, bytes, DEVICE_TO_HOST),
             }
         };
-        if rc != 0 {
+        if rc != CUDA_OK {
             let mut e = self.err("memcpy device→host", rc);
             e.stage = Stage::Verify;
             return Err(e);
@@ -379,7 +397,7 @@ impl Cuda {
                 Api::Runtime { stream_sync, .. } => stream_sync(stream.0),
             }
         };
-        if rc != 0 {
+        if rc != CUDA_OK {
             let mut e = self.err("stream synchronize", rc);
             e.stage = Stage::Collective;
             return Err(e);

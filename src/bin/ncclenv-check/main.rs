@@ -16,6 +16,7 @@
 mod allreduce;
 mod bootstrap;
 mod cuda;
+mod decls;
 mod ffi;
 mod libsearch;
 mod nccl;

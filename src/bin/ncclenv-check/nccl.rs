@@ -1,26 +1,20 @@
-//! NCCL, loaded at run time: the few functions the check calls, with their C signatures from src/nccl.h.in
-//! (NVIDIA/nccl, unchanged 2.18–2.30), and safe methods around them.
+//! NCCL, loaded at run time: the few functions the check calls (their C signatures, from src/nccl.h.in of
+//! NVIDIA/nccl, unchanged 2.18–2.30, are in `decls.rs`, checked against the real nccl.h by
+//! tests/it/c_interface.rs), and safe methods around them.
 
 use crate::cuda::{DeviceBuffer, Stream};
+pub use crate::decls::UniqueId;
+use crate::decls::{
+    FnAllReduce, FnCommInitRank, FnGetErrorString, FnGetLastError, FnGetUniqueId, FnGetVersion,
+    NcclComm, NCCL_FLOAT32, NCCL_SUCCESS, NCCL_SUM,
+};
 use crate::ffi;
 use crate::libsearch;
 use libloading::Library;
 use ncclenv::check::protocol::{
     Bootstrap, HelperError, HelperMsg, LibKind, LibMsg, Stage, UNIQUE_ID_BYTES,
 };
-use std::ffi::{c_char, c_int, c_void};
-
-/// `ncclDataType_t` `ncclFloat32` (src/nccl.h.in).
-const NCCL_FLOAT32: c_int = 7;
-/// `ncclRedOp_t` `ncclSum` (src/nccl.h.in).
-const NCCL_SUM: c_int = 0;
-
-/// `ncclUniqueId`: 128 bytes passed by value (src/nccl.h.in).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct UniqueId {
-    internal: [u8; UNIQUE_ID_BYTES],
-}
+use std::ffi::{c_int, c_void};
 
 impl UniqueId {
     /// The id from its 128 bytes (`None` for another length).
@@ -40,22 +34,6 @@ impl UniqueId {
         Bootstrap::from_unique_id(&self.internal)
     }
 }
-
-type NcclComm = *mut c_void;
-type FnGetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
-type FnGetUniqueId = unsafe extern "C" fn(*mut UniqueId) -> c_int;
-type FnGetErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
-type FnGetLastError = unsafe extern "C" fn(NcclComm) -> *const c_char;
-type FnCommInitRank = unsafe extern "C" fn(*mut NcclComm, c_int, UniqueId, c_int) -> c_int;
-type FnAllReduce = unsafe extern "C" fn(
-    *const c_void,
-    *mut c_void,
-    usize,
-    c_int,
-    c_int,
-    NcclComm,
-    *mut c_void,
-) -> c_int;
 
 /// A loaded libnccl.
 pub struct Nccl {
@@ -111,7 +89,7 @@ impl Nccl {
         };
         let mut version: c_int = 0;
         // SAFETY: ncclGetVersion writes one int to the pointer given.
-        if unsafe { get_version(&mut version) } != 0 {
+        if unsafe { get_version(&mut version) } != NCCL_SUCCESS {
             version = 0;
         }
         let path = ffi::origin(get_version as *const c_void, &path);
@@ -171,7 +149,7 @@ impl Nccl {
         };
         // SAFETY: id is a writable 128-byte ncclUniqueId.
         let rc = unsafe { (self.get_unique_id)(&mut id) };
-        if rc != 0 {
+        if rc != NCCL_SUCCESS {
             return Err(self.error(Stage::Id, rc, "ncclGetUniqueId"));
         }
         Ok(id)
@@ -214,7 +192,7 @@ impl Collectives<'_> {
         );
         // SAFETY: the signature is NCCL's; comm is an out-pointer to a local.
         let rc = unsafe { (self.init)(&mut comm, n, id, r) };
-        if rc != 0 {
+        if rc != NCCL_SUCCESS {
             return Err(self.nccl.error(Stage::Init, rc, "ncclCommInitRank"));
         }
         Ok(Comm(comm))
@@ -248,7 +226,7 @@ impl Collectives<'_> {
                 stream.as_ptr(),
             )
         };
-        if rc != 0 {
+        if rc != NCCL_SUCCESS {
             return Err(self.nccl.error(Stage::Collective, rc, "ncclAllReduce"));
         }
         Ok(())
