@@ -577,43 +577,23 @@ fn labels_and_deprecated_addresses_with_the_real_nccl() {
     let empty = common::TempDir::new("label");
     let ns = common::Netns::new("label");
     ns.plug("eno1");
-    ns.ip(&[
-        "addr",
-        "add",
-        "169.254.8.223/16",
-        "dev",
+    ns.addr_with(
         "eno1",
-        "scope",
-        "link",
-        "label",
-        "eno1:avahi",
-    ]);
+        "169.254.8.223/16",
+        &["scope", "link", "label", "eno1:avahi"],
+    );
     ns.addr("eno1", "10.10.3.5/24");
     let alias = common::Netns::new("alias");
     alias.plug("eth0");
     alias.addr("eth0", "192.168.50.2/24");
-    alias.ip(&[
-        "addr",
-        "add",
-        "10.20.0.7/24",
-        "dev",
-        "eth0",
-        "label",
-        "eth0:1",
-    ]);
+    alias.addr_with("eth0", "10.20.0.7/24", &["label", "eth0:1"]);
     let dep = common::Netns::new("deprecated");
     dep.plug("eth0");
-    dep.ip(&[
-        "addr",
-        "add",
-        "10.30.0.4/24",
-        "dev",
+    dep.addr_with(
         "eth0",
-        "preferred_lft",
-        "0",
-        "valid_lft",
-        "forever",
-    ]);
+        "10.30.0.4/24",
+        &["preferred_lft", "0", "valid_lft", "forever"],
+    );
     let v = dep.ip_json(&["addr", "show", "dev", "eth0"]);
     assert_eq!(v[0]["addr_info"][0]["deprecated"], true, "ip -j: {v}");
     let mut cases = 0;

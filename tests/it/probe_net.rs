@@ -36,16 +36,7 @@ fn mixed_layout_matches_ip() {
     ns.plug("eth1");
     ns.addr("eth1", "10.0.1.2/24");
     ns.addr("eth1", "fd00:1::2/64");
-    ns.ip(&[
-        "addr",
-        "add",
-        "fd00:1::3/64",
-        "dev",
-        "eth1",
-        "nodad",
-        "preferred_lft",
-        "0",
-    ]);
+    ns.addr_with("eth1", "fd00:1::3/64", &["nodad", "preferred_lft", "0"]);
     ns.route("default via 10.0.0.1 dev eth0 metric 100");
     ns.route("default via 10.0.1.1 dev eth1 metric 200");
     ns.route("-6 default via fe80::1 dev eth1");
@@ -426,29 +417,17 @@ fn labels_and_deprecated_addresses_match_ip() {
     }
     let ns = Netns::new("pn-label");
     ns.plug("eno1");
-    ns.ip(&[
-        "addr",
-        "add",
+    ns.addr_with(
+        "eno1",
         "169.254.8.223/16",
-        "dev",
-        "eno1",
-        "scope",
-        "link",
-        "label",
-        "eno1:avahi",
-    ]);
+        &["scope", "link", "label", "eno1:avahi"],
+    );
     ns.addr("eno1", "10.10.3.5/24");
-    ns.ip(&[
-        "addr",
-        "add",
-        "10.10.4.5/24",
-        "dev",
+    ns.addr_with(
         "eno1",
-        "preferred_lft",
-        "0",
-        "valid_lft",
-        "forever",
-    ]);
+        "10.10.4.5/24",
+        &["preferred_lft", "0", "valid_lft", "forever"],
+    );
     let s = check(Some(&ns), &[]);
     let eno1 = link(&s, "eno1").index;
     let mine: Vec<(String, Option<&str>, bool)> = s

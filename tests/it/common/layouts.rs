@@ -124,17 +124,11 @@ pub const ALL: &[Layout] = &[
 /// first) and 10.10.3.5/24.
 pub fn label_avahi(ns: &Netns) {
     ns.plug("eno1");
-    ns.ip(&[
-        "addr",
-        "add",
-        "169.254.8.223/16",
-        "dev",
+    ns.addr_with(
         "eno1",
-        "scope",
-        "link",
-        "label",
-        "eno1:avahi",
-    ]);
+        "169.254.8.223/16",
+        &["scope", "link", "label", "eno1:avahi"],
+    );
     ns.addr("eno1", "10.10.3.5/24");
     ns.route("default via 10.10.3.1 dev eno1");
     settle(ns);
@@ -144,15 +138,7 @@ pub fn label_avahi(ns: &Netns) {
 pub fn label_alias(ns: &Netns) {
     ns.plug("eth0");
     ns.addr("eth0", "192.168.50.2/24");
-    ns.ip(&[
-        "addr",
-        "add",
-        "10.20.0.7/24",
-        "dev",
-        "eth0",
-        "label",
-        "eth0:1",
-    ]);
+    ns.addr_with("eth0", "10.20.0.7/24", &["label", "eth0:1"]);
     ns.plug("eth1");
     ns.addr("eth1", "10.30.1.2/24");
     settle(ns);

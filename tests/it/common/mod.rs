@@ -204,6 +204,15 @@ impl Netns {
         self.ip(&args);
     }
 
+    /// `ip addr add CIDR dev IFNAME EXTRA…`: an address with attributes of its own, e.g.
+    /// `addr_with("eno1", "169.254.8.223/16", &["scope", "link", "label", "eno1:avahi"])` (avahi-autoipd's
+    /// labelled link-scope address) or `addr_with("eth0", "10.20.0.7/24", &["label", "eth0:1"])` (an alias).
+    pub fn addr_with(&self, ifname: &str, cidr: &str, extra: &[&str]) {
+        let mut args = vec!["addr", "add", cidr, "dev", ifname];
+        args.extend_from_slice(extra);
+        self.ip(&args);
+    }
+
     /// `ip [-4|-6] route add ARGS` (whitespace-separated; a leading `-6` or `-4` selects the family), e.g.
     /// `route("default via 10.0.0.1 dev eth0 metric 100")`, `route("-6 default via fe80::1 dev veth0")`.
     pub fn route(&self, args: &str) {
