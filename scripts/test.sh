@@ -41,6 +41,9 @@ docker compose version
 echo "== NCCL wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
 bash scripts/install-nccl-wheels.sh
 
+echo "== CUDA 12.9/13.0 headers and runtime wheels (cached in ${NCCLENV_TEST_NCCL_ROOT:-/opt/ncclenv})"
+bash scripts/install-cuda-wheels.sh
+
 echo "== PaddlePaddle CPU wheel (cached in ${NCCLENV_TEST_PADDLE_ROOT:-/opt/ncclenv})"
 bash scripts/install-paddle.sh
 

@@ -5,6 +5,7 @@
 mod common;
 
 mod arm64;
+mod c_interface;
 mod check_entrypoint;
 mod check_fake;
 mod check_real_nccl;

@@ -208,3 +208,57 @@ pub fn built(path: PathBuf, how: &str) -> Option<PathBuf> {
     }
     missing(&format!("{} is missing: {how}", path.display()))
 }
+
+/// One installed set of CUDA headers and runtime (scripts/install-cuda-wheels.sh).
+#[derive(Clone, Debug)]
+pub struct CudaSet {
+    /// The CUDA version of the set, e.g. `12.9`.
+    pub version: String,
+    /// `<root>/cuda-<version>/include`: `cuda.h`, `cuda_runtime_api.h` and what they include.
+    pub include: PathBuf,
+    /// `<root>/cuda-<version>/lib/libcudart.so.<major>`, the runtime of the same wheel.
+    pub cudart: PathBuf,
+}
+
+/// Every installed CUDA set under [`nccl_root`] (folders `cuda-<version>` with the marker
+/// `.ncclenv-installed` that scripts/install-cuda-wheels.sh writes last), oldest first; `None` after
+/// [`skip`] when there is none.
+pub fn cuda_sets() -> Option<Vec<CudaSet>> {
+    let root = nccl_root();
+    let mut v: Vec<CudaSet> = std::fs::read_dir(&root)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    let version = name.strip_prefix("cuda-")?.to_string();
+                    let major = version.split('.').next()?.to_string();
+                    let set = CudaSet {
+                        include: e.path().join("include"),
+                        cudart: e.path().join(format!("lib/libcudart.so.{major}")),
+                        version,
+                    };
+                    let ok = !name.contains(".partial")
+                        && e.path().join(".ncclenv-installed").is_file()
+                        && set.include.join("cuda.h").is_file()
+                        && set.cudart.is_file();
+                    ok.then_some(set)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_by_key(|s| {
+        let n: Vec<u32> = s
+            .version
+            .split('.')
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        (n, s.version.clone())
+    });
+    if v.is_empty() {
+        return missing(&format!(
+            "no CUDA header set under {} (run scripts/install-cuda-wheels.sh)",
+            root.display()
+        ));
+    }
+    Some(v)
+}
