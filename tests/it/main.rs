@@ -8,6 +8,7 @@ mod arm64;
 mod c_interface;
 mod check_entrypoint;
 mod check_fake;
+mod check_no_gpu;
 mod check_real_nccl;
 mod decide_core;
 mod docker_e2e;
