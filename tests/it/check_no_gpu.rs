@@ -177,3 +177,59 @@ fn ncclenv_check_allreduce_without_a_gpu_says_so_and_proves_the_bootstrap() {
         );
     }
 }
+
+/// The `lib` lines' paths of a helper run: (libnccl's, CUDA's).
+fn lib_paths(out: &str) -> (Option<String>, Option<String>) {
+    let (mut nccl, mut cuda) = (None, None);
+    for m in out.lines().filter_map(HelperMsg::parse) {
+        if let HelperMsg::Lib(l) = m {
+            match l.what {
+                ncclenv::check::protocol::LibKind::Nccl => nccl = nccl.or(Some(l.path)),
+                ncclenv::check::protocol::LibKind::Cuda => cuda = cuda.or(Some(l.path)),
+            }
+        }
+    }
+    (nccl, cuda)
+}
+
+#[test]
+fn the_wheel_layouts_of_cuda_13_and_pytorch_are_searched() {
+    let Some(pairs) = pairs() else { return };
+    let Some((_, nccl, _)) = pairs.last().cloned() else {
+        return;
+    };
+    let Some(cudart13) = pairs
+        .iter()
+        .map(|p| p.2.clone())
+        .find(|c| c.to_string_lossy().ends_with("libcudart.so.13"))
+    else {
+        common::needs::skip("check_no_gpu: no CUDA 13 runtime set");
+        return;
+    };
+    let ns = layout();
+    // A site-packages as pip makes it for PyTorch cu130: nvidia-nccl-cu13 (nvidia/nccl/lib) and
+    // nvidia-cuda-runtime 13 (nvidia/cu13/lib); then PyTorch's bundled NCCL (torch/lib) instead.
+    for nccl_rel in ["nvidia/nccl/lib", "torch/lib"] {
+        let site = common::TempDir::new("site");
+        let link = |rel: &str, to: &Path| {
+            let at = site.path.join(rel);
+            std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+            std::os::unix::fs::symlink(to, &at).expect("symlink");
+            at
+        };
+        let n = link(&format!("{nccl_rel}/libnccl.so.2"), &nccl);
+        let c = link("nvidia/cu13/lib/libcudart.so.13", &cudart13);
+        let mut cmd = ns.command(env!("CARGO_BIN_EXE_ncclenv-check"));
+        cmd.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("PYTHONPATH", &site.path)
+            .args(["allreduce", "--gpus", "1", "--mib", "1"]);
+        let o = cmd.output().expect("run the helper");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{out}");
+        let (got_nccl, got_cuda) = lib_paths(&out);
+        assert_eq!(got_nccl.as_deref(), Some(&*n.to_string_lossy()), "{out}");
+        assert_eq!(got_cuda.as_deref(), Some(&*c.to_string_lossy()), "{out}");
+        assert!(out.contains(NO_DRIVER), "{out}");
+    }
+}

@@ -1,6 +1,12 @@
 //! Where libnccl and CUDA are looked for, and loading the first candidate that fits: the loader's own search,
-//! the CUDA folders, and the Python packages that ship them (nvidia-nccl-cu12, torch, paddle). An explicit
-//! `NCCLENV_NCCL_LIB` is the only candidate for NCCL; `NCCLENV_CUDA_LIB` is tried first for CUDA.
+//! the CUDA folders, and the Python packages that ship them (nvidia-nccl-cu12/-cu13, torch, paddle). An
+//! explicit `NCCLENV_NCCL_LIB` is the only candidate for NCCL; `NCCLENV_CUDA_LIB` is tried first for CUDA.
+//!
+//! Wheel layouts (read from the wheels' file lists): `nvidia-nccl-cu12` and `nvidia-nccl-cu13` (2.27.7, 2.28.9,
+//! 2.30.7, 2.32.3) both install `nvidia/nccl/lib/libnccl.so.2`; PyTorch builds that bundle NCCL have
+//! `torch/lib/libnccl.so.2`, Paddle's `paddle/libs/`; CUDA 12's runtime wheel has
+//! `nvidia/cuda_runtime/lib/libcudart.so.12`, CUDA 13's (`nvidia-cuda-runtime` 13.0.96)
+//! `nvidia/cu13/lib/libcudart.so.13`.
 
 use crate::ffi;
 use libloading::Library;
@@ -177,14 +183,25 @@ pub fn cuda_candidates() -> Vec<Cand> {
         c.push(Cand::Pattern(format!(
             "/usr/local/cuda*/lib64/libcudart.so.{v}"
         )));
+        // CUDA 12's runtime wheel (nvidia-cuda-runtime-cu12) has nvidia/cuda_runtime/lib; CUDA 13's
+        // (nvidia-cuda-runtime 13.x, which PyTorch's cu130 wheels depend on) puts every toolkit library in
+        // nvidia/cu13/lib. (libnccl stays in nvidia/nccl/lib in the nvidia-nccl-cu13 wheels too.)
+        let subs: &[&str] = if v == "13" {
+            &[
+                "nvidia/cu13/lib",
+                "nvidia/cuda_runtime/lib",
+                "torch/lib",
+                "paddle/libs",
+            ]
+        } else {
+            &["nvidia/cuda_runtime/lib", "torch/lib", "paddle/libs"]
+        };
         for d in &dirs {
             c.push(Cand::Any(
-                format!("{d}/{{nvidia/cuda_runtime/lib,torch/lib,paddle/libs}}/libcudart.so.{v}"),
-                vec![
-                    format!("{d}/nvidia/cuda_runtime/lib/libcudart.so.{v}"),
-                    format!("{d}/torch/lib/libcudart.so.{v}"),
-                    format!("{d}/paddle/libs/libcudart.so.{v}"),
-                ],
+                format!("{d}/{{{}}}/libcudart.so.{v}", subs.join(",")),
+                subs.iter()
+                    .map(|s| format!("{d}/{s}/libcudart.so.{v}"))
+                    .collect(),
             ));
         }
     }
