@@ -10,8 +10,12 @@
  *   FAKE_NCCL_ADDR     IPv4 address put into the unique id (default 127.0.0.1)
  *   FAKE_NCCL_RANK     the rank that hangs or crashes (default 1)
  *   FAKE_NCCL_DIR      folder for the exchange files (default /tmp)
+ *   FAKE_NCCL_CHECK_IFNAME=1  ncclGetUniqueId fails as NCCL >= 2.24 does (ncclInvalidUsage, "Bootstrap : no
+ *                      socket interface found") when NCCL_SOCKET_IFNAME (a list of prefixes, `=` for exact
+ *                      names; `^` exclusions are taken as matching) names no interface of /sys/class/net
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,7 +51,33 @@ const char *ncclGetErrorString(int c) {
 
 const char *ncclGetLastError(ncclComm_t comm) { (void)comm; return last_err; }
 
+/* True when FAKE_NCCL_CHECK_IFNAME=1 and NCCL_SOCKET_IFNAME matches no interface (src/misc/socket.cc
+ * matchIfList: prefixes, `=` exact). */
+static int ifname_unmatched(void) {
+  const char *v = getenv("NCCL_SOCKET_IFNAME");
+  if (!env_int("FAKE_NCCL_CHECK_IFNAME", 0) || !v || !*v || v[0] == '^') return 0;
+  int exact = v[0] == '=';
+  char list[256];
+  snprintf(list, sizeof list, "%s", v + exact);
+  DIR *d = opendir("/sys/class/net");
+  if (!d) return 0;
+  int found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d)) != NULL) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && !found; t = strtok_r(NULL, ",", &save))
+      found = exact ? strcmp(e->d_name, t) == 0 : strncmp(e->d_name, t, strlen(t)) == 0;
+  }
+  closedir(d);
+  return !found;
+}
+
 int ncclGetUniqueId(ncclUniqueId *id) {
+  if (ifname_unmatched()) {
+    snprintf(last_err, sizeof last_err, "Bootstrap : no socket interface found");
+    return 5;
+  }
   if (is("bootstrap_error")) {
     snprintf(last_err, sizeof last_err, "Bootstrap : no socket interface found");
     return env_int("FAKE_NCCL_CODE", 5);

@@ -16,6 +16,7 @@ mod doctor_schema;
 mod exec_semantics;
 mod explain;
 mod field_cases;
+mod gpu_check_script;
 mod host_probe;
 mod launcher_forms;
 mod logging;
