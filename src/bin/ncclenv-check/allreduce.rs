@@ -276,14 +276,18 @@ impl Orchestrator {
 }
 
 /// The note of an allreduce of `n` ranks when `asked` were asked for: fewer GPUs than ranks asked (NCCL
-/// refuses two ranks on one GPU: `WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device
-/// %lx")` and `ncclInvalidUsage`, src/init.cc `initTransportsRank`, 2.18–2.29), and what one rank proves.
+/// refuses two ranks on one GPU with `ncclInvalidUsage`: up to 2.29 `WARN("Duplicate GPU detected : rank %d and
+/// rank %d both on CUDA device %lx")`, src/init.cc `initTransportsRank`; 2.30 says "Multiple Ranks are using the
+/// same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration." (both strings read from
+/// the libnccl.so.2 of the nvidia-nccl-cu12 wheels 2.21.5, 2.27.7, 2.29.7 and 2.30.7)), and what one rank
+/// proves.
 fn capped_note(asked: u32, n: u32) -> Option<String> {
     let mut parts = Vec::new();
     if asked > n {
         parts.push(format!(
             "a {asked}-rank allreduce needs {asked} GPUs and {n} is visible: ran {n} rank(s) (NCCL refuses two \
-             ranks on one GPU: Duplicate GPU detected, ncclInvalidUsage)"
+             ranks on one GPU with ncclInvalidUsage: \"Duplicate GPU detected\" up to 2.29, \"Multiple Ranks are \
+             using the same GPU\" from 2.30)"
         ));
     }
     if n == 1 {
