@@ -1,5 +1,5 @@
-//! Run ncclenv's check from the command line without the entrypoint (for debugging; scripts/gpu-check.sh uses `ncclenv check`):
-//! `check_driver bootstrap|allreduce [--json] [--json-out FILE]`. Reads `NCCLENV_CHECK_TIMEOUT`, `NCCLENV_CHECK_GPUS`,
+//! Run ncclenv's check from the command line without the entrypoint, for debugging (scripts/gpu-check.sh uses
+//! `ncclenv check`): `check_driver bootstrap|allreduce [--json] [--json-out FILE]`. Reads `NCCLENV_CHECK_TIMEOUT`, `NCCLENV_CHECK_GPUS`,
 //! `NCCLENV_CHECK_MIB`, `NCCLENV_CHECK_REPAIR`, `NCCLENV_NCCL_LIB`, `NCCLENV_CHECK_HELPER` (default: the
 //! `ncclenv-check` of the same cargo profile). Exit 0 when the check passed, 1 when not, 2 on bad usage.
 

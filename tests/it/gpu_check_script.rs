@@ -3,10 +3,11 @@
 //! binaries from a dist folder and no cargo on PATH, NCCL found in a python site-packages laid out as the
 //! nvidia-nccl-cu13 wheel is, a fake `nvidia-smi`, the repair path (the fake fails `ncclGetUniqueId` for an
 //! NCCL_SOCKET_IFNAME that names no interface, as NCCL ≥ 2.24 does), one, two and no GPUs, the budget, and
-//! every report under $OUT.
+//! every report under $OUT. One test runs it with the real libnccl of each wheel and the real libcudart 13
+//! instead, for the steps that need no GPU (NCCL itself refusing the inherited NCCL_SOCKET_IFNAME).
 //!
 //! In a network namespace with eth0 (ncclenv chooses it; the fake puts its address into the unique id).
-//! Needs root, `python3`, `bash`, `cc` (a skip outside CI, a failure under CI=true).
+//! Needs root, `python3`, `bash`, `cc`, and for that test the wheels (a skip outside CI, a failure under CI=true).
 
 use crate::check_fake::fakes;
 use crate::common;
@@ -239,4 +240,55 @@ fn no_gpu_or_no_time_or_no_binaries_is_a_failed_verdict() {
             && out.contains("VERDICT: FAILED"),
         "{out}"
     );
+}
+
+#[test]
+fn with_the_real_nccl_the_inherited_ifname_fails_as_the_script_expects() {
+    // The step the fake only imitates, with the real libnccl of each wheel (and the real libcudart 13, no
+    // GPU): NCCL alone refuses the inherited NCCL_SOCKET_IFNAME, the bootstrap check passes, and the
+    // allreduce steps say that no GPU is visible.
+    if !ready() {
+        return;
+    }
+    let Some(wheels) = common::needs::nccl_wheels() else {
+        return;
+    };
+    let Some(sets) = common::needs::cuda_sets() else {
+        return;
+    };
+    let Some(cudart) = sets.last().map(|s| s.cudart.clone()) else {
+        return;
+    };
+    let m = Machine::new(0);
+    for w in wheels {
+        let lib = w.lib.to_string_lossy().into_owned();
+        let cuda = cudart.to_string_lossy().into_owned();
+        let (o, _, _) = m.run(
+            0,
+            &[("NCCLENV_NCCL_LIB", &lib), ("NCCLENV_CUDA_LIB", &cuda)],
+        );
+        let v = verdict(&o);
+        assert_eq!(o.status.code(), Some(1), "{v}");
+        assert!(
+            line(&v, "NCCL").contains("NCCLENV_NCCL_LIB, as given"),
+            "{v}"
+        );
+        assert!(
+            line(&v, "bootstrap").contains("PASSED"),
+            "{}: {v}",
+            w.version
+        );
+        let raw = line(&v, "repair-raw");
+        assert!(
+            raw.contains("FAILS-AS-EXPECTED: ncclGetUniqueId returned")
+                && raw.contains("no socket interface found"),
+            "{}: {v}",
+            w.version
+        );
+        assert!(
+            line(&v, "one-rank").contains("no GPU visible (cudaGetDeviceCount"),
+            "{}: {v}",
+            w.version
+        );
+    }
 }
