@@ -16,7 +16,10 @@
 #      that a 2-rank allreduce needs 2 GPUs (NCCL refuses two ranks on one GPU) instead of failing.
 # Everything goes to $OUT (a new temporary folder when unset); the last lines are one verdict block, and the
 # exit status is 0 when the verdict is PASSED, 1 otherwise.
-#   OUT=/tmp/out bash scripts/gpu-check.sh        # after `bash scripts/build.sh` on the build machine
+#   (unset OUT; bash scripts/build.sh)            # on the build machine: dist/ncclenv, dist/ncclenv-check
+#   OUT=/tmp/out bash scripts/gpu-check.sh        # on the GPU machine, with dist/ carried there (3.2 MB;
+#                                                 # dist/ is git-ignored, so a device call must carry it)
+# (build.sh reads OUT as its output folder, hence unset there.) dist/ncclenv-check needs glibc >= 2.34.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIST=${NCCLENV_DIST:-$ROOT/dist}
