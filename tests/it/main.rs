@@ -15,6 +15,7 @@ mod exec_semantics;
 mod explain;
 mod field_cases;
 mod host_probe;
+mod late_master;
 mod launcher_forms;
 mod logging;
 mod packaging;
