@@ -21,7 +21,12 @@ pub fn job(
     argv: &[OsString],
     env: &BTreeMap<String, String>,
 ) -> (Option<Sourced<Endpoint>>, JobShape) {
-    let info = launcher::read(argv, env);
+    // The launcher's own config file (Accelerate's), read bounded and only when it is a regular file.
+    let files = |path: &str| {
+        read::read_file(Path::new(path), crate::accelerate::FILE_MAX)
+            .map_err(|e| (e.is_missing(), e.to_string()))
+    };
+    let info = launcher::read_with(argv, env, &files);
     let mut shape = info.shape;
     if let Some(n) = cfg_nnodes {
         shape.nnodes = Some(n);

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod accelerate_launch;
 mod arm64;
 mod check_entrypoint;
 mod check_fake;
