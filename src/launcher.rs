@@ -617,9 +617,22 @@ pub fn read_with(
     if orchestrated && !master_unknown {
         crate::orchestrator::read(env, &mut info);
     }
+    this_node(&opts, env, launcher, &mut info);
+    info
+}
+
+/// What the job says about this node alone: the ranks the launcher starts here ([`local_ranks`]; torchrun's
+/// `PET_NPROC_PER_NODE` for torchrun or an unrecognised command) and, when nothing else declared it, this
+/// node's address from `VLLM_HOST_IP`.
+fn this_node(
+    opts: &[(String, String)],
+    env: &BTreeMap<String, String>,
+    launcher: Option<Launcher>,
+    info: &mut LaunchInfo,
+) {
     let pet = matches!(launcher, Some(Launcher::Torchrun) | None);
     let (ranks, rank_problems) = local_ranks(
-        &opts,
+        opts,
         if pet {
             env.get("PET_NPROC_PER_NODE")
         } else {
@@ -631,14 +644,13 @@ pub fn read_with(
         info.shape.local_ranks_source = Some(r.source);
     }
     for p in rank_problems {
-        problem(&mut info, p);
+        problem(info, p);
     }
     if info.shape.self_addr.is_none() {
         if let Some((name, v)) = var(env, "VLLM_HOST_IP") {
-            set_self(&mut info, v, name);
+            set_self(info, v, name);
         }
     }
-    info
 }
 
 /// Options and variables that name the job's master: when one of them is not known (a shell's `$(…)`), the
@@ -2208,10 +2220,9 @@ mod tests {
         })
     }
 
-    /// #21 item 2: Accelerate's flags, its config file (named or default, as Accelerate resolves it), flags
-    /// winning over the file, in both spellings, under `python -m` and inside `sh -c`.
+    /// #21 item 2: Accelerate's flags in both spellings, under `python -m` and inside `sh -c`.
     #[test]
-    fn accelerate_flags_then_its_config_file() {
+    fn accelerate_flags_name_the_job() {
         let d = |s: &[&str]| detect(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
         assert_eq!(
             d(&["accelerate", "launch", "t.py"]),
@@ -2245,6 +2256,32 @@ mod tests {
         let r = i.shape.rendezvous.as_ref().expect("rendezvous");
         assert_eq!(r.protocol, RdzvProtocol::Tcp);
         assert_eq!(framework(&argv(&flags)), Some(Framework::PyTorch));
+        // Inside sh -c, with the variables the shell expands.
+        let i = wrapped(
+            &[
+                "bash",
+                "-lc",
+                "cd /w && accelerate launch --num_machines 2 --main_process_ip $MASTER_ADDR --main_process_port $MASTER_PORT t.py",
+            ],
+            &[("MASTER_ADDR", "10.0.0.5"), ("MASTER_PORT", "7000")],
+        );
+        assert_eq!(master(&i), m("--main_process_ip", "10.0.0.5"));
+        assert_eq!((i.shape.nnodes, i.shape.master_port), (Some(2), Some(7000)));
+        // A value the shell cannot know: the master is unknown, whatever else says.
+        let i = wrapped(
+            &[
+                "sh",
+                "-c",
+                "accelerate launch --main_process_ip $(hostname -i) t.py",
+            ],
+            &[("MASTER_ADDR", "10.0.0.9")],
+        );
+        assert_eq!(master(&i), None);
+    }
+
+    /// #21 item 2: Accelerate's config file, named or default (as Accelerate resolves it), flags winning.
+    #[test]
+    fn accelerate_config_files_fill_what_the_flags_leave() {
         // The default file: HF_HOME, else XDG_CACHE_HOME, else ~/.cache; values the flags do not give.
         let yaml =
             "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nmachine_rank: 0\n\
@@ -2335,27 +2372,6 @@ mod tests {
         );
         assert_eq!(master(&i), None);
         assert_eq!(i.shape.problems.len(), 1, "{:?}", i.shape.problems);
-        // Inside sh -c, with the variables the shell expands.
-        let i = wrapped(
-            &[
-                "bash",
-                "-lc",
-                "cd /w && accelerate launch --num_machines 2 --main_process_ip $MASTER_ADDR --main_process_port $MASTER_PORT t.py",
-            ],
-            &[("MASTER_ADDR", "10.0.0.5"), ("MASTER_PORT", "7000")],
-        );
-        assert_eq!(master(&i), m("--main_process_ip", "10.0.0.5"));
-        assert_eq!((i.shape.nnodes, i.shape.master_port), (Some(2), Some(7000)));
-        // A value the shell cannot know: the master is unknown, whatever else says.
-        let i = wrapped(
-            &[
-                "sh",
-                "-c",
-                "accelerate launch --main_process_ip $(hostname -i) t.py",
-            ],
-            &[("MASTER_ADDR", "10.0.0.9")],
-        );
-        assert_eq!(master(&i), None);
     }
 
     #[test]

@@ -90,12 +90,8 @@ fn write(path: &std::path::Path, text: &str) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-#[test]
-fn accelerate_launch_routes_to_its_master_from_flags_and_config_files() {
-    if !common::require_root() {
-        return;
-    }
-    // eth0 carries the default route (10.61.0.0/24); eth1 is the job's network, where the master 10.62.0.9 is.
+/// eth0 carries the default route (10.61.0.0/24); eth1 is the job's network, where the master 10.62.0.9 is.
+fn two_nics() -> Netns {
     let ns = Netns::new("accel");
     ns.plug("eth0");
     ns.addr("eth0", "10.61.0.2/24");
@@ -103,9 +99,21 @@ fn accelerate_launch_routes_to_its_master_from_flags_and_config_files() {
     ns.plug("eth1");
     ns.addr("eth1", "10.62.0.2/24");
     assert!(ns.ip(&["route", "get", "10.62.0.9"]).contains("dev eth1"));
-    let tmp = job_dir();
-    let eth = |r: (Option<String>, String)| (r.0.unwrap_or_default(), r.1);
+    ns
+}
 
+/// The interface (empty when the command printed none), and stderr.
+fn eth(r: (Option<String>, String)) -> (String, String) {
+    (r.0.unwrap_or_default(), r.1)
+}
+
+#[test]
+fn accelerate_launch_flags_route_to_its_master() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
     // Flags.
     let flags = [
         "accelerate",
@@ -132,6 +140,27 @@ fn accelerate_launch_routes_to_its_master_from_flags_and_config_files() {
     ));
     assert_eq!(i, "eth0", "{e}");
 
+    // Inside sh -c, with the variables the shell expands.
+    let (i, e) = eth(run(
+        &ns,
+        &tmp,
+        &[
+            "/bin/bash",
+            "-ec",
+            "cd / && exec accelerate launch --num_machines=2 --main_process_ip=${MASTER_ADDR} --main_process_port=${MASTER_PORT} train.py",
+        ],
+        &[("MASTER_ADDR", "10.62.0.9"), ("MASTER_PORT", "29500"), ("HF_HOME", "/nonexistent")],
+    ));
+    assert_eq!(i, "eth1", "{e}");
+}
+
+#[test]
+fn accelerate_config_files_route_to_its_master() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
     // The default config file under ~/.cache, then under XDG_CACHE_HOME, then under HF_HOME.
     let home_cfg = tmp.join("home/.cache/huggingface/accelerate/default_config.yaml");
     write(&home_cfg, CONFIG);
@@ -202,17 +231,4 @@ fn accelerate_launch_routes_to_its_master_from_flags_and_config_files() {
     ));
     assert_eq!(i, "eth1", "{e}");
     assert!(e.contains("route to peer 10.62.0.9"), "{e}");
-
-    // Inside sh -c, with the variables the shell expands.
-    let (i, e) = eth(run(
-        &ns,
-        &tmp,
-        &[
-            "/bin/bash",
-            "-ec",
-            "cd / && exec accelerate launch --num_machines=2 --main_process_ip=${MASTER_ADDR} --main_process_port=${MASTER_PORT} train.py",
-        ],
-        &[("MASTER_ADDR", "10.62.0.9"), ("MASTER_PORT", "29500"), ("HF_HOME", "/nonexistent")],
-    ));
-    assert_eq!(i, "eth1", "{e}");
 }
