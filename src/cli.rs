@@ -518,11 +518,12 @@ pub const OPTIONS: &[Opt] = &[
         name: "resolve-timeout-ms",
         value: Some("MS"),
         accepts: Accepts::Whole { min: 1, max: 600_000, unit: "milliseconds" },
-        help: "bound on resolving the peer (2000)",
-        meaning: "how long a master's host name that does not resolve (yet) is retried, {range}; then `peer-unresolved`",
-        default: "`2000`",
+        help: "bound on resolving the peer (2000;
+600000 for a job that may span nodes)",
+        meaning: "how long a master's host name that does not resolve (yet) is retried, {range}; then `peer-unresolved`. When not given, a job that may span nodes waits up to 10 minutes, as long as torchrun waits for its master ([policy.md](policy.md#a-master-whose-name-appears-late))",
+        default: "`2000`; `600000` for a job that may span nodes",
         set: |c, v| {
-            c.resolve_timeout_ms = v.whole()?;
+            c.resolve_timeout_ms = Some(v.whole()?);
             Ok(())
         },
     },

@@ -91,8 +91,9 @@ pub struct Config {
     pub check_helper: Option<PathBuf>,
     /// Path of libnccl to load (`NCCLENV_NCCL_LIB`).
     pub nccl_lib: Option<PathBuf>,
-    /// Bound on host-name resolution of the peer in milliseconds (`NCCLENV_RESOLVE_TIMEOUT_MS`, default 2000).
-    pub resolve_timeout_ms: u64,
+    /// Bound on host-name resolution of the peer in milliseconds (`NCCLENV_RESOLVE_TIMEOUT_MS`); `None` when
+    /// not given: then [`Config::resolve_timeout`] picks the default for the job.
+    pub resolve_timeout_ms: Option<u64>,
     /// Turn on NCCL's own logs for the command (`NCCLENV_DEBUG=1`, `--debug`): see `decide::debug`.
     pub debug: bool,
     /// Folder of NCCL's per-process log files under `NCCLENV_DEBUG=1` (`NCCLENV_DEBUG_DIR`, an absolute path;
@@ -108,6 +109,40 @@ pub struct Config {
     pub preflight_timeout_s: u64,
     /// TCP port the preflight meets on (`NCCLENV_PREFLIGHT_PORT`); default: the launcher's master port.
     pub preflight_port: Option<u16>,
+}
+
+/// How long a master's name is waited for when `NCCLENV_RESOLVE_TIMEOUT_MS` is not given and the job may
+/// span nodes, in milliseconds: as long as the launchers wait for their master. torchrun's static rendezvous
+/// (`--master-addr`, its default) waits `_default_timeout_seconds = 600` for the master's `TCPStore`
+/// (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), its c10d/etcd rendezvous
+/// `RendezvousTimeout._DEFAULT_TIMEOUTS["join"] = timedelta(seconds=600)` (dynamic_rendezvous.py);
+/// Paddle's `HTTPMaster.sync_peers` retries `wait_server_ready(timeout=5)` until the job ends, without bound
+/// (paddle/distributed/launch/controllers/master.py, 3.2.2). 600 s is also the option's largest value.
+pub const RESOLVE_WAIT_MULTI_NODE_MS: u64 = 600_000;
+/// The bound when `NCCLENV_RESOLVE_TIMEOUT_MS` is not given and the job runs on one node (or for `doctor`),
+/// in milliseconds.
+pub const RESOLVE_WAIT_DEFAULT_MS: u64 = 2000;
+
+impl Config {
+    /// The bound on resolving the master's name, and where it comes from (said in the wait's first line):
+    /// `NCCLENV_RESOLVE_TIMEOUT_MS` when given (it always wins); else [`RESOLVE_WAIT_MULTI_NODE_MS`] when
+    /// `may_span_nodes` (the job may be multi-node and ncclenv starts it), else
+    /// [`RESOLVE_WAIT_DEFAULT_MS`]. Issue #21, item 7: gang-scheduled workers start before their master's
+    /// name exists, and the launcher waits for the master anyway.
+    pub fn resolve_timeout(&self, may_span_nodes: bool) -> (std::time::Duration, &'static str) {
+        let (ms, why) = match self.resolve_timeout_ms {
+            Some(ms) => (ms, "set by NCCLENV_RESOLVE_TIMEOUT_MS"),
+            None if may_span_nodes => (
+                RESOLVE_WAIT_MULTI_NODE_MS,
+                "torchrun's own wait; NCCLENV_RESOLVE_TIMEOUT_MS sets it",
+            ),
+            None => (
+                RESOLVE_WAIT_DEFAULT_MS,
+                "the default for one node; NCCLENV_RESOLVE_TIMEOUT_MS sets it",
+            ),
+        };
+        (std::time::Duration::from_millis(ms), why)
+    }
 }
 
 /// Where NCCL's per-process log files go under `NCCLENV_DEBUG=1` when `NCCLENV_DEBUG_DIR` is unset: a folder
@@ -137,13 +172,36 @@ impl Default for Config {
             check_repair: false,
             check_helper: None,
             nccl_lib: None,
-            resolve_timeout_ms: 2000,
+            resolve_timeout_ms: None,
             debug: false,
             debug_dir: None,
             unknown_vars: Vec::new(),
             preflight: false,
             preflight_timeout_s: 60,
             preflight_port: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_resolve_bound_is_long_only_for_jobs_that_may_span_nodes_unless_given() {
+        let mut c = Config::default();
+        assert_eq!(c.resolve_timeout(true).0, Duration::from_secs(600));
+        assert_eq!(c.resolve_timeout(false).0, Duration::from_secs(2));
+        c.resolve_timeout_ms = Some(300);
+        for multi in [true, false] {
+            assert_eq!(
+                c.resolve_timeout(multi),
+                (
+                    Duration::from_millis(300),
+                    "set by NCCLENV_RESOLVE_TIMEOUT_MS"
+                )
+            );
         }
     }
 }

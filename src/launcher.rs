@@ -21,6 +21,10 @@
 //!   (training-operator `pkg/controller.v1/paddlepaddle/envvar.go`); PaddleFlow's paddle-operator sets
 //!   `POD_IP`, `PADDLE_TRAINER_ID`, `PADDLE_TRAINERS_NUM`, `PADDLE_TRAINERS`, `PADDLE_TRAINER_ENDPOINTS`
 //!   (`controllers/paddlejob_helper.go`); PyTorchJob sets `MASTER_ADDR`, `MASTER_PORT` and torchrun's `PET_*`.
+//! * **Accelerate** (`accelerate launch`, `python -m accelerate.commands.launch`; see `crate::accelerate`):
+//!   `--main_process_ip`, `--main_process_port` (default 29500), `--num_machines`, `--machine_rank`, each
+//!   flag winning over the same key of its config file (`--config_file`, else the default file under
+//!   `HF_HOME`/`XDG_CACHE_HOME`); torchrun's static rendezvous (TCPStore).
 //! * **DeepSpeed** (`deepspeed/launcher/runner.py`, `launch.py`): `--master_addr`, `--master_port` (default
 //!   29500), `--num_nodes`, `--node_rank`; PyTorch's `TCPStore`.
 //! * **Local ranks** (the processes started on this node; see [`local_ranks`]): torchrun
@@ -73,6 +77,8 @@ pub const VARS: &[&str] = &[
     "PADDLE_TRAINERS",
     "POD_IP",
     "VLLM_HOST_IP",
+    "HF_HOME",
+    "XDG_CACHE_HOME",
 ];
 
 /// torchrun's and DeepSpeed's default master port (`--master-port` default in torch/distributed/run.py;
@@ -284,6 +290,7 @@ fn by_program(base: &str, first: Option<&str>) -> Option<(Launcher, usize)> {
         "horovodrun" => (Launcher::Horovod, 0),
         "mpirun" | "mpiexec" | "orterun" | "prterun" => (Launcher::Mpi, 0),
         "ray" if first == Some("start") => (Launcher::Ray, 1),
+        "accelerate" if first == Some("launch") => (Launcher::Accelerate, 1),
         _ => return None,
     })
 }
@@ -297,6 +304,7 @@ fn by_module(m: &str) -> Option<Launcher> {
         }
         "horovod.runner.launch" | "horovod.runner" => Launcher::Horovod,
         "ray.scripts.scripts" => Launcher::Ray,
+        "accelerate.commands.launch" => Launcher::Accelerate,
         _ if m == "sglang" || m.starts_with("sglang.") => Launcher::Sglang,
         _ if m == "vllm" || m.starts_with("vllm.") => Launcher::Vllm,
         _ => return None,
@@ -510,10 +518,23 @@ pub struct LaunchInfo {
     pub shape: JobShape,
 }
 
-/// Read what the command `argv` (program first; empty when there is none) and the variables `env` (only
-/// those of [`VARS`] are read) say about the job, as each launcher reads them (see the module docs). Values
-/// that cannot be parsed are skipped and described in `shape.problems`, with user information removed.
+/// Reads a file a launcher reads (Accelerate's config file) by path: its bytes, or `Err((missing, reason))`.
+pub type ReadFile<'a> = dyn Fn(&str) -> Result<Vec<u8>, (bool, String)> + 'a;
+
+/// [`read_with`] reading no file (every file missing): a pure function of `argv` and `env`.
 pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
+    read_with(argv, env, &|_| Err((true, "not read".into())))
+}
+
+/// Read what the command `argv` (program first; empty when there is none), the variables `env` (only
+/// those of [`VARS`] are read) and the launcher's own config file (read through `files`: Accelerate's) say
+/// about the job, as each launcher reads them (see the module docs). Values that cannot be parsed are
+/// skipped and described in `shape.problems`, with user information removed.
+pub fn read_with(
+    argv: &[OsString],
+    env: &BTreeMap<String, String>,
+    files: &ReadFile<'_>,
+) -> LaunchInfo {
     let args: Vec<String> = argv
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -547,6 +568,11 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
     };
     empty_vars(env, &mut info);
     let launcher = info.shape.launcher;
+    let acc_file = match launcher {
+        Some(Launcher::Accelerate) => crate::accelerate::which(&opts, env)
+            .and_then(|(path, named)| crate::accelerate::load(&path, named, files)),
+        _ => None,
+    };
     let mut cands: Vec<Candidate> = Vec::new();
     let mut standalone: Option<String> = None;
     match launcher {
@@ -555,6 +581,7 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         }
         Some(Launcher::Paddle) => paddle(&opts, env, &mut cands, &mut info),
         Some(Launcher::Deepspeed) => deepspeed(&opts, &mut cands, &mut info),
+        Some(Launcher::Accelerate) => accelerate(&opts, acc_file.as_ref(), &mut cands, &mut info),
         Some(Launcher::Sglang) => sglang(&opts, &mut cands, &mut info),
         Some(Launcher::Ray) => ray(&opts, &mut cands, &mut info),
         Some(Launcher::Horovod | Launcher::Mpi) => hosts(&opts, &mut info),
@@ -590,9 +617,22 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
     if orchestrated && !master_unknown {
         crate::orchestrator::read(env, &mut info);
     }
+    this_node(&opts, env, launcher, &mut info);
+    info
+}
+
+/// What the job says about this node alone: the ranks the launcher starts here ([`local_ranks`]; torchrun's
+/// `PET_NPROC_PER_NODE` for torchrun or an unrecognised command) and, when nothing else declared it, this
+/// node's address from `VLLM_HOST_IP`.
+fn this_node(
+    opts: &[(String, String)],
+    env: &BTreeMap<String, String>,
+    launcher: Option<Launcher>,
+    info: &mut LaunchInfo,
+) {
     let pet = matches!(launcher, Some(Launcher::Torchrun) | None);
     let (ranks, rank_problems) = local_ranks(
-        &opts,
+        opts,
         if pet {
             env.get("PET_NPROC_PER_NODE")
         } else {
@@ -604,14 +644,13 @@ pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
         info.shape.local_ranks_source = Some(r.source);
     }
     for p in rank_problems {
-        problem(&mut info, p);
+        problem(info, p);
     }
     if info.shape.self_addr.is_none() {
         if let Some((name, v)) = var(env, "VLLM_HOST_IP") {
-            set_self(&mut info, v, name);
+            set_self(info, v, name);
         }
     }
-    info
 }
 
 /// Options and variables that name the job's master: when one of them is not known (a shell's `$(…)`), the
@@ -626,6 +665,8 @@ const MASTER_NAMES: &[&str] = &[
     "--dist-init-addr",
     "--nccl-init-addr",
     "--address",
+    "--main_process_ip",
+    "--main-process-ip",
     "MASTER_ADDR",
     "PADDLE_MASTER",
     "PET_MASTER_ADDR",
@@ -685,6 +726,7 @@ fn grammar(l: Launcher) -> (&'static [&'static str], &'static [&'static str]) {
         Launcher::Sglang => (SGLANG_VALUED, &[]),
         Launcher::Ray => (RAY_VALUED, &[]),
         Launcher::Horovod | Launcher::Mpi => (HOSTS_VALUED, &[]),
+        Launcher::Accelerate => (crate::accelerate::VALUED, &["--cpu"]),
         // vLLM's options say nothing ncclenv reads (VLLM_HOST_IP does).
         Launcher::Vllm => (&[], &[]),
     }
@@ -697,6 +739,7 @@ fn until(l: Launcher) -> Until {
         Launcher::Deepspeed => (DEEPSPEED_FLAGS, &[]),
         Launcher::Horovod => (HOROVOD_FLAGS, &[]),
         Launcher::Mpi => (MPI_FLAGS, MPI_PAIRS),
+        Launcher::Accelerate => (crate::accelerate::FLAGS, &[]),
         Launcher::Paddle | Launcher::Sglang | Launcher::Ray | Launcher::Vllm => (&[], &[]),
     };
     Until::Positional { flags, pairs }
@@ -1002,6 +1045,65 @@ fn deepspeed<'a>(
                 None => Sourced {
                     value: "29500",
                     source: "DeepSpeed's default".into(),
+                },
+            }),
+            clears: &[],
+        });
+    }
+}
+
+/// Accelerate (`crate::accelerate`): each flag wins over the same key of the config file, which counts only
+/// for `compute_environment: LOCAL_MACHINE` (`_validate_launch_command`); the master is torchrun's static
+/// rendezvous at `main_process_ip:main_process_port` (`prepare_multi_gpu_env`), port 29500 by default.
+fn accelerate<'a>(
+    opts: &'a [(String, String)],
+    file: Option<&'a crate::accelerate::ConfigFile>,
+    cands: &mut Vec<Candidate<'a>>,
+    info: &mut LaunchInfo,
+) {
+    if let Some(p) = file.and_then(|f| f.problem.clone()) {
+        problem(info, p);
+    }
+    let local = file.filter(|f| {
+        f.problem.is_none()
+            && f.get("compute_environment")
+                .is_none_or(|c| c == "LOCAL_MACHINE")
+    });
+    let get = |flags: &[&str], key: &str| -> Option<(String, &'a str)> {
+        opt(opts, flags)
+            .map(|(n, v)| (n.to_string(), v))
+            .or_else(|| local.and_then(|f| f.get(key).map(|v| (format!("{}: {key}", f.path), v))))
+    };
+    if let Some((n, v)) = get(&["--num_machines", "--num-machines"], "num_machines") {
+        set_nnodes(info, v, &n);
+    }
+    if let Some((n, v)) = get(&["--machine_rank", "--machine-rank"], "machine_rank") {
+        set_rank(info, v, &n, false);
+    }
+    if let Some((n, v)) = get(
+        &["--main_process_ip", "--main-process-ip"],
+        "main_process_ip",
+    ) {
+        let port = get(
+            &["--main_process_port", "--main-process-port"],
+            "main_process_port",
+        );
+        cands.push(Candidate {
+            source: n,
+            value: v,
+            shape: Shape::One,
+            rdzv: Some((
+                RdzvProtocol::Tcp,
+                "Accelerate's main process (torchrun's static rendezvous, TCPStore)".into(),
+            )),
+            port: Some(match port {
+                Some((pn, pv)) => Sourced {
+                    value: pv,
+                    source: pn,
+                },
+                None => Sourced {
+                    value: "29500",
+                    source: "Accelerate's default".into(),
                 },
             }),
             clears: &[],
@@ -1411,7 +1513,9 @@ pub fn framework(argv: &[OsString]) -> Option<Framework> {
         .map(String::as_str)
         .or_else(|| args.iter().find_map(|a| a.strip_prefix("-m")))?;
     match module {
-        "torch.distributed.run" | "torch.distributed.launch" => Some(Framework::PyTorch),
+        "torch.distributed.run" | "torch.distributed.launch" | "accelerate.commands.launch" => {
+            Some(Framework::PyTorch)
+        }
         "paddle.distributed.launch" => Some(Framework::Paddle),
         _ => None,
     }
@@ -2100,6 +2204,174 @@ mod tests {
             .problems
             .iter()
             .any(|p| p.starts_with("MASTER_ADDR=") && p.contains("not known")));
+    }
+
+    /// `read_with` over a map of file contents (a path not in it is missing).
+    fn read_files(argv_: &[&str], vars: &[(&str, &str)], files: &[(&str, &str)]) -> LaunchInfo {
+        let files: BTreeMap<String, String> = files
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect();
+        read_with(&argv(argv_), &env(vars), &|p: &str| {
+            files
+                .get(p)
+                .map(|t| t.clone().into_bytes())
+                .ok_or((true, "no such file".into()))
+        })
+    }
+
+    /// #21 item 2: Accelerate's flags in both spellings, under `python -m` and inside `sh -c`.
+    #[test]
+    fn accelerate_flags_name_the_job() {
+        let d = |s: &[&str]| detect(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            d(&["accelerate", "launch", "t.py"]),
+            Some((Launcher::Accelerate, 2))
+        );
+        assert_eq!(
+            d(&["python3", "-m", "accelerate.commands.launch", "t.py"]),
+            Some((Launcher::Accelerate, 3))
+        );
+        assert_eq!(d(&["accelerate", "config"]), None);
+        let flags = [
+            "accelerate",
+            "launch",
+            "--multi_gpu",
+            "--main_process_ip",
+            "10.0.0.1",
+            "--main-process-port=2345",
+            "--num_machines",
+            "2",
+            "--machine_rank=1",
+            "t.py",
+            "--main_process_ip=10.9.9.9",
+        ];
+        let i = read(&argv(&flags), &BTreeMap::new());
+        assert_eq!(master(&i), m("--main_process_ip", "10.0.0.1"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.node_rank, i.shape.master_port),
+            (Some(2), Some(1), Some(2345))
+        );
+        assert_eq!(i.shape.launcher, Some(Launcher::Accelerate));
+        let r = i.shape.rendezvous.as_ref().expect("rendezvous");
+        assert_eq!(r.protocol, RdzvProtocol::Tcp);
+        assert_eq!(framework(&argv(&flags)), Some(Framework::PyTorch));
+        // Inside sh -c, with the variables the shell expands.
+        let i = wrapped(
+            &[
+                "bash",
+                "-lc",
+                "cd /w && accelerate launch --num_machines 2 --main_process_ip $MASTER_ADDR --main_process_port $MASTER_PORT t.py",
+            ],
+            &[("MASTER_ADDR", "10.0.0.5"), ("MASTER_PORT", "7000")],
+        );
+        assert_eq!(master(&i), m("--main_process_ip", "10.0.0.5"));
+        assert_eq!((i.shape.nnodes, i.shape.master_port), (Some(2), Some(7000)));
+        // A value the shell cannot know: the master is unknown, whatever else says.
+        let i = wrapped(
+            &[
+                "sh",
+                "-c",
+                "accelerate launch --main_process_ip $(hostname -i) t.py",
+            ],
+            &[("MASTER_ADDR", "10.0.0.9")],
+        );
+        assert_eq!(master(&i), None);
+    }
+
+    /// #21 item 2: Accelerate's config file, named or default (as Accelerate resolves it), flags winning.
+    #[test]
+    fn accelerate_config_files_fill_what_the_flags_leave() {
+        // The default file: HF_HOME, else XDG_CACHE_HOME, else ~/.cache; values the flags do not give.
+        let yaml =
+            "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nmachine_rank: 0\n\
+                    main_process_ip: master-0.job\nmain_process_port: 29501\nnum_machines: 4\n";
+        let default = "/root/.cache/huggingface/accelerate/default_config.yaml";
+        let i = read_files(
+            &["accelerate", "launch", "--machine-rank", "3", "t.py"],
+            &[("HOME", "/root")],
+            &[(default, yaml)],
+        );
+        let src = format!("{default}: main_process_ip");
+        assert_eq!(master(&i), m(&src, "master-0.job"));
+        assert_eq!(
+            (i.shape.nnodes, i.shape.node_rank, i.shape.master_port),
+            (Some(4), Some(3), Some(29501))
+        );
+        assert_eq!(i.shape.node_rank_source.as_deref(), Some("--machine-rank"));
+        assert_eq!(
+            i.shape.source.as_deref(),
+            Some(format!("{default}: num_machines").as_str())
+        );
+        let hf = "/hf/accelerate/default_config.yaml";
+        let i = read_files(
+            &["python", "-m", "accelerate.commands.launch", "t.py"],
+            &[
+                ("HOME", "/root"),
+                ("HF_HOME", "/hf"),
+                ("XDG_CACHE_HOME", "/x"),
+            ],
+            &[
+                (default, yaml),
+                (hf, "main_process_ip: 10.0.0.8\nnum_machines: 2\n"),
+            ],
+        );
+        assert_eq!(master(&i), m(&format!("{hf}: main_process_ip"), "10.0.0.8"));
+        assert_eq!(i.shape.master_port, Some(29500));
+        // --cpu: the default file is not read; a named file always is; a flag wins over it.
+        let i = read_files(
+            &["accelerate", "launch", "--cpu", "t.py"],
+            &[("HOME", "/root")],
+            &[(default, yaml)],
+        );
+        assert_eq!((master(&i), i.shape.nnodes), (None, None));
+        let i = read_files(
+            &[
+                "accelerate",
+                "launch",
+                "--config_file",
+                "/w/multi.json",
+                "--main_process_ip=10.0.0.3",
+                "t.py",
+            ],
+            &[],
+            &[(
+                "/w/multi.json",
+                "{\"main_process_ip\": \"10.0.0.2\", \"num_machines\": 2}",
+            )],
+        );
+        assert_eq!(master(&i), m("--main_process_ip", "10.0.0.3"));
+        assert_eq!(i.shape.nnodes, Some(2));
+        // A named file that is missing or does not parse is a problem; a SageMaker file is not this launcher's.
+        let i = read_files(
+            &["accelerate", "launch", "--config_file=/nope.yaml", "t.py"],
+            &[],
+            &[],
+        );
+        assert!(
+            i.shape
+                .problems
+                .iter()
+                .any(|p| p.contains("/nope.yaml") && p.contains("cannot be read")),
+            "{:?}",
+            i.shape.problems
+        );
+        let i = read_files(
+            &["accelerate", "launch", "--config_file=/c.yaml", "t.py"],
+            &[],
+            &[(
+                "/c.yaml",
+                "compute_environment: AMAZON_SAGEMAKER\nmain_process_ip: 10.0.0.1\n",
+            )],
+        );
+        assert_eq!((master(&i), i.shape.problems.len()), (None, 0));
+        let i = read_files(
+            &["accelerate", "launch", "--config_file=/c.yaml", "t.py"],
+            &[],
+            &[("/c.yaml", "{main_process_ip: 10.0.0.1}")],
+        );
+        assert_eq!(master(&i), None);
+        assert_eq!(i.shape.problems.len(), 1, "{:?}", i.shape.problems);
     }
 
     #[test]

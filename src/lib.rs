@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accelerate;
 pub mod check;
 pub mod cli;
 pub mod config;

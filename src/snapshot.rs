@@ -394,6 +394,8 @@ pub enum Launcher {
     Horovod,
     /// `mpirun`, `mpiexec`, `orterun`, `prterun`.
     Mpi,
+    /// HuggingFace Accelerate: `accelerate launch`, `python -m accelerate.commands.launch`.
+    Accelerate,
 }
 
 impl Launcher {
@@ -408,6 +410,7 @@ impl Launcher {
             Launcher::Ray => "ray start",
             Launcher::Horovod => "horovodrun",
             Launcher::Mpi => "mpirun",
+            Launcher::Accelerate => "accelerate launch",
         }
     }
 }

@@ -21,7 +21,12 @@ pub fn job(
     argv: &[OsString],
     env: &BTreeMap<String, String>,
 ) -> (Option<Sourced<Endpoint>>, JobShape) {
-    let info = launcher::read(argv, env);
+    // The launcher's own config file (Accelerate's), read bounded and only when it is a regular file.
+    let files = |path: &str| {
+        read::read_file(Path::new(path), crate::accelerate::FILE_MAX)
+            .map_err(|e| (e.is_missing(), e.to_string()))
+    };
+    let info = launcher::read_with(argv, env, &files);
     let mut shape = info.shape;
     if let Some(n) = cfg_nnodes {
         shape.nnodes = Some(n);
@@ -204,15 +209,49 @@ pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
 const RESOLVE_RETRY_FIRST: Duration = Duration::from_millis(50);
 /// Longest pause between two resolver calls.
 const RESOLVE_RETRY_MAX: Duration = Duration::from_millis(500);
+/// How often a wait for the master's name says that it still waits (issue #21, item 7).
+pub const RESOLVE_REPORT_EVERY: Duration = Duration::from_secs(10);
 
-/// Resolve a peer host to addresses within `timeout`. An address literal needs no resolver. A name is
-/// looked up with the system resolver (`getaddrinfo`, through `ToSocketAddrs`) on a helper thread; when the
-/// lookup fails (NXDOMAIN, no resolver reachable, an empty answer) it is retried, with pauses of 50 ms
-/// doubling to 500 ms, until `timeout` has passed — a Kubernetes headless service often appears seconds
-/// after its pods start. A call still running at the deadline is abandoned (its thread is left behind;
-/// `exec` ends it). The result records the time spent ([`Peer::resolve_ms`]), the number of calls and, on
-/// failure, the last error; its `addrs` are then empty.
+/// How long to wait for the master's name and what to say while waiting.
+pub struct ResolveWait<'a> {
+    /// The bound on the whole wait.
+    pub timeout: Duration,
+    /// Where the bound comes from, for the first line (`NCCLENV_RESOLVE_TIMEOUT_MS`, …).
+    pub bound: &'a str,
+    /// How often a line says the wait goes on ([`RESOLVE_REPORT_EVERY`]).
+    pub every: Duration,
+    /// Where the lines go (the logger's info level in the entrypoint).
+    pub say: &'a mut dyn FnMut(&str),
+}
+
+/// Resolve a peer host to addresses within `timeout` ([`resolve_peer_waiting`] saying nothing).
 pub fn resolve_peer(source: String, host: String, port: Option<u16>, timeout: Duration) -> Peer {
+    let mut quiet = |_: &str| {};
+    let wait = ResolveWait {
+        timeout,
+        bound: "NCCLENV_RESOLVE_TIMEOUT_MS",
+        every: RESOLVE_REPORT_EVERY,
+        say: &mut quiet,
+    };
+    resolve_peer_waiting(source, host, port, wait)
+}
+
+/// Resolve a peer host to addresses within `wait.timeout`. An address literal needs no resolver and never
+/// waits. A name is looked up with the system resolver (`getaddrinfo`, through `ToSocketAddrs`) on a helper
+/// thread; when the lookup fails (NXDOMAIN, no resolver reachable, an empty answer) it is retried, with
+/// pauses of 50 ms doubling to 500 ms, until the bound has passed — a Kubernetes headless service often
+/// appears seconds after its pods start. When the first call fails a line says at once which name is waited
+/// for and how long, another every `wait.every` while the wait goes on, and one when the name resolves; a
+/// call that hangs does not hold those lines back. A call still running at the deadline is abandoned (its
+/// thread is left behind; `exec` ends it). SIGTERM and its kin end the wait at once with 128 + N
+/// (`crate::signals`, [`crate::signals::Wait::Resolving`]). The result records the time spent
+/// ([`Peer::resolve_ms`]), the number of calls and, on failure, the last error; its `addrs` are then empty.
+pub fn resolve_peer_waiting(
+    source: String,
+    host: String,
+    port: Option<u16>,
+    mut wait: ResolveWait<'_>,
+) -> Peer {
     let _wait = crate::signals::waiting(crate::signals::Wait::Resolving);
     let mut peer = Peer {
         source,
@@ -228,39 +267,138 @@ pub fn resolve_peer(source: String, host: String, port: Option<u16>, timeout: Du
         return peer;
     }
     let start = Instant::now();
-    let deadline = start + timeout;
+    let deadline = start + wait.timeout;
+    // A first call that hangs is said after at most a second; later lines come every `wait.every`.
+    let mut said = Said {
+        began: false,
+        next: start + wait.every.min(Duration::from_secs(1)),
+    };
     let mut pause = RESOLVE_RETRY_FIRST;
+    let mut call: Option<mpsc::Receiver<Answer>> = None;
     loop {
-        peer.resolve_attempts += 1;
-        match resolve_once(
-            &peer.host,
-            deadline.saturating_duration_since(Instant::now()),
-        ) {
-            Ok(addrs) => {
-                peer.addrs = addrs;
-                peer.error = None;
-                break;
-            }
-            Err((e, timed_out)) => {
-                peer.error = Some(e);
-                if timed_out {
-                    break;
+        let rx = match call.take() {
+            Some(rx) => rx,
+            None => {
+                peer.resolve_attempts += 1;
+                match start_call(&peer.host) {
+                    Ok(rx) => rx,
+                    Err(e) => {
+                        peer.error = Some(e);
+                        break;
+                    }
                 }
             }
+        };
+        match rx.recv_timeout(
+            deadline
+                .min(said.next)
+                .saturating_duration_since(Instant::now()),
+        ) {
+            Ok(answer) => match answer_addrs(answer) {
+                Ok(addrs) => {
+                    peer.addrs = addrs;
+                    peer.error = None;
+                    break;
+                }
+                Err(e) => peer.error = Some(e),
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                // The call hangs (a resolver that does not answer): keep waiting for it.
+                call = Some(rx);
+                said.tick(&peer, start, &mut wait);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                peer.error = Some("no answer from the resolver".to_string());
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                peer.error = Some("the resolver ended without an answer".to_string());
+            }
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if Instant::now() >= deadline {
             break;
         }
-        std::thread::sleep(pause.min(left));
+        said.tick(&peer, start, &mut wait);
+        // Sleep in steps that end at the next line, so that lines come on time.
+        let until = (Instant::now() + pause).min(deadline);
+        while Instant::now() < until {
+            std::thread::sleep(
+                until
+                    .min(said.next)
+                    .saturating_duration_since(Instant::now()),
+            );
+            said.tick(&peer, start, &mut wait);
+        }
         pause = (pause * 2).min(RESOLVE_RETRY_MAX);
     }
     peer.resolve_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if said.began && !peer.addrs.is_empty() {
+        (wait.say)(&format!(
+            "the master's name {} resolved after {:.1} s ({} resolver calls)",
+            peer.host,
+            start.elapsed().as_secs_f64(),
+            peer.resolve_attempts
+        ));
+    }
     peer
 }
 
-/// One resolver call for `host`, waiting at most `wait`. `Err((reason, true))` when the wait ran out.
-fn resolve_once(host: &str, wait: Duration) -> Result<Vec<IpAddr>, (String, bool)> {
+/// What a wait has said: whether it began, and when the next line is due.
+struct Said {
+    began: bool,
+    next: Instant,
+}
+
+impl Said {
+    /// The first line once a call failed, then one every `wait.every`.
+    fn tick(&mut self, peer: &Peer, start: Instant, wait: &mut ResolveWait<'_>) {
+        // The resolver's own words, without the wrapping the lines repeat.
+        let last = peer.error.as_deref().map_or(String::new(), |e| {
+            let e = e.strip_prefix("cannot resolve: ").unwrap_or(e);
+            let e = e
+                .strip_prefix("failed to lookup address information: ")
+                .unwrap_or(e);
+            format!("; last: {e}")
+        });
+        if !self.began {
+            self.began = true;
+            self.next = start + wait.every;
+            (wait.say)(&format!(
+                "waiting up to {} for the master's name {} (from {}) to resolve ({}){last}",
+                secs(wait.timeout),
+                peer.host,
+                peer.source,
+                wait.bound
+            ));
+        } else if Instant::now() >= self.next {
+            self.next += wait.every;
+            (wait.say)(&format!(
+                "still waiting for the master's name {} (from {}) to resolve: {} of {}{last}",
+                peer.host,
+                peer.source,
+                secs(start.elapsed()),
+                secs(wait.timeout)
+            ));
+        }
+    }
+}
+
+/// `600 s`, `2 s`, `0.4 s`.
+fn secs(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 || ms >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// One resolver call's answer.
+type Answer = std::io::Result<Vec<IpAddr>>;
+
+/// Start one resolver call for `host` on a helper thread.
+fn start_call(host: &str) -> Result<mpsc::Receiver<Answer>, String> {
     let (tx, rx) = mpsc::channel();
     let h = host.to_string();
     std::thread::Builder::new()
@@ -271,9 +409,14 @@ fn resolve_once(host: &str, wait: Duration) -> Result<Vec<IpAddr>, (String, bool
                 .map(|it| it.map(|sa| sa.ip()).collect::<Vec<_>>());
             let _ = tx.send(r);
         })
-        .map_err(|e| (format!("cannot start the resolver: {e}"), true))?;
-    match rx.recv_timeout(wait) {
-        Ok(Ok(mut addrs)) => {
+        .map_err(|e| format!("cannot start the resolver: {e}"))?;
+    Ok(rx)
+}
+
+/// The distinct addresses of an answer, or why there are none.
+fn answer_addrs(answer: Answer) -> Result<Vec<IpAddr>, String> {
+    match answer {
+        Ok(mut addrs) => {
             let mut seen = Vec::new();
             addrs.retain(|a| {
                 let new = !seen.contains(a);
@@ -281,13 +424,12 @@ fn resolve_once(host: &str, wait: Duration) -> Result<Vec<IpAddr>, (String, bool
                 new
             });
             if addrs.is_empty() {
-                Err(("the resolver returned no address".to_string(), false))
+                Err("the resolver returned no address".to_string())
             } else {
                 Ok(addrs)
             }
         }
-        Ok(Err(e)) => Err((format!("cannot resolve: {e}"), false)),
-        Err(_) => Err(("no answer from the resolver".to_string(), true)),
+        Err(e) => Err(format!("cannot resolve: {e}")),
     }
 }
 
@@ -751,6 +893,46 @@ mod tests {
         assert!(p.addrs.is_empty() && p.error.is_some(), "{p:?}");
         assert!(p.resolve_ms >= 400, "{p:?}");
         assert!(p.resolve_attempts >= 2, "{p:?}");
+    }
+
+    #[test]
+    fn a_wait_says_the_name_at_once_then_every_interval() {
+        let mut lines: Vec<String> = Vec::new();
+        let mut say = |l: &str| lines.push(l.to_string());
+        let wait = ResolveWait {
+            timeout: Duration::from_millis(450),
+            bound: "the bound",
+            every: Duration::from_millis(100),
+            say: &mut say,
+        };
+        let p = resolve_peer_waiting(
+            "MASTER_ADDR".into(),
+            "late-master.invalid".into(),
+            None,
+            wait,
+        );
+        assert!(p.addrs.is_empty(), "{p:?}");
+        let first = lines.first().map(String::as_str).unwrap_or_default();
+        assert!(
+            first.starts_with("waiting up to 0.5 s for the master's name late-master.invalid (from MASTER_ADDR) to resolve (the bound); last: "),
+            "{lines:?}"
+        );
+        let still = lines
+            .iter()
+            .filter(|l| l.starts_with("still waiting for the master's name late-master.invalid"))
+            .count();
+        assert!((3..=4).contains(&still), "{lines:?}");
+        // An address literal never waits and says nothing.
+        let mut lines: Vec<String> = Vec::new();
+        let mut say = |l: &str| lines.push(l.to_string());
+        let wait = ResolveWait {
+            timeout: Duration::from_secs(600),
+            bound: "b",
+            every: Duration::from_millis(1),
+            say: &mut say,
+        };
+        let p = resolve_peer_waiting("x".into(), "fd00::1".into(), None, wait);
+        assert_eq!((p.resolve_attempts, lines.len()), (0, 0));
     }
 
     /// Generated cases of the configuration-file property test (docs/reliability.md).

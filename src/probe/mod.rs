@@ -12,7 +12,6 @@ use crate::launcher;
 use crate::snapshot::Snapshot;
 use std::ffi::OsString;
 use std::path::Path;
-use std::time::Duration;
 
 /// How much to probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,13 +42,18 @@ pub fn collect(
     let jc = job::job_command(cmd, vars, &env);
     let cmd = jc.argv.as_slice();
     let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, jc.env.as_ref().unwrap_or(&env));
+    // A job that may span nodes, started by ncclenv, waits for its master's name as long as its launcher
+    // would (`Config::resolve_timeout`); doctor and single-node jobs keep the short bound.
+    let (timeout, bound) = cfg.resolve_timeout(depth == Depth::Start && !shape.is_single_node());
     let peer = peer.map(|p| {
-        job::resolve_peer(
-            p.source,
-            p.value.host,
-            p.value.port,
-            Duration::from_millis(cfg.resolve_timeout_ms),
-        )
+        let mut say = |line: &str| tracing::info!("{line}");
+        let wait = job::ResolveWait {
+            timeout,
+            bound,
+            every: job::RESOLVE_REPORT_EVERY,
+            say: &mut say,
+        };
+        job::resolve_peer_waiting(p.source, p.value.host, p.value.port, wait)
     });
     let mut shape = shape;
     shape.framework = launcher::framework(cmd);

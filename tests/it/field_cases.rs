@@ -451,11 +451,13 @@ impl<'a> Job<'a> {
             o.stderr
         );
         // Nothing was set: no summary line before the refusal, only findings (warnings, and info lines that
-        // end with their `[code]`) and the refusal itself.
+        // end with their `[code]`), the lines of a wait for the master's name (#21) and the refusal itself.
         for line in o.stderr.lines() {
             assert!(
                 line.starts_with("ncclenv: warning: ")
                     || line.starts_with("ncclenv: refused")
+                    || line.starts_with("ncclenv: waiting up to ")
+                    || line.starts_with("ncclenv: still waiting for the master's name ")
                     || line.ends_with(']'),
                 "a line other than a warning before a refusal: {line:?}\n{}",
                 o.stderr

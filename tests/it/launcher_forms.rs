@@ -176,7 +176,8 @@ fn shell_wrapped_two_node_job_is_refused_on_lo_only() {
             "-c",
             "cd / && exec torchrun --nnodes=2 --master_addr=m t.py",
         ],
-        &[],
+        // `m` does not resolve here: without a bound a 2-node job would wait 600 s for it (#21, item 7).
+        &[("NCCLENV_RESOLVE_TIMEOUT_MS", "300")],
     );
     assert_eq!(r.code, Some(78), "{}", r.stderr);
     assert!(r.ifname.is_none());

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod accelerate_launch;
 mod arm64;
 mod c_interface;
 mod check_entrypoint;
@@ -18,6 +19,7 @@ mod explain;
 mod field_cases;
 mod gpu_check_script;
 mod host_probe;
+mod late_master;
 mod launcher_forms;
 mod logging;
 mod packaging;
