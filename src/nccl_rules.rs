@@ -35,6 +35,16 @@ pub fn effective<'a>(
     None
 }
 
+/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files
+/// (`origin` as [`effective`] gives it).
+pub fn kept_text(name: &str, value: &str, origin: &str) -> String {
+    if origin == "environment" {
+        format!("inherited {name}={value} kept")
+    } else {
+        format!("{name}={value} (from {origin}) kept")
+    }
+}
+
 /// `MAX_IFS` in NCCL (src/include/socket.h): at most 16 list entries are parsed and at most 16 interfaces kept.
 pub const MAX_IFS: usize = 16;
 

@@ -76,7 +76,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             Finding::UnknownVariable,
             unknown_variable_text(name, near.as_deref()),
             match near {
-                Some(n) => match crate::cli::variable_values(n) {
+                Some(n) => match crate::config::variable_values(n) {
                     Some(values) => format!("rename it to {n} (values: {values})"),
                     None => format!("rename it to {n}"),
                 },

@@ -30,6 +30,7 @@ use crate::config::Config;
 use crate::decide::gid;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
+use crate::nccl_rules::kept_text;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 use crate::snapshot::{Mib, NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
@@ -508,16 +509,6 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
 /// Whether NCCL sees an `NCCL_IB_HCA` already (environment or config file).
 fn hca_inherited(snap: &Snapshot) -> bool {
     effective("NCCL_IB_HCA", &snap.env, &snap.conf_files).is_some()
-}
-
-/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files
-/// (`origin` as [`effective`] gives it).
-pub fn kept_text(name: &str, value: &str, origin: &str) -> String {
-    if origin == "environment" {
-        format!("inherited {name}={value} kept")
-    } else {
-        format!("{name}={value} (from {origin}) kept")
-    }
 }
 
 /// Keep an inherited `NCCL_IB_DISABLE` (from the environment or a config file, `origin`); comment where the

@@ -17,8 +17,8 @@ use crate::findings::Finding;
 use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
+pub use crate::plan::{BufferSizes, ShmNeed};
 use crate::snapshot::Snapshot;
-use serde::{Deserialize, Serialize};
 
 /// `sizeof(struct ncclRecvMem)`: the segment header, padded to `MEM_ALIGN` (4,096 B; src/include/device.h,
 /// src/include/comm.h).
@@ -50,19 +50,6 @@ const MIB: u64 = 1 << 20;
 const REMEDY: &str =
     "run the container with --shm-size=1g (or --ipc=host); Kubernetes: mount an emptyDir \
                       with medium: Memory at /dev/shm";
-
-/// NCCL's per-protocol buffer sizes in bytes, as `computeBuffSizes` (src/init.cc) sets them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BufferSizes {
-    /// LL protocol buffer (`NCCL_LL_BUFFSIZE`).
-    pub ll: u64,
-    /// LL128 protocol buffer (`NCCL_LL128_BUFFSIZE`).
-    pub ll128: u64,
-    /// SIMPLE protocol buffer (`NCCL_BUFFSIZE`).
-    pub simple: u64,
-    /// The variables that changed a size, as `NAME=value (origin)`.
-    pub set_by: Vec<String>,
-}
 
 impl BufferSizes {
     /// One receive segment: [`RECV_MEM_BYTES`] + the three buffers.
@@ -98,27 +85,6 @@ pub fn buffer_sizes(snap: &Snapshot) -> BufferSizes {
         }
     }
     b
-}
-
-/// The `/dev/shm` budget of the job on this node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShmNeed {
-    /// Ranks on this node: the launcher's local ranks, else the visible GPUs; `None` when unknown.
-    pub ranks: Option<u32>,
-    /// Where `ranks` came from (`--devices`, `PET_NPROC_PER_NODE`, `CUDA_VISIBLE_DEVICES`, …).
-    pub ranks_source: String,
-    /// Ranks counted in the budget: `ranks` (at least 2), or [`GPUS_WHEN_UNKNOWN`].
-    pub counted_ranks: u64,
-    /// Segments counted per rank ([`SEGMENTS_PER_GPU`]).
-    pub segments_per_rank: u64,
-    /// Bytes of one segment ([`BufferSizes::segment_bytes`]).
-    pub segment_bytes: u64,
-    /// The buffers the segment is made of.
-    pub buffers: BufferSizes,
-    /// `NCCLENV_SHM_MIN` in MiB, when set (it replaces the computed need).
-    pub override_mib: Option<u64>,
-    /// Free bytes needed: `counted_ranks × segments_per_rank × segment_bytes`, or the override.
-    pub need_bytes: u64,
 }
 
 /// The budget: ranks from the launcher (`snap.job.local_ranks`, see `launcher::local_ranks`), else the
@@ -308,7 +274,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                     *code,
                     format!(
                         "{}, but {why}",
-                        crate::decide::rdma::kept_text("NCCL_SHM_DISABLE", v, &origin)
+                        crate::nccl_rules::kept_text("NCCL_SHM_DISABLE", v, &origin)
                     ),
                     remedy.clone(),
                 );
