@@ -28,6 +28,7 @@
 
 use crate::config::Config;
 use crate::decide::gid;
+use crate::decide::vendor::vendor_plugin;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
 use crate::nccl_rules::kept_text;
@@ -768,34 +769,6 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool, done: &str) {
         ),
         "run the container with --ulimit memlock=-1 (Kubernetes: raise the container runtime's memlock limit, e.g. LimitMEMLOCK=infinity)",
     );
-}
-
-/// The first vendor-plugin variable present in the environment or NCCL's config files (as [`effective`]
-/// reads them), if any: `NCCL_NET`, `NCCL_NET_PLUGIN` (unless empty or `none`, which loads no plugin),
-/// `FI_PROVIDER`, `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (docs/rdma-shm.md).
-fn vendor_plugin(snap: &Snapshot) -> Option<String> {
-    for k in ["NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"] {
-        if let Some((v, origin)) = effective(k, &snap.env, &snap.conf_files) {
-            // NCCL_NET_PLUGIN=none loads no plugin (see `decide::vendor_profile`).
-            if k == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")) {
-                continue;
-            }
-            return Some(if origin == "environment" {
-                format!("{k}={v}")
-            } else {
-                format!("{k}={v} from {origin}")
-            });
-        }
-    }
-    let prefixed =
-        |k: &&String| k.starts_with("NCCL_GPUDIRECTTCPX_") || k.starts_with("NCCL_FASTRAK_");
-    snap.env.keys().find(prefixed).cloned().or_else(|| {
-        snap.conf_files
-            .iter()
-            .flat_map(|f| f.values.iter().map(|(k, _)| k))
-            .find(prefixed)
-            .cloned()
-    })
 }
 
 /// Why a RoCE port is unusable here: its GIDs are bound to netdevs none of which exist in this namespace.
