@@ -18,7 +18,7 @@ use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 pub use crate::plan::{BufferSizes, ShmNeed};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{ShmInfo, Snapshot};
 
 /// `sizeof(struct ncclRecvMem)`: the segment header, padded to `MEM_ALIGN` (4,096 B; src/include/device.h,
 /// src/include/comm.h).
@@ -166,6 +166,28 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     };
     let need = shm_need(snap, cfg);
     plan.shm_need = Some(need.clone());
+    if !has_local_peer(&need, plan) {
+        return;
+    }
+    let (problem, remedy) = shm_problem(shm, &need);
+    let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
+    let p2p_off =
+        effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files).is_some_and(|(v, _)| truthy(v));
+    if shm_disabled && p2p_off {
+        plan.finding(
+            Finding::ShmP2pBothDisabled,
+            "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
+             the network transport",
+            format!(
+                "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
+            ),
+        );
+    }
+}
+
+/// Whether a rank here has a local peer (SHM is used at all); else the info `shm-no-gpu` (no GPU visible)
+/// or `shm-single-gpu` (one local rank).
+fn has_local_peer(need: &ShmNeed, plan: &mut Plan) -> bool {
     match need.ranks {
         Some(0) => {
             plan.finding(
@@ -176,7 +198,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 ),
                 "nothing to do",
             );
-            return;
+            false
         }
         Some(1) => {
             plan.finding(
@@ -187,10 +209,16 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 ),
                 "nothing to do",
             );
-            return;
+            false
         }
-        _ => {}
+        _ => true,
     }
+}
+
+/// What makes `/dev/shm` unusable for `need`, if anything (the finding and its message), and the remedy:
+/// missing, read-only, not writable for this user, or too little free space (leftover `nccl-*` segments
+/// named in the remedy).
+fn shm_problem(shm: &ShmInfo, need: &ShmNeed) -> (Option<(Finding, String)>, String) {
     let mut remedy = REMEDY.to_string();
     let problem: Option<(Finding, String)> = if let Some(e) = &shm.error {
         Some((
@@ -262,11 +290,22 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             )),
         }
     };
+    (problem, remedy)
+}
 
+/// Apply the problem: an inherited `NCCL_SHM_DISABLE` is kept whatever its value (the warning still made
+/// where it does not disable SHM); without one, `NCCL_SHM_DISABLE=1` and the warning. Returns whether SHM
+/// ends up disabled.
+fn disable_on_problem(
+    snap: &Snapshot,
+    problem: Option<(Finding, String)>,
+    remedy: &str,
+    plan: &mut Plan,
+) -> bool {
     // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
     // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
     let inherited = effective("NCCL_SHM_DISABLE", &snap.env, &snap.conf_files);
-    let shm_disabled = match (inherited, &problem) {
+    match (inherited, &problem) {
         (Some((v, origin)), Some((code, why))) => {
             let disables = truthy(v);
             if !disables {
@@ -276,7 +315,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                         "{}, but {why}",
                         crate::nccl_rules::kept_text("NCCL_SHM_DISABLE", v, &origin)
                     ),
-                    remedy.clone(),
+                    remedy,
                 );
             }
             disables
@@ -293,23 +332,11 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 format!(
                     "{why}; NCCL's SHM transport is disabled (NCCL_SHM_DISABLE=1), which is slower"
                 ),
-                remedy.clone(),
+                remedy,
             );
             true
         }
         (None, None) => false,
-    };
-    let p2p_off =
-        effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files).is_some_and(|(v, _)| truthy(v));
-    if shm_disabled && p2p_off {
-        plan.finding(
-            Finding::ShmP2pBothDisabled,
-            "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
-             the network transport",
-            format!(
-                "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
-            ),
-        );
     }
 }
 
