@@ -196,16 +196,70 @@ fn port_problem(
 /// Assess the RDMA snapshot. `links` are the netdev names of this namespace (`None` = unknown: every RoCE port
 /// counts as usable). Pure.
 pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config) -> Assessment {
+    let active = match active_ports(rdma, cfg) {
+        Ok(active) => active,
+        Err(a) => return a,
+    };
+    let (usable, verbs_excluded, excluded_ports) = sort_ports(&active, rdma, links);
+    let unusable_hcas: Vec<String> = verbs_excluded
+        .iter()
+        .map(|(d, why)| format!("{d} ({why})"))
+        .collect();
+    if usable.is_empty() {
+        return no_usable_port(
+            &active,
+            rdma,
+            cfg,
+            &verbs_excluded,
+            &unusable_hcas,
+            &excluded_ports,
+        );
+    }
+    // Memlock: the soft limit can be raised to the hard one without privilege; CAP_IPC_LOCK lifts it.
+    let raise = below(rdma.memlock_soft, rdma.memlock_hard);
+    let memlock = if raise {
+        rdma.memlock_hard
+    } else {
+        rdma.memlock_soft
+    };
+    let low = memlock.filter(|b| *b < MEMLOCK_MIN_BYTES);
+    let ipc_lock = low.is_some() && rdma.cap_ipc_lock == Some(true);
+    if let (Some(bytes), false) = (low, ipc_lock) {
+        return Assessment::MemlockLow {
+            bytes,
+            raised: raise,
+        };
+    }
+    let (entries, mut excluded) = entries_and_exclusions(rdma, &usable, &verbs_excluded);
+    excluded.extend(excluded_ports);
+    Assessment::Usable {
+        entries,
+        excluded,
+        unusable_hcas,
+        raise,
+        memlock,
+        ipc_lock,
+    }
+}
+
+/// A device and one of its ports.
+type DevicePort<'a> = (&'a RdmaDevice, &'a RdmaPort);
+
+/// The ACTIVE ports, or the assessment when there is none: the probe failed, no device, no ACTIVE port.
+fn active_ports<'a>(
+    rdma: &'a RdmaSnapshot,
+    cfg: &Config,
+) -> Result<Vec<DevicePort<'a>>, Assessment> {
     if rdma.devices.is_empty() {
         if let Some(e) = &rdma.error {
-            return Assessment::ProbeFailed(e.clone());
+            return Err(Assessment::ProbeFailed(e.clone()));
         }
-        return Assessment::NoDevice(format!(
+        return Err(Assessment::NoDevice(format!(
             "no RDMA device under {}/class/infiniband",
             cfg.sysfs.display()
-        ));
+        )));
     }
-    let active: Vec<(&RdmaDevice, &RdmaPort)> = rdma
+    let active: Vec<DevicePort<'a>> = rdma
         .devices
         .iter()
         .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
@@ -226,13 +280,30 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
         } else {
             states.join(", ")
         };
-        return Assessment::NoActivePort(format!("no ACTIVE RDMA port ({states})"));
+        return Err(Assessment::NoActivePort(format!(
+            "no ACTIVE RDMA port ({states})"
+        )));
     }
+    Ok(active)
+}
+
+/// The usable ports of `active`, by HCA; the HCAs without a usable verbs node, with why; the RoCE ports
+/// whose netdev is not in this namespace, as `HCA:PORT (why)`.
+#[allow(clippy::type_complexity)]
+fn sort_ports<'a>(
+    active: &[DevicePort<'a>],
+    rdma: &RdmaSnapshot,
+    links: Option<&BTreeSet<&str>>,
+) -> (
+    BTreeMap<&'a str, Vec<u32>>,
+    BTreeMap<&'a str, String>,
+    Vec<String>,
+) {
     // Per HCA: its verbs node. Per port: RoCE needs its netdev here.
     let mut usable: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     let mut verbs_excluded: BTreeMap<&str, String> = BTreeMap::new();
     let mut excluded_ports: Vec<String> = Vec::new();
-    for (d, p) in &active {
+    for (d, p) in active {
         if let Some(why) = verbs_problem(d, rdma) {
             verbs_excluded.insert(d.name.as_str(), why);
             continue;
@@ -242,56 +313,55 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
             Some(why) => excluded_ports.push(format!("{}:{} ({why})", d.name, p.port)),
         }
     }
-    let unusable_hcas: Vec<String> = verbs_excluded
-        .iter()
-        .map(|(d, why)| format!("{d} ({why})"))
-        .collect();
-    if usable.is_empty() {
-        if verbs_excluded.is_empty() {
-            return Assessment::RoceNetdevMissing(format!(
-                "every ACTIVE RDMA port is RoCE without its network interface in this namespace: {}",
-                excluded_ports.join(", ")
-            ));
-        }
-        let ports: Vec<String> = active.iter().map(|(d, p)| port_desc(d, p)).collect();
-        let mapped = rdma.devices.iter().any(|d| d.verbs.is_some());
-        let mut why = if mapped {
-            format!(
-                "ACTIVE RDMA port(s) {} but no HCA with a usable verbs node under {}/infiniband: {}; \
+    (usable, verbs_excluded, excluded_ports)
+}
+
+/// The assessment when no ACTIVE port is usable: RoCE ports without their netdev, or no usable verbs node.
+fn no_usable_port(
+    active: &[DevicePort],
+    rdma: &RdmaSnapshot,
+    cfg: &Config,
+    verbs_excluded: &BTreeMap<&str, String>,
+    unusable_hcas: &[String],
+    excluded_ports: &[String],
+) -> Assessment {
+    if verbs_excluded.is_empty() {
+        return Assessment::RoceNetdevMissing(format!(
+            "every ACTIVE RDMA port is RoCE without its network interface in this namespace: {}",
+            excluded_ports.join(", ")
+        ));
+    }
+    let ports: Vec<String> = active.iter().map(|(d, p)| port_desc(d, p)).collect();
+    let mapped = rdma.devices.iter().any(|d| d.verbs.is_some());
+    let mut why = if mapped {
+        format!(
+            "ACTIVE RDMA port(s) {} but no HCA with a usable verbs node under {}/infiniband: {}; \
                  libibverbs hides a device without its node and NCCL skips one it cannot open",
-                ports.join(", "),
-                cfg.devfs.display(),
-                unusable_hcas.join(", ")
-            )
-        } else {
-            format!(
+            ports.join(", "),
+            cfg.devfs.display(),
+            unusable_hcas.join(", ")
+        )
+    } else {
+        format!(
                 "ACTIVE RDMA port(s) {} but no uverbs device under {}/infiniband: libibverbs hides every \
                  device without its node",
                 ports.join(", "),
                 cfg.devfs.display()
             )
-        };
-        if !excluded_ports.is_empty() {
-            why.push_str(&format!("; also {}", excluded_ports.join(", ")));
-        }
-        return Assessment::NoVerbsNodes(why);
-    }
-    // Memlock: the soft limit can be raised to the hard one without privilege; CAP_IPC_LOCK lifts it.
-    let raise = below(rdma.memlock_soft, rdma.memlock_hard);
-    let memlock = if raise {
-        rdma.memlock_hard
-    } else {
-        rdma.memlock_soft
     };
-    let low = memlock.filter(|b| *b < MEMLOCK_MIN_BYTES);
-    let ipc_lock = low.is_some() && rdma.cap_ipc_lock == Some(true);
-    if let (Some(bytes), false) = (low, ipc_lock) {
-        return Assessment::MemlockLow {
-            bytes,
-            raised: raise,
-        };
+    if !excluded_ports.is_empty() {
+        why.push_str(&format!("; also {}", excluded_ports.join(", ")));
     }
-    // Entries and exclusions.
+    Assessment::NoVerbsNodes(why)
+}
+
+/// The `NCCL_IB_HCA` entries (a whole HCA when all its ACTIVE ports are usable, else `HCA:PORT`) and the
+/// HCAs left out, with why.
+fn entries_and_exclusions(
+    rdma: &RdmaSnapshot,
+    usable: &BTreeMap<&str, Vec<u32>>,
+    verbs_excluded: &BTreeMap<&str, String>,
+) -> (Vec<String>, Vec<String>) {
     let mut entries = Vec::new();
     let mut excluded = Vec::new();
     for d in &rdma.devices {
@@ -319,15 +389,7 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
             Some(ports) => entries.extend(ports.iter().map(|p| format!("{}:{p}", d.name))),
         }
     }
-    excluded.extend(excluded_ports);
-    Assessment::Usable {
-        entries,
-        excluded,
-        unusable_hcas,
-        raise,
-        memlock,
-        ipc_lock,
-    }
+    (entries, excluded)
 }
 
 /// Apply the assessment when `NCCL_IB_DISABLE` is not inherited. Returns true when IB stays on.
