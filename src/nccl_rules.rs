@@ -434,7 +434,7 @@ pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
         _ => &snap.nccl_installs[..],
     };
     let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
-    versions.sort();
+    versions.sort_unstable();
     versions.dedup();
     let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
     let era = if !eras.is_empty() && eras.len() == versions.len() {

@@ -48,7 +48,7 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
         .filter(|k| is_vendor_key(k))
         .cloned()
         .collect();
-    keys.sort();
+    keys.sort_unstable();
     keys.dedup();
     keys
 }
