@@ -68,6 +68,14 @@ pub struct IfList {
     pub entries: Vec<IfEntry>,
 }
 
+/// Whether a `NCCL_*_DISABLE` switch (`NCCL_IB_DISABLE`, `NCCL_SHM_DISABLE`, `NCCL_P2P_DISABLE`,
+/// `NCCL_IBEXT_DISABLE`, …) set to `value` disables: NCCL reads it as an integer parameter
+/// ([`param_value`], `ncclLoadParam` in src/misc/param.cc) and tests it against 0, so any non-zero number
+/// disables while `""`, `"yes"` and `"0x0"` do not.
+pub fn disables(value: &str) -> bool {
+    param_value(value).is_some_and(|n| n != 0)
+}
+
 /// The value NCCL reads from an integer parameter variable (`NCCL_BUFFSIZE`, `NCCL_IB_GID_INDEX`, …), as
 /// `ncclLoadParam` (src/misc/param.cc, NCCL 2.18–2.30) reads it: `strtoll(value, NULL, 0)`, so leading
 /// whitespace and a sign are accepted, `0x` means hexadecimal and a leading `0` octal, parsing stops at the
@@ -465,6 +473,17 @@ pub fn nccl_alone(snap: &Snapshot) -> Option<(NcclPick, NcclTarget)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Non-zero disables" as NCCL reads a `*_DISABLE` switch: numbers in any base, `""` and words are 0.
+    #[test]
+    fn disables_is_non_zero_as_strtoll_reads_it() {
+        for v in ["1", "2", "-1", "0x1", " 1", "1yes"] {
+            assert!(disables(v), "{v:?} disables");
+        }
+        for v in ["0", "", "yes", "true", "0x0", "00"] {
+            assert!(!disables(v), "{v:?} does not disable");
+        }
+    }
 
     #[test]
     fn effective_prefers_environment_then_first_file() {

@@ -584,8 +584,7 @@ fn inherited(
     snap: &Snapshot,
     plugin: Option<&NetPlugin>,
 ) -> bool {
-    // NCCL reads it with strtoll (ncclLoadParam): non-zero disables; "" and "yes" are 0.
-    let disables = param_value(value).is_some_and(|v| v != 0);
+    let disables = crate::nccl_rules::disables(value);
     let kept = kept_text("NCCL_IB_DISABLE", value, origin);
     if disables {
         if let Assessment::Usable { entries, .. } = a {
@@ -599,8 +598,7 @@ fn inherited(
             );
         }
         let ibext_off = effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files)
-            .and_then(|(v, _)| param_value(v))
-            .is_some_and(|v| v != 0);
+            .is_some_and(|(v, _)| crate::nccl_rules::disables(v));
         let devices = !matches!(a, Assessment::NoDevice(_) | Assessment::ProbeFailed(_));
         if let (Some(p), false, true) = (plugin, ibext_off, devices) {
             plan.finding(

@@ -15,7 +15,7 @@
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
-use crate::nccl_rules::param_value;
+use crate::nccl_rules::{disables, param_value};
 use crate::plan::Plan;
 pub use crate::plan::{BufferSizes, ShmNeed};
 use crate::snapshot::{ShmInfo, Snapshot};
@@ -171,8 +171,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
     let (problem, remedy) = shm_problem(shm, &need);
     let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
-    let p2p_off =
-        effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files).is_some_and(|(v, _)| truthy(v));
+    let p2p_off = effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files)
+        .is_some_and(|(v, _)| disables(v));
     if shm_disabled && p2p_off {
         plan.finding(
             Finding::ShmP2pBothDisabled,
@@ -307,7 +307,7 @@ fn disable_on_problem(
     let inherited = effective("NCCL_SHM_DISABLE", &snap.env, &snap.conf_files);
     match (inherited, &problem) {
         (Some((v, origin)), Some((code, why))) => {
-            let disables = truthy(v);
+            let disables = disables(v);
             if !disables {
                 plan.finding(
                     *code,
@@ -320,7 +320,7 @@ fn disable_on_problem(
             }
             disables
         }
-        (Some((v, _)), None) => truthy(v),
+        (Some((v, _)), None) => disables(v),
         (None, Some((code, why))) => {
             plan.set(
                 "NCCL_SHM_DISABLE",
@@ -338,11 +338,6 @@ fn disable_on_problem(
         }
         (None, None) => false,
     }
-}
-
-/// NCCL reads these variables with `strtoll` (`ncclLoadParam`, src/misc/param.cc): non-zero disables.
-fn truthy(v: &str) -> bool {
-    param_value(v).is_some_and(|n| n != 0)
 }
 
 #[cfg(test)]
