@@ -12,7 +12,9 @@
 //! it is listed in [`Config::unknown_vars`] with the nearest known name when it looks like a typo, and the
 //! decision reports it (`unknown-variable`).
 
-use crate::config::{CheckMode, Config, LogFormat, LogLevel};
+use crate::config::{
+    CheckMode, Config, LogFormat, LogLevel, CHECK_VALUES, LOG_FORMAT_VALUES, LOG_VALUES,
+};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -109,24 +111,6 @@ fn parse_port(what: &str, v: &str) -> Result<u16, UsageError> {
 
 fn parse_nnodes(what: &str, v: &str) -> Result<u32, UsageError> {
     crate::launcher::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
-}
-
-/// The values of `NCCLENV_LOG` / `--log`.
-const LOG_VALUES: &str = "off, error, warn, info or debug";
-/// The values of `NCCLENV_LOG_FORMAT` / `--log-format`.
-const LOG_FORMAT_VALUES: &str = "text or json";
-/// The values of `NCCLENV_CHECK` / `--check`.
-const CHECK_VALUES: &str = "off, bootstrap or allreduce";
-
-/// The values an option variable takes, when they are a short list (`NCCLENV_LOG`: "off, error, warn, info or
-/// debug"), for the remedy of a misspelt name.
-pub fn variable_values(name: &str) -> Option<&'static str> {
-    match name {
-        "NCCLENV_LOG" => Some(LOG_VALUES),
-        "NCCLENV_LOG_FORMAT" => Some(LOG_FORMAT_VALUES),
-        "NCCLENV_CHECK" => Some(CHECK_VALUES),
-        _ => None,
-    }
 }
 
 fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
@@ -1499,7 +1483,7 @@ mod tests {
             Some("NCCLENV_CHECK_TIMEOUT")
         );
         assert_eq!(
-            variable_values("NCCLENV_LOG"),
+            crate::config::variable_values("NCCLENV_LOG"),
             Some("off, error, warn, info or debug")
         );
     }

@@ -45,6 +45,24 @@ pub enum CheckMode {
     Allreduce,
 }
 
+/// The values of `NCCLENV_LOG` / `--log`.
+pub const LOG_VALUES: &str = "off, error, warn, info or debug";
+/// The values of `NCCLENV_LOG_FORMAT` / `--log-format`.
+pub const LOG_FORMAT_VALUES: &str = "text or json";
+/// The values of `NCCLENV_CHECK` / `--check`.
+pub const CHECK_VALUES: &str = "off, bootstrap or allreduce";
+
+/// The values an option variable takes, when they are a short list (`NCCLENV_LOG`: "off, error, warn, info or
+/// debug"), for the remedy of a misspelt name.
+pub fn variable_values(name: &str) -> Option<&'static str> {
+    match name {
+        "NCCLENV_LOG" => Some(LOG_VALUES),
+        "NCCLENV_LOG_FORMAT" => Some(LOG_FORMAT_VALUES),
+        "NCCLENV_CHECK" => Some(CHECK_VALUES),
+        _ => None,
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {

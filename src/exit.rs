@@ -33,10 +33,11 @@ pub const CANNOT_EXECUTE: u8 = 126;
 pub const NOT_FOUND: u8 = 127;
 
 /// `ncclenv check` ran and failed.
-pub use crate::check::EXIT_CHECK_FAILED as CHECK_FAILED;
+pub const CHECK_FAILED: u8 = FAILED;
 
-/// 128 + N: interrupted by signal N during a check (the shells' convention).
-pub use crate::check::EXIT_SIGNAL_BASE as SIGNAL_BASE;
+/// 128 + N: interrupted by signal N during a check: the shells' convention for a command killed by a signal
+/// (POSIX.1-2017 Shell Command Language, 2.8.2 "Exit Status for Commands"; bash's manual, "Exit Status").
+pub const SIGNAL_BASE: u8 = 128;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,15 @@
 //! here. Two codes are log lines, not findings of a plan ([`Finding::is_log_line`]): `exec-e2big` and
 //! `panic`.
 
-use crate::plan::Severity;
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing; nothing is wrong.
+    Info,
+    /// NCCL may fail or run slowly; the job still runs.
+    Warn,
+}
 
 /// Declares [`Finding`] and its table: `Variant = "code", severity, strict, "summary"`.
 macro_rules! findings {

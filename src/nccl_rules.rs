@@ -35,6 +35,16 @@ pub fn effective<'a>(
     None
 }
 
+/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files
+/// (`origin` as [`effective`] gives it).
+pub fn kept_text(name: &str, value: &str, origin: &str) -> String {
+    if origin == "environment" {
+        format!("inherited {name}={value} kept")
+    } else {
+        format!("{name}={value} (from {origin}) kept")
+    }
+}
+
 /// `MAX_IFS` in NCCL (src/include/socket.h): at most 16 list entries are parsed and at most 16 interfaces kept.
 pub const MAX_IFS: usize = 16;
 
@@ -56,6 +66,14 @@ pub struct IfList {
     pub exact: bool,
     /// Entries, at most [`MAX_IFS`]; empty entries are skipped, nothing is trimmed.
     pub entries: Vec<IfEntry>,
+}
+
+/// Whether a `NCCL_*_DISABLE` switch (`NCCL_IB_DISABLE`, `NCCL_SHM_DISABLE`, `NCCL_P2P_DISABLE`,
+/// `NCCL_IBEXT_DISABLE`, …) set to `value` disables: NCCL reads it as an integer parameter
+/// ([`param_value`], `ncclLoadParam` in src/misc/param.cc) and tests it against 0, so any non-zero number
+/// disables while `""`, `"yes"` and `"0x0"` do not.
+pub fn disables(value: &str) -> bool {
+    param_value(value).is_some_and(|n| n != 0)
 }
 
 /// The value NCCL reads from an integer parameter variable (`NCCL_BUFFSIZE`, `NCCL_IB_GID_INDEX`, …), as
@@ -424,7 +442,7 @@ pub fn nccl_target(snap: &Snapshot) -> NcclTarget {
         _ => &snap.nccl_installs[..],
     };
     let mut versions: Vec<String> = installs.iter().filter_map(|i| i.version.clone()).collect();
-    versions.sort();
+    versions.sort_unstable();
     versions.dedup();
     let eras: Vec<Era> = versions.iter().filter_map(|v| Era::of_version(v)).collect();
     let era = if !eras.is_empty() && eras.len() == versions.len() {
@@ -455,6 +473,17 @@ pub fn nccl_alone(snap: &Snapshot) -> Option<(NcclPick, NcclTarget)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Non-zero disables" as NCCL reads a `*_DISABLE` switch: numbers in any base, `""` and words are 0.
+    #[test]
+    fn disables_is_non_zero_as_strtoll_reads_it() {
+        for v in ["1", "2", "-1", "0x1", " 1", "1yes"] {
+            assert!(disables(v), "{v:?} disables");
+        }
+        for v in ["0", "", "yes", "true", "0x0", "00"] {
+            assert!(!disables(v), "{v:?} does not disable");
+        }
+    }
 
     #[test]
     fn effective_prefers_environment_then_first_file() {

@@ -2,6 +2,8 @@
 //! verdict. `report` prints it, `env` turns it into shell lines, `exec` applies it.
 
 use crate::findings::Finding;
+/// How serious a finding is (defined with the findings table, which gives each code its severity).
+pub use crate::findings::Severity;
 use serde::{Deserialize, Serialize};
 
 /// What to do with one environment variable.
@@ -29,16 +31,6 @@ pub struct Change {
     pub reason: String,
     /// The value inherited before the change, when it replaces one (a repair).
     pub replaced: Option<String>,
-}
-
-/// How serious a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// Worth knowing; nothing is wrong.
-    Info,
-    /// NCCL may fail or run slowly; the job still runs.
-    Warn,
 }
 
 /// One finding: what is wrong or risky, and what the user can do. Made by [`Plan::finding`]; the code stays a
@@ -123,7 +115,41 @@ pub struct Plan {
     /// The `/dev/shm` budget the shared-memory rule judged against (set by `decide::shm`; `None` when
     /// `/dev/shm` was not probed or the rule did not run).
     #[serde(default)]
-    pub shm_need: Option<crate::decide::shm::ShmNeed>,
+    pub shm_need: Option<ShmNeed>,
+}
+
+/// The `/dev/shm` budget of the job on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShmNeed {
+    /// Ranks on this node: the launcher's local ranks, else the visible GPUs; `None` when unknown.
+    pub ranks: Option<u32>,
+    /// Where `ranks` came from (`--devices`, `PET_NPROC_PER_NODE`, `CUDA_VISIBLE_DEVICES`, …).
+    pub ranks_source: String,
+    /// Ranks counted in the budget: `ranks` (at least 2), or `decide::shm::GPUS_WHEN_UNKNOWN`.
+    pub counted_ranks: u64,
+    /// Segments counted per rank (`decide::shm::SEGMENTS_PER_GPU`).
+    pub segments_per_rank: u64,
+    /// Bytes of one segment ([`BufferSizes::segment_bytes`], defined in `decide::shm`).
+    pub segment_bytes: u64,
+    /// The buffers the segment is made of.
+    pub buffers: BufferSizes,
+    /// `NCCLENV_SHM_MIN` in MiB, when set (it replaces the computed need).
+    pub override_mib: Option<u64>,
+    /// Free bytes needed: `counted_ranks × segments_per_rank × segment_bytes`, or the override.
+    pub need_bytes: u64,
+}
+
+/// NCCL's per-protocol buffer sizes in bytes, as `computeBuffSizes` (src/init.cc) sets them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferSizes {
+    /// LL protocol buffer (`NCCL_LL_BUFFSIZE`).
+    pub ll: u64,
+    /// LL128 protocol buffer (`NCCL_LL128_BUFFSIZE`).
+    pub ll128: u64,
+    /// SIMPLE protocol buffer (`NCCL_BUFFSIZE`).
+    pub simple: u64,
+    /// The variables that changed a size, as `NAME=value (origin)`.
+    pub set_by: Vec<String>,
 }
 
 impl Default for Plan {

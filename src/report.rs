@@ -747,81 +747,92 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
     let mut out = Vec::new();
     match &snap.net {
         Err(e) => out.push(format!("network probe failed: {e}")),
-        Ok(net) => {
-            let name = |i: u32| {
-                net.links
-                    .iter()
-                    .find(|l| l.index == i)
-                    .map_or_else(|| format!("#{i}"), |l| l.name.clone())
-            };
-            for l in &net.links {
-                let addrs: Vec<String> = net
-                    .addrs
-                    .iter()
-                    .filter(|a| a.index == l.index)
-                    .map(|a| format!("{}/{}", a.addr, a.prefix_len))
-                    .collect();
-                let mut flags = vec![if l.up { "UP" } else { "DOWN" }];
-                if l.running {
-                    flags.push("RUNNING");
-                }
-                if l.loopback {
-                    flags.push("LOOPBACK");
-                }
-                out.push(format!(
-                    "link {} (index {}) {} kind {} addresses {}",
-                    l.name,
-                    l.index,
-                    flags.join(","),
-                    l.kind.as_deref().unwrap_or("-"),
-                    list(&addrs)
-                ));
-            }
-            for r in net.routes.iter().filter(|r| r.is_default()) {
-                let paths: Vec<String> = r
-                    .paths()
-                    .iter()
-                    .map(|p| {
-                        let mut s = format!("dev {}", name(p.oif));
-                        if let Some(g) = p.gateway {
-                            s = format!("via {g} {s}");
-                        }
-                        if p.linkdown {
-                            s.push_str(" linkdown");
-                        }
-                        s
-                    })
-                    .collect();
-                out.push(format!(
-                    "default route ({}) {} metric {}",
-                    family_name(r.family),
-                    if paths.is_empty() {
-                        "-".to_string()
-                    } else {
-                        paths.join(" / ")
-                    },
-                    r.metric
-                ));
-            }
-            for p in net.peer_routes.iter().chain(&net.default_lookups) {
-                let mut s = format!(
-                    "route to {}: dev {} src {} via {} table {}",
-                    p.dest,
-                    p.oif.map_or_else(|| "-".to_string(), name),
-                    opt(p.prefsrc),
-                    opt(p.gateway),
-                    opt(p.table)
-                );
-                if p.local {
-                    s.push_str(" (local)");
-                }
-                if let Some(e) = &p.error {
-                    s.push_str(&format!(" error: {e}"));
-                }
-                out.push(s);
-            }
-        }
+        Ok(net) => network_lines(net, &mut out),
     }
+    peer_line(snap, &mut out);
+    job_lines(snap, &mut out);
+    host_lines(snap, &mut out);
+    out
+}
+
+/// The links with flags and addresses, the default routes, the routes to the peer and the default lookups.
+fn network_lines(net: &crate::snapshot::Network, out: &mut Vec<String>) {
+    let name = |i: u32| {
+        net.links
+            .iter()
+            .find(|l| l.index == i)
+            .map_or_else(|| format!("#{i}"), |l| l.name.clone())
+    };
+    for l in &net.links {
+        let addrs: Vec<String> = net
+            .addrs
+            .iter()
+            .filter(|a| a.index == l.index)
+            .map(|a| format!("{}/{}", a.addr, a.prefix_len))
+            .collect();
+        let mut flags = vec![if l.up { "UP" } else { "DOWN" }];
+        if l.running {
+            flags.push("RUNNING");
+        }
+        if l.loopback {
+            flags.push("LOOPBACK");
+        }
+        out.push(format!(
+            "link {} (index {}) {} kind {} addresses {}",
+            l.name,
+            l.index,
+            flags.join(","),
+            l.kind.as_deref().unwrap_or("-"),
+            list(&addrs)
+        ));
+    }
+    for r in net.routes.iter().filter(|r| r.is_default()) {
+        let paths: Vec<String> = r
+            .paths()
+            .iter()
+            .map(|p| {
+                let mut s = format!("dev {}", name(p.oif));
+                if let Some(g) = p.gateway {
+                    s = format!("via {g} {s}");
+                }
+                if p.linkdown {
+                    s.push_str(" linkdown");
+                }
+                s
+            })
+            .collect();
+        out.push(format!(
+            "default route ({}) {} metric {}",
+            family_name(r.family),
+            if paths.is_empty() {
+                "-".to_string()
+            } else {
+                paths.join(" / ")
+            },
+            r.metric
+        ));
+    }
+    for p in net.peer_routes.iter().chain(&net.default_lookups) {
+        let mut s = format!(
+            "route to {}: dev {} src {} via {} table {}",
+            p.dest,
+            p.oif.map_or_else(|| "-".to_string(), name),
+            opt(p.prefsrc),
+            opt(p.gateway),
+            opt(p.table)
+        );
+        if p.local {
+            s.push_str(" (local)");
+        }
+        if let Some(e) = &p.error {
+            s.push_str(&format!(" error: {e}"));
+        }
+        out.push(s);
+    }
+}
+
+/// The peer and what it resolved to, or `no peer named`.
+fn peer_line(snap: &Snapshot, out: &mut Vec<String>) {
     match &snap.peer {
         Some(p) => {
             let mut s = format!(
@@ -840,6 +851,10 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
         }
         None => out.push("no peer named".to_string()),
     }
+}
+
+/// The job's shape and its rendezvous.
+fn job_lines(snap: &Snapshot, out: &mut Vec<String>) {
     let j = &snap.job;
     out.push(format!(
         "job: {} node(s){}; launcher {}; node rank {}{}; master port {}{}; this node's address {}{}; --ips {}",
@@ -864,6 +879,10 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
             r.source
         ));
     }
+}
+
+/// NCCL's config files, RDMA, `/dev/shm` and the GPUs.
+fn host_lines(snap: &Snapshot, out: &mut Vec<String>) {
     for f in &snap.conf_files {
         let keys: Vec<&str> = f.values.iter().map(|(k, _)| k.as_str()).collect();
         let mut s = format!("NCCL config file {} sets {}", f.path, list(&keys));
@@ -904,7 +923,6 @@ pub fn snapshot_lines(snap: &Snapshot) -> Vec<String> {
             g.source
         ));
     }
-    out
 }
 
 #[cfg(test)]

@@ -5,13 +5,7 @@ use super::protocol::{CudaApi, HelperMsg, HelperResult, Stage, Step};
 use crate::config::CheckMode;
 use serde::{Serialize, Serializer};
 
-/// The first exit code of "interrupted by signal N": 128 + N, the shells' convention for a command killed by
-/// a signal (POSIX.1-2017 Shell Command Language, 2.8.2 "Exit Status for Commands"; bash's manual, "Exit
-/// Status").
-pub const EXIT_SIGNAL_BASE: u8 = 128;
-
-/// Exit code of `ncclenv check` when the check ran and failed (0 when it passed).
-pub const EXIT_CHECK_FAILED: u8 = 1;
+pub use crate::exit::{CHECK_FAILED as EXIT_CHECK_FAILED, SIGNAL_BASE as EXIT_SIGNAL_BASE};
 
 /// What the check found, for `main.rs` to print and act on.
 #[derive(Debug, Clone, PartialEq)]

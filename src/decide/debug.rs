@@ -80,15 +80,16 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     if !cfg.debug {
         return;
     }
-    let conf = &snap.conf_files;
     let (versions, complete) = candidate_versions(snap);
-    let judged: Vec<u32> = if complete {
-        versions.clone()
-    } else {
-        versions.iter().copied().chain(UNKNOWN_VERSIONS).collect()
-    };
-    let vtext = versions_text(&versions, complete);
+    debug_level(snap, plan);
+    debug_subsystems(snap, &versions, complete, plan);
+    debug_file(snap, cfg, plan);
+    framework_debug(snap, plan);
+}
 
+/// `NCCL_DEBUG=INFO` when unset; `debug-hides-bootstrap` when the inherited level hides INFO lines.
+fn debug_level(snap: &Snapshot, plan: &mut Plan) {
+    let conf = &snap.conf_files;
     let level = effective("NCCL_DEBUG", &snap.env, conf);
     match &level {
         None => plan.set(
@@ -103,8 +104,20 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         ),
         Some(_) => {}
     }
+}
 
-    let wanted = subsystems_for(&versions, complete);
+/// `NCCL_DEBUG_SUBSYS` for the NCCL versions the command can load (`versions`; `complete` false when one is
+/// of unknown version) when unset; `debug-hides-bootstrap` when the inherited list hides the bootstrap line
+/// of one of them.
+fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mut Plan) {
+    let conf = &snap.conf_files;
+    let judged: Vec<u32> = if complete {
+        versions.to_vec()
+    } else {
+        versions.iter().copied().chain(UNKNOWN_VERSIONS).collect()
+    };
+    let vtext = versions_text(versions, complete);
+    let wanted = subsystems_for(versions, complete);
     match effective("NCCL_DEBUG_SUBSYS", &snap.env, conf) {
         None => plan.set(
             "NCCL_DEBUG_SUBSYS",
@@ -142,7 +155,12 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             }
         }
     }
+}
 
+/// `NCCL_DEBUG_FILE` in `NCCLENV_DEBUG_DIR` when unset (with `plan.debug_dir`, the folder to create), and
+/// `plan.debug_files`, where NCCL's lines go.
+fn debug_file(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
+    let conf = &snap.conf_files;
     match effective("NCCL_DEBUG_FILE", &snap.env, conf) {
         None => {
             let dir = cfg
@@ -168,7 +186,10 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             plan.debug_files = Some(format!("{v} (inherited from {origin})"));
         }
     }
+}
 
+/// The launcher framework's own debug switches (PyTorch, Paddle), each only when unset.
+fn framework_debug(snap: &Snapshot, plan: &mut Plan) {
     let framework_var = |plan: &mut Plan, name: &str, value: &str, reason: &str| {
         if !snap.env.contains_key(name) {
             plan.set(name, value, reason);

@@ -7,54 +7,15 @@ pub mod host;
 pub mod interface;
 pub mod rdma;
 pub mod shm;
+pub mod vendor;
+
+pub use vendor::vendor_profile;
 
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
 use crate::plan::Plan;
 use crate::snapshot::Snapshot;
-
-/// Variables (or prefixes) that mean a vendor network plugin manages NCCL's transport: AWS EFA
-/// (`FI_PROVIDER`, aws-ofi-nccl), GKE GPUDirect-TCPX/TCPXO (`NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*`, enforced
-/// by a config checker), an explicit `NCCL_NET`, or a `NCCL_NET_PLUGIN` other than `none` (with `none`
-/// NCCL's net-plugin loader, src/plugin/, loads no plugin).
-const VENDOR_KEYS: &[&str] = &[
-    "NCCL_NET",
-    "NCCL_NET_PLUGIN",
-    "FI_PROVIDER",
-    "NCCL_GPUDIRECTTCPX_",
-    "NCCL_FASTRAK_",
-];
-
-/// The vendor profile keys present in the inherited environment or NCCL's config files.
-pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
-    let mut keys: Vec<String> = snap
-        .env
-        .iter()
-        .chain(
-            snap.conf_files
-                .iter()
-                .flat_map(|f| f.values.iter().map(|(k, v)| (k, v))),
-        )
-        .filter(|(k, v)| {
-            !(k.as_str() == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")))
-        })
-        .map(|(k, _)| k)
-        .filter(|k| {
-            VENDOR_KEYS.iter().any(|v| {
-                if v.ends_with('_') {
-                    k.starts_with(v)
-                } else {
-                    k == v
-                }
-            })
-        })
-        .cloned()
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
-}
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
 /// problems → a peer that did not resolve → hands-off cases (a failed probe, `NCCL_COMM_ID`) → interface →
@@ -70,29 +31,109 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 /// `NCCLENV_RESOLVE_TIMEOUT_MS` is not a probe failure: `peer-unresolved` (strict), then the decision goes
 /// on as if no peer were named (F17).
 pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
+    match Regime::of(snap, cfg) {
+        Regime::Disabled => disabled(cfg),
+        Regime::ProbeFailed(failures) => probe_failed(snap, cfg, &failures),
+        Regime::HandsOff {
+            value,
+            origin,
+            vendor,
+        } => comm_id(snap, cfg, value, &origin, vendor),
+        Regime::VendorProfile(keys) => vendor(snap, cfg, &keys),
+        Regime::Normal => normal(snap, cfg),
+    }
+}
+
+/// The regime of a decision, derived once from the configuration and the snapshot; [`decide`] has one arm
+/// per regime. The first that applies wins, in this order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Regime<'a> {
+    /// `NCCLENV_DISABLE=1`: nothing is decided; only misspelt `NCCLENV_*` names are reported.
+    Disabled,
+    /// The network probe or an NCCL config file failed: fail open, change nothing. Each entry: what failed
+    /// and what the user can do.
+    ProbeFailed(Vec<(String, &'static str)>),
+    /// `NCCL_COMM_ID` is set (environment or config file, `origin` as [`effective`] gives it): NCCL's
+    /// bootstrap takes its interface from that address, so the network is left alone; the `/dev/shm` rule
+    /// still runs.
+    HandsOff {
+        /// The value of `NCCL_COMM_ID`.
+        value: &'a str,
+        /// Where it came from.
+        origin: String,
+        /// A vendor network profile is set too: its plugin carries the traffic.
+        vendor: bool,
+    },
+    /// A vendor network profile ([`vendor_profile`], its keys sorted): the interface is decided without
+    /// repairing any inherited value, and RDMA is left to the plugin.
+    VendorProfile(Vec<String>),
+    /// Everything is decided.
+    Normal,
+}
+
+impl<'a> Regime<'a> {
+    /// The regime of `snap` under `cfg`. A chosen interface whose name cannot be written (not UTF-8) is also
+    /// a probe failure, but it is known only once the interface is decided ([`unwritable`]).
+    pub fn of(snap: &'a Snapshot, cfg: &Config) -> Regime<'a> {
+        if cfg.disable {
+            return Regime::Disabled;
+        }
+        let failures = probe_failures(snap);
+        if !failures.is_empty() {
+            return Regime::ProbeFailed(failures);
+        }
+        let keys = vendor_profile(snap);
+        if let Some((value, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
+            let vendor = !keys.is_empty();
+            return Regime::HandsOff {
+                value,
+                origin,
+                vendor,
+            };
+        }
+        if !keys.is_empty() {
+            return Regime::VendorProfile(keys);
+        }
+        Regime::Normal
+    }
+}
+
+/// Fail open on probe errors: what failed (the netlink probe, each unreadable NCCL config file) and what the
+/// user can do.
+fn probe_failures(snap: &Snapshot) -> Vec<(String, &'static str)> {
+    let mut failures: Vec<(String, &'static str)> = Vec::new();
+    if let Err(e) = &snap.net {
+        failures.push((
+            format!("cannot read the network over netlink: {e}"),
+            "run ncclenv where it can open a NETLINK_ROUTE socket (any container can), or set NCCL_SOCKET_IFNAME yourself",
+        ));
+    }
+    for f in &snap.conf_files {
+        if let Some(e) = &f.error {
+            failures.push((
+                format!("cannot read NCCL config file {}: {e}", f.path),
+                "make the NCCL config file readable, fix NCCL_CONF_FILE, or remove the file",
+            ));
+        }
+    }
+    failures
+}
+
+/// The interface ncclenv would export must have a name it can write: a name that is not UTF-8 is kept in
+/// the world (it counts as an interface) but cannot be put into `NCCL_SOCKET_IFNAME`, so ncclenv fails open.
+/// `plan` holds the interface decision; the failure, when its choice is such a name.
+fn unwritable(snap: &Snapshot, plan: &Plan) -> Option<(String, &'static str)> {
+    interface::unwritable_choice(snap, plan).map(|name| (
+        format!("the interface ncclenv would choose, {name}, has a name that is not UTF-8 (shown with \\x escapes), which ncclenv cannot write into NCCL_SOCKET_IFNAME"),
+        "rename the interface (ip link set dev OLD name eth1) or set NCCL_SOCKET_IFNAME yourself",
+    ))
+}
+
+/// The findings every regime but [`Regime::Disabled`] starts with: misspelt `NCCLENV_*` names, host findings
+/// (GPU list, NCCL versions), launcher-argument problems, a peer that did not resolve.
+fn preamble(snap: &Snapshot, cfg: &Config) -> Plan {
     let mut plan = Plan::default();
-    for (name, near) in &cfg.unknown_vars {
-        plan.finding(
-            Finding::UnknownVariable,
-            unknown_variable_text(name, near.as_deref()),
-            match near {
-                Some(n) => match crate::cli::variable_values(n) {
-                    Some(values) => format!("rename it to {n} (values: {values})"),
-                    None => format!("rename it to {n}"),
-                },
-                None => "remove it; ncclenv --help lists its variables".to_string(),
-            },
-        );
-    }
-    if cfg.disable {
-        plan.hands_off = true;
-        plan.finding(
-            Finding::Disabled,
-            "NCCLENV_DISABLE=1: ncclenv changes nothing",
-            "unset NCCLENV_DISABLE to let ncclenv decide",
-        );
-        return plan;
-    }
+    unknown_variables(cfg, &mut plan);
     host::decide_host(snap, &mut plan);
     for p in &snap.job.problems {
         plan.finding(
@@ -116,102 +157,120 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             "make the name resolvable before the job starts (a headless Service for the master pod, DNS), raise NCCLENV_RESOLVE_TIMEOUT_MS, or give the master as an address",
         );
     }
-    // Fail open on probe errors.
-    // (what failed, what the user can do)
-    let mut failures: Vec<(String, &str)> = Vec::new();
-    if let Err(e) = &snap.net {
-        failures.push((
-            format!("cannot read the network over netlink: {e}"),
-            "run ncclenv where it can open a NETLINK_ROUTE socket (any container can), or set NCCL_SOCKET_IFNAME yourself",
-        ));
-    }
-    for f in &snap.conf_files {
-        if let Some(e) = &f.error {
-            failures.push((
-                format!("cannot read NCCL config file {}: {e}", f.path),
-                "make the NCCL config file readable, fix NCCL_CONF_FILE, or remove the file",
-            ));
-        }
-    }
-    // The interface ncclenv would export must have a name it can write: a name that is not UTF-8 is kept in
-    // the world (it counts as an interface) but cannot be put into NCCL_SOCKET_IFNAME, so ncclenv fails open.
-    let mut with_interface = None;
-    if failures.is_empty() && effective("NCCL_COMM_ID", &snap.env, &snap.conf_files).is_none() {
-        let vendor_mode = !vendor_profile(snap).is_empty();
-        let mut trial = plan.clone();
-        interface::decide_interface(snap, cfg, &mut trial, vendor_mode);
-        match interface::unwritable_choice(snap, &trial) {
-            Some(name) => failures.push((
-                format!("the interface ncclenv would choose, {name}, has a name that is not UTF-8 (shown with \\x escapes), which ncclenv cannot write into NCCL_SOCKET_IFNAME"),
-                "rename the interface (ip link set dev OLD name eth1) or set NCCL_SOCKET_IFNAME yourself",
-            )),
-            None if !vendor_mode => with_interface = Some(trial),
-            None => {}
-        }
-    }
-    if !failures.is_empty() {
-        plan.hands_off = true;
-        let msg = format!(
-            "{}; ncclenv leaves the environment untouched",
-            failures
-                .iter()
-                .map(|(m, _)| m.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        let remedy = failures
-            .iter()
-            .map(|(_, r)| *r)
-            .collect::<Vec<_>>()
-            .join("; ");
-        plan.finding(Finding::ProbeFailed, msg, remedy);
-        return finish(plan, snap, cfg);
-    }
-    if let Some((v, origin)) = effective("NCCL_COMM_ID", &snap.env, &snap.conf_files) {
-        plan.hands_off = true;
-        let defects = crate::nccl_defects::applying(snap);
-        let lo = defects
-            .iter()
-            .find(|(d, _)| d.condition == crate::nccl_defects::Condition::CommIdSet);
+    plan
+}
+
+/// `unknown-variable` for each `NCCLENV_*` name that is not an option, with the name it probably meant.
+fn unknown_variables(cfg: &Config, plan: &mut Plan) {
+    for (name, near) in &cfg.unknown_vars {
         plan.finding(
-            Finding::CommId,
-            match lo {
-                None => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
-                Some(_) => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            Finding::UnknownVariable,
+            unknown_variable_text(name, near.as_deref()),
+            match near {
+                Some(n) => match crate::config::variable_values(n) {
+                    Some(values) => format!("rename it to {n} (values: {values})"),
+                    None => format!("rename it to {n}"),
+                },
+                None => "remove it; ncclenv --help lists its variables".to_string(),
             },
-            "unset NCCL_COMM_ID to let ncclenv choose",
         );
-        // The other rows are part of the model of NCCL (the carrier rule: `nccl_rules::Era`).
-        let comm: Vec<_> = defects
+    }
+}
+
+/// [`Regime::Disabled`]: misspelt names, then `disabled`; no other rule runs (not even strict mode).
+fn disabled(cfg: &Config) -> Plan {
+    let mut plan = Plan::default();
+    unknown_variables(cfg, &mut plan);
+    plan.hands_off = true;
+    plan.finding(
+        Finding::Disabled,
+        "NCCLENV_DISABLE=1: ncclenv changes nothing",
+        "unset NCCLENV_DISABLE to let ncclenv decide",
+    );
+    plan
+}
+
+/// [`Regime::ProbeFailed`] (or an unwritable interface name): the preamble, one `probe-failed` naming every
+/// failure, and [`finish`].
+fn probe_failed(snap: &Snapshot, cfg: &Config, failures: &[(String, &str)]) -> Plan {
+    let mut plan = preamble(snap, cfg);
+    plan.hands_off = true;
+    let msg = format!(
+        "{}; ncclenv leaves the environment untouched",
+        failures
             .iter()
-            .filter(|(d, _)| d.condition == crate::nccl_defects::Condition::CommIdSet)
-            .cloned()
-            .collect();
-        version_defects(&comm, &mut plan);
-        comm_id_subnet_check(snap, v, &mut plan);
+            .map(|(m, _)| m.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let remedy = failures
+        .iter()
+        .map(|(_, r)| *r)
+        .collect::<Vec<_>>()
+        .join("; ");
+    plan.finding(Finding::ProbeFailed, msg, remedy);
+    finish(plan, snap, cfg)
+}
+
+/// [`Regime::HandsOff`]: `comm-id`, the defects that apply with `NCCL_COMM_ID` set, its subnet and the
+/// inherited `NCCL_SOCKET_IFNAME` checked, then `/dev/shm`.
+fn comm_id(snap: &Snapshot, cfg: &Config, v: &str, origin: &str, vendor: bool) -> Plan {
+    let mut plan = preamble(snap, cfg);
+    plan.hands_off = true;
+    let defects = crate::nccl_defects::applying(snap);
+    let lo = defects
+        .iter()
+        .find(|(d, _)| d.condition == crate::nccl_defects::Condition::CommIdSet);
+    plan.finding(
+        Finding::CommId,
+        match lo {
+            None => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            Some(_) => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+        },
+        "unset NCCL_COMM_ID to let ncclenv choose",
+    );
+    // The other rows are part of the model of NCCL (the carrier rule: `nccl_rules::Era`).
+    let comm: Vec<_> = defects
+        .iter()
+        .filter(|(d, _)| d.condition == crate::nccl_defects::Condition::CommIdSet)
+        .cloned()
+        .collect();
+    version_defects(&comm, &mut plan);
+    comm_id_subnet_check(snap, v, &mut plan);
+    if !vendor {
         comm_id_ifname_check(snap, &mut plan);
-        shm::decide_shm(snap, cfg, &mut plan);
-        return finish(plan, snap, cfg);
     }
-    let vendor = vendor_profile(snap);
-    if !vendor.is_empty() {
-        plan.finding(
-            Finding::VendorProfile,
-            format!("a vendor network profile manages NCCL's transport ({}): ncclenv leaves NCCL_IB_*, NCCL_NET* and the plugin's variables alone and repairs no inherited value; NCCL's bootstrap and Gloo still use plain sockets, so it sets NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY and the companions where unset", vendor.join(", ")),
-            "nothing to do",
-        );
-        interface::decide_interface(snap, cfg, &mut plan, true);
-        // The RDMA rules only say that the plugin owns the transport (`rdma-vendor-plugin`) and change
-        // nothing, when they see the profile in the environment (a profile from a config file: skipped).
-        if vendor.iter().any(|k| snap.env.contains_key(k)) {
-            rdma::decide_rdma(snap, cfg, &mut plan);
-        }
-        shm::decide_shm(snap, cfg, &mut plan);
-        return finish(plan, snap, cfg);
+    shm::decide_shm(snap, cfg, &mut plan);
+    finish(plan, snap, cfg)
+}
+
+/// [`Regime::VendorProfile`]: `vendor-profile`, the interface decided without repairing inherited values,
+/// the RDMA rules only when the profile is in the environment (they then say the plugin owns the transport
+/// and change nothing; a profile from a config file: skipped), then `/dev/shm`.
+fn vendor(snap: &Snapshot, cfg: &Config, keys: &[String]) -> Plan {
+    let mut plan = preamble(snap, cfg);
+    plan.finding(
+        Finding::VendorProfile,
+        format!("a vendor network profile manages NCCL's transport ({}): ncclenv leaves NCCL_IB_*, NCCL_NET* and the plugin's variables alone and repairs no inherited value; NCCL's bootstrap and Gloo still use plain sockets, so it sets NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY and the companions where unset", keys.join(", ")),
+        "nothing to do",
+    );
+    interface::decide_interface(snap, cfg, &mut plan, true);
+    if let Some(failure) = unwritable(snap, &plan) {
+        return probe_failed(snap, cfg, &[failure]);
     }
-    match with_interface {
-        Some(p) => plan = p,
-        None => interface::decide_interface(snap, cfg, &mut plan, false),
+    if keys.iter().any(|k| snap.env.contains_key(k)) {
+        rdma::decide_rdma(snap, cfg, &mut plan);
+    }
+    shm::decide_shm(snap, cfg, &mut plan);
+    finish(plan, snap, cfg)
+}
+
+/// [`Regime::Normal`]: the interface, `no-master-nccl-differs`, RDMA, `/dev/shm`.
+fn normal(snap: &Snapshot, cfg: &Config) -> Plan {
+    let mut plan = preamble(snap, cfg);
+    interface::decide_interface(snap, cfg, &mut plan, false);
+    if let Some(failure) = unwritable(snap, &plan) {
+        return probe_failed(snap, cfg, &[failure]);
     }
     no_master_note(snap, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
@@ -323,14 +382,11 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
 /// it (`ncclNetSocketInit` in src/transport/net_socket.cc: "NET/Socket : no interface found"; `ncclIbInit` in
 /// src/transport/net_ib.cc: "NET/IB : No IP interface found."), so an inherited value (environment or config
 /// file) that matches no usable interface still makes the job fail. ncclenv stays hands off and warns
-/// (`comm-id-ifname-unmatched`, a refusal under `NCCLENV_STRICT=1`). Under a vendor network profile the
-/// plugin carries the traffic and NCCL's own transports are not initialised: no warning.
+/// (`comm-id-ifname-unmatched`, a refusal under `NCCLENV_STRICT=1`). Not called under a vendor network
+/// profile: the plugin carries the traffic and NCCL's own transports are not initialised.
 fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
     use crate::nccl_rules;
     let Ok(net) = &snap.net else { return };
-    if !vendor_profile(snap).is_empty() {
-        return;
-    }
     let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
         return;
     };

@@ -28,8 +28,10 @@
 
 use crate::config::Config;
 use crate::decide::gid;
+use crate::decide::vendor::vendor_plugin;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
+use crate::nccl_rules::kept_text;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 use crate::snapshot::{Mib, NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
@@ -194,16 +196,70 @@ fn port_problem(
 /// Assess the RDMA snapshot. `links` are the netdev names of this namespace (`None` = unknown: every RoCE port
 /// counts as usable). Pure.
 pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config) -> Assessment {
+    let active = match active_ports(rdma, cfg) {
+        Ok(active) => active,
+        Err(a) => return a,
+    };
+    let (usable, verbs_excluded, excluded_ports) = sort_ports(&active, rdma, links);
+    let unusable_hcas: Vec<String> = verbs_excluded
+        .iter()
+        .map(|(d, why)| format!("{d} ({why})"))
+        .collect();
+    if usable.is_empty() {
+        return no_usable_port(
+            &active,
+            rdma,
+            cfg,
+            &verbs_excluded,
+            &unusable_hcas,
+            &excluded_ports,
+        );
+    }
+    // Memlock: the soft limit can be raised to the hard one without privilege; CAP_IPC_LOCK lifts it.
+    let raise = below(rdma.memlock_soft, rdma.memlock_hard);
+    let memlock = if raise {
+        rdma.memlock_hard
+    } else {
+        rdma.memlock_soft
+    };
+    let low = memlock.filter(|b| *b < MEMLOCK_MIN_BYTES);
+    let ipc_lock = low.is_some() && rdma.cap_ipc_lock == Some(true);
+    if let (Some(bytes), false) = (low, ipc_lock) {
+        return Assessment::MemlockLow {
+            bytes,
+            raised: raise,
+        };
+    }
+    let (entries, mut excluded) = entries_and_exclusions(rdma, &usable, &verbs_excluded);
+    excluded.extend(excluded_ports);
+    Assessment::Usable {
+        entries,
+        excluded,
+        unusable_hcas,
+        raise,
+        memlock,
+        ipc_lock,
+    }
+}
+
+/// A device and one of its ports.
+type DevicePort<'a> = (&'a RdmaDevice, &'a RdmaPort);
+
+/// The ACTIVE ports, or the assessment when there is none: the probe failed, no device, no ACTIVE port.
+fn active_ports<'a>(
+    rdma: &'a RdmaSnapshot,
+    cfg: &Config,
+) -> Result<Vec<DevicePort<'a>>, Assessment> {
     if rdma.devices.is_empty() {
         if let Some(e) = &rdma.error {
-            return Assessment::ProbeFailed(e.clone());
+            return Err(Assessment::ProbeFailed(e.clone()));
         }
-        return Assessment::NoDevice(format!(
+        return Err(Assessment::NoDevice(format!(
             "no RDMA device under {}/class/infiniband",
             cfg.sysfs.display()
-        ));
+        )));
     }
-    let active: Vec<(&RdmaDevice, &RdmaPort)> = rdma
+    let active: Vec<DevicePort<'a>> = rdma
         .devices
         .iter()
         .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
@@ -224,13 +280,30 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
         } else {
             states.join(", ")
         };
-        return Assessment::NoActivePort(format!("no ACTIVE RDMA port ({states})"));
+        return Err(Assessment::NoActivePort(format!(
+            "no ACTIVE RDMA port ({states})"
+        )));
     }
+    Ok(active)
+}
+
+/// The usable ports of `active`, by HCA; the HCAs without a usable verbs node, with why; the RoCE ports
+/// whose netdev is not in this namespace, as `HCA:PORT (why)`.
+#[allow(clippy::type_complexity)]
+fn sort_ports<'a>(
+    active: &[DevicePort<'a>],
+    rdma: &RdmaSnapshot,
+    links: Option<&BTreeSet<&str>>,
+) -> (
+    BTreeMap<&'a str, Vec<u32>>,
+    BTreeMap<&'a str, String>,
+    Vec<String>,
+) {
     // Per HCA: its verbs node. Per port: RoCE needs its netdev here.
     let mut usable: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     let mut verbs_excluded: BTreeMap<&str, String> = BTreeMap::new();
     let mut excluded_ports: Vec<String> = Vec::new();
-    for (d, p) in &active {
+    for (d, p) in active {
         if let Some(why) = verbs_problem(d, rdma) {
             verbs_excluded.insert(d.name.as_str(), why);
             continue;
@@ -240,56 +313,55 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
             Some(why) => excluded_ports.push(format!("{}:{} ({why})", d.name, p.port)),
         }
     }
-    let unusable_hcas: Vec<String> = verbs_excluded
-        .iter()
-        .map(|(d, why)| format!("{d} ({why})"))
-        .collect();
-    if usable.is_empty() {
-        if verbs_excluded.is_empty() {
-            return Assessment::RoceNetdevMissing(format!(
-                "every ACTIVE RDMA port is RoCE without its network interface in this namespace: {}",
-                excluded_ports.join(", ")
-            ));
-        }
-        let ports: Vec<String> = active.iter().map(|(d, p)| port_desc(d, p)).collect();
-        let mapped = rdma.devices.iter().any(|d| d.verbs.is_some());
-        let mut why = if mapped {
-            format!(
-                "ACTIVE RDMA port(s) {} but no HCA with a usable verbs node under {}/infiniband: {}; \
+    (usable, verbs_excluded, excluded_ports)
+}
+
+/// The assessment when no ACTIVE port is usable: RoCE ports without their netdev, or no usable verbs node.
+fn no_usable_port(
+    active: &[DevicePort],
+    rdma: &RdmaSnapshot,
+    cfg: &Config,
+    verbs_excluded: &BTreeMap<&str, String>,
+    unusable_hcas: &[String],
+    excluded_ports: &[String],
+) -> Assessment {
+    if verbs_excluded.is_empty() {
+        return Assessment::RoceNetdevMissing(format!(
+            "every ACTIVE RDMA port is RoCE without its network interface in this namespace: {}",
+            excluded_ports.join(", ")
+        ));
+    }
+    let ports: Vec<String> = active.iter().map(|(d, p)| port_desc(d, p)).collect();
+    let mapped = rdma.devices.iter().any(|d| d.verbs.is_some());
+    let mut why = if mapped {
+        format!(
+            "ACTIVE RDMA port(s) {} but no HCA with a usable verbs node under {}/infiniband: {}; \
                  libibverbs hides a device without its node and NCCL skips one it cannot open",
-                ports.join(", "),
-                cfg.devfs.display(),
-                unusable_hcas.join(", ")
-            )
-        } else {
-            format!(
+            ports.join(", "),
+            cfg.devfs.display(),
+            unusable_hcas.join(", ")
+        )
+    } else {
+        format!(
                 "ACTIVE RDMA port(s) {} but no uverbs device under {}/infiniband: libibverbs hides every \
                  device without its node",
                 ports.join(", "),
                 cfg.devfs.display()
             )
-        };
-        if !excluded_ports.is_empty() {
-            why.push_str(&format!("; also {}", excluded_ports.join(", ")));
-        }
-        return Assessment::NoVerbsNodes(why);
-    }
-    // Memlock: the soft limit can be raised to the hard one without privilege; CAP_IPC_LOCK lifts it.
-    let raise = below(rdma.memlock_soft, rdma.memlock_hard);
-    let memlock = if raise {
-        rdma.memlock_hard
-    } else {
-        rdma.memlock_soft
     };
-    let low = memlock.filter(|b| *b < MEMLOCK_MIN_BYTES);
-    let ipc_lock = low.is_some() && rdma.cap_ipc_lock == Some(true);
-    if let (Some(bytes), false) = (low, ipc_lock) {
-        return Assessment::MemlockLow {
-            bytes,
-            raised: raise,
-        };
+    if !excluded_ports.is_empty() {
+        why.push_str(&format!("; also {}", excluded_ports.join(", ")));
     }
-    // Entries and exclusions.
+    Assessment::NoVerbsNodes(why)
+}
+
+/// The `NCCL_IB_HCA` entries (a whole HCA when all its ACTIVE ports are usable, else `HCA:PORT`) and the
+/// HCAs left out, with why.
+fn entries_and_exclusions(
+    rdma: &RdmaSnapshot,
+    usable: &BTreeMap<&str, Vec<u32>>,
+    verbs_excluded: &BTreeMap<&str, String>,
+) -> (Vec<String>, Vec<String>) {
     let mut entries = Vec::new();
     let mut excluded = Vec::new();
     for d in &rdma.devices {
@@ -317,15 +389,7 @@ pub fn assess(rdma: &RdmaSnapshot, links: Option<&BTreeSet<&str>>, cfg: &Config)
             Some(ports) => entries.extend(ports.iter().map(|p| format!("{}:{p}", d.name))),
         }
     }
-    excluded.extend(excluded_ports);
-    Assessment::Usable {
-        entries,
-        excluded,
-        unusable_hcas,
-        raise,
-        memlock,
-        ipc_lock,
-    }
+    (entries, excluded)
 }
 
 /// Apply the assessment when `NCCL_IB_DISABLE` is not inherited. Returns true when IB stays on.
@@ -510,16 +574,6 @@ fn hca_inherited(snap: &Snapshot) -> bool {
     effective("NCCL_IB_HCA", &snap.env, &snap.conf_files).is_some()
 }
 
-/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files
-/// (`origin` as [`effective`] gives it).
-pub fn kept_text(name: &str, value: &str, origin: &str) -> String {
-    if origin == "environment" {
-        format!("inherited {name}={value} kept")
-    } else {
-        format!("{name}={value} (from {origin}) kept")
-    }
-}
-
 /// Keep an inherited `NCCL_IB_DISABLE` (from the environment or a config file, `origin`); comment where the
 /// evidence disagrees. Returns true when IB stays on.
 fn inherited(
@@ -530,8 +584,7 @@ fn inherited(
     snap: &Snapshot,
     plugin: Option<&NetPlugin>,
 ) -> bool {
-    // NCCL reads it with strtoll (ncclLoadParam): non-zero disables; "" and "yes" are 0.
-    let disables = param_value(value).is_some_and(|v| v != 0);
+    let disables = crate::nccl_rules::disables(value);
     let kept = kept_text("NCCL_IB_DISABLE", value, origin);
     if disables {
         if let Assessment::Usable { entries, .. } = a {
@@ -545,8 +598,7 @@ fn inherited(
             );
         }
         let ibext_off = effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files)
-            .and_then(|(v, _)| param_value(v))
-            .is_some_and(|v| v != 0);
+            .is_some_and(|(v, _)| crate::nccl_rules::disables(v));
         let devices = !matches!(a, Assessment::NoDevice(_) | Assessment::ProbeFailed(_));
         if let (Some(p), false, true) = (plugin, ibext_off, devices) {
             plan.finding(
@@ -777,34 +829,6 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool, done: &str) {
         ),
         "run the container with --ulimit memlock=-1 (Kubernetes: raise the container runtime's memlock limit, e.g. LimitMEMLOCK=infinity)",
     );
-}
-
-/// The first vendor-plugin variable present in the environment or NCCL's config files (as [`effective`]
-/// reads them), if any: `NCCL_NET`, `NCCL_NET_PLUGIN` (unless empty or `none`, which loads no plugin),
-/// `FI_PROVIDER`, `NCCL_GPUDIRECTTCPX_*`, `NCCL_FASTRAK_*` (docs/rdma-shm.md).
-fn vendor_plugin(snap: &Snapshot) -> Option<String> {
-    for k in ["NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"] {
-        if let Some((v, origin)) = effective(k, &snap.env, &snap.conf_files) {
-            // NCCL_NET_PLUGIN=none loads no plugin (see `decide::vendor_profile`).
-            if k == "NCCL_NET_PLUGIN" && (v.is_empty() || v.eq_ignore_ascii_case("none")) {
-                continue;
-            }
-            return Some(if origin == "environment" {
-                format!("{k}={v}")
-            } else {
-                format!("{k}={v} from {origin}")
-            });
-        }
-    }
-    let prefixed =
-        |k: &&String| k.starts_with("NCCL_GPUDIRECTTCPX_") || k.starts_with("NCCL_FASTRAK_");
-    snap.env.keys().find(prefixed).cloned().or_else(|| {
-        snap.conf_files
-            .iter()
-            .flat_map(|f| f.values.iter().map(|(k, _)| k))
-            .find(prefixed)
-            .cloned()
-    })
 }
 
 /// Why a RoCE port is unusable here: its GIDs are bound to netdevs none of which exist in this namespace.

@@ -15,10 +15,10 @@
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
-use crate::nccl_rules::param_value;
+use crate::nccl_rules::{disables, param_value};
 use crate::plan::Plan;
-use crate::snapshot::Snapshot;
-use serde::{Deserialize, Serialize};
+pub use crate::plan::{BufferSizes, ShmNeed};
+use crate::snapshot::{ShmInfo, Snapshot};
 
 /// `sizeof(struct ncclRecvMem)`: the segment header, padded to `MEM_ALIGN` (4,096 B; src/include/device.h,
 /// src/include/comm.h).
@@ -50,19 +50,6 @@ const MIB: u64 = 1 << 20;
 const REMEDY: &str =
     "run the container with --shm-size=1g (or --ipc=host); Kubernetes: mount an emptyDir \
                       with medium: Memory at /dev/shm";
-
-/// NCCL's per-protocol buffer sizes in bytes, as `computeBuffSizes` (src/init.cc) sets them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BufferSizes {
-    /// LL protocol buffer (`NCCL_LL_BUFFSIZE`).
-    pub ll: u64,
-    /// LL128 protocol buffer (`NCCL_LL128_BUFFSIZE`).
-    pub ll128: u64,
-    /// SIMPLE protocol buffer (`NCCL_BUFFSIZE`).
-    pub simple: u64,
-    /// The variables that changed a size, as `NAME=value (origin)`.
-    pub set_by: Vec<String>,
-}
 
 impl BufferSizes {
     /// One receive segment: [`RECV_MEM_BYTES`] + the three buffers.
@@ -98,27 +85,6 @@ pub fn buffer_sizes(snap: &Snapshot) -> BufferSizes {
         }
     }
     b
-}
-
-/// The `/dev/shm` budget of the job on this node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShmNeed {
-    /// Ranks on this node: the launcher's local ranks, else the visible GPUs; `None` when unknown.
-    pub ranks: Option<u32>,
-    /// Where `ranks` came from (`--devices`, `PET_NPROC_PER_NODE`, `CUDA_VISIBLE_DEVICES`, …).
-    pub ranks_source: String,
-    /// Ranks counted in the budget: `ranks` (at least 2), or [`GPUS_WHEN_UNKNOWN`].
-    pub counted_ranks: u64,
-    /// Segments counted per rank ([`SEGMENTS_PER_GPU`]).
-    pub segments_per_rank: u64,
-    /// Bytes of one segment ([`BufferSizes::segment_bytes`]).
-    pub segment_bytes: u64,
-    /// The buffers the segment is made of.
-    pub buffers: BufferSizes,
-    /// `NCCLENV_SHM_MIN` in MiB, when set (it replaces the computed need).
-    pub override_mib: Option<u64>,
-    /// Free bytes needed: `counted_ranks × segments_per_rank × segment_bytes`, or the override.
-    pub need_bytes: u64,
 }
 
 /// The budget: ranks from the launcher (`snap.job.local_ranks`, see `launcher::local_ranks`), else the
@@ -200,6 +166,28 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     };
     let need = shm_need(snap, cfg);
     plan.shm_need = Some(need.clone());
+    if !has_local_peer(&need, plan) {
+        return;
+    }
+    let (problem, remedy) = shm_problem(shm, &need);
+    let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
+    let p2p_off = effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files)
+        .is_some_and(|(v, _)| disables(v));
+    if shm_disabled && p2p_off {
+        plan.finding(
+            Finding::ShmP2pBothDisabled,
+            "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
+             the network transport",
+            format!(
+                "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
+            ),
+        );
+    }
+}
+
+/// Whether a rank here has a local peer (SHM is used at all); else the info `shm-no-gpu` (no GPU visible)
+/// or `shm-single-gpu` (one local rank).
+fn has_local_peer(need: &ShmNeed, plan: &mut Plan) -> bool {
     match need.ranks {
         Some(0) => {
             plan.finding(
@@ -210,7 +198,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 ),
                 "nothing to do",
             );
-            return;
+            false
         }
         Some(1) => {
             plan.finding(
@@ -221,10 +209,16 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 ),
                 "nothing to do",
             );
-            return;
+            false
         }
-        _ => {}
+        _ => true,
     }
+}
+
+/// What makes `/dev/shm` unusable for `need`, if anything (the finding and its message), and the remedy:
+/// missing, read-only, not writable for this user, or too little free space (leftover `nccl-*` segments
+/// named in the remedy).
+fn shm_problem(shm: &ShmInfo, need: &ShmNeed) -> (Option<(Finding, String)>, String) {
     let mut remedy = REMEDY.to_string();
     let problem: Option<(Finding, String)> = if let Some(e) = &shm.error {
         Some((
@@ -296,26 +290,37 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             )),
         }
     };
+    (problem, remedy)
+}
 
+/// Apply the problem: an inherited `NCCL_SHM_DISABLE` is kept whatever its value (the warning still made
+/// where it does not disable SHM); without one, `NCCL_SHM_DISABLE=1` and the warning. Returns whether SHM
+/// ends up disabled.
+fn disable_on_problem(
+    snap: &Snapshot,
+    problem: Option<(Finding, String)>,
+    remedy: &str,
+    plan: &mut Plan,
+) -> bool {
     // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
     // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
     let inherited = effective("NCCL_SHM_DISABLE", &snap.env, &snap.conf_files);
-    let shm_disabled = match (inherited, &problem) {
+    match (inherited, &problem) {
         (Some((v, origin)), Some((code, why))) => {
-            let disables = truthy(v);
+            let disables = disables(v);
             if !disables {
                 plan.finding(
                     *code,
                     format!(
                         "{}, but {why}",
-                        crate::decide::rdma::kept_text("NCCL_SHM_DISABLE", v, &origin)
+                        crate::nccl_rules::kept_text("NCCL_SHM_DISABLE", v, &origin)
                     ),
-                    remedy.clone(),
+                    remedy,
                 );
             }
             disables
         }
-        (Some((v, _)), None) => truthy(v),
+        (Some((v, _)), None) => disables(v),
         (None, Some((code, why))) => {
             plan.set(
                 "NCCL_SHM_DISABLE",
@@ -327,29 +332,12 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
                 format!(
                     "{why}; NCCL's SHM transport is disabled (NCCL_SHM_DISABLE=1), which is slower"
                 ),
-                remedy.clone(),
+                remedy,
             );
             true
         }
         (None, None) => false,
-    };
-    let p2p_off =
-        effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files).is_some_and(|(v, _)| truthy(v));
-    if shm_disabled && p2p_off {
-        plan.finding(
-            Finding::ShmP2pBothDisabled,
-            "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
-             the network transport",
-            format!(
-                "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
-            ),
-        );
     }
-}
-
-/// NCCL reads these variables with `strtoll` (`ncclLoadParam`, src/misc/param.cc): non-zero disables.
-fn truthy(v: &str) -> bool {
-    param_value(v).is_some_and(|n| n != 0)
 }
 
 #[cfg(test)]

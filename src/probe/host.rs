@@ -99,7 +99,7 @@ fn nccl_segments(dir: &Path) -> Vec<ShmSegment> {
             })
         })
         .collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    out.sort_unstable_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
     out.truncate(MAX_SEGMENTS_LISTED);
     out
 }

@@ -9,7 +9,8 @@ pub mod read;
 
 use crate::config::Config;
 use crate::launcher;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{ConfFile, NcclInstall, Network, RdmaSnapshot, Snapshot};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -63,29 +64,7 @@ pub fn collect(
     shape.problems.extend(jc.problems);
     let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
     let rdma = rdma::probe(&cfg.sysfs, &cfg.devfs);
-    let net = match depth {
-        Depth::Doctor => net::probe_full(&peer_addrs),
-        Depth::Start => {
-            // The netdevs of RoCE GIDs: `decide::rdma` looks them up by name in the links.
-            let mut names: Vec<String> = rdma
-                .devices
-                .iter()
-                .flat_map(|d| &d.ports)
-                .flat_map(|p| &p.gids)
-                .filter_map(|g| g.ndev.clone())
-                .collect();
-            names.sort_unstable();
-            names.dedup();
-            let family = crate::nccl_rules::effective("NCCL_SOCKET_FAMILY", &env, &conf_files);
-            let needs = net::StartNeeds {
-                ipv6_family: crate::nccl_rules::socket_family(family.as_ref().map(|(v, _)| *v))
-                    == Some(crate::snapshot::Family::Inet6),
-                exclude: &cfg.exclude,
-                names: &names,
-            };
-            net::probe_start(&peer_addrs, &needs)
-        }
-    };
+    let net = probe_network(cfg, depth, &peer_addrs, &rdma, &env, &conf_files);
     // Net plugins matter only where RDMA devices exist (they run their own IB transport); doctor lists them
     // always.
     let net_plugins = if depth == Depth::Doctor || !rdma.devices.is_empty() {
@@ -103,25 +82,7 @@ pub fn collect(
     // (directory scans: about a millisecond) only when that can change the reading: such a value is
     // inherited and such an interface exists. `NCCLENV_DEBUG=1` also needs them: it picks NCCL's debug
     // subsystems by that version.
-    let nccl_installs = match depth {
-        Depth::Doctor => nccl::installs(cfg.nccl_lib.as_deref(), &env, true),
-        Depth::Start => {
-            let inherited = crate::nccl_rules::effective("NCCL_SOCKET_IFNAME", &env, &conf_files)
-                .is_some_and(|(v, _)| crate::nccl_rules::ifname_counts(v));
-            let dead = net.as_ref().is_ok_and(|n| {
-                n.links
-                    .iter()
-                    .any(|l| !l.running && n.addrs.iter().any(|a| a.index == l.index))
-            });
-            // NCCL_COMM_ID: a version's known defect may apply (`crate::nccl_defects`).
-            let comm_id = crate::nccl_rules::effective("NCCL_COMM_ID", &env, &conf_files).is_some();
-            if (inherited && dead) || cfg.debug || comm_id {
-                nccl::installs(cfg.nccl_lib.as_deref(), &env, false)
-            } else {
-                Vec::new()
-            }
-        }
-    };
+    let nccl_installs = nccl_installs(cfg, depth, &net, &env, &conf_files);
     // Link speeds are shown by doctor only.
     let link_speeds = match (&net, depth) {
         (Ok(n), Depth::Doctor) => {
@@ -142,5 +103,71 @@ pub fn collect(
         nccl_installs,
         net_plugins,
         link_speeds,
+    }
+}
+
+/// The network: the full dumps for `doctor`; for a job start, what the decision needs ([`net::probe_start`]):
+/// the peer routes, the netdevs of RoCE GIDs (`decide::rdma` looks them up by name), IPv6 routes when the
+/// effective `NCCL_SOCKET_FAMILY` asks for IPv6.
+fn probe_network(
+    cfg: &Config,
+    depth: Depth,
+    peer_addrs: &[std::net::IpAddr],
+    rdma: &RdmaSnapshot,
+    env: &BTreeMap<String, String>,
+    conf_files: &[ConfFile],
+) -> Result<Network, String> {
+    match depth {
+        Depth::Doctor => net::probe_full(peer_addrs),
+        Depth::Start => {
+            // The netdevs of RoCE GIDs: `decide::rdma` looks them up by name in the links.
+            let mut names: Vec<String> = rdma
+                .devices
+                .iter()
+                .flat_map(|d| &d.ports)
+                .flat_map(|p| &p.gids)
+                .filter_map(|g| g.ndev.clone())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            let family = crate::nccl_rules::effective("NCCL_SOCKET_FAMILY", env, conf_files);
+            let needs = net::StartNeeds {
+                ipv6_family: crate::nccl_rules::socket_family(family.as_ref().map(|(v, _)| *v))
+                    == Some(crate::snapshot::Family::Inet6),
+                exclude: &cfg.exclude,
+                names: &names,
+            };
+            net::probe_start(peer_addrs, &needs)
+        }
+    }
+}
+
+/// The NCCL installations the command can load: always for `doctor`; for a job start only where they can
+/// change the decision (see the comment at the call).
+fn nccl_installs(
+    cfg: &Config,
+    depth: Depth,
+    net: &Result<Network, String>,
+    env: &BTreeMap<String, String>,
+    conf_files: &[ConfFile],
+) -> Vec<NcclInstall> {
+    match depth {
+        Depth::Doctor => nccl::installs(cfg.nccl_lib.as_deref(), env, true),
+        Depth::Start => {
+            let inherited = crate::nccl_rules::effective("NCCL_SOCKET_IFNAME", env, conf_files)
+                .is_some_and(|(v, _)| crate::nccl_rules::ifname_counts(v));
+            let dead = net.as_ref().is_ok_and(|n| {
+                n.links
+                    .iter()
+                    .any(|l| !l.running && n.addrs.iter().any(|a| a.index == l.index))
+            });
+            // NCCL_COMM_ID: a version's known defect may apply (`crate::nccl_defects`).
+            let comm_id = crate::nccl_rules::effective("NCCL_COMM_ID", env, conf_files).is_some();
+            if (inherited && dead) || cfg.debug || comm_id {
+                nccl::installs(cfg.nccl_lib.as_deref(), env, false)
+            } else {
+                Vec::new()
+            }
+        }
     }
 }

@@ -339,7 +339,7 @@ impl PluginList {
             .filter(|e| is_net_plugin_name(&e.file_name().to_string_lossy()))
             .map(|e| e.path())
             .collect();
-        names.sort();
+        names.sort_unstable();
         for p in names {
             if p.is_file() {
                 self.add(&p, source, false);
@@ -370,7 +370,7 @@ impl Finder {
             .map(|e| e.path())
             .collect();
         // `libnccl.so.2` (the SONAME the loader asks for) first, then shortest names.
-        names.sort_by_key(|p| {
+        names.sort_unstable_by_key(|p| {
             (
                 p.file_name().is_none_or(|n| n != "libnccl.so.2"),
                 p.as_os_str().len(),
@@ -510,7 +510,7 @@ fn glob_prefix(dir: &Path, prefix: &str) -> Vec<PathBuf> {
         .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .map(|e| e.path())
         .collect();
-    v.sort();
+    v.sort_unstable();
     v
 }
 

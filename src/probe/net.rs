@@ -27,14 +27,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use netlink_packet_core::{
-    Emitable, ErrorBuffer, ErrorMessage, NetlinkBuffer, NlaBuffer, NlasIterator, Parseable,
-    ParseableParametrized, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP,
-    NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
+    parse_u32, parse_u8, Emitable, ErrorBuffer, ErrorMessage, NetlinkBuffer, NlaBuffer,
+    NlasIterator, Parseable, ParseableParametrized, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP,
+    NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{
     AddressAttribute, AddressFlags, AddressHeader, AddressMessage,
 };
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkHeader, State};
+use netlink_packet_route::link::{LinkFlags, LinkHeader, State};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteLwEnCapType, RouteMessage,
     RouteNextHopFlags, RouteType, RouteVia,
@@ -259,8 +259,8 @@ fn errno_text(e: &ErrorMessage) -> String {
 // them does not parse (an interface name or an address label that is not UTF-8, an attribute of a newer
 // kernel in an unexpected shape). Dropping the message would shrink the world ncclenv sees (a NIC missing,
 // "only lo"). So each answer is read here as its fixed header plus its attributes one by one: only the
-// attributes the probe uses are parsed (by the crate's parser for that one attribute), one that does not
-// parse is skipped alone, names are read from their bytes, and a message is dropped only when its fixed
+// attributes the probe uses are parsed (link attributes from their bytes, the others by the crate's parser
+// for that one attribute), one that does not parse is skipped alone, names are read from their bytes, and a message is dropped only when its fixed
 // header is too short to hold an index.
 // ---------------------------------------------------------------------------------------------------------
 
@@ -269,8 +269,12 @@ fn errno_text(e: &ErrorMessage) -> String {
 const IFLA_IFNAME: u16 = 3;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_INFO_KIND: u16 = 1;
-/// Link attributes parsed by the crate: `IFLA_ADDRESS`, `IFLA_MTU`, `IFLA_MASTER`, `IFLA_OPERSTATE`.
-const LINK_PARSED: &[u16] = &[1, 4, 10, 16];
+/// Link attributes read as numbers or bytes (include/uapi/linux/if_link.h): `IFLA_ADDRESS`, `IFLA_MTU`,
+/// `IFLA_MASTER`, `IFLA_OPERSTATE`.
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_MTU: u16 = 4;
+const IFLA_MASTER: u16 = 10;
+const IFLA_OPERSTATE: u16 = 16;
 /// Address attributes used (include/uapi/linux/if_addr.h): `IFA_ADDRESS`, `IFA_LOCAL`, `IFA_FLAGS`; the
 /// label (`IFA_LABEL`, [`IFA_LABEL`]) is read from its bytes.
 const ADDR_PARSED: &[u16] = &[1, 2, 8];
@@ -331,15 +335,19 @@ fn link_from(payload: &[u8]) -> Option<Link> {
         match nla.kind() {
             IFLA_IFNAME => (link.name, link.name_escaped) = name_text(nla.value()),
             IFLA_LINKINFO => link.kind = info_kind(nla.value()),
-            k if LINK_PARSED.contains(&k) => {
-                match LinkAttribute::parse_with_param(&nla, h.interface_family) {
-                    Ok(LinkAttribute::Mtu(v)) => link.mtu = Some(v),
-                    Ok(LinkAttribute::OperState(s)) => link.oper_state = oper_state_name(s),
-                    Ok(LinkAttribute::Controller(i)) => link.master = Some(i),
-                    Ok(LinkAttribute::Address(a)) if !a.is_empty() => {
-                        link.mac = Some(ll_addr_text(link_type, &a))
-                    }
-                    _ => {}
+            // Each read as `LinkAttribute::parse_with_param` reads it (netlink-packet-route 0.34,
+            // src/link/attribute.rs): the address as its bytes, the numbers in host byte order and of their
+            // exact size (`parse_u32`, `parse_u8` of netlink-packet-core), else the attribute is skipped. The
+            // crate's parser for the whole attribute set is not linked: it cost ~110 KiB of the static binary
+            // (`docs/performance.md`, "What the binary is made of").
+            IFLA_ADDRESS if !nla.value().is_empty() => {
+                link.mac = Some(ll_addr_text(link_type, nla.value()))
+            }
+            IFLA_MTU => link.mtu = parse_u32(nla.value()).ok().or(link.mtu),
+            IFLA_MASTER => link.master = parse_u32(nla.value()).ok().or(link.master),
+            IFLA_OPERSTATE => {
+                if let Ok(s) = parse_u8(nla.value()) {
+                    link.oper_state = oper_state_name(State::from(s))
                 }
             }
             _ => {}

@@ -180,7 +180,7 @@ fn probe_devices(class: &Path, errors: &mut Vec<String>) -> Vec<RdmaDevice> {
             verbs: None,
         });
     }
-    devices.sort_by(|a, b| a.name.cmp(&b.name));
+    devices.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     devices
 }
 
@@ -215,7 +215,7 @@ fn probe_ports(dir: &Path, dev: &str, errors: &mut Vec<String>) -> Vec<RdmaPort>
             gid_tbl_len,
         });
     }
-    ports.sort_by_key(|p| p.port);
+    ports.sort_unstable_by_key(|p| p.port);
     ports
 }
 
@@ -250,7 +250,7 @@ fn probe_gids(port: &Path, errors: &mut Vec<String>) -> (Vec<RdmaGid>, u32) {
             ndev,
         });
     }
-    gids.sort_by_key(|g| g.index);
+    gids.sort_unstable_by_key(|g| g.index);
     (gids, len)
 }
 
@@ -280,7 +280,7 @@ fn probe_nodes(dir: &Path, errors: &mut Vec<String>) -> (Vec<String>, bool) {
             uverbs.push(name);
         }
     }
-    uverbs.sort_by_key(|n| (n.len(), n.clone()));
+    uverbs.sort_unstable_by_key(|n| (n.len(), n.clone()));
     (uverbs, rdma_cm)
 }
 
