@@ -7,7 +7,7 @@
 //! `SO_LINGER` 0 ([`super::net::close_after_peer`]): when the command starts, nothing of the preflight
 //! holds the master port.
 
-use super::agree::{agree, ring_target, Meeting, Member};
+use super::agree::{agree, ring_target, Meeting, Member, Misfit};
 use super::net::{self, close_after_peer, drain, send, send_frame, slice_ms};
 use super::protocol::{DecodeError, FleetVerdict, FrameBuf, Msg, NodeReport, ProbeReport, Target};
 use super::Setup;
@@ -51,12 +51,15 @@ struct Conn {
     since: Instant,
     /// Told it is not admitted ([`Msg::NotAdmitted`]): it is waited for to close, nothing more.
     leaving: bool,
+    /// A node of this job's master endpoint that says another node count: held for the verdict, not in the
+    /// ring.
+    misfit: bool,
 }
 
 impl Conn {
-    /// Neither a member nor leaving: a connection that has not said who it is.
+    /// Neither a member, a misfit nor leaving: a connection that has not said who it is.
     fn pending(&self) -> bool {
-        self.member.is_none() && !self.leaving
+        self.member.is_none() && !self.leaving && !self.misfit
     }
 }
 
@@ -75,6 +78,8 @@ enum Why {
 enum Event {
     Accepted(TcpStream, IpAddr),
     Hello(usize, Box<NodeReport>),
+    /// A hello from a node of this master endpoint that says the job has another node count.
+    Misfit(usize, Box<NodeReport>, u32),
     Probe(usize, ProbeReport),
     Gone(usize, Why),
 }
@@ -161,6 +166,7 @@ impl Hub {
             member: None,
             since: Instant::now(),
             leaving: false,
+            misfit: false,
         });
         if id == self.conns.len() {
             self.conns.push(c);
@@ -253,9 +259,10 @@ impl Hub {
             let eof = drain(&mut c.stream, &mut c.buf);
             loop {
                 match c.buf.next_frame() {
-                    Ok(Some(body)) => match super::protocol::decode(&body, key) {
-                        Ok(Msg::Hello(r)) => out.push(Event::Hello(id, Box::new(r))),
-                        Ok(Msg::ProbeResult(p)) => out.push(Event::Probe(id, p)),
+                    Ok(Some(body)) => match super::protocol::decode_any(&body, key) {
+                        Ok((Msg::Hello(r), None)) => out.push(Event::Hello(id, Box::new(r))),
+                        Ok((Msg::Hello(r), Some(n))) => out.push(Event::Misfit(id, Box::new(r), n)),
+                        Ok((Msg::ProbeResult(p), None)) => out.push(Event::Probe(id, p)),
                         Ok(_) | Err(DecodeError::NotPreflight) => {
                             out.push(Event::Gone(id, Why::Garbage));
                             break;
@@ -291,12 +298,26 @@ struct Roll {
     ids: Vec<(String, IpAddr, Option<u32>, Option<IpAddr>)>,
     last_arrival: Instant,
     strangers: Strangers,
+    /// Nodes of this master endpoint that say another node count, with their connection.
+    misfits: Vec<(Misfit, usize)>,
 }
 
 impl Roll {
     /// Members that count: the master and those whose connection is open.
     fn present(&self) -> usize {
         1 + self.conn_of.iter().skip(1).filter(|c| c.is_some()).count()
+    }
+
+    /// The meeting is complete: every node of the job is present, or, when some nodes say another node
+    /// count, the nodes present and those reach the smallest count any of them says (nobody else is
+    /// awaited by all).
+    fn complete(&self, expected: usize) -> bool {
+        let least = self
+            .misfits
+            .iter()
+            .map(|(m, _)| m.nnodes as usize)
+            .fold(expected, usize::min);
+        self.present() + self.misfits.len() >= least
     }
 }
 
@@ -346,13 +367,14 @@ pub fn run(
         ids: vec![(id.0, id.1, id.2, None)],
         last_arrival: started,
         strangers: Strangers::default(),
+        misfits: Vec::new(),
     };
 
     // 1. Meet.
     meet(s, &mut hub, &listener, &mut roll, started, deadline);
     // The master port is free from here on: nothing more is accepted.
     drop(listener);
-    let arrived_all = roll.present() >= expected;
+    let arrived_all = roll.complete(expected);
     let end_of_meeting = if arrived_all {
         roll.last_arrival
     } else {
@@ -364,7 +386,7 @@ pub fn run(
         let Some(c) = hub.conns[id].as_ref() else {
             continue;
         };
-        if c.member.is_some() {
+        if c.member.is_some() || c.misfit {
             continue;
         }
         let pending = c.pending();
@@ -389,6 +411,7 @@ pub fn run(
     }
     let mut members = kept;
     let conn_of = kept_conns;
+    let misfits: Vec<Misfit> = roll.misfits.into_iter().map(|(m, _)| m).collect();
     for (k, id) in conn_of.iter().enumerate() {
         if let Some(Some(c)) = id.and_then(|id| hub.conns.get_mut(id)) {
             c.member = Some(k);
@@ -475,7 +498,7 @@ pub fn run(
                     }
                     members[k].probe = Some(p);
                 }
-                Event::Hello(id, _) | Event::Gone(id, _) => {
+                Event::Hello(id, _) | Event::Misfit(id, _, _) | Event::Gone(id, _) => {
                     if let Some(c) = hub.take(id) {
                         if let Some(k) = c.member {
                             if members[k].probe.is_none() && !lost[k] {
@@ -502,6 +525,7 @@ pub fn run(
         members,
         lost: (0..n).filter(|&k| lost[k]).collect(),
         waited_s: s.timeout_s,
+        misfits,
     });
     // Encoded once: the same bytes go to every node.
     let frame = super::protocol::encode(&s.key, &Msg::Verdict(verdict.clone()));
@@ -555,7 +579,7 @@ fn meet(
     deadline: Instant,
 ) {
     let expected = s.nnodes as usize;
-    while roll.present() < expected && Instant::now() < deadline {
+    while !roll.complete(expected) && Instant::now() < deadline {
         let until = hub.next_due().map_or(deadline, |d| d.min(deadline));
         for ev in hub.wait(Some(listener), &s.key, until) {
             match ev {
@@ -574,16 +598,17 @@ fn meet(
                     }
                 }
                 Event::Hello(id, report) => admit(s, hub, roll, id, report, started),
+                Event::Misfit(id, report, n) => misfit(s, hub, roll, id, report, n),
                 Event::Probe(id, _) => {
                     if let Some(c) = hub.take(id) {
-                        leave(roll, &c, Why::Garbage, expected);
+                        leave(roll, id, &c, Why::Garbage, expected);
                         close_after_peer(c.stream);
                     }
                 }
                 Event::Gone(id, why) => {
                     // A stray, a protocol error, or a node that left: it is no longer in the meeting.
                     if let Some(c) = hub.take(id) {
-                        leave(roll, &c, why, expected);
+                        leave(roll, id, &c, why, expected);
                         close_after_peer(c.stream);
                     }
                 }
@@ -595,7 +620,7 @@ fn meet(
 
 /// A connection taken out of the meeting: a member's stops counting at once (logged), anything else is a
 /// stranger.
-fn leave(roll: &mut Roll, c: &Conn, why: Why, expected: usize) {
+fn leave(roll: &mut Roll, id: usize, c: &Conn, why: Why, expected: usize) {
     match c.member {
         Some(k) => {
             roll.conn_of[k] = None;
@@ -611,9 +636,58 @@ fn leave(roll: &mut Roll, c: &Conn, why: Why, expected: usize) {
                 roll.present()
             ));
         }
+        None if c.misfit => roll.misfits.retain(|(_, conn)| *conn != id),
         None if !c.leaving => roll.strangers.count(why),
         None => {}
     }
+}
+
+/// A hello on connection `id` from a node of this master endpoint that says the job has `n` nodes: held
+/// for the verdict (whose finding names it), not in the ring; the same node again replaces itself.
+fn misfit(
+    s: &Setup,
+    hub: &mut Hub,
+    roll: &mut Roll,
+    id: usize,
+    mut report: Box<NodeReport>,
+    n: u32,
+) {
+    let from = match hub.conns.get_mut(id) {
+        Some(Some(c)) if c.pending() => {
+            c.misfit = true;
+            c.from
+        }
+        _ => return,
+    };
+    report.sanitize();
+    let ident = report.identity();
+    let again: Vec<usize> = roll
+        .misfits
+        .iter()
+        .filter(|(m, _)| m.report.identity() == ident && m.seen_from == from)
+        .map(|(_, conn)| *conn)
+        .collect();
+    for old in again {
+        roll.misfits.retain(|(_, conn)| *conn != old);
+        if let Some(c) = hub.take(old) {
+            close_after_peer(c.stream);
+        }
+    }
+    super::log(format!(
+        "preflight: node {} (from {from}) says the job has {n} nodes, this master {}: held for the verdict, \
+         not counted as a node of this meeting",
+        report.name(),
+        s.nnodes
+    ));
+    roll.last_arrival = Instant::now();
+    roll.misfits.push((
+        Misfit {
+            report: *report,
+            seen_from: from,
+            nnodes: n,
+        },
+        id,
+    ));
 }
 
 /// A hello on connection `id`: a new member, the same node again (its new connection replaces the old), or

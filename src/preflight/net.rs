@@ -445,7 +445,7 @@ fn serve(c: &mut ProbeConn, key: &str, nonce: u64) -> bool {
     }
     match c.buf.next_frame() {
         Ok(Some(body)) => match decode(&body, key) {
-            Ok(Msg::Probe(_)) | Err(DecodeError::ForeignJob) => {
+            Ok(Msg::Probe(_)) | Err(DecodeError::ForeignJob | DecodeError::OtherShape { .. }) => {
                 // A small frame into an empty send buffer: it does not block.
                 let deadline = Instant::now() + Duration::from_millis(100);
                 let _ = send(&mut c.stream, key, &Msg::ProbeAck(nonce), deadline);

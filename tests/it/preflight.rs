@@ -42,6 +42,8 @@ const CODES: &[&str] = &[
     "preflight-nccl-env-differs",
     "preflight-ncclenv-version-differs",
     "preflight-verdict-lost",
+    "preflight-nnodes-differs",
+    "preflight-node-ranks",
 ];
 
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
@@ -739,4 +741,121 @@ fn strangers_on_the_master_port_do_not_hold_the_meeting() {
         .find(|l| l.contains("were not nodes of this job"))
         .unwrap_or_else(|| panic!("no stranger line\n{ctx}"));
     assert!(line.contains("they do not count"), "{line}");
+}
+
+/// Start nodes 1..=3 of `fleet`, node `i` with `--nnodes=counts[i-1]` and `extra(i)`, all at once.
+fn run_counts(
+    fleet: &Fleet,
+    tmp: &TempDir,
+    counts: &[usize],
+    extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<Done> {
+    let runs: Vec<NodeRun> = counts
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            let i = k + 1;
+            let args = vec![fleet.master(), format!("--nnodes={n}")];
+            start(&fleet.nodes[k], tmp, &format!("n{i}"), &args, &extra(i))
+        })
+        .collect();
+    finish(runs)
+}
+
+/// Issue 22, item 3: one replica started with `--nnodes=4` in a 3-node job is this job's node with a wrong
+/// node count: the master and that node both name it ("node … (10.93.0.3) says 4 nodes, the others 3"),
+/// nobody is called missing or "another job", the meeting ends at once; under strict every node refuses.
+#[test]
+fn a_replica_with_another_node_count_is_named_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-nnodes");
+    let fleet = Fleet::new("nn", 3, 93);
+    let t0 = Instant::now();
+    let done = run_counts(&fleet, &tmp, &[3, 3, 4], |_| vec![]);
+    let took = t0.elapsed();
+    let ctx = all_stderr(&done);
+    let says = format!("({}) says 4 nodes, the others 3 (", fleet.addr(3));
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.ran(), "node {node}: the command did not run\n{ctx}");
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-nnodes-differs]"))
+            .unwrap_or_else(|| panic!("node {node}: not named\n{ctx}"));
+        assert!(w.contains(&says), "node {node}: {w}");
+        for code in [
+            "preflight-passed",
+            "preflight-absent",
+            "preflight-no-master",
+        ] {
+            assert!(!d.has(code), "node {node}: [{code}]\n{ctx}");
+        }
+        assert!(!d.stderr.contains("another job"), "node {node}\n{ctx}");
+    }
+    assert!(
+        done[2]
+            .stderr
+            .contains("says the job has 3 nodes, this node 4"),
+        "{ctx}"
+    );
+    assert!(
+        done[0]
+            .stderr
+            .contains("says the job has 4 nodes, this master 3"),
+        "{ctx}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}\n{ctx}");
+
+    let tmp = TempDir::new("pf-nnodes-strict");
+    let done = run_counts(&fleet, &tmp, &[3, 3, 4], |i| {
+        if i == 2 {
+            vec![("NCCLENV_STRICT", "1".to_string())]
+        } else {
+            vec![]
+        }
+    });
+    let reason = assert_refused_alike(&done, "preflight-nnodes-differs");
+    assert!(reason.contains(&says), "{reason}");
+}
+
+/// Issue 22, item 3: two nodes say node rank 1 and none says 2 (a copy-pasted replica spec): not "3 of 3
+/// nodes met and agree", but a finding naming the ranks and the nodes on every node; strict refuses.
+#[test]
+fn duplicate_node_ranks_are_named_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-ranks");
+    let fleet = Fleet::new("rk", 3, 94);
+    let rank = |i: usize| vec![("NODE_RANK", if i == 1 { "0" } else { "1" }.to_string())];
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, rank);
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.ran() && !d.has("preflight-passed"), "node {node}\n{ctx}");
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-node-ranks]"))
+            .unwrap_or_else(|| panic!("node {node}: no rank finding\n{ctx}"));
+        assert!(
+            w.contains("node rank 1 is said by")
+                && w.contains(&format!("({})", fleet.addr(2)))
+                && w.contains(&format!("({})", fleet.addr(3)))
+                && w.contains("no node says node rank 2"),
+            "node {node}: {w}"
+        );
+    }
+    let tmp = TempDir::new("pf-ranks-strict");
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |i| {
+        let mut v = rank(i);
+        v.push(("NCCLENV_STRICT", "1".to_string()));
+        v
+    });
+    assert_refused_alike(&done, "preflight-node-ranks");
 }
