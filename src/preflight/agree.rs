@@ -60,6 +60,9 @@ pub struct Meeting {
     pub waited_s: u64,
     /// Nodes of this master endpoint that say another node count, in order of arrival.
     pub misfits: Vec<Misfit>,
+    /// When nobody came and the master's own connections to the master endpoint never reached it: that, in
+    /// words (`node … listens as the master (…), but its own connection … did not reach it (…)`).
+    pub not_reached: Option<String>,
 }
 
 /// The ring successor of node `i` among `n` nodes: node `i` probes `(i + 1) % n`, so every node opens one
@@ -207,6 +210,19 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             format!("the nodes' ranks conflict: {text}; torchrun's static rendezvous cannot start such a job"),
             "give each node its own node rank from 0 to the node count - 1 (--node-rank, PET_NODE_RANK, \
              NODE_RANK; a copy-pasted replica spec?)",
+        );
+    }
+
+    if let Some(text) = &m.not_reached {
+        plan.finding(
+            Finding::PreflightMasterUnreachable,
+            format!(
+                "{text}, and no node came: the master endpoint leads elsewhere or nowhere (another node that says \
+                 node rank 0, a Service without this node as its endpoint, or a network that does not let a pod \
+                 reach itself through its Service)"
+            ),
+            "make the master address lead to the node of rank 0 (the Service's selector, the node ranks), or \
+             name the master by this node's own address",
         );
     }
 
@@ -792,6 +808,7 @@ mod tests {
             lost: vec![],
             waited_s: 60,
             misfits: vec![],
+            not_reached: None,
         }
     }
 
@@ -1275,6 +1292,7 @@ mod tests {
             lost: vec![],
             waited_s: 1,
             misfits: vec![],
+            not_reached: None,
         };
         for x in &mut m.members {
             x.report.addr = "10.9.9.9".parse().expect("ip");
@@ -1289,6 +1307,7 @@ mod tests {
             lost: vec![],
             waited_s: 1,
             misfits: vec![],
+            not_reached: None,
         };
         for x in &mut m.members {
             x.probe = Some(ProbeReport {

@@ -31,6 +31,16 @@ const WRITE_BOUND: Duration = Duration::from_secs(2);
 /// How long the master waits, after sending the verdict, for the workers to close first.
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
 
+/// How the master's side ended.
+#[derive(Debug)]
+pub enum MasterOutcome {
+    /// The meeting was held: its verdict.
+    Verdict(MasterEnd),
+    /// The master endpoint leads to another node's preflight master: this node is not the master and joins
+    /// that meeting as a worker (why, in words).
+    Yield(String),
+}
+
 /// What the master ends with.
 #[derive(Debug)]
 pub struct MasterEnd {
@@ -81,6 +91,9 @@ enum Event {
     /// A hello from a node of this master endpoint that says the job has another node count.
     Misfit(usize, Box<NodeReport>, u32),
     Probe(usize, ProbeReport),
+    /// A challenge (`Probe`) on the master port: a master's check of where the master endpoint leads
+    /// ([`super::endpoint`]); answered with this master's nonce.
+    Challenge(usize),
     Gone(usize, Why),
 }
 
@@ -263,6 +276,7 @@ impl Hub {
                         Ok((Msg::Hello(r), None)) => out.push(Event::Hello(id, Box::new(r))),
                         Ok((Msg::Hello(r), Some(n))) => out.push(Event::Misfit(id, Box::new(r), n)),
                         Ok((Msg::ProbeResult(p), None)) => out.push(Event::Probe(id, p)),
+                        Ok((Msg::Probe(_), _)) => out.push(Event::Challenge(id)),
                         Ok(_) | Err(DecodeError::NotPreflight) => {
                             out.push(Event::Gone(id, Why::Garbage));
                             break;
@@ -300,6 +314,10 @@ struct Roll {
     strangers: Strangers,
     /// Nodes of this master endpoint that say another node count, with their connection.
     misfits: Vec<(Misfit, usize)>,
+    /// What the checks of the master endpoint found ([`super::endpoint`]; only a master on the wildcard
+    /// address checks): reached here at least once, and the last failure.
+    reached_here: bool,
+    nowhere: Option<String>,
 }
 
 impl Roll {
@@ -330,7 +348,7 @@ pub fn run(
     me: NodeReport,
     deadline: Instant,
     probe_timeout: Duration,
-) -> Result<MasterEnd, String> {
+) -> Result<MasterOutcome, String> {
     let started = Instant::now();
     let expected = s.nnodes as usize;
     let _nofile = NofileRaise::to(expected + MAX_PENDING + 64);
@@ -368,12 +386,39 @@ pub fn run(
         last_arrival: started,
         strangers: Strangers::default(),
         misfits: Vec::new(),
+        reached_here: false,
+        nowhere: None,
     };
 
-    // 1. Meet.
-    meet(s, &mut hub, &listener, &mut roll, started, deadline);
+    // 1. Meet; a master on the wildcard address checks where the master endpoint leads.
+    let check = s
+        .listen
+        .ip()
+        .is_unspecified()
+        .then(|| super::endpoint::Check::start(s.master, &s.key, roll.members[0].report.nonce))
+        .flatten();
+    let other = meet(
+        s,
+        &mut hub,
+        &listener,
+        &mut roll,
+        started,
+        deadline,
+        check.as_ref(),
+    );
+    if let Some(c) = check {
+        c.stop();
+    }
     // The master port is free from here on: nothing more is accepted.
     drop(listener);
+    if let Some(why) = other {
+        for id in 0..hub.conns.len() {
+            if let Some(c) = hub.take(id) {
+                close_after_peer(c.stream);
+            }
+        }
+        return Ok(MasterOutcome::Yield(why));
+    }
     let arrived_all = roll.complete(expected);
     let end_of_meeting = if arrived_all {
         roll.last_arrival
@@ -412,6 +457,19 @@ pub fn run(
     let mut members = kept;
     let conn_of = kept_conns;
     let misfits: Vec<Misfit> = roll.misfits.into_iter().map(|(m, _)| m).collect();
+    // Nobody came, and the master endpoint never led here: say so (the others cannot reach it either).
+    let not_reached = roll
+        .nowhere
+        .filter(|_| !roll.reached_here && members.len() == 1 && misfits.is_empty())
+        .map(|why| {
+            format!(
+                "node {} listens as the master ({}), but its own connection to the master endpoint {} did not \
+                 reach it ({why})",
+                members[0].report.name(),
+                s.role_reason,
+                s.master
+            )
+        });
     for (k, id) in conn_of.iter().enumerate() {
         if let Some(Some(c)) = id.and_then(|id| hub.conns.get_mut(id)) {
             c.member = Some(k);
@@ -510,6 +568,11 @@ pub fn run(
                     }
                 }
                 Event::Accepted(stream, _) => close_after_peer(stream),
+                Event::Challenge(id) => {
+                    if let Some(c) = hub.take(id) {
+                        close_after_peer(c.stream);
+                    }
+                }
             }
         }
     }
@@ -526,6 +589,7 @@ pub fn run(
         lost: (0..n).filter(|&k| lost[k]).collect(),
         waited_s: s.timeout_s,
         misfits,
+        not_reached,
     });
     // Encoded once: the same bytes go to every node.
     let frame = super::protocol::encode(&s.key, &Msg::Verdict(verdict.clone()));
@@ -561,15 +625,17 @@ pub fn run(
             close_when_delivered(c.stream);
         }
     }
-    Ok(MasterEnd {
+    Ok(MasterOutcome::Verdict(MasterEnd {
         verdict,
         after_last,
-    })
+    }))
 }
 
 /// Phase 1: accept, greet and admit nodes until every node of the job is present (a member whose connection
 /// closed no longer counts) or `deadline`. Strangers are closed when their hello is overdue or when newer
 /// connections need the room; a second hello from the same node (a restarted ncclenv) replaces the first.
+/// With `check` (a master on the wildcard address), returns why this node is not the master when the master
+/// endpoint leads to another master.
 fn meet(
     s: &Setup,
     hub: &mut Hub,
@@ -577,10 +643,17 @@ fn meet(
     roll: &mut Roll,
     started: Instant,
     deadline: Instant,
-) {
+    check: Option<&super::endpoint::Check>,
+) -> Option<String> {
     let expected = s.nnodes as usize;
     while !roll.complete(expected) && Instant::now() < deadline {
-        let until = hub.next_due().map_or(deadline, |d| d.min(deadline));
+        if let Some(why) = check.and_then(|c| checked(s, roll, c)) {
+            return Some(why);
+        }
+        let mut until = hub.next_due().map_or(deadline, |d| d.min(deadline));
+        if check.is_some() {
+            until = until.min(Instant::now() + Duration::from_millis(100));
+        }
         for ev in hub.wait(Some(listener), &s.key, until) {
             match ev {
                 Event::Accepted(mut stream, from) => {
@@ -599,6 +672,14 @@ fn meet(
                 }
                 Event::Hello(id, report) => admit(s, hub, roll, id, report, started),
                 Event::Misfit(id, report, n) => misfit(s, hub, roll, id, report, n),
+                Event::Challenge(id) => {
+                    if let Some(Some(c)) = hub.conns.get_mut(id) {
+                        let ack = Msg::ProbeAck(roll.members[0].report.nonce);
+                        let _ = send(&mut c.stream, &s.key, &ack, Instant::now() + WRITE_BOUND);
+                        // Not a stranger: a master's check; it closes first.
+                        c.leaving = true;
+                    }
+                }
                 Event::Probe(id, _) => {
                     if let Some(c) = hub.take(id) {
                         leave(roll, id, &c, Why::Garbage, expected);
@@ -616,6 +697,30 @@ fn meet(
         }
         roll.strangers.silent += hub.expire(Instant::now());
     }
+    None
+}
+
+/// Take in what the checks of the master endpoint found: another master there (this node yields, unless the
+/// endpoint also led here and this node's nonce is the larger: a Service that forwards to both, where the
+/// smaller yields) returns why this node is not the master.
+fn checked(s: &Setup, roll: &mut Roll, check: &super::endpoint::Check) -> Option<String> {
+    use super::endpoint::Found;
+    let own = roll.members[0].report.nonce;
+    for f in check.found() {
+        match f {
+            Found::Here => roll.reached_here = true,
+            Found::Nowhere(why) => roll.nowhere = Some(why),
+            Found::Other(n, how) if !(roll.reached_here && own > n) => {
+                return Some(format!(
+                    "this node believes it is the master ({}), but the master endpoint {} leads to {how} on \
+                     another node: this node joins it as a worker",
+                    s.role_reason, s.master
+                ));
+            }
+            Found::Other(..) => {}
+        }
+    }
+    None
 }
 
 /// A connection taken out of the meeting: a member's stops counting at once (logged), anything else is a

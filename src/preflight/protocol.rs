@@ -19,6 +19,10 @@
 //! worker closes, then the master closes (no TIME_WAIT on the master port's side)
 //! ```
 //!
+//! A master on the wildcard address also connects to the master endpoint itself (`super::endpoint`): after
+//! the greeting it sends `Probe(its nonce)`, which a master answers on the master port with
+//! `ProbeAck(its own nonce)`, so that it can tell whether the endpoint leads to it.
+//!
 //! On a node's probe port (an ephemeral port on its bootstrap address): the prober sends `Probe` with the
 //! nonce it expects, the listener answers `ProbeAck` with its own nonce, the prober closes first.
 //!

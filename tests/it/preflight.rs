@@ -44,6 +44,7 @@ const CODES: &[&str] = &[
     "preflight-verdict-lost",
     "preflight-nnodes-differs",
     "preflight-node-ranks",
+    "preflight-master-unreachable",
 ];
 
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
@@ -858,4 +859,111 @@ fn duplicate_node_ranks_are_named_on_every_node() {
         v
     });
     assert_refused_alike(&done, "preflight-node-ranks");
+}
+
+/// Issue 22, item 3: the master behind a Service address that no node owns (`10.95.0.100`, DNAT'd to node
+/// 1 on every node), and a copy-pasted replica spec: nodes 1 and 2 both say node rank 0, so both believe they
+/// are the master and listen on the wildcard address. Node 2 finds that the master endpoint leads to another
+/// node's master, says so, and joins it as a worker; every node gets the one verdict, which names rank 0 on
+/// both nodes and the missing rank 2 (not "1 of 3 nodes met"). A rank-0 node whose master endpoint leads
+/// nowhere and that nobody reaches says that (strict refuses with that cause).
+#[test]
+fn a_second_node_rank_zero_behind_a_service_address_joins_the_master() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-svc");
+    let fleet = Fleet::new("svc", 3, 95);
+    let service = "10.95.0.100";
+    for ns in &fleet.nodes {
+        nft(
+            ns,
+            &format!(
+                "table ip nat {{\n chain output {{\n  type nat hook output priority -100; policy accept;\n  \
+                 ip daddr {service} tcp dport {PORT} dnat to {}:{PORT}\n }}\n}}\n",
+                fleet.addr(1)
+            ),
+        );
+    }
+    let args = vec![
+        format!("--master={service}:{PORT}"),
+        "--nnodes=3".to_string(),
+    ];
+    let rank = |r: &str| vec![("NODE_RANK", r.to_string())];
+    let runs = vec![
+        start(&fleet.nodes[0], &tmp, "n1", &args, &rank("0")),
+        start(&fleet.nodes[1], &tmp, "n2", &args, &rank("0")),
+        start(&fleet.nodes[2], &tmp, "n3", &args, &rank("1")),
+    ];
+    let t0 = Instant::now();
+    let done = finish(runs);
+    let took = t0.elapsed();
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.ran(), "node {node}\n{ctx}");
+        assert!(
+            !d.has("preflight-absent") && !d.has("preflight-passed"),
+            "node {node}\n{ctx}"
+        );
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-node-ranks]"))
+            .unwrap_or_else(|| panic!("node {node}: no rank finding\n{ctx}"));
+        assert!(
+            w.contains("node rank 0 is said by")
+                && w.contains(&format!("({})", fleet.addr(1)))
+                && w.contains(&format!("({})", fleet.addr(2)))
+                && w.contains("no node says node rank 2"),
+            "node {node}: {w}"
+        );
+    }
+    assert!(
+        done[1].stderr.contains(&format!(
+            "this node believes it is the master (node rank 0 (NODE_RANK); no address of this node is the master \
+             address {service}), but the master endpoint {service}:{PORT} leads to another preflight master"
+        )),
+        "{ctx}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}\n{ctx}");
+
+    // The Service address leads nowhere from node 2, and nobody comes: node 2 says so.
+    let lone = Fleet::new("svn", 1, 96);
+    let args = vec![
+        "--master=10.96.0.100:29500".to_string(),
+        "--nnodes=2".to_string(),
+    ];
+    for (strict, want) in [(false, Some(0)), (true, Some(78))] {
+        let tmp = TempDir::new("pf-svc-none");
+        let mut extra = rank("0");
+        extra.push(("NCCLENV_PREFLIGHT_TIMEOUT", "3".to_string()));
+        if strict {
+            extra.push(("NCCLENV_STRICT", "1".to_string()));
+        }
+        let done = finish(vec![start(&lone.nodes[0], &tmp, "n1", &args, &extra)]);
+        let d = &done[0];
+        assert_eq!(d.code, want, "strict {strict}\n{}", d.stderr);
+        assert_eq!(d.ran(), !strict, "{}", d.stderr);
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-master-unreachable]"))
+            .unwrap_or_else(|| panic!("not said\n{}", d.stderr));
+        assert!(
+            w.contains("listens as the master (node rank 0")
+                && w.contains("master endpoint 10.96.0.100:29500 did not reach it")
+                && w.contains("no node came"),
+            "{w}"
+        );
+        if strict {
+            assert!(
+                d.refusal()
+                    .is_some_and(|r| r.contains("[preflight-master-unreachable]")),
+                "{}",
+                d.stderr
+            );
+        }
+    }
 }
