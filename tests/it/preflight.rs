@@ -967,3 +967,64 @@ fn a_second_node_rank_zero_behind_a_service_address_joins_the_master() {
         }
     }
 }
+
+/// Issue 22, item 2: a restarted pod is the same node. Node 3 says hello and is killed (SIGKILL: the kernel
+/// closes its socket), a new ncclenv on node 3 says hello again, then node 2 arrives: the dead connection
+/// stopped counting, the new hello replaced it, and every live node gets the one verdict (3 of 3, passed);
+/// the killed run never started its command.
+#[test]
+fn a_restarted_node_replaces_itself_and_every_live_node_gets_the_verdict() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-restart");
+    let fleet = Fleet::new("rs", 3, 97);
+    let args = vec![fleet.master(), "--nnodes=3".to_string()];
+    let t0 = Instant::now();
+    let master = start(&fleet.nodes[0], &tmp, "n1", &args, &[]);
+    let mut first = start(&fleet.nodes[2], &tmp, "n3-killed", &args, &[]);
+    // The master greets at once and the node says hello within milliseconds.
+    std::thread::sleep(Duration::from_millis(1500));
+    first.child.kill().expect("kill the first run of node 3");
+    let killed = first.child.wait_with_output().expect("wait");
+    let again = start(&fleet.nodes[2], &tmp, "n3", &args, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let late = start(&fleet.nodes[1], &tmp, "n2", &args, &[]);
+    let done = finish(vec![master, late, again]);
+    let took = t0.elapsed();
+    let ctx = format!(
+        "{}\n--- killed run of node 3\n{}",
+        all_stderr(&done),
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    assert!(!tmp.join("n3-killed").join("env").exists(), "{ctx}");
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "run {}\n{ctx}", i + 1);
+        assert!(d.ran() && d.has("preflight-passed"), "run {}\n{ctx}", i + 1);
+        assert!(
+            d.stderr.contains("3 of 3 nodes met and agree"),
+            "run {}\n{ctx}",
+            i + 1
+        );
+        assert!(
+            !d.has("preflight-absent") && !d.has("preflight-no-master"),
+            "{ctx}"
+        );
+    }
+    let m = &done[0].stderr;
+    assert!(
+        m.contains(&format!(
+            "({}) left the meeting before it ended (its connection closed)",
+            fleet.addr(3)
+        )),
+        "{ctx}"
+    );
+    assert!(
+        m.contains(&format!(
+            "({}) said hello again (a restarted ncclenv)",
+            fleet.addr(3)
+        )),
+        "{ctx}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}\n{ctx}");
+}
