@@ -104,6 +104,84 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let present = m.members.len().saturating_sub(m.lost.len()) as u32;
 
     // Certain failures: each a finding, the first also the refusal.
+    let certain = cap_per_code(certain_failures(m, &names));
+    for (code, message, remedy) in &certain {
+        plan.finding(*code, message.clone(), remedy.clone());
+    }
+    if let Some((code, message, remedy)) = certain.first() {
+        plan.refuse(
+            code.code(),
+            format!("preflight [{code}]: {message}"),
+            remedy.clone(),
+        );
+    }
+
+    let disputed = shape_findings(&mut plan, m, &names, present);
+    absence(&mut plan, m, &names, present);
+    ib_repair(&mut plan, &mut repairs, m, &names);
+    risky(&mut plan, m, &names);
+
+    // Strict: any node strict makes the fleet strict, so every node gets the same verdict.
+    let strict =
+        m.members.iter().any(|x| x.report.strict) || m.misfits.iter().any(|x| x.report.strict);
+    if strict {
+        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+            plan.refuse(
+                &w.code,
+                format!(
+                    "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
+                    w.code, w.message
+                ),
+                w.remedy,
+            );
+        }
+    }
+    // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
+    // Not while the nodes disagree about the job's shape: they do not "agree".
+    if plan.verdict == Verdict::Proceed && present >= m.expected && !disputed {
+        let probes = m
+            .members
+            .iter()
+            .filter(|x| {
+                x.probe
+                    .as_ref()
+                    .is_some_and(|p| p.outcome == Outcome::Connected)
+            })
+            .count();
+        plan.finding(
+            Finding::PreflightPassed,
+            format!(
+                "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
+                m.expected
+            ),
+            "nothing to do",
+        );
+    }
+    FleetVerdict {
+        present,
+        expected: m.expected,
+        refuse: match plan.verdict {
+            Verdict::Refuse {
+                reason,
+                remedy,
+                code,
+            } => Some(Warning {
+                code,
+                severity: Severity::Warn,
+                message: reason,
+                remedy,
+                strict_refuses: false,
+            }),
+            Verdict::Proceed => None,
+        },
+        repairs,
+        findings: plan.warnings,
+    }
+}
+
+/// The certain failures, each a finding (code, message, remedy): a node refusing on its own, one address
+/// on two nodes, two families, two NCCL versions, a probe that failed.
+fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, String)> {
     let mut certain: Vec<(Finding, String, String)> = Vec::new();
     for (i, x) in m.members.iter().enumerate() {
         if let Some(r) = &x.report.refused {
@@ -177,18 +255,13 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             remedy.to_string(),
         ));
     }
-    let certain = cap_per_code(certain);
-    for (code, message, remedy) in &certain {
-        plan.finding(*code, message.clone(), remedy.clone());
-    }
-    if let Some((code, message, remedy)) = certain.first() {
-        plan.refuse(
-            code.code(),
-            format!("preflight [{code}]: {message}"),
-            remedy.clone(),
-        );
-    }
+    certain
+}
 
+/// The nodes disagree about the job: another node count (`preflight-nnodes-differs`), node ranks that
+/// conflict (`preflight-node-ranks`), a master the endpoint does not lead to (`preflight-master-unreachable`).
+/// True when the shape is in dispute (then the fleet did not "agree").
+fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) -> bool {
     // Disagreement about the job: named, strict refuses.
     if !m.misfits.is_empty() {
         plan.finding(
@@ -196,13 +269,13 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             format!(
                 "{}: the nodes of the master endpoint disagree about the job's node count (--nnodes); they cannot \
                  all meet, and the launcher's rendezvous waits for nodes that never come",
-                nnodes_text(m, &names)
+                nnodes_text(m, names)
             ),
             "give every node the same node count (the launcher's --nnodes, PET_NNODES, NCCLENV_NNODES) in the \
              job spec",
         );
     }
-    let ranks = rank_conflicts(m, &names, present);
+    let ranks = rank_conflicts(m, names, present);
     let disputed = !m.misfits.is_empty() || ranks.is_some();
     if let Some(text) = ranks {
         plan.finding(
@@ -226,6 +299,11 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         );
     }
 
+    disputed
+}
+
+/// Absence: fail open, strict refuses.
+fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
     // Absence: fail open, strict refuses. Nodes that say another count are not missing: the node count is
     // in dispute once they reach the smallest count any node says.
     let least = m
@@ -263,7 +341,11 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
              NCCLENV_STRICT=1 refuses instead",
         );
     }
+}
 
+/// IB disabled on some nodes: disabled on all (a repair every node applies).
+fn ib_repair(plan: &mut Plan, repairs: &mut Vec<Repair>, m: &Meeting, names: &[String]) {
+    let n = m.members.len();
     // Repair: IB disabled on some nodes → on all.
     let ib_off: Vec<usize> = (0..n)
         .filter(|&i| ib_disabled(&m.members[i].report))
@@ -302,7 +384,11 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             reason,
         });
     }
+}
 
+/// Risky differences: NAT that a neighbour got through, MTUs, `NCCL_*` values, ncclenv versions.
+fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
+    let n = m.members.len();
     // Risky differences. A node behind NAT whose ring neighbour reached it anyway (a routed bridge that also
     // masquerades): the predecessor's probe is the proof.
     let natted: Vec<String> = (0..n)
@@ -375,63 +461,6 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             ),
             "use one ncclenv version in every node's image",
         );
-    }
-
-    // Strict: any node strict makes the fleet strict, so every node gets the same verdict.
-    let strict =
-        m.members.iter().any(|x| x.report.strict) || m.misfits.iter().any(|x| x.report.strict);
-    if strict {
-        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
-            plan.refuse(
-                &w.code,
-                format!(
-                    "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
-                    w.code, w.message
-                ),
-                w.remedy,
-            );
-        }
-    }
-    // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
-    // Not while the nodes disagree about the job's shape: they do not "agree".
-    if plan.verdict == Verdict::Proceed && present >= m.expected && !disputed {
-        let probes = m
-            .members
-            .iter()
-            .filter(|x| {
-                x.probe
-                    .as_ref()
-                    .is_some_and(|p| p.outcome == Outcome::Connected)
-            })
-            .count();
-        plan.finding(
-            Finding::PreflightPassed,
-            format!(
-                "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
-                m.expected
-            ),
-            "nothing to do",
-        );
-    }
-    FleetVerdict {
-        present,
-        expected: m.expected,
-        refuse: match plan.verdict {
-            Verdict::Refuse {
-                reason,
-                remedy,
-                code,
-            } => Some(Warning {
-                code,
-                severity: Severity::Warn,
-                message: reason,
-                remedy,
-                strict_refuses: false,
-            }),
-            Verdict::Proceed => None,
-        },
-        repairs,
-        findings: plan.warnings,
     }
 }
 

@@ -352,18 +352,7 @@ pub fn run(
     let started = Instant::now();
     let expected = s.nnodes as usize;
     let _nofile = NofileRaise::to(expected + MAX_PENDING + 64);
-    let failed =
-        |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
-    let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
-    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| failed(&e))?;
-    epoll
-        .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
-        .map_err(|e| failed(&e))?;
-    let mut hub = Hub {
-        epoll,
-        conns: Vec::new(),
-        free: Vec::new(),
-    };
+    let (listener, mut hub) = open(s)?;
     super::log(format!(
         "preflight: node 1/{expected} {} {} ({}) NCCL {} [master, listening on {} for {} more node(s), up to {} s]",
         me.hostname,
@@ -419,14 +408,67 @@ pub fn run(
         }
         return Ok(MasterOutcome::Yield(why));
     }
-    let arrived_all = roll.complete(expected);
-    let end_of_meeting = if arrived_all {
+    let end_of_meeting = if roll.complete(expected) {
         roll.last_arrival
     } else {
         Instant::now()
     };
-    // Connections that never said who they are leave now; those told they are not admitted keep their
-    // message (closed after it is acknowledged).
+    close_strangers(&mut hub, &mut roll);
+    let mut met = settle(s, &mut hub, roll);
+
+    // 2. The ring: each node probes its successor; 3. collect the probe results.
+    let mut lost = assign_ring(s, &mut hub, &mut met, probe_timeout);
+    collect_probes(s, &mut hub, &mut met, &mut lost, probe_timeout);
+    let n = met.members.len();
+
+    // 4. Agree and tell everyone; 5. close.
+    let verdict = agree(&Meeting {
+        expected: expected as u32,
+        members: met.members,
+        lost: (0..n).filter(|&k| lost[k]).collect(),
+        waited_s: s.timeout_s,
+        misfits: met.misfits,
+        not_reached: met.not_reached,
+    });
+    deliver(s, &mut hub, &verdict);
+    let after_last = end_of_meeting.elapsed();
+    close_all(s, &mut hub);
+    Ok(MasterOutcome::Verdict(MasterEnd {
+        verdict,
+        after_last,
+    }))
+}
+
+/// Listen on the master port and make the epoll set with the listener in it; `Err` with the reason.
+fn open(s: &Setup) -> Result<(TcpListener, Hub), String> {
+    let failed =
+        |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
+    let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| failed(&e))?;
+    epoll
+        .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
+        .map_err(|e| failed(&e))?;
+    let hub = Hub {
+        epoll,
+        conns: Vec::new(),
+        free: Vec::new(),
+    };
+    Ok((listener, hub))
+}
+
+/// The meeting's nodes once it is over: the members still present (the master first), the connection of
+/// each, the nodes that say another node count, and, when nobody came and the master endpoint never led
+/// here, that in words.
+struct Met {
+    members: Vec<Member>,
+    conn_of: Vec<Option<usize>>,
+    misfits: Vec<Misfit>,
+    not_reached: Option<String>,
+}
+
+/// Connections that never said who they are leave now (counted as strangers, in one line); those told they
+/// are not admitted keep their message (closed after it is acknowledged).
+fn close_strangers(hub: &mut Hub, roll: &mut Roll) {
     for id in 0..hub.conns.len() {
         let Some(c) = hub.conns[id].as_ref() else {
             continue;
@@ -445,17 +487,19 @@ pub fn run(
     if let Some(line) = roll.strangers.line() {
         super::log(line);
     }
-    // Nodes that left before the ring was drawn are not in it.
-    let mut kept = Vec::new();
-    let mut kept_conns = Vec::new();
+}
+
+/// The nodes that stay for the ring: members that left before it was drawn are not in it; each
+/// connection learns its member's new index.
+fn settle(s: &Setup, hub: &mut Hub, roll: Roll) -> Met {
+    let mut members = Vec::new();
+    let mut conn_of = Vec::new();
     for (k, m) in roll.members.into_iter().enumerate() {
         if k == 0 || roll.conn_of[k].is_some() {
-            kept.push(m);
-            kept_conns.push(roll.conn_of[k]);
+            members.push(m);
+            conn_of.push(roll.conn_of[k]);
         }
     }
-    let mut members = kept;
-    let conn_of = kept_conns;
     let misfits: Vec<Misfit> = roll.misfits.into_iter().map(|(m, _)| m).collect();
     // Nobody came, and the master endpoint never led here: say so (the others cannot reach it either).
     let not_reached = roll
@@ -475,33 +519,46 @@ pub fn run(
             c.member = Some(k);
         }
     }
+    Met {
+        members,
+        conn_of,
+        misfits,
+        not_reached,
+    }
+}
 
-    // 2. The ring: each node probes its successor.
-    let n = members.len();
-    let target = |j: usize| {
-        let r = &members[j].report;
-        r.probe_port.map(|port| Target {
-            index: j as u32,
-            name: r.name(),
-            addr: r.addr,
-            port,
-            nonce: r.nonce,
-        })
-    };
-    // A target that cannot listen needs no connection: its outcome is known.
-    let no_listener = |j: usize| ProbeReport {
+/// Member `j` as a probe target, or `None` when it could not listen.
+fn target_of(members: &[Member], j: usize) -> Option<Target> {
+    let r = &members[j].report;
+    r.probe_port.map(|port| Target {
+        index: j as u32,
+        name: r.name(),
+        addr: r.addr,
+        port,
+        nonce: r.nonce,
+    })
+}
+
+/// The outcome of probing a target that cannot listen: known without a connection.
+fn no_listener(j: usize) -> ProbeReport {
+    ProbeReport {
         target: j as u32,
         outcome: super::protocol::Outcome::NoListener,
         error: None,
         ms: 0,
-    };
-    // Members lost after arriving (connection closed or silent), by index.
+    }
+}
+
+/// Send every worker its ring successor, then probe the master's own (while the workers' run: their results
+/// wait in the socket buffers). Returns, by member index, those lost (the ring could not be sent).
+fn assign_ring(s: &Setup, hub: &mut Hub, met: &mut Met, probe_timeout: Duration) -> Vec<bool> {
+    let n = met.members.len();
     let mut lost = vec![false; n];
     let mut known: Vec<(usize, ProbeReport)> = Vec::new();
-    for (k, id) in conn_of.iter().enumerate().skip(1) {
+    for (k, id) in met.conn_of.iter().enumerate().skip(1) {
         let Some(id) = *id else { continue };
         let j = ring_target(k, n);
-        let t = j.and_then(target);
+        let t = j.and_then(|j| target_of(&met.members, j));
         if let (Some(j), None) = (j, &t) {
             known.push((k, no_listener(j)));
         }
@@ -516,24 +573,35 @@ pub fn run(
             lost[k] = true;
         }
     }
-    // The master's own probe, while the workers' run: their results wait in the socket buffers.
-    members[0].probe = ring_target(0, n).map(|j| match target(j) {
+    met.members[0].probe = ring_target(0, n).map(|j| match target_of(&met.members, j) {
         Some(t) => net::probe(&t, &s.key, probe_timeout),
         None => no_listener(j),
     });
     for (k, p) in known {
-        members[k].probe = Some(p);
+        met.members[k].probe = Some(p);
     }
+    lost
+}
 
-    // 3. Collect the probe results.
+/// Collect the workers' probe results until each reported or was lost, or the probe time and 3 s more have
+/// passed; a member that did not report is lost.
+fn collect_probes(
+    s: &Setup,
+    hub: &mut Hub,
+    met: &mut Met,
+    lost: &mut [bool],
+    probe_timeout: Duration,
+) {
+    let members = &mut met.members;
+    let n = members.len();
     let collect_until = Instant::now() + probe_timeout + Duration::from_secs(3);
     // Members still expected to report (a count, so that each wait is O(1) to test).
     let mut pending = (1..n)
-        .filter(|&k| !lost[k] && conn_of[k].is_some() && members[k].probe.is_none())
+        .filter(|&k| !lost[k] && met.conn_of[k].is_some() && members[k].probe.is_none())
         .count();
     while pending > 0 && Instant::now() < collect_until {
         for ev in hub.wait(None, &s.key, collect_until) {
-            match ev {
+            let gone = match ev {
                 Event::Probe(id, mut p) => {
                     let Some(k) = hub
                         .conns
@@ -555,24 +623,25 @@ pub fn run(
                         pending -= 1;
                     }
                     members[k].probe = Some(p);
+                    continue;
                 }
-                Event::Hello(id, _) | Event::Misfit(id, _, _) | Event::Gone(id, _) => {
-                    if let Some(c) = hub.take(id) {
-                        if let Some(k) = c.member {
-                            if members[k].probe.is_none() && !lost[k] {
-                                lost[k] = true;
-                                pending -= 1;
-                            }
-                        }
-                        close_after_peer(c.stream);
+                Event::Accepted(stream, _) => {
+                    close_after_peer(stream);
+                    continue;
+                }
+                Event::Hello(id, _)
+                | Event::Misfit(id, _, _)
+                | Event::Gone(id, _)
+                | Event::Challenge(id) => id,
+            };
+            if let Some(c) = hub.take(gone) {
+                if let Some(k) = c.member {
+                    if members[k].probe.is_none() && !lost[k] {
+                        lost[k] = true;
+                        pending -= 1;
                     }
                 }
-                Event::Accepted(stream, _) => close_after_peer(stream),
-                Event::Challenge(id) => {
-                    if let Some(c) = hub.take(id) {
-                        close_after_peer(c.stream);
-                    }
-                }
+                close_after_peer(c.stream);
             }
         }
     }
@@ -581,17 +650,10 @@ pub fn run(
             lost[k] = true;
         }
     }
+}
 
-    // 4. Agree and tell everyone.
-    let verdict = agree(&Meeting {
-        expected: expected as u32,
-        members,
-        lost: (0..n).filter(|&k| lost[k]).collect(),
-        waited_s: s.timeout_s,
-        misfits,
-        not_reached,
-    });
-    // Encoded once: the same bytes go to every node.
+/// Send the verdict, encoded once (the same bytes to every node), to every connection still open.
+fn deliver(s: &Setup, hub: &mut Hub, verdict: &FleetVerdict) {
     let frame = super::protocol::encode(&s.key, &Msg::Verdict(verdict.clone()));
     for id in 0..hub.conns.len() {
         let sent = match hub.conns.get_mut(id) {
@@ -606,9 +668,11 @@ pub fn run(
             }
         }
     }
-    let after_last = end_of_meeting.elapsed();
+}
 
-    // 5. The workers close first; then the master's side goes without TIME_WAIT.
+/// The workers close first (up to [`CLOSE_BOUND`]); then the master's side goes without TIME_WAIT, and a
+/// worker that did not close in time is reset only where the verdict was acknowledged.
+fn close_all(s: &Setup, hub: &mut Hub) {
     let close_until = Instant::now() + CLOSE_BOUND;
     while hub.live() > 0 && Instant::now() < close_until {
         for ev in hub.wait(None, &s.key, close_until) {
@@ -619,16 +683,11 @@ pub fn run(
             }
         }
     }
-    // Workers that did not close in time: reset only where the verdict was acknowledged.
     for id in 0..hub.conns.len() {
         if let Some(c) = hub.take(id) {
             close_when_delivered(c.stream);
         }
     }
-    Ok(MasterOutcome::Verdict(MasterEnd {
-        verdict,
-        after_last,
-    }))
 }
 
 /// Phase 1: accept, greet and admit nodes until every node of the job is present (a member whose connection
