@@ -14,8 +14,7 @@ use super::net::{recv_any, send, RecvError};
 use super::protocol::{FrameBuf, Msg};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -40,7 +39,8 @@ pub enum Found {
 
 /// A running check; [`Check::stop`] ends it.
 pub struct Check {
-    rx: Receiver<Found>,
+    /// What the checks found and the caller has not taken yet (a mutex, not a channel: smaller code).
+    found: Arc<Mutex<Vec<Found>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -48,16 +48,16 @@ pub struct Check {
 impl Check {
     /// Start checking `endpoint` for the master with job key `key` and nonce `nonce`.
     pub fn start(endpoint: SocketAddr, key: &str, nonce: u64) -> Option<Check> {
-        let (tx, rx) = channel();
+        let found = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let (flag, out) = (Arc::clone(&stop), Arc::clone(&found));
         let key = key.to_string();
         let thread = std::thread::Builder::new()
             .name("preflight-endpoint".into())
-            .spawn(move || run(endpoint, &key, nonce, &flag, &tx))
+            .spawn(move || run(endpoint, &key, nonce, &flag, &out))
             .ok()?;
         Some(Check {
-            rx,
+            found,
             stop,
             thread: Some(thread),
         })
@@ -65,7 +65,10 @@ impl Check {
 
     /// The checks finished since the last call, oldest first.
     pub fn found(&self) -> Vec<Found> {
-        self.rx.try_iter().collect()
+        self.found
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// End the check. A check still waiting on a connection is left to end on its own (within about a second;
@@ -80,7 +83,7 @@ impl Check {
     }
 }
 
-fn run(endpoint: SocketAddr, key: &str, nonce: u64, stop: &AtomicBool, tx: &Sender<Found>) {
+fn run(endpoint: SocketAddr, key: &str, nonce: u64, stop: &AtomicBool, out: &Mutex<Vec<Found>>) {
     let mut pause = FIRST;
     loop {
         let until = Instant::now() + pause;
@@ -90,8 +93,15 @@ fn run(endpoint: SocketAddr, key: &str, nonce: u64, stop: &AtomicBool, tx: &Send
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if stop.load(Ordering::Relaxed) || tx.send(once(endpoint, key, nonce)).is_err() {
+        if stop.load(Ordering::Relaxed) {
             return;
+        }
+        let f = once(endpoint, key, nonce);
+        match out.lock() {
+            // Bounded: the caller takes them every 100 ms; a check every second.
+            Ok(mut v) if v.len() < 64 => v.push(f),
+            Ok(_) => {}
+            Err(_) => return,
         }
         pause = EVERY;
     }
