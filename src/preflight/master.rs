@@ -133,7 +133,10 @@ impl Strangers {
             return None;
         }
         let parts: Vec<String> = [
-            (self.silent, "sent no hello within 1 s"),
+            (
+                self.silent,
+                "sent no hello in time (1 s; 5 s while TCP retransmitted the greeting)",
+            ),
             (self.closed, "closed before a hello"),
             (self.garbage, "spoke another protocol"),
             (self.foreign, "were another job's or version's preflight"),
@@ -900,8 +903,8 @@ fn admit(
         }
         None if roll.present() >= expected => {
             let why = format!(
-                "the job has {expected} nodes and all {expected} have met ({} is one too many: a node count \
-                 or node rank that differs between nodes?)",
+                "the job has {expected} nodes and all {expected} have met ({} is one too many: more replicas \
+                 run than the node count says?)",
                 report.name()
             );
             if let Some(Some(c)) = hub.conns.get_mut(id) {
