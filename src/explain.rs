@@ -28,6 +28,57 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// WARN lines kept per process (distinct texts; repeats are counted).
 pub const MAX_WARNINGS: usize = 100;
 
+/// Most processes a report holds, lists and analyses; the lines of more are counted, and so are the
+/// processes (distinct, up to [`MAX_COUNTED`]): whatever the log, the memory of `explain` stays bounded
+/// (issue 22: 100,000 processes took 1.1 GB with `--json`).
+pub const MAX_PROCESSES: usize = 2048;
+
+/// Most WARN texts kept over all processes (beyond them, new texts are counted, not kept).
+pub const MAX_WARNINGS_KEPT: usize = 8192;
+
+/// Longest text kept from a log (a WARN text, a host name, a setting's value), in bytes; NCCL's own lines
+/// are at most 1 KiB (`ncclDebugLog`'s buffer).
+pub const MAX_TEXT: usize = 1024;
+
+/// Most items kept per process in each of its lists and sets (settings, transports, NET/Socket
+/// interfaces, NET/IB devices, ranks); more are counted.
+pub const MAX_ITEMS: usize = 256;
+
+/// Distinct processes beyond [`MAX_PROCESSES`] counted exactly up to this many (8 bytes each); beyond,
+/// "at least".
+pub const MAX_COUNTED: usize = 1 << 20;
+
+/// What a report left out to stay bounded ([`MAX_PROCESSES`], [`MAX_WARNINGS_KEPT`], [`MAX_ITEMS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Processes not held (distinct `host:pid`, exact up to [`MAX_COUNTED`]).
+    pub processes: usize,
+    /// True when more processes than [`MAX_COUNTED`] were left out: `processes` is a lower bound.
+    pub processes_at_least: bool,
+    /// NCCL lines of the processes not held.
+    pub lines: usize,
+    /// WARN texts not kept (new texts past a process's [`MAX_WARNINGS`] or past [`MAX_WARNINGS_KEPT`]).
+    pub warnings: usize,
+    /// Items not kept in a process's lists and sets (past [`MAX_ITEMS`]).
+    pub items: usize,
+}
+
+impl LeftOut {
+    /// True when nothing was left out.
+    pub fn is_empty(&self) -> bool {
+        *self == LeftOut::default()
+    }
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary.
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
 /// An interface and its address, as NCCL logged them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -119,6 +170,8 @@ pub struct Process {
     pub warnings: Vec<Warn>,
     /// INFO lines that explain a fallback (knowledge-base entries of level INFO), by id.
     pub notes: BTreeSet<&'static str>,
+    /// Items of its lists and sets not kept (past [`MAX_ITEMS`]).
+    pub items_left_out: usize,
 }
 
 impl Process {
@@ -166,12 +219,27 @@ impl Process {
         }
     }
 
-    fn add_warning(&mut self, w: Warn) {
+    /// Count a repeat, or keep a new text while `room` (and the process's own bound) allows; true when a new
+    /// text was kept, false when it was a repeat; `None` when it was left out.
+    fn add_warning(&mut self, w: Warn, room: bool) -> Option<bool> {
         if let Some(e) = self.warnings.iter_mut().find(|e| e.text == w.text) {
             e.count += 1;
-        } else if self.warnings.len() < MAX_WARNINGS {
+            Some(false)
+        } else if room && self.warnings.len() < MAX_WARNINGS {
             self.warnings.push(w);
+            Some(true)
+        } else {
+            None
         }
+    }
+
+    /// True when one more item fits in a list or set of `len` items; else it is counted as left out.
+    fn room(&mut self, len: usize) -> bool {
+        if len < MAX_ITEMS {
+            return true;
+        }
+        self.items_left_out += 1;
+        false
     }
 }
 
@@ -231,6 +299,8 @@ pub struct Report {
     pub versions_unattributed: BTreeSet<String>,
     /// Findings, job-wide first.
     pub findings: Vec<Finding>,
+    /// What the report left out to stay bounded.
+    pub left_out: LeftOut,
     /// The comparison with this node's decision, when run on a node of the job.
     pub local: Option<LocalView>,
 }
@@ -257,6 +327,10 @@ pub struct Explainer {
     bare_versions: Vec<(usize, String, Option<String>)>,
     /// Processes per input index.
     input_procs: BTreeMap<usize, BTreeSet<usize>>,
+    /// Hashes of the processes left out, to count them ([`MAX_COUNTED`]).
+    left_out_seen: std::collections::HashSet<u64>,
+    /// WARN texts kept over all processes.
+    warnings_kept: usize,
 }
 
 impl Explainer {
@@ -297,12 +371,16 @@ impl Explainer {
             return;
         };
         self.report.inputs[ii].nccl_lines += 1;
-        let key = (l.host.to_string(), l.pid);
+        let key = (cut(l.host, MAX_TEXT), l.pid);
         let pi = match self.index.get(&key) {
             Some(i) => *i,
+            None if self.report.processes.len() >= MAX_PROCESSES => {
+                self.leave_out(&key);
+                return;
+            }
             None => {
                 self.report.processes.push(Process {
-                    host: l.host.to_string(),
+                    host: key.0.clone(),
                     pid: l.pid,
                     ..Process::default()
                 });
@@ -317,20 +395,43 @@ impl Explainer {
         p.inputs.insert(iname.clone());
         match l.level {
             Level::Warn => {
-                let text = l.message.trim().to_string();
+                let text = cut(l.message.trim(), MAX_TEXT);
                 let known = nccl_errors::lookup(&text)
                     .filter(|k| k.level == nccl_errors::Level::Warn && !k.foreign);
-                p.add_warning(Warn {
+                let w = Warn {
                     text,
-                    source: l.source.map(String::from),
+                    source: l.source.map(|s| cut(s, MAX_TEXT)),
                     input: iname,
                     line: lineno,
                     count: 1,
                     known,
-                });
+                };
+                match p.add_warning(w, self.warnings_kept < MAX_WARNINGS_KEPT) {
+                    Some(true) => self.warnings_kept += 1,
+                    Some(false) => {}
+                    None => self.report.left_out.warnings += 1,
+                }
             }
             Level::Info => info_line(p, l.message),
             Level::Trace | Level::Call => {}
+        }
+    }
+
+    /// Count a line of a process beyond [`MAX_PROCESSES`], and the process once.
+    fn leave_out(&mut self, key: &(String, u32)) {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let lo = &mut self.report.left_out;
+        lo.lines += 1;
+        // A fixed hasher: the same process hashes alike for the whole run.
+        let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        if self.left_out_seen.contains(&h) {
+            return;
+        }
+        if self.left_out_seen.len() < MAX_COUNTED {
+            self.left_out_seen.insert(h);
+            lo.processes += 1;
+        } else {
+            lo.processes_at_least = true;
         }
     }
 
@@ -345,6 +446,8 @@ impl Explainer {
             if !seen && self.bare_versions.len() < 256 {
                 self.bare_versions.push((ii, v, cuda));
             }
+            // A version line quotes no error.
+            return;
         }
         let Some(k) = nccl_errors::lookup(line) else {
             return;
@@ -393,6 +496,7 @@ impl Explainer {
             }
         }
         let mut r = self.report;
+        r.left_out.items = r.processes.iter().map(|p| p.items_left_out).sum();
         r.findings = analyse(&r);
         r
     }
@@ -408,29 +512,41 @@ fn info_line(p: &mut Process, msg: &str) {
                 spaced,
             } => {
                 p.bootstrap = Some(Endpoint {
-                    interface: ifname,
+                    interface: cut(&ifname, MAX_TEXT),
                     addr,
                 });
                 p.bootstrap_spaced = Some(spaced);
             }
-            Bootstrap::Device(d) => p.bootstrap_device = Some(d),
+            Bootstrap::Device(d) => p.bootstrap_device = Some(cut(&d, MAX_TEXT)),
         }
         return;
     }
     if let Some((v, cuda)) = nccl_log::parse_version(msg) {
-        p.nccl_version = Some(v);
-        p.cuda_version = cuda;
+        p.nccl_version = Some(cut(&v, MAX_TEXT));
+        p.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
         return;
     }
     if let Some(list) = nccl_log::parse_net_socket(msg) {
+        let n = list.len();
         p.net_socket = list
             .into_iter()
-            .map(|(interface, addr)| Endpoint { interface, addr })
+            .take(MAX_ITEMS)
+            .map(|(interface, addr)| Endpoint {
+                interface: cut(&interface, MAX_TEXT),
+                addr,
+            })
             .collect();
+        p.items_left_out += n.saturating_sub(MAX_ITEMS);
         return;
     }
     if let Some(ib) = nccl_log::parse_net_ib(msg) {
-        p.net_ib = ib.devices;
+        p.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
+        p.net_ib = ib
+            .devices
+            .iter()
+            .take(MAX_ITEMS)
+            .map(|d| cut(d, MAX_TEXT))
+            .collect();
         p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
         return;
     }
@@ -445,23 +561,23 @@ fn info_line(p: &mut Process, msg: &str) {
     // to comm"; 2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal network
     // plugin."; 2.27.7 "Successfully loaded external plugin %s").
     if let Some(n) = msg.strip_prefix("Using network ") {
-        p.network = Some(n.trim().to_string());
+        p.network = Some(cut(n.trim(), MAX_TEXT));
         return;
     }
     if let Some(n) = msg
         .strip_prefix("Assigned NET plugin ")
         .and_then(|r| r.strip_suffix(" to comm"))
     {
-        p.network = Some(n.trim().to_string());
+        p.network = Some(cut(n.trim(), MAX_TEXT));
         return;
     }
     if let Some(rest) = msg.strip_prefix("NET/Plugin: Loaded net plugin ") {
         let name = rest.rsplit_once(" (v").map(|(n, _)| n).unwrap_or(rest);
-        p.plugin = Some(name.trim().to_string());
+        p.plugin = Some(cut(name.trim(), MAX_TEXT));
         return;
     }
     if let Some(rest) = msg.strip_prefix("Successfully loaded external plugin ") {
-        p.plugin = Some(rest.trim().to_string());
+        p.plugin = Some(cut(rest.trim(), MAX_TEXT));
         return;
     }
     if msg.starts_with("NET/Plugin: Using internal net")
@@ -482,8 +598,8 @@ fn info_line(p: &mut Process, msg: &str) {
                 [a] => a.to_string(),
                 [] => String::new(),
             };
-            if !t.is_empty() {
-                p.transports.insert(t);
+            if !t.is_empty() && !p.transports.contains(&t) && p.room(p.transports.len()) {
+                p.transports.insert(cut(&t, MAX_TEXT));
             }
         }
         return;
@@ -500,7 +616,9 @@ fn info_line(p: &mut Process, msg: &str) {
                 .and_then(|v| v.parse().ok())
         };
         if let Some(r) = after("rank") {
-            p.ranks.insert(r);
+            if p.ranks.contains(&r) || p.room(p.ranks.len()) {
+                p.ranks.insert(r);
+            }
         }
         if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
             p.nranks = Some(n);
@@ -539,7 +657,9 @@ fn info_line(p: &mut Process, msg: &str) {
                 Some(n) if n.parse::<i64>().is_ok() => n,
                 _ => v,
             };
-            p.env.insert(name.to_string(), v.to_string());
+            if p.env.contains_key(name) || p.room(p.env.len()) {
+                p.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
+            }
         }
     }
 }
@@ -1250,11 +1370,49 @@ pub fn render_json(r: &Report) -> Value {
         "processes": processes,
         "quoted_errors": r.quoted.iter().map(warn_json).collect::<Vec<_>>(),
         "versions_unattributed": r.versions_unattributed,
+        "left_out": {
+            "processes": r.left_out.processes,
+            "processes_at_least": r.left_out.processes_at_least,
+            "lines": r.left_out.lines,
+            "warnings": r.left_out.warnings,
+            "items": r.left_out.items,
+        },
         "findings": findings,
         "local": local,
         "verdict": if code == 0 { "nothing wrong found" } else { "something is wrong" },
         "exit": code,
     })
+}
+
+/// What a report left out to stay bounded, in one line, or `None` when nothing was.
+pub fn left_out_text(l: &LeftOut) -> Option<String> {
+    if l.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if l.processes > 0 {
+        parts.push(format!(
+            "{}{} more process(es) ({} NCCL line(s)) beyond the first {MAX_PROCESSES}, counted, not listed or \
+             compared",
+            if l.processes_at_least { "at least " } else { "" },
+            l.processes,
+            l.lines
+        ));
+    }
+    if l.warnings > 0 {
+        parts.push(format!(
+            "{} more distinct WARN text(s) (at most {MAX_WARNINGS} per process, {MAX_WARNINGS_KEPT} in all)",
+            l.warnings
+        ));
+    }
+    if l.items > 0 {
+        parts.push(format!(
+            "{} more setting(s), transport(s), interface(s), device(s) or rank(s) (at most {MAX_ITEMS} of each \
+             per process)",
+            l.items
+        ));
+    }
+    Some(format!("left out to stay bounded: {}", parts.join("; ")))
 }
 
 /// The report as text for a terminal or an issue.
@@ -1274,6 +1432,9 @@ pub fn render_text(r: &Report) -> String {
     );
     for i in r.inputs.iter().filter(|i| i.error.is_some()) {
         let _ = writeln!(o, "  {}: {}", i.name, i.error.as_deref().unwrap_or(""));
+    }
+    if let Some(line) = left_out_text(&r.left_out) {
+        let _ = writeln!(o, "  {line}");
     }
     for p in &r.processes {
         let _ = writeln!(o);
@@ -1427,6 +1588,43 @@ pub fn render_text(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 22, item 8: what a hostile log makes a process keep is bounded and counted.
+    #[test]
+    fn what_a_process_keeps_is_bounded_and_counted() {
+        let mut ex = Explainer::new();
+        for i in 0..MAX_ITEMS + 10 {
+            ex.feed(&format!(
+                "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via T{i}/x"
+            ));
+            ex.feed(&format!(
+                "h:1:1 [0] NCCL INFO NCCL_X{i} set by environment to {}",
+                "v".repeat(5000)
+            ));
+        }
+        for i in 0..MAX_WARNINGS + 5 {
+            ex.feed(&format!(
+                "h:1:1 [0] a.cc:1 NCCL WARN w{i} {}",
+                "x".repeat(5000)
+            ));
+        }
+        ex.feed("h:1:1 [0] a.cc:1 NCCL WARN w0 again");
+        let r = ex.finish();
+        let p = &r.processes[0];
+        assert_eq!(p.transports.len(), MAX_ITEMS);
+        assert_eq!(p.env.len(), MAX_ITEMS);
+        assert!(p.env.values().all(|v| v.len() <= MAX_TEXT));
+        assert_eq!(p.warnings.len(), MAX_WARNINGS);
+        assert!(p.warnings.iter().all(|w| w.text.len() <= MAX_TEXT));
+        assert_eq!(r.left_out.items, 20);
+        assert_eq!(r.left_out.warnings, 6);
+        let t = left_out_text(&r.left_out).expect("said");
+        assert!(
+            t.contains("6 more distinct WARN") && t.contains("20 more setting"),
+            "{t}"
+        );
+        assert_eq!(left_out_text(&LeftOut::default()), None);
+    }
 
     fn report(inputs: &[(&str, &str)]) -> Report {
         let mut ex = Explainer::new();

@@ -272,6 +272,15 @@ findings! {
     /// Fewer nodes met than the job has.
     PreflightAbsent = "preflight-absent", Warn, true,
         "fewer nodes met than the job has (the command runs)";
+    /// Nodes of one master endpoint say different node counts.
+    PreflightNnodesDiffers = "preflight-nnodes-differs", Warn, true,
+        "nodes of one master endpoint say different node counts (`--nnodes`): each named with its count; they cannot meet";
+    /// Two nodes say one node rank, or a rank is missing or out of range.
+    PreflightNodeRanks = "preflight-node-ranks", Warn, true,
+        "two nodes say one node rank, or a rank is missing or out of range: the ranks and the nodes named";
+    /// A master on the wildcard address met nobody, and the master endpoint never led to it.
+    PreflightMasterUnreachable = "preflight-master-unreachable", Warn, true,
+        "this node listens as the master (node rank 0) but the master endpoint does not lead to it, and nobody came";
     /// This node got no verdict from the master.
     PreflightNoMaster = "preflight-no-master", Warn, true,
         "this node got no verdict from the master (the command runs)";

@@ -34,6 +34,18 @@ pub struct Member {
     pub probe: Option<ProbeReport>,
 }
 
+/// A node of this job's master endpoint that says the job has another node count (`--nnodes`): it cannot
+/// meet the others, but it is named and gets the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Misfit {
+    /// What the node said about itself.
+    pub report: NodeReport,
+    /// The source address of its connection to the master port.
+    pub seen_from: IpAddr,
+    /// The node count it says.
+    pub nnodes: u32,
+}
+
 /// Everything the master knows when the meeting is over.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meeting {
@@ -46,6 +58,11 @@ pub struct Meeting {
     pub lost: Vec<usize>,
     /// How long the master waited for the nodes, in seconds (for messages).
     pub waited_s: u64,
+    /// Nodes of this master endpoint that say another node count, in order of arrival.
+    pub misfits: Vec<Misfit>,
+    /// When nobody came and the master's own connections to the master endpoint never reached it: that, in
+    /// words (`node … listens as the master (…), but its own connection … did not reach it (…)`).
+    pub not_reached: Option<String>,
 }
 
 /// The ring successor of node `i` among `n` nodes: node `i` probes `(i + 1) % n`, so every node opens one
@@ -87,6 +104,84 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     let present = m.members.len().saturating_sub(m.lost.len()) as u32;
 
     // Certain failures: each a finding, the first also the refusal.
+    let certain = cap_per_code(certain_failures(m, &names));
+    for (code, message, remedy) in &certain {
+        plan.finding(*code, message.clone(), remedy.clone());
+    }
+    if let Some((code, message, remedy)) = certain.first() {
+        plan.refuse(
+            code.code(),
+            format!("preflight [{code}]: {message}"),
+            remedy.clone(),
+        );
+    }
+
+    let disputed = shape_findings(&mut plan, m, &names, present);
+    absence(&mut plan, m, &names, present);
+    ib_repair(&mut plan, &mut repairs, m, &names);
+    risky(&mut plan, m, &names);
+
+    // Strict: any node strict makes the fleet strict, so every node gets the same verdict.
+    let strict =
+        m.members.iter().any(|x| x.report.strict) || m.misfits.iter().any(|x| x.report.strict);
+    if strict {
+        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+            plan.refuse(
+                &w.code,
+                format!(
+                    "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
+                    w.code, w.message
+                ),
+                w.remedy,
+            );
+        }
+    }
+    // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
+    // Not while the nodes disagree about the job's shape: they do not "agree".
+    if plan.verdict == Verdict::Proceed && present >= m.expected && !disputed {
+        let probes = m
+            .members
+            .iter()
+            .filter(|x| {
+                x.probe
+                    .as_ref()
+                    .is_some_and(|p| p.outcome == Outcome::Connected)
+            })
+            .count();
+        plan.finding(
+            Finding::PreflightPassed,
+            format!(
+                "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
+                m.expected
+            ),
+            "nothing to do",
+        );
+    }
+    FleetVerdict {
+        present,
+        expected: m.expected,
+        refuse: match plan.verdict {
+            Verdict::Refuse {
+                reason,
+                remedy,
+                code,
+            } => Some(Warning {
+                code,
+                severity: Severity::Warn,
+                message: reason,
+                remedy,
+                strict_refuses: false,
+            }),
+            Verdict::Proceed => None,
+        },
+        repairs,
+        findings: plan.warnings,
+    }
+}
+
+/// The certain failures, each a finding (code, message, remedy): a node refusing on its own, one address
+/// on two nodes, two families, two NCCL versions, a probe that failed.
+fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, String)> {
     let mut certain: Vec<(Finding, String, String)> = Vec::new();
     for (i, x) in m.members.iter().enumerate() {
         if let Some(r) = &x.report.refused {
@@ -160,30 +255,79 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             remedy.to_string(),
         ));
     }
-    let certain = cap_per_code(certain);
-    for (code, message, remedy) in &certain {
-        plan.finding(*code, message.clone(), remedy.clone());
+    certain
+}
+
+/// The nodes disagree about the job: another node count (`preflight-nnodes-differs`), node ranks that
+/// conflict (`preflight-node-ranks`), a master the endpoint does not lead to (`preflight-master-unreachable`).
+/// True when the shape is in dispute (then the fleet did not "agree").
+fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) -> bool {
+    // Disagreement about the job: named, strict refuses.
+    if !m.misfits.is_empty() {
+        plan.finding(
+            Finding::PreflightNnodesDiffers,
+            format!(
+                "{}: the nodes of the master endpoint disagree about the job's node count (--nnodes); they cannot \
+                 all meet, and the launcher's rendezvous waits for nodes that never come",
+                nnodes_text(m, names)
+            ),
+            "give every node the same node count (the launcher's --nnodes, PET_NNODES, NCCLENV_NNODES) in the \
+             job spec",
+        );
     }
-    if let Some((code, message, remedy)) = certain.first() {
-        plan.refuse(
-            code.code(),
-            format!("preflight [{code}]: {message}"),
-            remedy.clone(),
+    let ranks = rank_conflicts(m, names, present);
+    let disputed = !m.misfits.is_empty() || ranks.is_some();
+    if let Some(text) = ranks {
+        plan.finding(
+            Finding::PreflightNodeRanks,
+            format!("the nodes' ranks conflict: {text}; torchrun's static rendezvous cannot start such a job"),
+            "give each node its own node rank from 0 to the node count - 1 (--node-rank, PET_NODE_RANK, \
+             NODE_RANK; a copy-pasted replica spec?)",
         );
     }
 
-    // Absence: fail open, strict refuses.
-    if present < m.expected {
+    if let Some(text) = &m.not_reached {
+        plan.finding(
+            Finding::PreflightMasterUnreachable,
+            format!(
+                "{text}, and no node came: the master endpoint leads elsewhere or nowhere (another node that says \
+                 node rank 0, a Service without this node as its endpoint, or a network that does not let a pod \
+                 reach itself through its Service)"
+            ),
+            "make the master address lead to the node of rank 0 (the Service's selector, the node ranks), or \
+             name the master by this node's own address",
+        );
+    }
+
+    disputed
+}
+
+/// Absence: fail open, strict refuses.
+fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
+    // Absence: fail open, strict refuses. Nodes that say another count are not missing: the node count is
+    // in dispute once they reach the smallest count any node says.
+    let least = m
+        .misfits
+        .iter()
+        .map(|x| x.nnodes)
+        .fold(m.expected, u32::min);
+    let misfits = m.misfits.len() as u32;
+    if present + misfits < least {
         let lost: Vec<String> = m
             .lost
             .iter()
             .filter_map(|&i| names.get(i).cloned())
             .collect();
-        let lost_text = if lost.is_empty() {
+        let mut lost_text = if lost.is_empty() {
             String::new()
         } else {
             format!("; lost after arriving: {}", list(&lost))
         };
+        if misfits > 0 {
+            lost_text.push_str(&format!(
+                "; {misfits} more came that say another node count"
+            ));
+        }
         plan.finding(
             Finding::PreflightAbsent,
             format!(
@@ -191,13 +335,17 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
                  but NCCL waits for every rank",
                 m.expected,
                 m.waited_s,
-                m.expected - present
+                m.expected.saturating_sub(present + misfits)
             ),
             "look at the missing nodes (scheduled? started? can they reach the master port?); \
              NCCLENV_STRICT=1 refuses instead",
         );
     }
+}
 
+/// IB disabled on some nodes: disabled on all (a repair every node applies).
+fn ib_repair(plan: &mut Plan, repairs: &mut Vec<Repair>, m: &Meeting, names: &[String]) {
+    let n = m.members.len();
     // Repair: IB disabled on some nodes → on all.
     let ib_off: Vec<usize> = (0..n)
         .filter(|&i| ib_disabled(&m.members[i].report))
@@ -236,7 +384,11 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             reason,
         });
     }
+}
 
+/// Risky differences: NAT that a neighbour got through, MTUs, `NCCL_*` values, ncclenv versions.
+fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
+    let n = m.members.len();
     // Risky differences. A node behind NAT whose ring neighbour reached it anyway (a routed bridge that also
     // masquerades): the predecessor's probe is the proof.
     let natted: Vec<String> = (0..n)
@@ -310,61 +462,101 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             "use one ncclenv version in every node's image",
         );
     }
+}
 
-    // Strict: any node strict makes the fleet strict, so every node gets the same verdict.
-    let strict = m.members.iter().any(|x| x.report.strict);
-    if strict {
-        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
-            plan.refuse(
-                &w.code,
-                format!(
-                    "preflight [{}]: NCCLENV_STRICT=1 (on at least one node) refuses: {}",
-                    w.code, w.message
-                ),
-                w.remedy,
-            );
+/// `node c (10.0.0.3) says 4 nodes, the others 3 (a (10.0.0.1), b (10.0.0.2))`: the nodes present grouped by
+/// the node count they say (the members say the master's), the largest group (on a tie, the master's) as
+/// "the others".
+fn nnodes_text(m: &Meeting, names: &[String]) -> String {
+    let lost = lost_flags(m);
+    let mut g: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for (i, n) in names.iter().enumerate() {
+        if !lost[i] {
+            g.entry(m.expected).or_default().push(n.clone());
         }
     }
-    // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
-    if plan.verdict == Verdict::Proceed && present >= m.expected {
-        let probes = m
-            .members
-            .iter()
-            .filter(|x| {
-                x.probe
-                    .as_ref()
-                    .is_some_and(|p| p.outcome == Outcome::Connected)
-            })
-            .count();
-        plan.finding(
-            Finding::PreflightPassed,
+    for x in &m.misfits {
+        g.entry(x.nnodes).or_default().push(x.report.name());
+    }
+    let major = g
+        .iter()
+        .max_by_key(|(n, v)| (v.len(), **n == m.expected))
+        .map_or(m.expected, |(n, _)| *n);
+    let others: Vec<String> = g
+        .iter()
+        .filter(|(n, _)| **n != major)
+        .map(|(n, v)| {
+            let (noun, verb) = if v.len() == 1 {
+                ("node", "says")
+            } else {
+                ("nodes", "say")
+            };
+            format!("{noun} {} {verb} {n} nodes", list(v))
+        })
+        .collect();
+    let rest = g.get(&major).map(|v| list(v)).unwrap_or_default();
+    format!("{}, the others {major} ({rest})", others.join("; "))
+}
+
+/// The node ranks of the members present that conflict, in words: a rank two nodes say (with the nodes), a
+/// rank out of range, and, when every node of the job is present and says its rank, the ranks nobody says;
+/// `None` when they agree (or no node says a rank).
+fn rank_conflicts(m: &Meeting, names: &[String], present: u32) -> Option<String> {
+    let lost = lost_flags(m);
+    let mut by: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut unknown = 0;
+    for (i, x) in m.members.iter().enumerate() {
+        if lost[i] {
+            continue;
+        }
+        match x.report.node_rank {
+            Some(r) => by.entry(r).or_default().push(names[i].clone()),
+            None => unknown += 1,
+        }
+    }
+    let twice: Vec<String> = by
+        .iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(r, v)| format!("node rank {r} is said by {}", list(v)))
+        .collect();
+    let outside: Vec<String> = by
+        .range(m.expected..)
+        .map(|(r, v)| {
             format!(
-                "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
+                "node rank {r} of {} is out of range for {} nodes",
+                list(v),
                 m.expected
-            ),
-            "nothing to do",
-        );
+            )
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (all, what) in [(twice, "ranks said twice"), (outside, "ranks out of range")] {
+        parts.extend(all.iter().take(MAX_LISTED).cloned());
+        if all.len() > MAX_LISTED {
+            parts.push(format!("{} more {what}", all.len() - MAX_LISTED));
+        }
     }
-    FleetVerdict {
-        present,
-        expected: m.expected,
-        refuse: match plan.verdict {
-            Verdict::Refuse {
-                reason,
-                remedy,
-                code,
-            } => Some(Warning {
-                code,
-                severity: Severity::Warn,
-                message: reason,
-                remedy,
-                strict_refuses: false,
-            }),
-            Verdict::Proceed => None,
-        },
-        repairs,
-        findings: plan.warnings,
+    if unknown == 0 && present >= m.expected {
+        let missing: Vec<String> = (0..m.expected)
+            .filter(|r| !by.contains_key(r))
+            .map(|r| r.to_string())
+            .collect();
+        if !missing.is_empty() {
+            parts.push(format!("no node says node rank {}", list(&missing)));
+        }
     }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// For each member, whether it was lost after arriving.
+fn lost_flags(m: &Meeting) -> Vec<bool> {
+    let mut lost = vec![false; m.members.len()];
+    for &i in &m.lost {
+        if let Some(f) = lost.get_mut(i) {
+            *f = true;
+        }
+    }
+    lost
 }
 
 /// At most [`MAX_LISTED`] findings per code, then one that counts the rest, so that a verdict for 10,000
@@ -644,6 +836,8 @@ mod tests {
             members: (1..=n).map(node).collect(),
             lost: vec![],
             waited_s: 60,
+            misfits: vec![],
+            not_reached: None,
         }
     }
 
@@ -835,6 +1029,133 @@ mod tests {
         assert!(!codes(&agree(&fleet(3))).contains(&"preflight-absent"));
     }
 
+    /// Issue 22 item 3: a node of this master endpoint that says 4 nodes in a 3-node job is named with its
+    /// count; the meeting of the others is complete (nobody is "missing"), it did not pass, and strict refuses.
+    #[test]
+    fn a_node_with_another_node_count_is_named_and_strict_refuses() {
+        let mut m = fleet(2);
+        m.expected = 3;
+        let x = node(3);
+        m.misfits.push(Misfit {
+            report: x.report,
+            seen_from: "10.0.0.3".parse().expect("ip"),
+            nnodes: 4,
+        });
+        let v = agree(&m);
+        assert_eq!(v.refuse, None);
+        assert_eq!(codes(&v), vec!["preflight-nnodes-differs"], "{v:?}");
+        let w = &v.findings[0];
+        assert!(
+            w.message.starts_with(
+                "node n3 (10.0.0.3) says 4 nodes, the others 3 (n1 (10.0.0.1), n2 (10.0.0.2))"
+            ),
+            "{}",
+            w.message
+        );
+        assert!(w.strict_refuses);
+        m.misfits[0].report.strict = true;
+        let r = refused(&agree(&m)).expect("strict").to_string();
+        assert!(
+            r.contains("[preflight-nnodes-differs]") && r.contains("n3 (10.0.0.3) says 4"),
+            "{r}"
+        );
+        // The master alone says another count than the two others: it is the one named.
+        let mut m = fleet(1);
+        m.expected = 4;
+        for i in [2, 3] {
+            m.misfits.push(Misfit {
+                report: node(i).report,
+                seen_from: format!("10.0.0.{i}").parse().expect("ip"),
+                nnodes: 3,
+            });
+        }
+        let v = agree(&m);
+        assert!(!codes(&v).contains(&"preflight-absent"), "{v:?}");
+        let w = v
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-nnodes-differs")
+            .expect("named");
+        assert!(
+            w.message.starts_with(
+                "node n1 (10.0.0.1) says 4 nodes, the others 3 (n2 (10.0.0.2), n3 (10.0.0.3))"
+            ),
+            "{}",
+            w.message
+        );
+        // Short of the smallest count: the rest are missing, and the misfit is not one of them.
+        let mut m = fleet(1);
+        m.expected = 3;
+        m.misfits.push(Misfit {
+            report: node(2).report,
+            seen_from: "10.0.0.2".parse().expect("ip"),
+            nnodes: 4,
+        });
+        let w = agree(&m);
+        let w = w
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-absent")
+            .expect("absent");
+        assert!(
+            w.message.contains("1 of 3 nodes met")
+                && w.message
+                    .contains("(1 missing; 1 more came that say another node count)"),
+            "{}",
+            w.message
+        );
+    }
+
+    /// Issue 22 item 3: two nodes say node rank 1 and none says 2 (a copy-pasted replica spec).
+    #[test]
+    fn duplicate_and_missing_node_ranks_are_named() {
+        let mut m = fleet(3);
+        m.members[2].report.node_rank = Some(1);
+        let v = agree(&m);
+        assert_eq!(v.refuse, None);
+        assert!(!codes(&v).contains(&"preflight-passed"), "{v:?}");
+        let w = v
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-node-ranks")
+            .expect("ranks");
+        assert!(
+            w.message.contains(
+                "node rank 1 is said by n2 (10.0.0.2), n3 (10.0.0.3); no node says node rank 2"
+            ),
+            "{}",
+            w.message
+        );
+        m.members[0].report.strict = true;
+        assert!(refused(&agree(&m))
+            .expect("strict")
+            .contains("[preflight-node-ranks]"));
+        // Out of range; and ranks of absent nodes are not called missing.
+        let mut m = fleet(2);
+        m.expected = 3;
+        m.members[1].report.node_rank = Some(7);
+        let w = agree(&m);
+        let w = w
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-node-ranks")
+            .expect("ranks");
+        assert!(
+            w.message
+                .contains("node rank 7 of n2 (10.0.0.2) is out of range for 3 nodes"),
+            "{}",
+            w.message
+        );
+        assert!(!w.message.contains("no node says"), "{}", w.message);
+        // No rank known, or ranks that agree: nothing.
+        let mut m = fleet(3);
+        for x in &mut m.members {
+            x.report.node_rank = None;
+        }
+        assert!(!codes(&agree(&m)).contains(&"preflight-node-ranks"));
+        assert!(!codes(&agree(&fleet(3))).contains(&"preflight-node-ranks"));
+    }
+
     #[test]
     fn ib_disabled_on_one_node_is_repaired_on_all() {
         let mut m = fleet(3);
@@ -999,6 +1320,8 @@ mod tests {
             members: (1..=200).map(|i| node((i % 250) as u8 + 1)).collect(),
             lost: vec![],
             waited_s: 1,
+            misfits: vec![],
+            not_reached: None,
         };
         for x in &mut m.members {
             x.report.addr = "10.9.9.9".parse().expect("ip");
@@ -1012,6 +1335,8 @@ mod tests {
             members: (0..10_000u32).map(|i| node((i % 250) as u8 + 1)).collect(),
             lost: vec![],
             waited_s: 1,
+            misfits: vec![],
+            not_reached: None,
         };
         for x in &mut m.members {
             x.probe = Some(ProbeReport {

@@ -7,7 +7,7 @@
 //! `SO_LINGER` 0 ([`super::net::close_after_peer`]): when the command starts, nothing of the preflight
 //! holds the master port.
 
-use super::agree::{agree, ring_target, Meeting, Member};
+use super::agree::{agree, ring_target, Meeting, Member, Misfit};
 use super::net::{self, close_after_peer, drain, send, send_frame, slice_ms};
 use super::protocol::{DecodeError, FleetVerdict, FrameBuf, Msg, NodeReport, ProbeReport, Target};
 use super::Setup;
@@ -31,6 +31,16 @@ const WRITE_BOUND: Duration = Duration::from_secs(2);
 /// How long the master waits, after sending the verdict, for the workers to close first.
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
 
+/// How the master's side ended.
+#[derive(Debug)]
+pub enum MasterOutcome {
+    /// The meeting was held: its verdict.
+    Verdict(MasterEnd),
+    /// The master endpoint leads to another node's preflight master: this node is not the master and joins
+    /// that meeting as a worker (why, in words).
+    Yield(String),
+}
+
 /// What the master ends with.
 #[derive(Debug)]
 pub struct MasterEnd {
@@ -51,12 +61,15 @@ struct Conn {
     since: Instant,
     /// Told it is not admitted ([`Msg::NotAdmitted`]): it is waited for to close, nothing more.
     leaving: bool,
+    /// A node of this job's master endpoint that says another node count: held for the verdict, not in the
+    /// ring.
+    misfit: bool,
 }
 
 impl Conn {
-    /// Neither a member nor leaving: a connection that has not said who it is.
+    /// Neither a member, a misfit nor leaving: a connection that has not said who it is.
     fn pending(&self) -> bool {
-        self.member.is_none() && !self.leaving
+        self.member.is_none() && !self.leaving && !self.misfit
     }
 }
 
@@ -75,7 +88,12 @@ enum Why {
 enum Event {
     Accepted(TcpStream, IpAddr),
     Hello(usize, Box<NodeReport>),
+    /// A hello from a node of this master endpoint that says the job has another node count.
+    Misfit(usize, Box<NodeReport>, u32),
     Probe(usize, ProbeReport),
+    /// A challenge (`Probe`) on the master port: a master's check of where the master endpoint leads
+    /// ([`super::endpoint`]); answered with this master's nonce.
+    Challenge(usize),
     Gone(usize, Why),
 }
 
@@ -115,7 +133,10 @@ impl Strangers {
             return None;
         }
         let parts: Vec<String> = [
-            (self.silent, "sent no hello within 1 s"),
+            (
+                self.silent,
+                "sent no hello in time (1 s; 5 s while TCP retransmitted the greeting)",
+            ),
             (self.closed, "closed before a hello"),
             (self.garbage, "spoke another protocol"),
             (self.foreign, "were another job's or version's preflight"),
@@ -161,6 +182,7 @@ impl Hub {
             member: None,
             since: Instant::now(),
             leaving: false,
+            misfit: false,
         });
         if id == self.conns.len() {
             self.conns.push(c);
@@ -253,9 +275,11 @@ impl Hub {
             let eof = drain(&mut c.stream, &mut c.buf);
             loop {
                 match c.buf.next_frame() {
-                    Ok(Some(body)) => match super::protocol::decode(&body, key) {
-                        Ok(Msg::Hello(r)) => out.push(Event::Hello(id, Box::new(r))),
-                        Ok(Msg::ProbeResult(p)) => out.push(Event::Probe(id, p)),
+                    Ok(Some(body)) => match super::protocol::decode_any(&body, key) {
+                        Ok((Msg::Hello(r), None)) => out.push(Event::Hello(id, Box::new(r))),
+                        Ok((Msg::Hello(r), Some(n))) => out.push(Event::Misfit(id, Box::new(r), n)),
+                        Ok((Msg::ProbeResult(p), None)) => out.push(Event::Probe(id, p)),
+                        Ok((Msg::Probe(_), _)) => out.push(Event::Challenge(id)),
                         Ok(_) | Err(DecodeError::NotPreflight) => {
                             out.push(Event::Gone(id, Why::Garbage));
                             break;
@@ -291,12 +315,30 @@ struct Roll {
     ids: Vec<(String, IpAddr, Option<u32>, Option<IpAddr>)>,
     last_arrival: Instant,
     strangers: Strangers,
+    /// Nodes of this master endpoint that say another node count, with their connection.
+    misfits: Vec<(Misfit, usize)>,
+    /// What the checks of the master endpoint found ([`super::endpoint`]; only a master on the wildcard
+    /// address checks): reached here at least once, and the last failure.
+    reached_here: bool,
+    nowhere: Option<String>,
 }
 
 impl Roll {
     /// Members that count: the master and those whose connection is open.
     fn present(&self) -> usize {
         1 + self.conn_of.iter().skip(1).filter(|c| c.is_some()).count()
+    }
+
+    /// The meeting is complete: every node of the job is present, or, when some nodes say another node
+    /// count, the nodes present and those reach the smallest count any of them says (nobody else is
+    /// awaited by all).
+    fn complete(&self, expected: usize) -> bool {
+        let least = self
+            .misfits
+            .iter()
+            .map(|(m, _)| m.nnodes as usize)
+            .fold(expected, usize::min);
+        self.present() + self.misfits.len() >= least
     }
 }
 
@@ -309,22 +351,11 @@ pub fn run(
     me: NodeReport,
     deadline: Instant,
     probe_timeout: Duration,
-) -> Result<MasterEnd, String> {
+) -> Result<MasterOutcome, String> {
     let started = Instant::now();
     let expected = s.nnodes as usize;
     let _nofile = NofileRaise::to(expected + MAX_PENDING + 64);
-    let failed =
-        |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
-    let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
-    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| failed(&e))?;
-    epoll
-        .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
-        .map_err(|e| failed(&e))?;
-    let mut hub = Hub {
-        epoll,
-        conns: Vec::new(),
-        free: Vec::new(),
-    };
+    let (listener, mut hub) = open(s)?;
     super::log(format!(
         "preflight: node 1/{expected} {} {} ({}) NCCL {} [master, listening on {} for {} more node(s), up to {} s]",
         me.hostname,
@@ -346,25 +377,106 @@ pub fn run(
         ids: vec![(id.0, id.1, id.2, None)],
         last_arrival: started,
         strangers: Strangers::default(),
+        misfits: Vec::new(),
+        reached_here: false,
+        nowhere: None,
     };
 
-    // 1. Meet.
-    meet(s, &mut hub, &listener, &mut roll, started, deadline);
+    // 1. Meet; a master on the wildcard address checks where the master endpoint leads.
+    let check = s
+        .listen
+        .ip()
+        .is_unspecified()
+        .then(|| super::endpoint::Check::start(s.master, &s.key, roll.members[0].report.nonce))
+        .flatten();
+    let other = meet(
+        s,
+        &mut hub,
+        &listener,
+        &mut roll,
+        started,
+        deadline,
+        check.as_ref(),
+    );
+    if let Some(c) = check {
+        c.stop();
+    }
     // The master port is free from here on: nothing more is accepted.
     drop(listener);
-    let arrived_all = roll.present() >= expected;
-    let end_of_meeting = if arrived_all {
+    if let Some(why) = other {
+        for id in 0..hub.conns.len() {
+            if let Some(c) = hub.take(id) {
+                close_after_peer(c.stream);
+            }
+        }
+        return Ok(MasterOutcome::Yield(why));
+    }
+    let end_of_meeting = if roll.complete(expected) {
         roll.last_arrival
     } else {
         Instant::now()
     };
-    // Connections that never said who they are leave now; those told they are not admitted keep their
-    // message (closed after it is acknowledged).
+    close_strangers(&mut hub, &mut roll);
+    let mut met = settle(s, &mut hub, roll);
+
+    // 2. The ring: each node probes its successor; 3. collect the probe results.
+    let mut lost = assign_ring(s, &mut hub, &mut met, probe_timeout);
+    collect_probes(s, &mut hub, &mut met, &mut lost, probe_timeout);
+    let n = met.members.len();
+
+    // 4. Agree and tell everyone; 5. close.
+    let verdict = agree(&Meeting {
+        expected: expected as u32,
+        members: met.members,
+        lost: (0..n).filter(|&k| lost[k]).collect(),
+        waited_s: s.timeout_s,
+        misfits: met.misfits,
+        not_reached: met.not_reached,
+    });
+    deliver(s, &mut hub, &verdict);
+    let after_last = end_of_meeting.elapsed();
+    close_all(s, &mut hub);
+    Ok(MasterOutcome::Verdict(MasterEnd {
+        verdict,
+        after_last,
+    }))
+}
+
+/// Listen on the master port and make the epoll set with the listener in it; `Err` with the reason.
+fn open(s: &Setup) -> Result<(TcpListener, Hub), String> {
+    let failed =
+        |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
+    let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| failed(&e))?;
+    epoll
+        .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
+        .map_err(|e| failed(&e))?;
+    let hub = Hub {
+        epoll,
+        conns: Vec::new(),
+        free: Vec::new(),
+    };
+    Ok((listener, hub))
+}
+
+/// The meeting's nodes once it is over: the members still present (the master first), the connection of
+/// each, the nodes that say another node count, and, when nobody came and the master endpoint never led
+/// here, that in words.
+struct Met {
+    members: Vec<Member>,
+    conn_of: Vec<Option<usize>>,
+    misfits: Vec<Misfit>,
+    not_reached: Option<String>,
+}
+
+/// Connections that never said who they are leave now (counted as strangers, in one line); those told they
+/// are not admitted keep their message (closed after it is acknowledged).
+fn close_strangers(hub: &mut Hub, roll: &mut Roll) {
     for id in 0..hub.conns.len() {
         let Some(c) = hub.conns[id].as_ref() else {
             continue;
         };
-        if c.member.is_some() {
+        if c.member.is_some() || c.misfit {
             continue;
         }
         let pending = c.pending();
@@ -378,49 +490,78 @@ pub fn run(
     if let Some(line) = roll.strangers.line() {
         super::log(line);
     }
-    // Nodes that left before the ring was drawn are not in it.
-    let mut kept = Vec::new();
-    let mut kept_conns = Vec::new();
+}
+
+/// The nodes that stay for the ring: members that left before it was drawn are not in it; each
+/// connection learns its member's new index.
+fn settle(s: &Setup, hub: &mut Hub, roll: Roll) -> Met {
+    let mut members = Vec::new();
+    let mut conn_of = Vec::new();
     for (k, m) in roll.members.into_iter().enumerate() {
         if k == 0 || roll.conn_of[k].is_some() {
-            kept.push(m);
-            kept_conns.push(roll.conn_of[k]);
+            members.push(m);
+            conn_of.push(roll.conn_of[k]);
         }
     }
-    let mut members = kept;
-    let conn_of = kept_conns;
+    let misfits: Vec<Misfit> = roll.misfits.into_iter().map(|(m, _)| m).collect();
+    // Nobody came, and the master endpoint never led here: say so (the others cannot reach it either).
+    let not_reached = roll
+        .nowhere
+        .filter(|_| !roll.reached_here && members.len() == 1 && misfits.is_empty())
+        .map(|why| {
+            format!(
+                "node {} listens as the master ({}), but its own connection to the master endpoint {} did not \
+                 reach it ({why})",
+                members[0].report.name(),
+                s.role_reason,
+                s.master
+            )
+        });
     for (k, id) in conn_of.iter().enumerate() {
         if let Some(Some(c)) = id.and_then(|id| hub.conns.get_mut(id)) {
             c.member = Some(k);
         }
     }
+    Met {
+        members,
+        conn_of,
+        misfits,
+        not_reached,
+    }
+}
 
-    // 2. The ring: each node probes its successor.
-    let n = members.len();
-    let target = |j: usize| {
-        let r = &members[j].report;
-        r.probe_port.map(|port| Target {
-            index: j as u32,
-            name: r.name(),
-            addr: r.addr,
-            port,
-            nonce: r.nonce,
-        })
-    };
-    // A target that cannot listen needs no connection: its outcome is known.
-    let no_listener = |j: usize| ProbeReport {
+/// Member `j` as a probe target, or `None` when it could not listen.
+fn target_of(members: &[Member], j: usize) -> Option<Target> {
+    let r = &members[j].report;
+    r.probe_port.map(|port| Target {
+        index: j as u32,
+        name: r.name(),
+        addr: r.addr,
+        port,
+        nonce: r.nonce,
+    })
+}
+
+/// The outcome of probing a target that cannot listen: known without a connection.
+fn no_listener(j: usize) -> ProbeReport {
+    ProbeReport {
         target: j as u32,
         outcome: super::protocol::Outcome::NoListener,
         error: None,
         ms: 0,
-    };
-    // Members lost after arriving (connection closed or silent), by index.
+    }
+}
+
+/// Send every worker its ring successor, then probe the master's own (while the workers' run: their results
+/// wait in the socket buffers). Returns, by member index, those lost (the ring could not be sent).
+fn assign_ring(s: &Setup, hub: &mut Hub, met: &mut Met, probe_timeout: Duration) -> Vec<bool> {
+    let n = met.members.len();
     let mut lost = vec![false; n];
     let mut known: Vec<(usize, ProbeReport)> = Vec::new();
-    for (k, id) in conn_of.iter().enumerate().skip(1) {
+    for (k, id) in met.conn_of.iter().enumerate().skip(1) {
         let Some(id) = *id else { continue };
         let j = ring_target(k, n);
-        let t = j.and_then(target);
+        let t = j.and_then(|j| target_of(&met.members, j));
         if let (Some(j), None) = (j, &t) {
             known.push((k, no_listener(j)));
         }
@@ -435,24 +576,35 @@ pub fn run(
             lost[k] = true;
         }
     }
-    // The master's own probe, while the workers' run: their results wait in the socket buffers.
-    members[0].probe = ring_target(0, n).map(|j| match target(j) {
+    met.members[0].probe = ring_target(0, n).map(|j| match target_of(&met.members, j) {
         Some(t) => net::probe(&t, &s.key, probe_timeout),
         None => no_listener(j),
     });
     for (k, p) in known {
-        members[k].probe = Some(p);
+        met.members[k].probe = Some(p);
     }
+    lost
+}
 
-    // 3. Collect the probe results.
+/// Collect the workers' probe results until each reported or was lost, or the probe time and 3 s more have
+/// passed; a member that did not report is lost.
+fn collect_probes(
+    s: &Setup,
+    hub: &mut Hub,
+    met: &mut Met,
+    lost: &mut [bool],
+    probe_timeout: Duration,
+) {
+    let members = &mut met.members;
+    let n = members.len();
     let collect_until = Instant::now() + probe_timeout + Duration::from_secs(3);
     // Members still expected to report (a count, so that each wait is O(1) to test).
     let mut pending = (1..n)
-        .filter(|&k| !lost[k] && conn_of[k].is_some() && members[k].probe.is_none())
+        .filter(|&k| !lost[k] && met.conn_of[k].is_some() && members[k].probe.is_none())
         .count();
     while pending > 0 && Instant::now() < collect_until {
         for ev in hub.wait(None, &s.key, collect_until) {
-            match ev {
+            let gone = match ev {
                 Event::Probe(id, mut p) => {
                     let Some(k) = hub
                         .conns
@@ -474,19 +626,25 @@ pub fn run(
                         pending -= 1;
                     }
                     members[k].probe = Some(p);
+                    continue;
                 }
-                Event::Hello(id, _) | Event::Gone(id, _) => {
-                    if let Some(c) = hub.take(id) {
-                        if let Some(k) = c.member {
-                            if members[k].probe.is_none() && !lost[k] {
-                                lost[k] = true;
-                                pending -= 1;
-                            }
-                        }
-                        close_after_peer(c.stream);
+                Event::Accepted(stream, _) => {
+                    close_after_peer(stream);
+                    continue;
+                }
+                Event::Hello(id, _)
+                | Event::Misfit(id, _, _)
+                | Event::Gone(id, _)
+                | Event::Challenge(id) => id,
+            };
+            if let Some(c) = hub.take(gone) {
+                if let Some(k) = c.member {
+                    if members[k].probe.is_none() && !lost[k] {
+                        lost[k] = true;
+                        pending -= 1;
                     }
                 }
-                Event::Accepted(stream, _) => close_after_peer(stream),
+                close_after_peer(c.stream);
             }
         }
     }
@@ -495,15 +653,10 @@ pub fn run(
             lost[k] = true;
         }
     }
+}
 
-    // 4. Agree and tell everyone.
-    let verdict = agree(&Meeting {
-        expected: expected as u32,
-        members,
-        lost: (0..n).filter(|&k| lost[k]).collect(),
-        waited_s: s.timeout_s,
-    });
-    // Encoded once: the same bytes go to every node.
+/// Send the verdict, encoded once (the same bytes to every node), to every connection still open.
+fn deliver(s: &Setup, hub: &mut Hub, verdict: &FleetVerdict) {
     let frame = super::protocol::encode(&s.key, &Msg::Verdict(verdict.clone()));
     for id in 0..hub.conns.len() {
         let sent = match hub.conns.get_mut(id) {
@@ -518,9 +671,11 @@ pub fn run(
             }
         }
     }
-    let after_last = end_of_meeting.elapsed();
+}
 
-    // 5. The workers close first; then the master's side goes without TIME_WAIT.
+/// The workers close first (up to [`CLOSE_BOUND`]); then the master's side goes without TIME_WAIT, and a
+/// worker that did not close in time is reset only where the verdict was acknowledged.
+fn close_all(s: &Setup, hub: &mut Hub) {
     let close_until = Instant::now() + CLOSE_BOUND;
     while hub.live() > 0 && Instant::now() < close_until {
         for ev in hub.wait(None, &s.key, close_until) {
@@ -531,21 +686,18 @@ pub fn run(
             }
         }
     }
-    // Workers that did not close in time: reset only where the verdict was acknowledged.
     for id in 0..hub.conns.len() {
         if let Some(c) = hub.take(id) {
             close_when_delivered(c.stream);
         }
     }
-    Ok(MasterEnd {
-        verdict,
-        after_last,
-    })
 }
 
 /// Phase 1: accept, greet and admit nodes until every node of the job is present (a member whose connection
 /// closed no longer counts) or `deadline`. Strangers are closed when their hello is overdue or when newer
 /// connections need the room; a second hello from the same node (a restarted ncclenv) replaces the first.
+/// With `check` (a master on the wildcard address), returns why this node is not the master when the master
+/// endpoint leads to another master.
 fn meet(
     s: &Setup,
     hub: &mut Hub,
@@ -553,10 +705,17 @@ fn meet(
     roll: &mut Roll,
     started: Instant,
     deadline: Instant,
-) {
+    check: Option<&super::endpoint::Check>,
+) -> Option<String> {
     let expected = s.nnodes as usize;
-    while roll.present() < expected && Instant::now() < deadline {
-        let until = hub.next_due().map_or(deadline, |d| d.min(deadline));
+    while !roll.complete(expected) && Instant::now() < deadline {
+        if let Some(why) = check.and_then(|c| checked(s, roll, c)) {
+            return Some(why);
+        }
+        let mut until = hub.next_due().map_or(deadline, |d| d.min(deadline));
+        if check.is_some() {
+            until = until.min(Instant::now() + Duration::from_millis(100));
+        }
         for ev in hub.wait(Some(listener), &s.key, until) {
             match ev {
                 Event::Accepted(mut stream, from) => {
@@ -574,16 +733,25 @@ fn meet(
                     }
                 }
                 Event::Hello(id, report) => admit(s, hub, roll, id, report, started),
+                Event::Misfit(id, report, n) => misfit(s, hub, roll, id, report, n),
+                Event::Challenge(id) => {
+                    if let Some(Some(c)) = hub.conns.get_mut(id) {
+                        let ack = Msg::ProbeAck(roll.members[0].report.nonce);
+                        let _ = send(&mut c.stream, &s.key, &ack, Instant::now() + WRITE_BOUND);
+                        // Not a stranger: a master's check; it closes first.
+                        c.leaving = true;
+                    }
+                }
                 Event::Probe(id, _) => {
                     if let Some(c) = hub.take(id) {
-                        leave(roll, &c, Why::Garbage, expected);
+                        leave(roll, id, &c, Why::Garbage, expected);
                         close_after_peer(c.stream);
                     }
                 }
                 Event::Gone(id, why) => {
                     // A stray, a protocol error, or a node that left: it is no longer in the meeting.
                     if let Some(c) = hub.take(id) {
-                        leave(roll, &c, why, expected);
+                        leave(roll, id, &c, why, expected);
                         close_after_peer(c.stream);
                     }
                 }
@@ -591,11 +759,35 @@ fn meet(
         }
         roll.strangers.silent += hub.expire(Instant::now());
     }
+    None
+}
+
+/// Take in what the checks of the master endpoint found: another master there (this node yields, unless the
+/// endpoint also led here and this node's nonce is the larger: a Service that forwards to both, where the
+/// smaller yields) returns why this node is not the master.
+fn checked(s: &Setup, roll: &mut Roll, check: &super::endpoint::Check) -> Option<String> {
+    use super::endpoint::Found;
+    let own = roll.members[0].report.nonce;
+    for f in check.found() {
+        match f {
+            Found::Here => roll.reached_here = true,
+            Found::Nowhere(why) => roll.nowhere = Some(why),
+            Found::Other(n, how) if !(roll.reached_here && own > n) => {
+                return Some(format!(
+                    "this node believes it is the master ({}), but the master endpoint {} leads to {how} on \
+                     another node: this node joins it as a worker",
+                    s.role_reason, s.master
+                ));
+            }
+            Found::Other(..) => {}
+        }
+    }
+    None
 }
 
 /// A connection taken out of the meeting: a member's stops counting at once (logged), anything else is a
 /// stranger.
-fn leave(roll: &mut Roll, c: &Conn, why: Why, expected: usize) {
+fn leave(roll: &mut Roll, id: usize, c: &Conn, why: Why, expected: usize) {
     match c.member {
         Some(k) => {
             roll.conn_of[k] = None;
@@ -611,9 +803,58 @@ fn leave(roll: &mut Roll, c: &Conn, why: Why, expected: usize) {
                 roll.present()
             ));
         }
+        None if c.misfit => roll.misfits.retain(|(_, conn)| *conn != id),
         None if !c.leaving => roll.strangers.count(why),
         None => {}
     }
+}
+
+/// A hello on connection `id` from a node of this master endpoint that says the job has `n` nodes: held
+/// for the verdict (whose finding names it), not in the ring; the same node again replaces itself.
+fn misfit(
+    s: &Setup,
+    hub: &mut Hub,
+    roll: &mut Roll,
+    id: usize,
+    mut report: Box<NodeReport>,
+    n: u32,
+) {
+    let from = match hub.conns.get_mut(id) {
+        Some(Some(c)) if c.pending() => {
+            c.misfit = true;
+            c.from
+        }
+        _ => return,
+    };
+    report.sanitize();
+    let ident = report.identity();
+    let again: Vec<usize> = roll
+        .misfits
+        .iter()
+        .filter(|(m, _)| m.report.identity() == ident && m.seen_from == from)
+        .map(|(_, conn)| *conn)
+        .collect();
+    for old in again {
+        roll.misfits.retain(|(_, conn)| *conn != old);
+        if let Some(c) = hub.take(old) {
+            close_after_peer(c.stream);
+        }
+    }
+    super::log(format!(
+        "preflight: node {} (from {from}) says the job has {n} nodes, this master {}: held for the verdict, \
+         not counted as a node of this meeting",
+        report.name(),
+        s.nnodes
+    ));
+    roll.last_arrival = Instant::now();
+    roll.misfits.push((
+        Misfit {
+            report: *report,
+            seen_from: from,
+            nnodes: n,
+        },
+        id,
+    ));
 }
 
 /// A hello on connection `id`: a new member, the same node again (its new connection replaces the old), or
@@ -662,8 +903,8 @@ fn admit(
         }
         None if roll.present() >= expected => {
             let why = format!(
-                "the job has {expected} nodes and all {expected} have met ({} is one too many: a node count \
-                 or node rank that differs between nodes?)",
+                "the job has {expected} nodes and all {expected} have met ({} is one too many: more replicas \
+                 run than the node count says?)",
                 report.name()
             );
             if let Some(Some(c)) = hub.conns.get_mut(id) {

@@ -13,6 +13,7 @@
 //! (`ncclenv doctor` shows it): whether a preflight would run, as master or worker, on which port.
 
 pub mod agree;
+pub mod endpoint;
 pub mod master;
 pub mod mtu;
 pub mod net;
@@ -261,8 +262,8 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
     let vendor = !crate::decide::vendor_profile(snap).is_empty();
     let end: Result<FleetVerdict, (Finding, String)> = match s.role {
-        Role::Master => match master::run(&s, me, deadline, probe_timeout) {
-            Ok(m) => {
+        Role::Master => match master::run(&s, me.clone(), deadline, probe_timeout) {
+            Ok(master::MasterOutcome::Verdict(m)) => {
                 log(format!(
                     "preflight: verdict for {} of {} nodes, {:.1} ms after the last arrival: {}",
                     m.verdict.present,
@@ -272,22 +273,13 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
                 ));
                 Ok(m.verdict)
             }
+            Ok(master::MasterOutcome::Yield(why)) => {
+                log(format!("preflight: {why}"));
+                as_worker(&s, me, deadline, probe_timeout)
+            }
             Err(why) => Err((Finding::PreflightListenFailed, why)),
         },
-        Role::Worker => match worker::run(&s, me, deadline, probe_timeout) {
-            worker::WorkerEnd::Verdict(v) => {
-                log(format!(
-                    "preflight: verdict from the master {} for {} of {} nodes: {}",
-                    s.master,
-                    v.present,
-                    v.expected,
-                    verdict_word(&v)
-                ));
-                Ok(v)
-            }
-            worker::WorkerEnd::NoVerdict(why) => Err((Finding::PreflightNoMaster, why)),
-            worker::WorkerEnd::Undelivered(why) => Err((Finding::PreflightVerdictLost, why)),
-        },
+        Role::Worker => as_worker(&s, me, deadline, probe_timeout),
     };
     responder.stop();
     match end {
@@ -306,6 +298,29 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
                 );
             }
         }
+    }
+}
+
+/// The worker's side of the meeting, its verdict logged; or why none came, with the finding it is.
+fn as_worker(
+    s: &Setup,
+    me: NodeReport,
+    deadline: Instant,
+    probe_timeout: Duration,
+) -> Result<FleetVerdict, (Finding, String)> {
+    match worker::run(s, me, deadline, probe_timeout) {
+        worker::WorkerEnd::Verdict(v) => {
+            log(format!(
+                "preflight: verdict from the master {} for {} of {} nodes: {}",
+                s.master,
+                v.present,
+                v.expected,
+                verdict_word(&v)
+            ));
+            Ok(v)
+        }
+        worker::WorkerEnd::NoVerdict(why) => Err((Finding::PreflightNoMaster, why)),
+        worker::WorkerEnd::Undelivered(why) => Err((Finding::PreflightVerdictLost, why)),
     }
 }
 

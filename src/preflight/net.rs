@@ -7,7 +7,9 @@
 //! all data has been exchanged, and the reset leaves no `TIME_WAIT` or `LAST_ACK` socket behind on this side
 //! (the master port is free for the launcher at once).
 
-use super::protocol::{decode, encode, DecodeError, FrameBuf, Msg, Outcome, ProbeReport, Target};
+use super::protocol::{
+    decode, decode_any, encode, DecodeError, FrameBuf, Msg, Outcome, ProbeReport, Target,
+};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
     self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
@@ -146,9 +148,30 @@ pub fn recv(
     key: &str,
     deadline: Instant,
 ) -> Result<Msg, RecvError> {
+    recv_with(stream, buf, deadline, |body| decode(body, key))
+}
+
+/// Read the next message of this job's master endpoint before `deadline`, whatever node count its sender
+/// says ([`decode_any`]): the message and the sender's count when it differs from `key`'s.
+pub fn recv_any(
+    stream: &mut TcpStream,
+    buf: &mut FrameBuf,
+    key: &str,
+    deadline: Instant,
+) -> Result<(Msg, Option<u32>), RecvError> {
+    recv_with(stream, buf, deadline, |body| decode_any(body, key))
+}
+
+/// Read the next frame before `deadline` and decode it with `decode`.
+fn recv_with<T>(
+    stream: &mut TcpStream,
+    buf: &mut FrameBuf,
+    deadline: Instant,
+    decode: impl Fn(&[u8]) -> Result<T, DecodeError>,
+) -> Result<T, RecvError> {
     loop {
         match buf.next_frame() {
-            Ok(Some(body)) => return decode(&body, key).map_err(RecvError::Decode),
+            Ok(Some(body)) => return decode(&body).map_err(RecvError::Decode),
             Ok(None) => {}
             Err(e) => return Err(RecvError::Decode(e)),
         }
@@ -161,7 +184,7 @@ pub fn recv(
             Ok(true) => {
                 // Closed: a frame that arrived with the FIN is still returned.
                 return match buf.next_frame() {
-                    Ok(Some(body)) => decode(&body, key).map_err(RecvError::Decode),
+                    Ok(Some(body)) => decode(&body).map_err(RecvError::Decode),
                     Ok(None) => Err(RecvError::Closed),
                     Err(e) => Err(RecvError::Decode(e)),
                 };
@@ -170,7 +193,7 @@ pub fn recv(
             // A reset after the last frame: the frame counts (it was delivered before the reset).
             Err(e) => {
                 return match buf.next_frame() {
-                    Ok(Some(body)) => decode(&body, key).map_err(RecvError::Decode),
+                    Ok(Some(body)) => decode(&body).map_err(RecvError::Decode),
                     _ => Err(RecvError::Io(e)),
                 }
             }
@@ -445,7 +468,7 @@ fn serve(c: &mut ProbeConn, key: &str, nonce: u64) -> bool {
     }
     match c.buf.next_frame() {
         Ok(Some(body)) => match decode(&body, key) {
-            Ok(Msg::Probe(_)) | Err(DecodeError::ForeignJob) => {
+            Ok(Msg::Probe(_)) | Err(DecodeError::ForeignJob | DecodeError::OtherShape { .. }) => {
                 // A small frame into an empty send buffer: it does not block.
                 let deadline = Instant::now() + Duration::from_millis(100);
                 let _ = send(&mut c.stream, key, &Msg::ProbeAck(nonce), deadline);

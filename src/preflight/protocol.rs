@@ -19,6 +19,10 @@
 //! worker closes, then the master closes (no TIME_WAIT on the master port's side)
 //! ```
 //!
+//! A master on the wildcard address also connects to the master endpoint itself (`super::endpoint`): after
+//! the greeting it sends `Probe(its nonce)`, which a master answers on the master port with
+//! `ProbeAck(its own nonce)`, so that it can tell whether the endpoint leads to it.
+//!
 //! On a node's probe port (an ephemeral port on its bootstrap address): the prober sends `Probe` with the
 //! nonce it expects, the listener answers `ProbeAck` with its own nonce, the prober closes first.
 //!
@@ -291,18 +295,25 @@ pub fn sanitize_verdict(v: &mut FleetVerdict) {
     }
 }
 
-/// The job key: 16 hex digits of FNV-1a (64-bit) over the master's endpoint as the nodes reach it (the
-/// resolved address and the port, `10.0.0.1:29500`, `[fd00::1]:29500`, so that `localhost`, `127.0.0.1` and
-/// the address written on different nodes meet; see `preflight::setup` for the master's own side) and the
-/// node count. Not a secret: it only keeps a stray connection from another job (or a previous run with
-/// another shape) out of this meeting.
+/// The job key: `PLACE-N`, 16 hex digits of FNV-1a (64-bit) over the protocol and the master's endpoint as the
+/// nodes reach it (the resolved address and the port, `10.0.0.1:29500`, `[fd00::1]:29500`, so that
+/// `localhost`, `127.0.0.1` and the address written on different nodes meet; see `preflight::setup` for the
+/// master's own side), then `-` and the node count (`3f2a…-3`). Not a secret: it keeps a stray connection from
+/// another job out of this meeting, and tells a node of this job started with another node count (the same
+/// place, another count: [`DecodeError::OtherShape`]) from another job.
 pub fn job_key(master: std::net::SocketAddr, nnodes: u32) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{PROTO}/{VERSION}|{master}|{nnodes}").bytes() {
+    for b in format!("{PROTO}/{VERSION}|{master}").bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    format!("{h:016x}")
+    format!("{h:016x}-{nnodes}")
+}
+
+/// The place (the master endpoint's hash) and the node count of a job key; `None` for a key of another form.
+pub fn key_parts(key: &str) -> Option<(&str, u32)> {
+    let (place, n) = key.split_once('-')?;
+    Some((place, n.parse().ok()?))
 }
 
 /// Why a frame was not a message of this meeting.
@@ -315,6 +326,14 @@ pub enum DecodeError {
     Version(u32),
     /// This protocol and version, another job's key.
     ForeignJob,
+    /// This protocol, version and master endpoint, another node count: a node of this job started with
+    /// another `--nnodes` (its count, and its whole key).
+    OtherShape {
+        /// The node count the sender says the job has.
+        nnodes: u32,
+        /// The sender's job key (cut to [`MAX_VALUE`] bytes), to read what it sends next.
+        key: String,
+    },
 }
 
 impl std::fmt::Display for DecodeError {
@@ -327,7 +346,14 @@ impl std::fmt::Display for DecodeError {
                     "preflight protocol version {v} (this ncclenv speaks {VERSION})"
                 )
             }
-            DecodeError::ForeignJob => write!(f, "a preflight of another job (job key differs)"),
+            DecodeError::ForeignJob => write!(
+                f,
+                "a preflight of another job (another master endpoint: the job key differs)"
+            ),
+            DecodeError::OtherShape { nnodes, .. } => write!(
+                f,
+                "a preflight of this job's master endpoint with another node count ({nnodes} nodes)"
+            ),
         }
     }
 }
@@ -369,9 +395,28 @@ pub fn decode(body: &[u8], key: &str) -> Result<Msg, DecodeError> {
         return Err(DecodeError::Version(env.v));
     }
     if env.key != key {
-        return Err(DecodeError::ForeignJob);
+        return Err(match (key_parts(&env.key), key_parts(key)) {
+            (Some((place, nnodes)), Some((ours, _))) if place == ours => DecodeError::OtherShape {
+                nnodes,
+                key: clean(&env.key, MAX_VALUE),
+            },
+            _ => DecodeError::ForeignJob,
+        });
     }
     Ok(env.msg)
+}
+
+/// Decode one frame body of this job's master endpoint, whatever node count its sender has: the message and,
+/// when the sender's count differs from `key`'s, that count. Other jobs, versions and protocols are errors as
+/// for [`decode`].
+pub fn decode_any(body: &[u8], key: &str) -> Result<(Msg, Option<u32>), DecodeError> {
+    match decode(body, key) {
+        Ok(m) => Ok((m, None)),
+        Err(DecodeError::OtherShape { nnodes, key }) => {
+            decode(body, &key).map(|m| (m, Some(nnodes)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Bytes received on one connection, cut into frames.
@@ -505,6 +550,21 @@ mod tests {
     fn other_jobs_versions_and_protocols_are_told_apart() {
         let f = encode("k1", &Msg::Greeting);
         assert_eq!(decode(&f[4..], "k2"), Err(DecodeError::ForeignJob));
+        // The same master endpoint with another node count: this job's node, misconfigured.
+        let sa = "10.0.0.1:29500".parse().expect("sa");
+        let (k3, k4) = (job_key(sa, 3), job_key(sa, 4));
+        let f = encode(&k4, &Msg::Greeting);
+        assert_eq!(
+            decode(&f[4..], &k3),
+            Err(DecodeError::OtherShape {
+                nnodes: 4,
+                key: k4.clone()
+            })
+        );
+        assert_eq!(decode_any(&f[4..], &k3), Ok((Msg::Greeting, Some(4))));
+        assert_eq!(decode_any(&f[4..], &k4), Ok((Msg::Greeting, None)));
+        let other = job_key("10.0.0.2:29500".parse().expect("sa"), 4);
+        assert_eq!(decode_any(&f[4..], &other), Err(DecodeError::ForeignJob));
         let v2 = br#"{"proto":"ncclenv-preflight","v":2,"key":"k","msg":"greeting"}"#;
         assert_eq!(decode(v2, "k"), Err(DecodeError::Version(2)));
         assert_eq!(
@@ -565,7 +625,12 @@ mod tests {
     fn job_key_depends_on_master_port_and_count() {
         let sa = |s: &str| s.parse::<std::net::SocketAddr>().expect("sa");
         let k = job_key(sa("10.0.0.1:29500"), 3);
-        assert_eq!(k.len(), 16);
+        assert_eq!(k.len(), 18);
+        assert_eq!(
+            key_parts(&k).map(|(p, n)| (p.len(), n)),
+            Some((16, 3)),
+            "{k}"
+        );
         assert_eq!(k, job_key(sa("10.0.0.1:29500"), 3));
         assert_ne!(k, job_key(sa("10.0.0.2:29500"), 3));
         assert_ne!(k, job_key(sa("10.0.0.1:29501"), 3));

@@ -37,6 +37,10 @@ pub enum WorkerEnd {
     Undelivered(String),
 }
 
+/// A master of this job's endpoint that says another node count: its count and its job key (what it sends
+/// is read with that key).
+type OtherCount = Option<(u32, String)>;
+
 /// How one connection to the master ended before the ring, when it did not.
 enum Attempt {
     /// The ring assignment came: the meeting is on.
@@ -55,7 +59,7 @@ pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration
     let master = s.master;
     let mut lost: Option<String> = None;
     let (mut stream, mut buf, target) = loop {
-        let (stream, buf) = match connect(s, deadline, me.nonce) {
+        let (stream, buf, other) = match connect(s, deadline, me.nonce) {
             Ok(x) => x,
             Err(why) => {
                 return WorkerEnd::NoVerdict(match lost {
@@ -68,7 +72,7 @@ pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration
                 })
             }
         };
-        match meet(s, &me, stream, buf) {
+        match meet(s, &me, stream, buf, other) {
             Attempt::Ring(st, b, t) => break (st, b, t),
             Attempt::End(e) => return e,
             Attempt::Lost(why) => lost = Some(why),
@@ -122,12 +126,23 @@ fn gone_words(e: &RecvError) -> String {
     }
 }
 
-/// Say hello on a greeted connection and wait for the ring assignment.
-fn meet(s: &Setup, me: &NodeReport, mut stream: TcpStream, mut buf: FrameBuf) -> Attempt {
+/// Say hello on a greeted connection and wait for the ring assignment. With a master that says another
+/// node count (`other`), the hello still goes out with this node's own key (the master names the difference)
+/// and this node waits for the master's verdict, read with the master's key: it is not in the ring.
+fn meet(
+    s: &Setup,
+    me: &NodeReport,
+    mut stream: TcpStream,
+    mut buf: FrameBuf,
+    other: OtherCount,
+) -> Attempt {
     let master = s.master;
     let bound = Instant::now() + Duration::from_secs(5);
     if let Err(e) = send(&mut stream, &s.key, &Msg::Hello(me.clone()), bound) {
         return Attempt::Lost(format!("cannot say hello: {e}"));
+    }
+    if let Some((n, key)) = other {
+        return misfit(s, stream, buf, n, &key);
     }
     // The master waits at most its own timeout for the others (it started before this connection).
     let ring_until = Instant::now() + Duration::from_secs(s.timeout_s) + Duration::from_secs(5);
@@ -148,10 +163,50 @@ fn meet(s: &Setup, me: &NodeReport, mut stream: TcpStream, mut buf: FrameBuf) ->
     }
 }
 
+/// The rest of a meeting whose master says the job has `n` nodes where this node says `s.nnodes`: log it
+/// and wait for the master's verdict (its findings name this node), read with the master's `key`.
+fn misfit(s: &Setup, mut stream: TcpStream, mut buf: FrameBuf, n: u32, key: &str) -> Attempt {
+    let master = s.master;
+    super::log(format!(
+        "preflight: the master {master} says the job has {n} nodes, this node {}: it reported to the master and \
+         waits for its verdict",
+        s.nnodes
+    ));
+    let wait = Duration::from_secs(s.timeout_s) + super::PROBE_TIMEOUT + Duration::from_secs(10);
+    Attempt::End(match recv(&mut stream, &mut buf, key, Instant::now() + wait) {
+        Ok(Msg::Verdict(mut v)) => {
+            sanitize_verdict(&mut v);
+            WorkerEnd::Verdict(v)
+        }
+        Ok(Msg::NotAdmitted(why)) => WorkerEnd::NoVerdict(format!(
+            "the master {master} did not admit this node: {}",
+            super::protocol::clean(&why, super::protocol::MAX_TEXT)
+        )),
+        Ok(_) => WorkerEnd::NoVerdict(format!(
+            "the master {master} sent something else than its verdict"
+        )),
+        Err(RecvError::Timeout) => WorkerEnd::Undelivered(format!(
+            "this node met the master {master} (it says {n} nodes, this node {}), but its verdict did not \
+             arrive within {} s",
+            s.nnodes,
+            wait.as_secs()
+        )),
+        Err(e) => WorkerEnd::NoVerdict(format!(
+            "the master {master} (it says {n} nodes, this node {}) went away ({}) without a verdict",
+            s.nnodes,
+            gone_words(&e)
+        )),
+    })
+}
+
 /// Connect to the master and read its greeting, retrying until `deadline`. A server that answers with
 /// something that is not a preflight ends the attempts (the master's launcher has started: the preflight
 /// there is over), as do [`SILENT_TRIES`] connections in a row on which nothing spoke.
-fn connect(s: &Setup, deadline: Instant, seed: u64) -> Result<(TcpStream, FrameBuf), String> {
+fn connect(
+    s: &Setup,
+    deadline: Instant,
+    seed: u64,
+) -> Result<(TcpStream, FrameBuf, OtherCount), String> {
     let mut pause = RETRY_FIRST;
     let mut last = String::from("no attempt");
     let mut attempt: u64 = 0;
@@ -172,10 +227,14 @@ fn connect(s: &Setup, deadline: Instant, seed: u64) -> Result<(TcpStream, FrameB
                 let mut buf = FrameBuf::default();
                 let until = (Instant::now() + GREETING_BOUND).min(deadline);
                 match recv(&mut stream, &mut buf, &s.key, until) {
-                    Ok(Msg::Greeting) => return Ok((stream, buf)),
+                    Ok(Msg::Greeting) => return Ok((stream, buf, None)),
+                    // This job's master endpoint with another node count: one of the two is misconfigured,
+                    // and the master names it to every node.
+                    Err(RecvError::Decode(DecodeError::OtherShape { nnodes, key })) => {
+                        return Ok((stream, buf, Some((nnodes, key))))
+                    }
                     Err(RecvError::Decode(DecodeError::ForeignJob)) => {
-                        last = "the preflight of another job answered (another master endpoint or node count)"
-                            .into();
+                        last = "the preflight of another job answered (another master endpoint)".into();
                         silent = 0;
                     }
                     Err(RecvError::Decode(DecodeError::Version(v))) => {

@@ -710,3 +710,127 @@ fn the_launchers_debug_switch_and_explains_usage_errors() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `ncclenv explain ARGS` (no root, no namespace), stdout to a file: its exit status, stdout, and the peak RSS
+/// of exactly this child in KiB (`wait4`'s `ru_maxrss`; `ncclenv explain` execs the helper in place, so the
+/// helper's peak is in it).
+fn explain_rss(tmp: &TempDir, args: &[&str], files: &[PathBuf]) -> (i32, String, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    for d in ["sys", "dev"] {
+        std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
+    }
+    let out = tmp.join("stdout");
+    let f = std::fs::File::create(&out).expect("stdout file");
+    // Reaped by wait4 below, which also gives its peak RSS.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(BIN)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("NCCLENV_SYSFS", tmp.join("sys"))
+        .env("NCCLENV_DEVFS", tmp.join("dev"))
+        .arg("explain")
+        .args(args)
+        .args(files)
+        .stdin(std::process::Stdio::null())
+        .stdout(f)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run explain");
+    let mut status: i32 = 0;
+    // SAFETY: rusage is plain data written by the kernel.
+    let mut ru: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as i32;
+    // SAFETY: waits for our own child; status and rusage are valid pointers.
+    let r = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4");
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    (code, read(&out), ru.ru_maxrss)
+}
+
+/// Issue 22, item 8: whatever the log, `explain`'s memory stays bounded (peak RSS under 128 MiB), counting
+/// what it does not keep and saying how much it left out. 100,000 processes in one log (took 1.1 GB with
+/// `--json`): the first 2,048 are listed, the rest counted; 100 MB of repeated bare `NCCL version` lines
+/// (took 416 MB): one version kept.
+#[test]
+fn explain_memory_stays_bounded_whatever_the_log() {
+    use std::io::Write;
+    const LIMIT_KIB: i64 = 128 * 1024;
+    let tmp = TempDir::new("explain-rss");
+    let procs = tmp.join("procs.log");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&procs).expect("create"));
+    let n = 100_000u32;
+    for i in 0..n {
+        let (h, pid) = (format!("node-{}", i % 1000), 10_000 + i);
+        let _ = writeln!(
+            w,
+            "{h}:{pid}:{pid} [0] NCCL INFO NCCL version 2.21.5+cuda12.4"
+        );
+        let _ = writeln!(
+            w,
+            "{h}:{pid}:{pid} [0] NCCL INFO Bootstrap : Using eth0:10.{}.{}.{}<0>",
+            (i >> 16) & 255,
+            (i >> 8) & 255,
+            i & 255
+        );
+        let _ = writeln!(
+            w,
+            "{h}:{pid}:{pid} [0] misc/socket.cc:484 NCCL WARN socketProgress: Connection closed by remote peer {i}"
+        );
+    }
+    w.flush().expect("write procs.log");
+    drop(w);
+    let left = u64::from(n) - 2048;
+    for json in [false, true] {
+        let args: &[&str] = if json { &["--json"] } else { &[] };
+        let (code, out, rss) = explain_rss(&tmp, args, std::slice::from_ref(&procs));
+        assert!(
+            code == 0 || code == 1,
+            "exit {code}: {}",
+            &out[..out.len().min(2000)]
+        );
+        assert!(rss < LIMIT_KIB, "json {json}: peak RSS {rss} KiB");
+        eprintln!(
+            "100,000 processes, json {json}: peak RSS {} MiB",
+            rss / 1024
+        );
+        if json {
+            let v: Value = serde_json::from_str(out.trim()).expect("json");
+            assert_eq!(v["processes"].as_array().map(Vec::len), Some(2048));
+            assert_eq!(v["left_out"]["processes"], left, "{}", v["left_out"]);
+            assert_eq!(v["left_out"]["lines"], left * 3, "{}", v["left_out"]);
+            assert_eq!(v["left_out"]["processes_at_least"], false);
+        } else {
+            assert!(
+                out.contains(&format!(
+                    "left out to stay bounded: {left} more process(es) ({} NCCL line(s)) beyond the first 2048",
+                    left * 3
+                )),
+                "{}",
+                &out[..out.len().min(2000)]
+            );
+        }
+    }
+
+    let versions = tmp.join("versions.log");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&versions).expect("create"));
+    let line = "NCCL version 2.21.5+cuda12.4\n";
+    let lines = 100 * 1024 * 1024 / line.len();
+    for _ in 0..lines {
+        let _ = w.write_all(line.as_bytes());
+    }
+    w.flush().expect("write versions.log");
+    drop(w);
+    let (code, out, rss) = explain_rss(&tmp, &["--json"], std::slice::from_ref(&versions));
+    eprintln!("100 MB of version lines: peak RSS {} MiB", rss / 1024);
+    assert!(rss < LIMIT_KIB, "peak RSS {rss} KiB");
+    let v: Value = serde_json::from_str(out.trim()).expect("json");
+    assert!(code == 0 || code == 1, "exit {code}: {v:#}");
+    assert_eq!(v["inputs"][0]["lines"], lines, "{}", v["inputs"]);
+    assert_eq!(
+        v["versions_unattributed"],
+        serde_json::json!(["2.21.5"]),
+        "{v:#}"
+    );
+}

@@ -42,6 +42,9 @@ const CODES: &[&str] = &[
     "preflight-nccl-env-differs",
     "preflight-ncclenv-version-differs",
     "preflight-verdict-lost",
+    "preflight-nnodes-differs",
+    "preflight-node-ranks",
+    "preflight-master-unreachable",
 ];
 
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
@@ -739,4 +742,365 @@ fn strangers_on_the_master_port_do_not_hold_the_meeting() {
         .find(|l| l.contains("were not nodes of this job"))
         .unwrap_or_else(|| panic!("no stranger line\n{ctx}"));
     assert!(line.contains("they do not count"), "{line}");
+}
+
+/// Start nodes 1..=3 of `fleet`, node `i` with `--nnodes=counts[i-1]` and `extra(i)`, all at once.
+fn run_counts(
+    fleet: &Fleet,
+    tmp: &TempDir,
+    counts: &[usize],
+    extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<Done> {
+    let runs: Vec<NodeRun> = counts
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            let i = k + 1;
+            let args = vec![fleet.master(), format!("--nnodes={n}")];
+            start(&fleet.nodes[k], tmp, &format!("n{i}"), &args, &extra(i))
+        })
+        .collect();
+    finish(runs)
+}
+
+/// Issue 22, item 3: one replica started with `--nnodes=4` in a 3-node job is this job's node with a wrong
+/// node count: the master and that node both name it ("node … (10.93.0.3) says 4 nodes, the others 3"),
+/// nobody is called missing or "another job", the meeting ends at once; under strict every node refuses.
+#[test]
+fn a_replica_with_another_node_count_is_named_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-nnodes");
+    let fleet = Fleet::new("nn", 3, 93);
+    let t0 = Instant::now();
+    let done = run_counts(&fleet, &tmp, &[3, 3, 4], |_| vec![]);
+    let took = t0.elapsed();
+    let ctx = all_stderr(&done);
+    let says = format!("({}) says 4 nodes, the others 3 (", fleet.addr(3));
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.ran(), "node {node}: the command did not run\n{ctx}");
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-nnodes-differs]"))
+            .unwrap_or_else(|| panic!("node {node}: not named\n{ctx}"));
+        assert!(w.contains(&says), "node {node}: {w}");
+        for code in [
+            "preflight-passed",
+            "preflight-absent",
+            "preflight-no-master",
+        ] {
+            assert!(!d.has(code), "node {node}: [{code}]\n{ctx}");
+        }
+        assert!(!d.stderr.contains("another job"), "node {node}\n{ctx}");
+    }
+    assert!(
+        done[2]
+            .stderr
+            .contains("says the job has 3 nodes, this node 4"),
+        "{ctx}"
+    );
+    assert!(
+        done[0]
+            .stderr
+            .contains("says the job has 4 nodes, this master 3"),
+        "{ctx}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}\n{ctx}");
+
+    let tmp = TempDir::new("pf-nnodes-strict");
+    let done = run_counts(&fleet, &tmp, &[3, 3, 4], |i| {
+        if i == 2 {
+            vec![("NCCLENV_STRICT", "1".to_string())]
+        } else {
+            vec![]
+        }
+    });
+    let reason = assert_refused_alike(&done, "preflight-nnodes-differs");
+    assert!(reason.contains(&says), "{reason}");
+}
+
+/// Issue 22, item 3: two nodes say node rank 1 and none says 2 (a copy-pasted replica spec): not "3 of 3
+/// nodes met and agree", but a finding naming the ranks and the nodes on every node; strict refuses.
+#[test]
+fn duplicate_node_ranks_are_named_on_every_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-ranks");
+    let fleet = Fleet::new("rk", 3, 94);
+    let rank = |i: usize| vec![("NODE_RANK", if i == 1 { "0" } else { "1" }.to_string())];
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, rank);
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.ran() && !d.has("preflight-passed"), "node {node}\n{ctx}");
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-node-ranks]"))
+            .unwrap_or_else(|| panic!("node {node}: no rank finding\n{ctx}"));
+        assert!(
+            w.contains("node rank 1 is said by")
+                && w.contains(&format!("({})", fleet.addr(2)))
+                && w.contains(&format!("({})", fleet.addr(3)))
+                && w.contains("no node says node rank 2"),
+            "node {node}: {w}"
+        );
+    }
+    let tmp = TempDir::new("pf-ranks-strict");
+    let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |i| {
+        let mut v = rank(i);
+        v.push(("NCCLENV_STRICT", "1".to_string()));
+        v
+    });
+    assert_refused_alike(&done, "preflight-node-ranks");
+}
+
+/// Issue 22, item 3: the master behind a Service address that no node owns (`10.95.0.100`, DNAT'd to node
+/// 1 on every node), and a copy-pasted replica spec: nodes 1 and 2 both say node rank 0, so both believe they
+/// are the master and listen on the wildcard address. Node 2 finds that the master endpoint leads to another
+/// node's master, says so, and joins it as a worker; every node gets the one verdict, which names rank 0 on
+/// both nodes and the missing rank 2 (not "1 of 3 nodes met"). A rank-0 node whose master endpoint leads
+/// nowhere and that nobody reaches says that (strict refuses with that cause).
+#[test]
+fn a_second_node_rank_zero_behind_a_service_address_joins_the_master() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-svc");
+    let fleet = Fleet::new("svc", 3, 95);
+    let service = "10.95.0.100";
+    for ns in &fleet.nodes {
+        nft(
+            ns,
+            &format!(
+                "table ip nat {{\n chain output {{\n  type nat hook output priority -100; policy accept;\n  \
+                 ip daddr {service} tcp dport {PORT} dnat to {}:{PORT}\n }}\n}}\n",
+                fleet.addr(1)
+            ),
+        );
+    }
+    let args = vec![
+        format!("--master={service}:{PORT}"),
+        "--nnodes=3".to_string(),
+    ];
+    let rank = |r: &str| vec![("NODE_RANK", r.to_string())];
+    let runs = vec![
+        start(&fleet.nodes[0], &tmp, "n1", &args, &rank("0")),
+        start(&fleet.nodes[1], &tmp, "n2", &args, &rank("0")),
+        start(&fleet.nodes[2], &tmp, "n3", &args, &rank("1")),
+    ];
+    let t0 = Instant::now();
+    let done = finish(runs);
+    let took = t0.elapsed();
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(d.ran(), "node {node}\n{ctx}");
+        assert!(
+            !d.has("preflight-absent") && !d.has("preflight-passed"),
+            "node {node}\n{ctx}"
+        );
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-node-ranks]"))
+            .unwrap_or_else(|| panic!("node {node}: no rank finding\n{ctx}"));
+        assert!(
+            w.contains("node rank 0 is said by")
+                && w.contains(&format!("({})", fleet.addr(1)))
+                && w.contains(&format!("({})", fleet.addr(2)))
+                && w.contains("no node says node rank 2"),
+            "node {node}: {w}"
+        );
+    }
+    assert!(
+        done[1].stderr.contains(&format!(
+            "this node believes it is the master (node rank 0 (NODE_RANK); no address of this node is the master \
+             address {service}), but the master endpoint {service}:{PORT} leads to another preflight master"
+        )),
+        "{ctx}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}\n{ctx}");
+
+    // The Service address leads nowhere from node 2, and nobody comes: node 2 says so.
+    let lone = Fleet::new("svn", 1, 96);
+    let args = vec![
+        "--master=10.96.0.100:29500".to_string(),
+        "--nnodes=2".to_string(),
+    ];
+    for (strict, want) in [(false, Some(0)), (true, Some(78))] {
+        let tmp = TempDir::new("pf-svc-none");
+        let mut extra = rank("0");
+        extra.push(("NCCLENV_PREFLIGHT_TIMEOUT", "3".to_string()));
+        if strict {
+            extra.push(("NCCLENV_STRICT", "1".to_string()));
+        }
+        let done = finish(vec![start(&lone.nodes[0], &tmp, "n1", &args, &extra)]);
+        let d = &done[0];
+        assert_eq!(d.code, want, "strict {strict}\n{}", d.stderr);
+        assert_eq!(d.ran(), !strict, "{}", d.stderr);
+        let w = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-master-unreachable]"))
+            .unwrap_or_else(|| panic!("not said\n{}", d.stderr));
+        assert!(
+            w.contains("listens as the master (node rank 0")
+                && w.contains("master endpoint 10.96.0.100:29500 did not reach it")
+                && w.contains("no node came"),
+            "{w}"
+        );
+        if strict {
+            assert!(
+                d.refusal()
+                    .is_some_and(|r| r.contains("[preflight-master-unreachable]")),
+                "{}",
+                d.stderr
+            );
+        }
+    }
+}
+
+/// Issue 22, item 2: a restarted pod is the same node. Node 3 says hello and is killed (SIGKILL: the kernel
+/// closes its socket), a new ncclenv on node 3 says hello again, then node 2 arrives: the dead connection
+/// stopped counting, the new hello replaced it, and every live node gets the one verdict (3 of 3, passed);
+/// the killed run never started its command.
+#[test]
+fn a_restarted_node_replaces_itself_and_every_live_node_gets_the_verdict() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-restart");
+    let fleet = Fleet::new("rs", 3, 97);
+    let args = vec![fleet.master(), "--nnodes=3".to_string()];
+    let t0 = Instant::now();
+    let master = start(&fleet.nodes[0], &tmp, "n1", &args, &[]);
+    let mut first = start(&fleet.nodes[2], &tmp, "n3-killed", &args, &[]);
+    // The master greets at once and the node says hello within milliseconds.
+    std::thread::sleep(Duration::from_millis(1500));
+    first.child.kill().expect("kill the first run of node 3");
+    let killed = first.child.wait_with_output().expect("wait");
+    let again = start(&fleet.nodes[2], &tmp, "n3", &args, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let late = start(&fleet.nodes[1], &tmp, "n2", &args, &[]);
+    let done = finish(vec![master, late, again]);
+    let took = t0.elapsed();
+    let ctx = format!(
+        "{}\n--- killed run of node 3\n{}",
+        all_stderr(&done),
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    assert!(!tmp.join("n3-killed").join("env").exists(), "{ctx}");
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "run {}\n{ctx}", i + 1);
+        assert!(d.ran() && d.has("preflight-passed"), "run {}\n{ctx}", i + 1);
+        assert!(
+            d.stderr.contains("3 of 3 nodes met and agree"),
+            "run {}\n{ctx}",
+            i + 1
+        );
+        assert!(
+            !d.has("preflight-absent") && !d.has("preflight-no-master"),
+            "{ctx}"
+        );
+    }
+    let m = &done[0].stderr;
+    assert!(
+        m.contains(&format!(
+            "({}) left the meeting before it ended (its connection closed)",
+            fleet.addr(3)
+        )),
+        "{ctx}"
+    );
+    assert!(
+        m.contains(&format!(
+            "({}) said hello again (a restarted ncclenv)",
+            fleet.addr(3)
+        )),
+        "{ctx}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}\n{ctx}");
+}
+
+/// Put loss (and, with netem, delay) on node `ns`'s link: `tc netem loss 20% delay 20ms 10ms` on its `eth0`
+/// when the kernel has netem (`sch_netem`), else nftables dropping 20 % of what the node sends and 10 % of
+/// what it receives at random (`numgen random`; no delay, but the drops alone make TCP retransmit: 200 ms
+/// and up per lost segment, 1 s per lost SYN). Returns which.
+fn lossy(ns: &Netns) -> &'static str {
+    let netem = ns
+        .command("tc")
+        .args([
+            "qdisc", "add", "dev", "eth0", "root", "netem", "loss", "20%", "delay", "20ms", "10ms",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if netem {
+        return "tc netem loss 20% delay 20ms 10ms";
+    }
+    nft(
+        ns,
+        "table inet loss {\n chain output {\n  type filter hook output priority 0; policy accept;\n  \
+         numgen random mod 100 < 20 drop\n }\n chain input {\n  type filter hook input priority 0; policy accept;\n  \
+         numgen random mod 100 < 10 drop\n }\n}\n",
+    );
+    "nftables random drop 20% out, 10% in (this kernel has no netem)"
+}
+
+/// Issue 22, item 4: a lossy link on one node never makes a refusal, and never splits the fleet. Node 3 loses
+/// packets ([`lossy`]); the 3-node fleet runs again and again (every other run with `NCCLENV_STRICT=1` on
+/// every node) for at most about 50 s: in every run every node passes with one verdict (3 of 3), runs its
+/// command, and none says the false "the master's launcher has started" or that its verdict was lost.
+#[test]
+fn a_lossy_link_never_refuses_and_never_splits_the_fleet() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let fleet = Fleet::new("loss", 3, 98);
+    let how = lossy(&fleet.nodes[2]);
+    let t0 = Instant::now();
+    let mut runs = 0;
+    let mut slowest = Duration::ZERO;
+    while runs < 12 && (runs < 4 || t0.elapsed() < Duration::from_secs(40)) {
+        let strict = runs % 2 == 1;
+        let tmp = TempDir::new(&format!("pf-loss-{runs}"));
+        let t = Instant::now();
+        let done = run_fleet(&fleet, &tmp, &[1, 2, 3], 3, |_| {
+            let mut v = vec![];
+            if strict {
+                v.push(("NCCLENV_STRICT", "1".to_string()));
+            }
+            v
+        });
+        slowest = slowest.max(t.elapsed());
+        let ctx = format!("run {runs} (strict {strict}, {how})\n{}", all_stderr(&done));
+        for (i, d) in done.iter().enumerate() {
+            let node = i + 1;
+            assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+            assert!(d.ran() && d.refusal().is_none(), "node {node}\n{ctx}");
+            assert!(
+                d.has("preflight-passed") && d.stderr.contains("3 of 3 nodes met and agree"),
+                "node {node}: not the fleet's one verdict\n{ctx}"
+            );
+            for code in CODES.iter().filter(|c| **c != "preflight-passed") {
+                assert!(!d.has(code), "node {node}: [{code}]\n{ctx}");
+            }
+            assert!(
+                !d.stderr.contains("launcher has started"),
+                "node {node}\n{ctx}"
+            );
+        }
+        runs += 1;
+    }
+    eprintln!(
+        "lossy link ({how}): {runs} runs in {:.1?}, slowest {slowest:.1?}, every node passed in every run",
+        t0.elapsed()
+    );
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
 }
