@@ -7,6 +7,7 @@ pub mod host;
 pub mod interface;
 pub mod rdma;
 pub mod shm;
+pub mod spread;
 
 use crate::config::Config;
 use crate::findings::Finding;
@@ -207,6 +208,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
             rdma::decide_rdma(snap, cfg, &mut plan);
         }
         shm::decide_shm(snap, cfg, &mut plan);
+        spread::decide_spread(snap, &mut plan);
         return finish(plan, snap, cfg);
     }
     match with_interface {
@@ -216,6 +218,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
     no_master_note(snap, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
+    spread::decide_spread(snap, &mut plan);
     finish(plan, snap, cfg)
 }
 
