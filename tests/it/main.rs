@@ -17,6 +17,7 @@ mod field_cases;
 mod host_probe;
 mod launcher_forms;
 mod logging;
+mod mpi_e2e;
 mod packaging;
 mod paddle_e2e;
 mod preflight;
