@@ -8,7 +8,8 @@
 //!   other node), NCCL's and Gloo's names reach the rank on the other node through
 //!   `OMPI_MCA_mca_base_env_list`: it completes, and that rank sees `NCCL_SOCKET_IFNAME=eth0`;
 //! * `mpirun … ncclenv -- python …`: each rank's ncclenv reads mpirun's address from
-//!   `OMPI_MCA_orte_hnp_uri`, routes to it and sets the rank's `btl_tcp_if_include`: it completes.
+//!   `OMPI_MCA_orte_hnp_uri`, routes to it and sets the rank's `btl_tcp_if_include`: it completes;
+//! * both (`ncclenv -- mpirun … ncclenv -- python …`): nothing is forwarded, it completes.
 //!
 //! Node `b` is started by an `plm_rsh_agent` script that does what ssh would: `ip netns exec` into b's
 //! namespace with a fresh environment (`env -i`), another host name (`unshare --uts`) and its own `TMPDIR`
@@ -207,4 +208,13 @@ fn open_mpi_two_nodes_with_a_decoy_bridge() {
             .all(|l| !l.starts_with("rank=") || l.contains("btl=10.81.0.0/24")),
         "{out}"
     );
+
+    // Both: ncclenv in front forwards nothing (the ranks decide) and its oob_tcp_if_include leaves only
+    // eth0's address in the URI the ranks read.
+    let (code, out, err) = mpirun(&a, &tmp, true, true, 60);
+    assert!(
+        code == Some(0) && completed(&out),
+        "ncclenv -- mpirun … ncclenv --: {code:?}\n{out}\n{err}"
+    );
+    assert!(err.contains("starts every rank through ncclenv"), "{err}");
 }
