@@ -165,7 +165,7 @@ fn mpirun(snap: &Snapshot, s: &crate::snapshot::Spread, plan: &mut Plan) {
     plan.finding(
         Finding::RunnerCopiesEnv,
         format!(
-            "mpirun: {} forwarded by name to every node (OMPI_MCA_mca_base_env_list); valid where every node's NIC on this network has the same name",
+            "mpirun: {} forwarded by name to every node (OMPI_MCA_mca_base_env_list); valid where every node's NIC on this network has the same name, else run mpirun … ncclenv -- PROGRAM",
             shown.join(", ")
         ),
         format!("where the nodes' interface names differ, {per_rank}"),
@@ -186,7 +186,7 @@ fn deepspeed(plan: &mut Plan) {
     plan.finding(
         Finding::RunnerCopiesEnv,
         format!(
-            "DeepSpeed's multinode runner copies every NCCL* variable of this node to every node: ncclenv leaves {} (this node's choice) to each node and does not set it",
+            "DeepSpeed's multinode runner copies every NCCL* variable of this node to every node: ncclenv leaves {} (this node's choice) to each node and does not set it; to decide on every node, run deepspeed --no_python --no_local_rank … ncclenv -- python train.py",
             withheld.join(", ")
         ),
         "run ncclenv on every node: deepspeed --hostfile H --no_python --no_local_rank … ncclenv -- python train.py, or deepspeed --no_ssh --node_rank=N under ncclenv on each node",
