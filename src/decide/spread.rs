@@ -33,6 +33,10 @@ pub const MPI_FORWARD: &[&str] = &[
     "TP_SOCKET_IFNAME",
 ];
 
+/// How the snapshot records an inherited `OMPI_MCA_mca_base_env_list` that assigns values (`NAME=VALUE`, which
+/// may be secrets; `probe::job::record_env`): ncclenv then does not rewrite the list.
+pub const ENV_LIST_ASSIGNS: &str = "(assigns values; not recorded)";
+
 /// The variables ncclenv withholds from DeepSpeed's multinode runner: node-local names that its `NCCL`
 /// prefix export would copy to every node.
 pub const DEEPSPEED_WITHHOLD: &[&str] = &["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"];
@@ -74,6 +78,31 @@ fn set_value<'p>(plan: &'p Plan, name: &str) -> Option<&'p str> {
         })
 }
 
+/// Why ncclenv cannot forward through `mpirun` (Open MPI's precedence and its refusal to mix `-x` with
+/// `mca_base_env_list`), when it cannot.
+fn blocked_reason(snap: &Snapshot, s: &crate::snapshot::Spread) -> Option<String> {
+    if !s.exports.is_empty() {
+        Some(format!(
+            "mpirun -x {} is given and Open MPI refuses -x together with mca_base_env_list",
+            s.exports.join(" -x ")
+        ))
+    } else if s.mca.iter().any(|m| m == "mca_base_env_list") {
+        Some(
+            "mpirun --mca mca_base_env_list is given and wins over OMPI_MCA_mca_base_env_list"
+                .to_string(),
+        )
+    } else if snap
+        .env
+        .get("OMPI_MCA_mca_base_env_list")
+        .map(String::as_str)
+        == Some(ENV_LIST_ASSIGNS)
+    {
+        Some("the inherited OMPI_MCA_mca_base_env_list assigns values, which ncclenv does not copy or rewrite".to_string())
+    } else {
+        None
+    }
+}
+
 fn mpirun(snap: &Snapshot, s: &crate::snapshot::Spread, plan: &mut Plan) {
     let names: Vec<&str> = MPI_FORWARD
         .iter()
@@ -89,19 +118,7 @@ fn mpirun(snap: &Snapshot, s: &crate::snapshot::Spread, plan: &mut Plan) {
         .collect();
     let per_rank =
         "start the ranks through ncclenv (mpirun … ncclenv -- PROGRAM), which decides on each node";
-    let blocked = if !s.exports.is_empty() {
-        Some(format!(
-            "mpirun -x {} is given and Open MPI refuses -x together with mca_base_env_list",
-            s.exports.join(" -x ")
-        ))
-    } else if s.mca.iter().any(|m| m == "mca_base_env_list") {
-        Some(
-            "mpirun --mca mca_base_env_list is given and wins over OMPI_MCA_mca_base_env_list"
-                .to_string(),
-        )
-    } else {
-        None
-    };
+    let blocked = blocked_reason(snap, s);
     if let Some(why) = blocked {
         let copied: Vec<&str> = s
             .exports
@@ -123,7 +140,12 @@ fn mpirun(snap: &Snapshot, s: &crate::snapshot::Spread, plan: &mut Plan) {
                 "{why}: ncclenv cannot forward {} to the ranks on other nodes, which choose on their own{copied}",
                 shown.join(", ")
             ),
-            format!("{per_rank}, or add -x NAME for each of {}", names.join(", ")),
+            if s.exports.is_empty() {
+                // -x beside mca_base_env_list makes Open MPI abort: name them in the list instead.
+                format!("{per_rank}, or add {} to your mca_base_env_list", names.join(", "))
+            } else {
+                format!("{per_rank}, or add -x NAME for each of {}", names.join(", "))
+            },
         );
         return;
     }
@@ -309,6 +331,35 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.code == "runner-forward-blocked"));
+        // An inherited list with assignments is not recorded (secrets) and not rewritten.
+        let rec = crate::probe::job::record_env([(
+            "OMPI_MCA_mca_base_env_list".into(),
+            "TOKEN=s3cret;FOO".into(),
+        )]);
+        assert_eq!(
+            rec.get("OMPI_MCA_mca_base_env_list").map(String::as_str),
+            Some(ENV_LIST_ASSIGNS)
+        );
+        let env: Vec<(&str, &str)> = rec.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut p = plan_with(&[("NCCL_SOCKET_IFNAME", "eth0")]);
+        decide_spread(
+            &snap(Launcher::Mpi, Some(2), Spread::default(), &env),
+            &mut p,
+        );
+        assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
+        assert!(p
+            .warnings
+            .iter()
+            .any(|w| w.code == "runner-forward-blocked"));
+        // A list of names is recorded as is.
+        let rec = crate::probe::job::record_env([(
+            "OMPI_MCA_mca_base_env_list".into(),
+            "FOO;BAR".into(),
+        )]);
+        assert_eq!(
+            rec.get("OMPI_MCA_mca_base_env_list").map(String::as_str),
+            Some("FOO;BAR")
+        );
     }
 
     #[test]
