@@ -6,7 +6,8 @@
 //!   job hangs (bounded by `timeout`), as on hosts with Docker installed;
 //! * `ncclenv -- mpirun …`: `*_tcp_if_include` get eth0's network as a CIDR (forwarded by Open MPI to the
 //!   other node), NCCL's and Gloo's names reach the rank on the other node through
-//!   `OMPI_MCA_mca_base_env_list`: it completes, and that rank sees `NCCL_SOCKET_IFNAME=eth0`;
+//!   `OMPI_MCA_mca_base_env_list` (appended to the user's own list, which still forwards `USER_VAR`): it
+//!   completes, and that rank sees `NCCL_SOCKET_IFNAME=eth0` and `USER_VAR`;
 //! * `mpirun … ncclenv -- python …`: each rank's ncclenv reads mpirun's address from
 //!   `OMPI_MCA_orte_hnp_uri`, routes to it and sets the rank's `btl_tcp_if_include`: it completes;
 //! * both (`ncclenv -- mpirun … ncclenv -- python …`): nothing is forwarded, it completes.
@@ -101,7 +102,7 @@ exec ip netns exec "$ns" env -i PATH="$PATH" HOME=/root TMPDIR="{dir}/tmp-$host"
     );
     exe::write(&tmp.join("agent.sh"), &agent, 0o755);
     let script = "import os\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\ns = c.allreduce(c.Get_rank() + 1)\n\
-print(f\"rank={c.Get_rank()} sum={s} host={MPI.Get_processor_name()} ifname={os.environ.get('NCCL_SOCKET_IFNAME')} btl={os.environ.get('OMPI_MCA_btl_tcp_if_include')}\", flush=True)\n";
+print(f\"rank={c.Get_rank()} sum={s} host={MPI.Get_processor_name()} ifname={os.environ.get('NCCL_SOCKET_IFNAME')} btl={os.environ.get('OMPI_MCA_btl_tcp_if_include')} user={os.environ.get('USER_VAR')}\", flush=True)\n";
     std::fs::write(tmp.join("allreduce.py"), script).unwrap_or_else(|e| panic!("script: {e}"));
 }
 
@@ -144,7 +145,9 @@ fn mpirun(
     }
     argv.extend([PY.to_string(), script]);
     let mut c = a.command("env");
-    c.args(["-i", &format!("PATH={PATH}"), "HOME=/root"])
+    c.args(["-i", &format!("PATH={PATH}"), "HOME=/root"]);
+    // The user's own forwarding list, which ncclenv appends to.
+    c.args(["USER_VAR=kept", "OMPI_MCA_mca_base_env_list=USER_VAR"])
         .args(&argv);
     c.stdin(std::process::Stdio::null());
     let out = c
@@ -189,7 +192,8 @@ fn open_mpi_two_nodes_with_a_decoy_bridge() {
     assert!(
         rank1.contains("host=b")
             && rank1.contains("ifname=eth0")
-            && rank1.contains("btl=10.81.0.0/24"),
+            && rank1.contains("btl=10.81.0.0/24")
+            && rank1.contains("user=kept"),
         "{out}"
     );
     assert!(err.contains("[runner-copies-env]"), "{err}");
