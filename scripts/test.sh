@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 
 echo "== packages (the Docker engine itself must already run: docker info)"
 need=()
+# openmpi-bin, libopenmpi-dev, python3-mpi4py: the real Open MPI 4.1 and mpi4py for tests/it/mpi_e2e.rs (#21).
 for p in iproute2 file gcc libc6-dev util-linux python3-pip python3-venv hostname qemu-user \
-         busybox-static tini shellcheck git nftables; do
+         busybox-static tini shellcheck git nftables openmpi-bin libopenmpi-dev python3-mpi4py; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

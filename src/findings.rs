@@ -68,9 +68,9 @@ findings! {
     /// The inherited `NCCL_SOCKET_FAMILY` names a family no interface has; replaced.
     InheritedFamilyRepaired = "inherited-family-repaired", Warn, true,
         "the inherited `NCCL_SOCKET_FAMILY` names a family no interface has a usable address of; replaced";
-    /// An entry of a kept `NCCL_SOCKET_IFNAME` matches no interface.
+    /// An entry of a kept `NCCL_SOCKET_IFNAME` can match no interface on any node (it holds whitespace).
     InheritedIfnameEntryUnmatched = "inherited-ifname-entry-unmatched", Warn, false,
-        "an entry of a kept `NCCL_SOCKET_IFNAME` matches no interface (a typo, or a space NCCL does not trim)";
+        "an entry of a kept `NCCL_SOCKET_IFNAME` can match no interface on any node (a space NCCL does not trim); plain names that match nothing here may be another node's and are not reported";
     /// `GLOO_SOCKET_IFNAME`/`TP_SOCKET_IFNAME` repaired.
     GlooIfnameRepaired = "gloo-ifname-repaired", Warn, true,
         "`GLOO_SOCKET_IFNAME`/`TP_SOCKET_IFNAME` held NCCL syntax or a missing name";
@@ -164,6 +164,12 @@ findings! {
     /// NCCL libraries of more than one version were found.
     NcclSeveralVersions = "nccl-several-versions", Warn, false,
         "NCCL libraries of more than one version were found (`doctor`, or a start that looked for them); which one loads depends on `LD_LIBRARY_PATH` and the framework (`NCCL_DEBUG=VERSION` prints it)";
+    /// What ncclenv forwarded to, or withheld from, a runner that copies the environment to every node.
+    RunnerCopiesEnv = "runner-copies-env", Info, false,
+        "a runner copies the environment to every node (`mpirun`, DeepSpeed's multinode runner): what ncclenv forwarded by name or left to each node, and how to run ncclenv on every node";
+    /// ncclenv cannot forward its interface variables through `mpirun` (`-x` or `--mca mca_base_env_list` given).
+    RunnerForwardBlocked = "runner-forward-blocked", Warn, false,
+        "`mpirun -x` or `--mca mca_base_env_list` is given, so ncclenv cannot forward its interface variables to the ranks on other nodes";
     /// A launcher argument or variable could not be parsed.
     LauncherArgument = "launcher-argument", Warn, false,
         "a launcher argument or variable (`--nnodes 2:1`, `MASTER_ADDR='a b'`) could not be parsed and was ignored";

@@ -331,14 +331,16 @@ enum Until {
 
 /// Options of the command: `--name value`, `--name=value`, `-H value`, and switches (empty value), in order,
 /// from `start` to where `until` says the command's own options end, and never past a `*.py` argument or
-/// `--`. `valued` are the names that take their value from the next word; `switches` take none.
+/// `--`. `valued` are the names that take their value from the next word; `switches` take none. Also returns
+/// where the reading stopped: the index of the launcher's program (its first positional argument), a `*.py`
+/// argument or `--`, else `argv.len()`.
 fn scan(
     argv: &[String],
     start: usize,
     valued: &[&str],
     switches: &[&str],
     until: Until,
-) -> Vec<(String, String)> {
+) -> (Vec<(String, String)>, usize) {
     let mut out = Vec::new();
     let mut i = start;
     while i < argv.len() {
@@ -373,7 +375,7 @@ fn scan(
         }
         i += 1;
     }
-    out
+    (out, i.min(argv.len()))
 }
 
 /// torchrun's options that take no value (torch/distributed/run.py; `--use-env` from launch.py): `-m`
@@ -542,14 +544,7 @@ pub fn read_with(
     let detected = detect(&args);
     let mut info = LaunchInfo::default();
     info.shape.launcher = detected.map(|(l, _)| l);
-    let opts = match detected {
-        Some((l, at)) => {
-            let (valued, switches) = grammar(l);
-            scan(&args, at, valued, switches, until(l))
-        }
-        None if args.is_empty() => Vec::new(),
-        None => scan(&args, 1, GENERIC_VALUED, &["--standalone"], Until::Script),
-    };
+    let opts = options(&args, detected, &mut info);
     let (opts, mut master_unknown) = drop_unknown(opts, &mut info);
     for (k, v) in env.iter().filter(|(_, v)| crate::shell::is_unknown(v)) {
         master_unknown |= MASTER_NAMES.contains(&k.as_str());
@@ -584,7 +579,8 @@ pub fn read_with(
         Some(Launcher::Accelerate) => accelerate(&opts, acc_file.as_ref(), &mut cands, &mut info),
         Some(Launcher::Sglang) => sglang(&opts, &mut cands, &mut info),
         Some(Launcher::Ray) => ray(&opts, &mut cands, &mut info),
-        Some(Launcher::Horovod | Launcher::Mpi) => hosts(&opts, &mut info),
+        Some(Launcher::Horovod) => hosts(&opts, &mut info),
+        Some(Launcher::Mpi) => {} // read with the hostfile (`crate::spread`)
         Some(Launcher::Vllm) => {}
         None => {
             // Any other command: every launcher's own option names, in a fixed order (a node count
@@ -650,6 +646,29 @@ fn this_node(
         if let Some((name, v)) = var(env, "VLLM_HOST_IP") {
             set_self(info, v, name);
         }
+    }
+}
+
+/// The command's options as [`scan`] reads them for the launcher `detected` (its name and position), plus, for
+/// the runners that copy the environment to every node, what `crate::spread` reads of their command line
+/// (mpirun's `-H` first, then its hostfile).
+fn options(
+    args: &[String],
+    detected: Option<(Launcher, usize)>,
+    info: &mut LaunchInfo,
+) -> Vec<(String, String)> {
+    match detected {
+        Some((l, at)) => {
+            let (valued, switches) = grammar(l);
+            let (opts, stop) = scan(args, at, valued, switches, until(l));
+            if l == Launcher::Mpi {
+                hosts(&opts, info);
+            }
+            crate::spread::read(l, args, at, stop, &opts, info);
+            opts
+        }
+        None if args.is_empty() => Vec::new(),
+        None => scan(args, 1, GENERIC_VALUED, &["--standalone"], Until::Script).0,
     }
 }
 
@@ -722,10 +741,14 @@ fn grammar(l: Launcher) -> (&'static [&'static str], &'static [&'static str]) {
     match l {
         Launcher::Torchrun => (TORCHRUN_VALUED, &["--standalone"]),
         Launcher::Paddle => (PADDLE_VALUED, &[]),
-        Launcher::Deepspeed => (DEEPSPEED_VALUED, &[]),
+        Launcher::Deepspeed => (
+            DEEPSPEED_VALUED,
+            &["--no_ssh", "--force_multi", "--no_python"],
+        ),
         Launcher::Sglang => (SGLANG_VALUED, &[]),
         Launcher::Ray => (RAY_VALUED, &[]),
-        Launcher::Horovod | Launcher::Mpi => (HOSTS_VALUED, &[]),
+        Launcher::Horovod => (HOSTS_VALUED, &[]),
+        Launcher::Mpi => (MPI_VALUED, &[]),
         Launcher::Accelerate => (crate::accelerate::VALUED, &["--cpu"]),
         // vLLM's options say nothing ncclenv reads (VLLM_HOST_IP does).
         Launcher::Vllm => (&[], &[]),
@@ -780,6 +803,8 @@ const DEEPSPEED_VALUED: &[&str] = &[
     "--num_gpus",
     "--num-gpus",
     "--include",
+    "--hostfile",
+    "-H",
 ];
 const SGLANG_VALUED: &[&str] = &[
     "--dist-init-addr",
@@ -789,6 +814,19 @@ const SGLANG_VALUED: &[&str] = &[
 ];
 const RAY_VALUED: &[&str] = &["--address", "--node-ip-address"];
 const HOSTS_VALUED: &[&str] = &["-H", "--host", "--hosts"];
+/// mpirun's options read: the hosts, the hostfiles (`crate::spread::MPI_HOSTFILE`) and `-x NAME[=VALUE]`.
+const MPI_VALUED: &[&str] = &[
+    "-H",
+    "--host",
+    "--hosts",
+    "--hostfile",
+    "-hostfile",
+    "--machinefile",
+    "-machinefile",
+    "--default-hostfile",
+    "-f",
+    "-x",
+];
 /// Option names read from a command no launcher was recognised in (ray's `--address` and `-H` are too
 /// common elsewhere to count).
 const GENERIC_VALUED: &[&str] = &[
@@ -1534,6 +1572,7 @@ pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
         None => (1, Until::Script),
     };
     scan(&args, start, &[name], &[], until)
+        .0
         .pop()
         .map(|(_, v)| v)
 }

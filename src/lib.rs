@@ -34,6 +34,7 @@ pub mod report;
 pub mod shell;
 pub mod signals;
 pub mod snapshot;
+pub mod spread;
 pub mod text;
 
 #[cfg(test)]

@@ -25,6 +25,9 @@ pub enum HostVar {
     JsonList,
     /// Vertex AI's `CLUSTER_SPEC` JSON: `cluster.workerpool0[0]` (the primary replica).
     VertexSpec,
+    /// Open MPI's ORTE contact URI (`OMPI_MCA_orte_hnp_uri`, see [`ompi_uri`]): the first address of
+    /// mpirun's that is not loopback.
+    OmpiUri,
 }
 
 /// How a variable gives the node count.
@@ -155,8 +158,8 @@ pub const ROWS: &[Row] = &[
     },
     Row {
         name: "Open MPI rank",
-        source: "open-mpi/ompi docs (mpirun(1) \"Environment variables\": OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE)",
-        master: None,
+        source: "open-mpi/ompi docs (mpirun(1) \"Environment variables\": OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE); OMPI_MCA_orte_hnp_uri, mpirun's (the HNP's) contact URI set in every rank by Open MPI 4.x ORTE (orte/mca/ess, measured with Open MPI 4.1.4: `JOB.VPID;tcp://ADDR[,ADDR…]:PORT;tcp6://[ADDR]:PORT`)",
+        master: Some((&["OMPI_MCA_orte_hnp_uri"], HostVar::OmpiUri)),
         port: &[],
         nodes: Some((
             &["OMPI_COMM_WORLD_SIZE"],
@@ -167,7 +170,7 @@ pub const ROWS: &[Row] = &[
     },
     Row {
         name: "MPICH/Hydra rank",
-        source: "pmodels/mpich src/pm/hydra (PMI_SIZE, PMI_RANK, MPI_LOCALNRANKS set by the Hydra proxy)",
+        source: "pmodels/mpich src/pm/hydra/proxy/pmip_cb.c (PMI_SIZE, PMI_RANK, MPI_LOCALNRANKS set by the Hydra proxy; its PMI_HOSTNAME is the proxy's own host and PMI_PORT/PMI_FD the local proxy, so no variable names the launching host)",
         master: None,
         port: &[],
         nodes: Some((&["PMI_SIZE"], CountVar::Over("MPI_LOCALNRANKS"))),
@@ -198,6 +201,7 @@ pub const VARS: &[&str] = &[
     "RAY_ADDRESS",
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "OMPI_MCA_orte_hnp_uri",
     "PMI_SIZE",
     "MPI_LOCALNRANKS",
 ];
@@ -362,6 +366,7 @@ fn master(v: &str, shape: HostVar) -> Result<Option<Endpoint>, String> {
         HostVar::SlurmHostlist => hostlist(v)?.into_iter().next(),
         HostVar::JsonList => json_list(v)?.into_iter().next(),
         HostVar::VertexSpec => vertex(v)?.pools.first().and_then(|p| p.first().cloned()),
+        HostVar::OmpiUri => ompi_uri(v)?.into_iter().next().map(|a| a.to_string()),
     };
     match host {
         Some(h) => parse_endpoint(&h).map(Some),
@@ -411,6 +416,50 @@ fn rank(env: &BTreeMap<String, String>, v: &str, shape: RankVar) -> Result<Optio
         }
     };
     Ok(u32::try_from(r).ok())
+}
+
+/// The addresses of an Open MPI 4.x ORTE contact URI (`OMPI_MCA_orte_hnp_uri`), in order, loopback and
+/// link-local ones left out: `JOBID.VPID;tcp://A,B:PORT;tcp6://[V6],[V6]:PORT` (orte/mca/oob/tcp
+/// `component_get_addr`: one `tcp://` entry listing every IPv4 address mpirun listens on, comma-separated,
+/// then one `tcp6://`; the port is ORTE's, not the job's). Its IPv4 addresses come first. An error when the
+/// value is not such a URI.
+pub fn ompi_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
+    use std::net::IpAddr;
+    let bad = || "not Open MPI's contact URI (JOB.VPID;tcp://ADDR:PORT)".to_string();
+    let mut parts = v.trim().split(';');
+    let id = parts.next().unwrap_or("");
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(bad());
+    }
+    let mut out: Vec<IpAddr> = Vec::new();
+    let mut seen = false;
+    for p in parts {
+        let Some((scheme, rest)) = p.split_once("://") else {
+            continue;
+        };
+        if scheme != "tcp" && scheme != "tcp6" {
+            continue;
+        }
+        seen = true;
+        // Everything up to the last ':' lists the addresses; IPv6 ones are bracketed.
+        let list = rest.rsplit_once(':').map_or(rest, |(l, _)| l);
+        for a in list.split(',') {
+            let a = a.trim().trim_start_matches('[').trim_end_matches(']');
+            if let Ok(ip) = a.parse::<IpAddr>() {
+                if !ip.is_loopback()
+                    && !crate::snapshot::is_link_local_ip(&ip)
+                    && !out.contains(&ip)
+                {
+                    out.push(ip);
+                }
+            }
+        }
+    }
+    if !seen {
+        return Err(bad());
+    }
+    out.sort_by_key(|ip| ip.is_ipv6());
+    Ok(out)
 }
 
 /// A whole number of at least `min`.
@@ -715,6 +764,63 @@ mod tests {
         );
         let i = read_env(&[("PMI_SIZE", "6"), ("MPI_LOCALNRANKS", "4")]);
         assert_eq!(i.shape.nnodes, None);
+        // Hydra names no launching host: PMI_HOSTNAME is this node's own (pmip_cb.c).
+        let i = read_env(&[
+            ("PMI_SIZE", "8"),
+            ("MPI_LOCALNRANKS", "4"),
+            ("PMI_RANK", "5"),
+            ("PMI_HOSTNAME", "node2"),
+        ]);
+        assert_eq!((i.shape.nnodes, i.master.is_none()), (Some(2), true));
+    }
+
+    #[test]
+    fn open_mpi_rank_names_mpirun_as_the_peer() {
+        // As Open MPI 4.1.4 sets it in every rank (measured): mpirun's addresses, the decoy bridge after eth0.
+        let i = read_env(&[
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            (
+                "OMPI_MCA_orte_hnp_uri",
+                "1077542912.0;tcp://10.81.0.1,172.17.0.1:59775;tcp6://[fd00::2]:43713",
+            ),
+        ]);
+        let m = i
+            .master
+            .as_ref()
+            .map(|m| (m.value.host.as_str(), m.value.port, m.source.as_str()));
+        assert_eq!(
+            m,
+            Some(("10.81.0.1", None, "OMPI_MCA_orte_hnp_uri (Open MPI rank)"))
+        );
+        assert_eq!(i.shape.nnodes, Some(2));
+        assert_eq!(i.shape.master_port, None, "ORTE's port is not the job's");
+        let ips =
+            |v: &str| ompi_uri(v).map(|a| a.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            ips("1.0;tcp://127.0.0.1,169.254.1.1:5;tcp6://[::1],[fd00::9]:6"),
+            Ok(vec!["fd00::9".to_string()])
+        );
+        assert_eq!(
+            ips("1.0;tcp6://[fd00::9]:6;tcp://10.0.0.2:5"),
+            Ok(vec!["10.0.0.2".into(), "fd00::9".into()])
+        );
+        assert!(ompi_uri("tcp://10.0.0.1:5").is_err());
+        assert!(ompi_uri("1.0;usock://x").is_err());
+        let i = read_env(&[
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_MCA_orte_hnp_uri", "garbage"),
+        ]);
+        assert!(i.master.is_none());
+        assert!(
+            i.shape
+                .problems
+                .iter()
+                .any(|p| p.contains("OMPI_MCA_orte_hnp_uri")),
+            "{:?}",
+            i.shape.problems
+        );
     }
 
     #[test]

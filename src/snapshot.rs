@@ -511,6 +511,25 @@ pub struct JobShape {
     /// the node rank, when the launcher's own arguments and variables did not.
     #[serde(default)]
     pub orchestrator: Option<String>,
+    /// How the launcher copies the environment to the other nodes, when it is a runner that does (`mpirun`,
+    /// DeepSpeed's multinode runner; see `crate::spread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+}
+
+/// What a runner that carries the launching node's environment to every node (`mpirun`, DeepSpeed's
+/// multinode runner) says on its command line (`crate::spread`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spread {
+    /// The program the runner starts on every node is ncclenv (`mpirun … ncclenv -- PROG`, `deepspeed
+    /// --no_python … ncclenv -- PROG`): each rank decides on its own node.
+    pub ranks_through_ncclenv: bool,
+    /// The names mpirun's `-x NAME[=VALUE]` copies to every rank, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<String>,
+    /// The MCA parameters given with `--mca NAME VALUE` on mpirun's command line (they win over `OMPI_MCA_*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mca: Vec<String>,
 }
 
 /// A training framework, as its launcher identifies it.

@@ -1374,8 +1374,12 @@ fn whitespace_hint(val: &str) -> String {
     }
 }
 
-/// Entries of a kept `NCCL_SOCKET_IFNAME` that match no interface at all (a typo, or a space NCCL does not
-/// trim, as in `"eth0, eth1"`): harmless to NCCL, but not what the user meant.
+/// Entries of a kept `NCCL_SOCKET_IFNAME` (one entry at least matches here) that can match no interface on
+/// any node: those holding whitespace, which NCCL does not trim (`"eth0, eth1"`, `parseStringList` in
+/// src/misc/utils.cc) and no Linux interface name contains (`dev_valid_name`, net/core/dev.c). An entry
+/// that is a plain name matching nothing here is not reported: a list such as `enp179s0f0,enp1s0` names
+/// every node's NIC where the nodes' names differ (the form NCCL's maintainers recommend, and what a runner
+/// that copies the environment to every node carries), so the other entries may be another node's.
 fn unmatched_entries(v: &NetworkView, val: &str, origin: &str, plan: &mut Plan) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
@@ -1384,6 +1388,7 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &str, plan: &mut Plan) 
     let dead: Vec<String> = list
         .entries
         .iter()
+        .filter(|e| e.prefix.chars().any(char::is_whitespace))
         .filter(|e| !v.net.links.iter().any(|l| list.entry_matches(e, &l.name)))
         .map(|e| format!("{:?}", e.prefix))
         .collect();
@@ -1391,11 +1396,11 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &str, plan: &mut Plan) 
         plan.finding(
             Finding::InheritedIfnameEntryUnmatched,
             format!(
-                "NCCL_SOCKET_IFNAME={val:?} (from {origin}): the entries {} match no interface here{}",
+                "NCCL_SOCKET_IFNAME={val:?} (from {origin}): the entries {} can match no interface on any node{}",
                 dead.join(", "),
                 whitespace_hint(val)
             ),
-            "remove those entries (and any spaces after commas)",
+            "remove the spaces after the commas",
         );
     }
 }
@@ -1567,8 +1572,9 @@ fn other_launchers(
     let c = Companion { v, ifname, fix };
     let launcher = snap.job.launcher;
     horovod_iface(&c, snap.env.get("HOROVOD_GLOO_IFACE"), launcher, plan);
+    let ompi = OmpiTarget::of(&c, snap, addr);
     for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
-        ompi_if_include(&c, var, snap.env.get(var), launcher, addr, plan);
+        ompi_if_include(&c, var, snap.env.get(var), &ompi, addr, plan);
     }
     if let Some(val) = snap.env.get("UCX_NET_DEVICES") {
         ucx_net_devices(&c, val, plan);
@@ -1594,7 +1600,10 @@ impl Companion<'_, '_> {
     }
     /// `launcher-ifname-repaired`: `var` would fail (`why`); replaced by the bound interface ([`Fix`]).
     fn repair(&self, plan: &mut Plan, var: &'static str, val: &str, why: String) {
-        let ifname = self.ifname;
+        self.repair_to(plan, var, val, why, self.ifname)
+    }
+    /// [`Companion::repair`] with `ifname` as the new value (a CIDR network for Open MPI).
+    fn repair_to(&self, plan: &mut Plan, var: &'static str, val: &str, why: String, ifname: &str) {
         self.fix.apply(
             plan,
             Repair {
@@ -1646,23 +1655,94 @@ fn horovod_iface(c: &Companion, val: Option<&String>, launcher: Option<Launcher>
     }
 }
 
+/// What ncclenv gives Open MPI's `*_tcp_if_include` and for which process.
+struct OmpiTarget {
+    /// The value: the bound interface's network as a CIDR (`10.79.0.0/24`) when the job may span nodes
+    /// (another node's NIC on that network may have another name, and Open MPI forwards `OMPI_MCA_*` to every
+    /// node; `*_if_include` takes CIDR networks, opal/mca/if `opal_ifmatches`), else the interface's name. A
+    /// host address (/32, /128) or an interface without address gives the name.
+    value: String,
+    /// The command is `mpirun`: both variables are set (its `orted` daemons use `oob`, the ranks `btl`).
+    mpirun: bool,
+    /// The command is an Open MPI rank (`OMPI_COMM_WORLD_SIZE` set): `btl` only, read by the rank's
+    /// `MPI_Init`.
+    rank: bool,
+}
+
+impl OmpiTarget {
+    fn of(c: &Companion, snap: &Snapshot, addr: Option<IpAddr>) -> OmpiTarget {
+        let cidr = addr
+            .filter(|_| !snap.job.is_single_node())
+            .and_then(|a| {
+                c.v.net
+                    .addrs
+                    .iter()
+                    .find(|x| x.addr == a)
+                    .map(|x| (a, x.prefix_len))
+            })
+            .filter(|(a, len)| *len < if a.is_ipv4() { 32 } else { 128 })
+            .map(|(a, len)| format!("{}/{len}", network_of(&a, len)));
+        OmpiTarget {
+            value: cidr.unwrap_or_else(|| c.ifname.to_string()),
+            mpirun: snap.job.launcher == Some(Launcher::Mpi),
+            rank: snap.env.contains_key("OMPI_COMM_WORLD_SIZE"),
+        }
+    }
+}
+
+/// The network address of `a`/`len` (host bits cleared).
+fn network_of(a: &IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(v) => {
+            let bits = u32::from(*v);
+            let mask = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len.min(32)))
+            };
+            IpAddr::V4((bits & mask).into())
+        }
+        IpAddr::V6(v) => {
+            let bits = u128::from(*v);
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(len.min(128)))
+            };
+            IpAddr::V6((bits & mask).into())
+        }
+    }
+}
+
 /// Open MPI's `OMPI_MCA_{btl,oob}_tcp_if_include` (`var`): exact names or CIDR networks. An empty value, a
 /// missing name or a network holding no address here is repaired; one that does not select the bound
-/// interface (by name or by its address `addr`) is warned; unset, it is set for `mpirun`.
+/// interface (by name or by its address `addr`) is warned; unset, both are set for `mpirun` and
+/// `btl_tcp_if_include` for an Open MPI rank ([`OmpiTarget`]).
 fn ompi_if_include(
     c: &Companion,
     var: &'static str,
     val: Option<&String>,
-    launcher: Option<Launcher>,
+    t: &OmpiTarget,
     addr: Option<IpAddr>,
     plan: &mut Plan,
 ) {
     let Some(val) = val else {
-        if launcher == Some(Launcher::Mpi) {
+        let how = if t.value == c.ifname {
+            c.ifname.to_string()
+        } else {
+            format!("{}'s network", c.ifname)
+        };
+        if t.mpirun {
             plan.set(
                 var,
-                c.ifname,
-                "the same interface as NCCL, for Open MPI's TCP transport (Open MPI forwards it to every node)",
+                t.value.clone(),
+                format!("the same interface as NCCL ({how}), for Open MPI's TCP transport (Open MPI forwards it to every node)"),
+            );
+        } else if t.rank && var == "OMPI_MCA_btl_tcp_if_include" {
+            plan.set(
+                var,
+                t.value.clone(),
+                format!("the same interface as NCCL ({how}), for this Open MPI rank's TCP transport (read by MPI_Init)"),
             );
         }
         return;
@@ -1701,7 +1781,7 @@ fn ompi_if_include(
         } else {
             format!("Open MPI cannot use {}", bad.join(", "))
         };
-        c.repair(plan, var, val, why);
+        c.repair_to(plan, var, val, why, &t.value);
     } else if !selects {
         c.differs(plan, var, val);
     }

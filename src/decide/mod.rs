@@ -7,6 +7,7 @@ pub mod host;
 pub mod interface;
 pub mod rdma;
 pub mod shm;
+pub mod spread;
 pub mod vendor;
 
 pub use vendor::vendor_profile;
@@ -262,6 +263,7 @@ fn vendor(snap: &Snapshot, cfg: &Config, keys: &[String]) -> Plan {
         rdma::decide_rdma(snap, cfg, &mut plan);
     }
     shm::decide_shm(snap, cfg, &mut plan);
+    spread::decide_spread(snap, &mut plan);
     finish(plan, snap, cfg)
 }
 
@@ -275,6 +277,7 @@ fn normal(snap: &Snapshot, cfg: &Config) -> Plan {
     no_master_note(snap, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
+    spread::decide_spread(snap, &mut plan);
     finish(plan, snap, cfg)
 }
 

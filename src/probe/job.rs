@@ -147,6 +147,8 @@ const RECORDED: &[&str] = &[
     "HOROVOD_GLOO_IFACE",
     "OMPI_MCA_btl_tcp_if_include",
     "OMPI_MCA_oob_tcp_if_include",
+    "OMPI_MCA_mca_base_env_list",
+    "OMPI_MCA_mca_base_env_list_delimiter",
     "UCX_NET_DEVICES",
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
@@ -197,7 +199,12 @@ pub fn record_env<I: IntoIterator<Item = (OsString, OsString)>>(
         if !is_recorded(k) {
             continue;
         }
-        let v = launcher::redact_userinfo(&v.to_string_lossy());
+        let mut v = launcher::redact_userinfo(&v.to_string_lossy());
+        // Open MPI's env list may assign values (`NAME=VALUE`), which may be secrets: not recorded
+        // (`decide::spread` then leaves the list alone).
+        if k == "OMPI_MCA_mca_base_env_list" && v.contains('=') {
+            v = crate::decide::spread::ENV_LIST_ASSIGNS.to_string();
+        }
         // getenv: the first entry of a name is the one the command reads.
         out.entry(k.to_string()).or_insert(v);
     }

@@ -602,6 +602,41 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
     );
 }
 
+/// #21 item 5: a cross-node list (`enp179s0f0,enp1s0`, each node's NIC) is kept without a warning where one
+/// entry matches here; only a list of which no entry matches is a problem (repaired).
+#[test]
+fn cross_node_list_is_kept_quietly_when_one_entry_matches() {
+    let mut l = Lay::new();
+    let e = l.plug("enp1s0", &["10.7.0.5/24"]);
+    l.default_via("10.7.0.1", e, 0, false);
+    l.env("NCCL_SOCKET_IFNAME", "=enp179s0f0,enp1s0");
+    let p = l.decide();
+    assert_eq!(
+        val(&p, "NCCL_SOCKET_IFNAME"),
+        None,
+        "kept: enp1s0 matches: {:?}",
+        p.warnings
+    );
+    assert!(
+        !p.warnings
+            .iter()
+            .any(|w| w.code == "inherited-ifname-entry-unmatched"
+                || w.remedy.contains("remove those entries")),
+        "{:?}",
+        p.warnings
+    );
+    let mut l = Lay::new();
+    let e = l.plug("enp1s0", &["10.7.0.5/24"]);
+    l.default_via("10.7.0.1", e, 0, false);
+    l.env("NCCL_SOCKET_IFNAME", "enp179s0f0,ens5");
+    let p = l.decide();
+    assert_eq!(
+        val(&p, "NCCL_SOCKET_IFNAME"),
+        Some("enp1s0"),
+        "no entry matches here: repaired"
+    );
+}
+
 #[test]
 fn entries_that_match_nothing_are_pointed_out_with_the_space() {
     let mut l = f5();
@@ -1151,17 +1186,32 @@ fn f26_other_launchers_interface_variables() {
             "{value}: {:#?}",
             p.warnings
         );
+        // The node count is unknown: repaired to em2's network (valid on every node of it, #21).
         assert_eq!(
             val(&p, "OMPI_MCA_btl_tcp_if_include"),
-            if repaired { Some("em2") } else { None },
+            if repaired { Some("10.5.2.0/24") } else { None },
             "{value}"
         );
     }
     let mut l = lay();
     l.job.launcher = Some(Launcher::Mpi);
     let p = l.decide();
+    assert_eq!(val(&p, "OMPI_MCA_btl_tcp_if_include"), Some("10.5.2.0/24"));
+    assert_eq!(val(&p, "OMPI_MCA_oob_tcp_if_include"), Some("10.5.2.0/24"));
+    // One node: the name.
+    let mut l = lay();
+    l.job.launcher = Some(Launcher::Mpi);
+    l.job.nnodes = Some(1);
+    let p = l.decide();
     assert_eq!(val(&p, "OMPI_MCA_btl_tcp_if_include"), Some("em2"));
     assert_eq!(val(&p, "OMPI_MCA_oob_tcp_if_include"), Some("em2"));
+    // An Open MPI rank (`mpirun … ncclenv -- prog`): btl only.
+    let mut l = lay();
+    l.env("OMPI_COMM_WORLD_SIZE", "2");
+    l.job.nnodes = Some(2);
+    let p = l.decide();
+    assert_eq!(val(&p, "OMPI_MCA_btl_tcp_if_include"), Some("10.5.2.0/24"));
+    assert_eq!(val(&p, "OMPI_MCA_oob_tcp_if_include"), None);
     // UCX: a missing netdev is repaired; beside RDMA devices it is only warned; never set when unset.
     let mut l = lay();
     l.env("UCX_NET_DEVICES", "eth9");

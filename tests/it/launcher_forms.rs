@@ -1,5 +1,6 @@
-//! The job's facts however it is started (#21): shell-wrapped commands (`sh -c "cd /w && torchrun …"`) and
-//! Slurm's variables, through the real binary in network namespaces. Each case has a control that shows the
+//! The job's facts however it is started (#21): shell-wrapped commands (`sh -c "cd /w && torchrun …"`),
+//! Slurm's variables, an Open MPI rank's variables and DeepSpeed's multinode runner, through the real binary in
+//! network namespaces. Each case has a control that shows the
 //! form matters: the same layout with a command that names no master takes the default route, and a
 //! single-node job on a host with only `lo` runs where the 2-node one is refused (78).
 
@@ -26,7 +27,7 @@ fn job_dir() -> TempDir {
     for d in ["bin", "sys", "dev"] {
         std::fs::create_dir_all(tmp.join(d)).unwrap_or_else(|e| panic!("mkdir {d}: {e}"));
     }
-    for name in ["torchrun", "python"] {
+    for name in ["torchrun", "python", "mpirun"] {
         exe::write(
             &tmp.join(&format!("bin/{name}")),
             "#!/bin/sh\necho \"GLOO_SOCKET_IFNAME=$GLOO_SOCKET_IFNAME\"\n",
@@ -224,4 +225,82 @@ fn slurm_nodelist_names_the_master() {
         "{}",
         r.stderr
     );
+}
+
+/// #21 item 4, per rank: an Open MPI rank (`mpirun … ncclenv -- python train.py`) names mpirun's address in
+/// `OMPI_MCA_orte_hnp_uri`, the peer, and the node count in `OMPI_COMM_WORLD_SIZE/LOCAL_SIZE`; the control
+/// without the URI takes the default route. In front of mpirun, a hostfile that cannot be read is named.
+#[test]
+fn open_mpi_rank_routes_to_mpirun() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    let rank = [
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+        ("OMPI_COMM_WORLD_RANK", "1"),
+        (
+            "OMPI_MCA_orte_hnp_uri",
+            "3773956096.0;tcp://10.62.0.9,172.17.0.1:41234;tcp6://[fd00::9]:41235",
+        ),
+    ];
+    let r = run(&ns, &tmp, &["python", "train.py"], &rank);
+    assert_eq!(r.ifname.as_deref(), Some("eth1"), "{}", r.stderr);
+    assert!(r.stderr.contains("route to peer 10.62.0.9"), "{}", r.stderr);
+    let r = run(&ns, &tmp, &["python", "train.py"], &rank[..3]);
+    assert_eq!(r.ifname.as_deref(), Some("eth0"), "control: {}", r.stderr);
+    let r = run(
+        &ns,
+        &tmp,
+        &[
+            "mpirun",
+            "--hostfile",
+            "/nonexistent/hosts",
+            "python",
+            "train.py",
+        ],
+        &[],
+    );
+    assert!(
+        r.stderr.lines().any(|l| l.contains("[launcher-argument]")
+            && l.contains("/nonexistent/hosts")
+            && l.contains("cannot read")),
+        "{}",
+        r.stderr
+    );
+}
+
+/// #21 item 5: DeepSpeed's multinode runner copies every `NCCL*` variable to every node (runner.py
+/// `EXPORT_ENVS`, its real CLI needs torch, so a stand-in here): in front of it, ncclenv leaves
+/// `NCCL_SOCKET_IFNAME` to each node and says how to run ncclenv on every node; a one-host hostfile (no
+/// copying) gets it as usual.
+#[test]
+fn deepspeed_multinode_runner_gets_no_node_local_name() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    // The stand-in prints NCCL_SOCKET_IFNAME in the line `run` reads.
+    exe::write(
+        &tmp.join("bin/deepspeed"),
+        "#!/bin/sh\necho \"GLOO_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-unset}\"\n",
+        0o755,
+    );
+    let hosts = tmp.join("hostfile");
+    std::fs::write(&hosts, "w1 slots=8\nw2 slots=8\n").unwrap_or_else(|e| panic!("hostfile: {e}"));
+    let h = hosts.display().to_string();
+    let r = run(&ns, &tmp, &["deepspeed", "--hostfile", &h, "train.py"], &[]);
+    assert_eq!(r.ifname.as_deref(), Some("unset"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("[runner-copies-env]")
+            && r.stderr.contains("--no_python --no_local_rank"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(&hosts, "w1 slots=8\n").unwrap_or_else(|e| panic!("hostfile: {e}"));
+    let r = run(&ns, &tmp, &["deepspeed", "--hostfile", &h, "train.py"], &[]);
+    assert_eq!(r.ifname.as_deref(), Some("eth0"), "one host: {}", r.stderr);
 }

@@ -22,6 +22,7 @@ mod host_probe;
 mod late_master;
 mod launcher_forms;
 mod logging;
+mod mpi_e2e;
 mod packaging;
 mod paddle_e2e;
 mod preflight;

@@ -377,6 +377,7 @@ pub const OURS: &[&str] = &[
     "HOROVOD_GLOO_IFACE",
     "OMPI_MCA_btl_tcp_if_include",
     "OMPI_MCA_oob_tcp_if_include",
+    "OMPI_MCA_mca_base_env_list",
     "UCX_NET_DEVICES",
     "NCCL_IB_DISABLE",
     "NCCL_IB_HCA",

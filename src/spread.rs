@@ -1,0 +1,335 @@
+//! Runners that carry the launching node's environment to every node (#21 items 4 and 5): what the command
+//! line says about how `mpirun` and DeepSpeed's multinode runner spread variables, read as each reads its
+//! arguments. The decision (`crate::decide::spread`) turns it into what ncclenv forwards or withholds.
+//!
+//! * **mpirun** (Open MPI 4.1 `orterun`, MPICH/Hydra `mpiexec`): the nodes are `-H`/`--host` (read by
+//!   `crate::launcher`) or a hostfile (`--hostfile`, `-hostfile`, `--machinefile`, `-machinefile`,
+//!   `--default-hostfile`, Hydra's `-f`): one host per line, its first word, `host:N` or `host slots=N`,
+//!   `#` starts a comment (Open MPI's `hostfile(5)`, Hydra's `-f` file). `-x NAME[=VALUE]` copies a variable to
+//!   every rank (Open MPI's mpirun(1)); `--mca NAME VALUE` on the command line wins over `OMPI_MCA_NAME` in
+//!   the environment (Open MPI's MCA precedence, mpirun(1) "Setting MCA Parameters").
+//! * **DeepSpeed** (`deepspeed/launcher/runner.py`, 0.16.5): with a hostfile (`-H`/`--hostfile`, default
+//!   `/job/hostfile`; lines `NAME slots=N`, `_parse_hostfile`) of more than one active host, or
+//!   `--force_multi`, and without `--no_ssh`, the multinode runner starts every node's ranks over
+//!   pdsh/mpirun/srun and exports into each every variable of the launching node whose name starts with
+//!   `NCCL`, `UCX`, `PYTHON`, `MV2`, `MLFLOW` (`EXPORT_ENVS` plus the CUDA accelerator's `export_envs()`),
+//!   plus the lines of `~/.deepspeed_env` and `./.deepspeed_env`. `--num_nodes N` keeps the first N hosts.
+//!
+//! The program a runner starts on every node is "ncclenv" when the command is `mpirun … ncclenv -- PROG` or
+//! `deepspeed --no_python … ncclenv -- PROG`: then every rank decides on its own node.
+
+use crate::launcher::LaunchInfo;
+use crate::snapshot::{Launcher, Spread};
+use std::path::Path;
+
+/// mpirun's hostfile options (Open MPI 4.1 mpirun(1); Hydra `-f`).
+pub const MPI_HOSTFILE: &[&str] = &[
+    "--hostfile",
+    "-hostfile",
+    "--machinefile",
+    "-machinefile",
+    "--default-hostfile",
+    "-f",
+];
+
+/// mpirun's options that name two words (`--mca NAME VALUE`), as `crate::launcher` skips them.
+const MCA_PAIRS: &[&str] = &["--mca", "-mca", "--gmca", "-gmca"];
+
+/// DeepSpeed's default hostfile (`DLTS_HOSTFILE`, deepspeed/launcher/runner.py).
+pub const DEEPSPEED_DEFAULT_HOSTFILE: &str = "/job/hostfile";
+
+/// The largest hostfile read (bytes); a longer one counts as unreadable.
+const MAX_HOSTFILE: u64 = 1 << 20;
+
+/// The command line of a runner that spreads the environment: `args` the whole command, `at` where the
+/// launcher's name is, `stop` where its own options end (the program, or `args.len()`), `opts` its options as
+/// `crate::launcher` read them. Fills `info.shape.spread` and, when no other source gave one, the node count
+/// from a hostfile (a hostfile that cannot be read is a problem).
+pub fn read(
+    l: Launcher,
+    args: &[String],
+    at: usize,
+    stop: usize,
+    opts: &[(String, String)],
+    info: &mut LaunchInfo,
+) {
+    match l {
+        Launcher::Mpi => mpi(args, at, stop, opts, info),
+        Launcher::Deepspeed => deepspeed(args, stop, opts, info),
+        _ => {}
+    }
+}
+
+/// The last value of any of `names` among `opts`.
+fn last<'a>(opts: &'a [(String, String)], names: &[&str]) -> Option<(&'a str, &'a str)> {
+    opts.iter()
+        .rev()
+        .find(|(n, _)| names.contains(&n.as_str()))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+}
+
+fn is_ncclenv(program: Option<&String>) -> bool {
+    program
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "ncclenv")
+}
+
+fn mpi(args: &[String], at: usize, stop: usize, opts: &[(String, String)], info: &mut LaunchInfo) {
+    let mut s = Spread {
+        ranks_through_ncclenv: is_ncclenv(args.get(stop)),
+        ..Spread::default()
+    };
+    for (n, v) in opts {
+        if n == "-x" {
+            let name = v.split('=').next().unwrap_or("").to_string();
+            if !name.is_empty() && !s.exports.contains(&name) {
+                s.exports.push(name);
+            }
+        }
+    }
+    let own = &args[at.min(args.len())..stop.min(args.len())];
+    for w in own.windows(2) {
+        if MCA_PAIRS.contains(&w[0].as_str()) {
+            let name = w[1].as_str();
+            if !s.mca.iter().any(|m| m == name) {
+                s.mca.push(name.to_string());
+            }
+        }
+    }
+    if info.shape.nnodes.is_none() {
+        if let Some((n, path)) = last(opts, MPI_HOSTFILE) {
+            match hostfile(path, false) {
+                Ok(hosts) if !hosts.is_empty() => set_count(info, hosts.len(), n, path),
+                Ok(_) => problem(
+                    info,
+                    format!("mpirun {n} {path}: it names no host; the node count is unknown"),
+                ),
+                Err(e) => problem(
+                    info,
+                    format!("mpirun {n} {path}: cannot read it ({e}); the node count is unknown"),
+                ),
+            }
+        }
+    }
+    info.shape.spread = Some(s);
+}
+
+fn deepspeed(args: &[String], stop: usize, opts: &[(String, String)], info: &mut LaunchInfo) {
+    if last(opts, &["--no_ssh"]).is_some() {
+        return; // every node runs its own `deepspeed --no_ssh --node_rank=N`: nothing is copied.
+    }
+    let given = last(opts, &["--hostfile", "-H"]);
+    let (src, path) = given.unwrap_or(("the default hostfile", DEEPSPEED_DEFAULT_HOSTFILE));
+    let hosts = match hostfile(path, true) {
+        Ok(h) => h,
+        Err(e) => {
+            // runner.py's fetch_hostfile: a missing file means local resources only (a warning there too).
+            if given.is_some() {
+                problem(info, format!("deepspeed {src} {path}: cannot read it ({e}); DeepSpeed runs on this node only"));
+            }
+            Vec::new()
+        }
+    };
+    let keep = last(opts, &["--num_nodes"])
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(usize::MAX);
+    let active = hosts.len().min(keep);
+    let force = last(opts, &["--force_multi"]).is_some();
+    if active > 1 && keep == usize::MAX {
+        set_count(info, active, src, path);
+    }
+    if active > 1 || force {
+        let no_python = last(opts, &["--no_python"]).is_some();
+        info.shape.spread = Some(Spread {
+            ranks_through_ncclenv: no_python && is_ncclenv(args.get(stop)),
+            ..Spread::default()
+        });
+    }
+}
+
+fn set_count(info: &mut LaunchInfo, n: usize, opt: &str, path: &str) {
+    if info.shape.nnodes.is_none() {
+        info.shape.nnodes = Some(u32::try_from(n).unwrap_or(u32::MAX));
+        info.shape.source = Some(format!("{opt} {path}"));
+    }
+}
+
+fn problem(info: &mut LaunchInfo, text: String) {
+    if !info.shape.problems.contains(&text) {
+        info.shape.problems.push(text);
+    }
+}
+
+/// The distinct hosts of a hostfile at `path`, in order. A line's first word is the host (`host:N` →
+/// `host`); blank lines and `#` comments are skipped. `slots_only` keeps only lines DeepSpeed accepts
+/// (`^(\S+)\s+slots=(\d+)`, runner.py `_parse_hostfile`). Errors: the file cannot be read or is over 1 MiB.
+pub fn hostfile(path: &str, slots_only: bool) -> Result<Vec<String>, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    f.take(MAX_HOSTFILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_HOSTFILE {
+        return Err(format!("longer than {MAX_HOSTFILE} bytes"));
+    }
+    Ok(hostfile_hosts(&text, slots_only))
+}
+
+/// [`hostfile`] over the file's text.
+pub fn hostfile_hosts(text: &str, slots_only: bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else { continue };
+        if slots_only {
+            let slots = words.next().and_then(|w| w.strip_prefix("slots="));
+            if !slots.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                continue;
+            }
+        }
+        let host = if slots_only {
+            first
+        } else {
+            first.split(':').next().unwrap_or(first)
+        };
+        if !host.is_empty() && !out.iter().any(|h| h == host) {
+            out.push(host.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn read(argv: &[&str]) -> LaunchInfo {
+        let a: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        crate::launcher::read(&a, &Default::default())
+    }
+
+    fn tmp(name: &str, text: &str) -> String {
+        let p = std::env::temp_dir().join(format!("ncclenv-spread-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).expect("write temp hostfile");
+        p.display().to_string()
+    }
+
+    #[test]
+    fn hostfile_lines() {
+        let t = "# nodes\nn1 slots=8\nn2:4\n\n  n3 slots=2 max_slots=4 # x\nn1 slots=8\n";
+        assert_eq!(hostfile_hosts(t, false), ["n1", "n2", "n3"]);
+        // DeepSpeed drops lines without slots=N.
+        assert_eq!(hostfile_hosts(t, true), ["n1", "n3"]);
+        assert!(hostfile_hosts("", false).is_empty());
+    }
+
+    #[test]
+    fn mpirun_hostfile_counts_the_nodes() {
+        let p = tmp("hf", "a slots=2\nb slots=2\nc\n");
+        let i = read(&["mpirun", "-np", "6", "--hostfile", &p, "python", "t.py"]);
+        assert_eq!(i.shape.nnodes, Some(3), "{:?}", i.shape);
+        assert!(i
+            .shape
+            .source
+            .as_deref()
+            .is_some_and(|s| s.starts_with("--hostfile ")));
+        let i = read(&["mpiexec", "-f", &p, "-n", "2", "./a.out"]);
+        assert_eq!(i.shape.nnodes, Some(3));
+        // -H wins over the file (read first).
+        let i = read(&["mpirun", "-H", "x,y", "-hostfile", &p, "./a.out"]);
+        assert_eq!(i.shape.nnodes, Some(2));
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn unreadable_hostfile_is_a_problem() {
+        let i = read(&["mpirun", "--hostfile", "/nonexistent/hosts", "./a.out"]);
+        assert_eq!(i.shape.nnodes, None);
+        assert!(
+            i.shape
+                .problems
+                .iter()
+                .any(|p| p.contains("/nonexistent/hosts") && p.contains("cannot read")),
+            "{:?}",
+            i.shape.problems
+        );
+    }
+
+    #[test]
+    fn mpirun_exports_mca_and_program() {
+        let i = read(&[
+            "mpirun",
+            "-np",
+            "2",
+            "-H",
+            "a,b",
+            "-x",
+            "NCCL_DEBUG=INFO",
+            "-x",
+            "LD_LIBRARY_PATH",
+            "--mca",
+            "mca_base_env_list",
+            "FOO",
+            "ncclenv",
+            "--",
+            "python",
+            "t.py",
+        ]);
+        let s = i.shape.spread.expect("spread");
+        assert_eq!(s.exports, ["NCCL_DEBUG", "LD_LIBRARY_PATH"]);
+        assert_eq!(s.mca, ["mca_base_env_list"]);
+        assert!(s.ranks_through_ncclenv);
+        let s = read(&["mpirun", "-np", "2", "/usr/local/bin/python", "ncclenv"])
+            .shape
+            .spread;
+        assert!(!s.expect("spread").ranks_through_ncclenv);
+    }
+
+    #[test]
+    fn deepspeed_multinode_runner() {
+        let p = tmp("ds", "w1 slots=4\nw2 slots=4\nw3 slots=4\n");
+        let i = read(&["deepspeed", "--hostfile", &p, "train.py"]);
+        assert_eq!(i.shape.nnodes, Some(3));
+        assert_eq!(i.shape.spread, Some(Spread::default()));
+        let i = read(&["deepspeed", "-H", &p, "--num_nodes", "2", "train.py"]);
+        assert_eq!(i.shape.nnodes, Some(2));
+        let i = read(&[
+            "deepspeed",
+            "--hostfile",
+            &p,
+            "--no_python",
+            "--no_local_rank",
+            "ncclenv",
+            "--",
+            "python",
+            "t.py",
+        ]);
+        assert!(i.shape.spread.expect("spread").ranks_through_ncclenv);
+        // --no_ssh: each node launches itself; one host; no hostfile: nothing is copied.
+        assert_eq!(
+            read(&["deepspeed", "-H", &p, "--no_ssh", "--node_rank=1", "t.py"])
+                .shape
+                .spread,
+            None
+        );
+        let one = tmp("ds1", "w1 slots=4\n");
+        assert_eq!(read(&["deepspeed", "-H", &one, "t.py"]).shape.spread, None);
+        assert!(read(&["deepspeed", "-H", &one, "--force_multi", "t.py"])
+            .shape
+            .spread
+            .is_some());
+        let i = read(&["deepspeed", "--hostfile", "/nonexistent/hf", "t.py"]);
+        assert_eq!(i.shape.spread, None);
+        assert!(i
+            .shape
+            .problems
+            .iter()
+            .any(|p| p.contains("/nonexistent/hf")));
+        let _ = std::fs::remove_file(&p);
+        let _ = std::fs::remove_file(&one);
+    }
+}
