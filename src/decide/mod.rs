@@ -2,6 +2,7 @@
 //! rule reads plain data, so each is tested with plain values.
 
 pub mod debug;
+pub mod faster;
 pub mod gid;
 pub mod host;
 pub mod interface;
@@ -214,6 +215,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         None => interface::decide_interface(snap, cfg, &mut plan, false),
     }
     no_master_note(snap, &mut plan);
+    faster::faster_interface(snap, cfg, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
     finish(plan, snap, cfg)

@@ -118,11 +118,27 @@ pub fn collect(
             }
         }
     };
-    // Link speeds are shown by doctor only.
+    // Link speeds: doctor shows every link's. The start path reads them only where `decide::faster` can use
+    // them: a job not known to be single-node with two or more RUNNING, non-loopback links that hold a usable
+    // address (one sysfs read each, a few microseconds).
     let link_speeds = match (&net, depth) {
         (Ok(n), Depth::Doctor) => {
             let names: Vec<String> = n.links.iter().map(|l| l.name.clone()).collect();
             host::link_speeds(&cfg.sysfs, &names)
+        }
+        (Ok(n), Depth::Start) if !shape.is_single_node() => {
+            let names: Vec<String> = n
+                .links
+                .iter()
+                .filter(|l| l.running && !l.loopback)
+                .filter(|l| n.addrs.iter().any(|a| a.index == l.index && a.usable()))
+                .map(|l| l.name.clone())
+                .collect();
+            if names.len() > 1 {
+                host::link_speeds(&cfg.sysfs, &names)
+            } else {
+                Default::default()
+            }
         }
         _ => Default::default(),
     };
