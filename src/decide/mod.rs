@@ -59,7 +59,7 @@ pub fn vendor_profile(snap: &Snapshot) -> Vec<String> {
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
 /// problems → a peer that did not resolve → hands-off cases (a failed probe, `NCCL_COMM_ID`) → interface →
-/// RDMA → `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked
+/// a faster interface beside it (`faster`, an info) → RDMA → `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked
 /// `strict_refuses` becomes exit 78). Under a vendor network profile (F18) the interface is decided without
 /// repairing any inherited value and RDMA is left alone.
 ///
