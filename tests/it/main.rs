@@ -13,6 +13,7 @@ mod docker_e2e;
 mod doctor_schema;
 mod exec_semantics;
 mod explain;
+mod faster_interface;
 mod field_cases;
 mod host_probe;
 mod launcher_forms;
