@@ -2,8 +2,9 @@
 //! macvlans, `eth0` (the default route, the master's network) and `ens5` (a network of its own).
 //!
 //! A namespace cannot give an interface a nominal speed of its choosing: a veth reports a constant 10000 Mb/s
-//! (`veth_get_link_ksettings`, drivers/net/veth.c) and a macvlan its lower device's (`macvlan_ethtool_get_link_ksettings`,
-//! drivers/net/macvlan.c), so both macvlans here read 10000 from the namespace's own `/sys`. The real `/sys`
+//! (`veth_get_link_ksettings`, drivers/net/veth.c) and a macvlan its lower device's
+//! (`macvlan_ethtool_get_link_ksettings`, drivers/net/macvlan.c), so both macvlans here read 10000 from the
+//! namespace's own `/sys`. The real `/sys`
 //! run checks equal speeds stay silent; the other runs give the speeds through `NCCLENV_SYSFS` (a directory
 //! with `class/net/<name>/speed`), which is the same read (`probe::host::link_speeds`) from another root.
 //! The rule itself is tested with plain values in `src/decide/faster.rs`.
