@@ -488,7 +488,7 @@ impl<'a> Report<'a> {
         o.push_str(&self.preflight.text());
     }
 
-    /// What NCCL alone would choose next to ncclenv's choice.
+    /// What NCCL alone would choose next to ncclenv's choice; a faster interface beside it (`faster-interface`).
     fn choice_text(&self, o: &mut String) {
         let _ = writeln!(
             o,
@@ -510,6 +510,11 @@ impl<'a> Report<'a> {
                 );
             }
             None => o.push_str("  ncclenv:    no interface chosen\n"),
+        }
+        // `decide::faster`: a faster interface beside the choice (#23, item 5).
+        let code = crate::findings::Finding::FasterInterface.code();
+        if let Some(w) = self.decision.warnings.iter().find(|w| w.code == code) {
+            let _ = writeln!(o, "  faster:     {}", w.message);
         }
     }
 
@@ -1218,6 +1223,27 @@ mod tests {
             timeout_s: 60,
             setup: Err("the job runs on one node".into()),
         }
+    }
+
+    /// `faster-interface` shows in the "Interface choice" section, under ncclenv's choice (#23, item 5).
+    #[test]
+    fn choice_section_names_a_faster_interface() {
+        let (snap, mut plan) = sample();
+        let speeds = BTreeMap::new();
+        let t = render_text(&snap, &plan, None, &speeds, &no_preflight());
+        assert!(!t.contains("faster:"), "{t}");
+        plan.finding(
+            crate::findings::Finding::FasterInterface,
+            "ens5 (100 Gbit/s) is faster",
+            "r",
+        );
+        let t = render_text(&snap, &plan, None, &speeds, &no_preflight());
+        let section = t.split("\nInterface choice\n").nth(1).unwrap_or("");
+        let section = section.split("\nRDMA\n").next().unwrap_or("");
+        assert!(
+            section.contains("  faster:     ens5 (100 Gbit/s) is faster\n"),
+            "{t}"
+        );
     }
 
     #[test]

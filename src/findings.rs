@@ -314,6 +314,9 @@ findings! {
     /// No master is known and ncclenv's choice is not the interface NCCL alone would bind.
     NoMasterNcclDiffers = "no-master-nccl-differs", Info, false,
         "no master named (or it did not resolve): ncclenv's choice differs from the interface NCCL alone would use (both named)";
+    /// Without the preflight: another usable interface is clearly faster by its nominal link speed.
+    FasterInterface = "faster-interface", Info, false,
+        "another usable interface of the chosen family is at least twice as fast by its nominal link speed (both named); the choice stays the route to the master";
     /// This node met the master, but the verdict did not arrive (a lossy or broken link).
     PreflightVerdictLost = "preflight-verdict-lost", Warn, false,
         "this node met the master but its verdict did not arrive (the command runs, also under strict)";

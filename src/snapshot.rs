@@ -38,7 +38,9 @@ pub struct Snapshot {
     #[serde(default)]
     pub net_plugins: Vec<NetPlugin>,
     /// Link speeds in Mb/s (sysfs `class/net/<name>/speed`) by interface name, for the links that report a
-    /// positive speed; filled for `doctor` only (`probe::host::link_speeds`), empty on the start path.
+    /// positive speed (`probe::host::link_speeds`): every link's for `doctor`; on the start path only the
+    /// RUNNING links with a usable address, and only when there are two or more and the job is not known to
+    /// be single-node (what `decide::faster` reads).
     #[serde(default)]
     pub link_speeds: BTreeMap<String, u64>,
 }

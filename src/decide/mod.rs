@@ -2,6 +2,7 @@
 //! rule reads plain data, so each is tested with plain values.
 
 pub mod debug;
+pub mod faster;
 pub mod gid;
 pub mod host;
 pub mod interface;
@@ -20,7 +21,7 @@ use crate::snapshot::Snapshot;
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
 /// problems → a peer that did not resolve → hands-off cases (a failed probe, `NCCL_COMM_ID`) → interface →
-/// RDMA → `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked
+/// a faster interface beside it (`faster`, an info) → RDMA → `/dev/shm` → NCCL's debug logs (`NCCLENV_DEBUG=1`) → strict mode (every finding marked
 /// `strict_refuses` becomes exit 78). Under a vendor network profile (F18) the interface is decided without
 /// repairing any inherited value and RDMA is left alone.
 ///
@@ -275,6 +276,7 @@ fn normal(snap: &Snapshot, cfg: &Config) -> Plan {
         return probe_failed(snap, cfg, &[failure]);
     }
     no_master_note(snap, &mut plan);
+    faster::faster_interface(snap, cfg, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
     spread::decide_spread(snap, &mut plan);

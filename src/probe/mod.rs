@@ -83,11 +83,27 @@ pub fn collect(
     // inherited and such an interface exists. `NCCLENV_DEBUG=1` also needs them: it picks NCCL's debug
     // subsystems by that version.
     let nccl_installs = nccl_installs(cfg, depth, &net, &env, &conf_files);
-    // Link speeds are shown by doctor only.
+    // Link speeds: doctor shows every link's. The start path reads them only where `decide::faster` can use
+    // them: a job not known to be single-node with two or more RUNNING, non-loopback links that hold a usable
+    // address (one sysfs read each, a few microseconds).
     let link_speeds = match (&net, depth) {
         (Ok(n), Depth::Doctor) => {
             let names: Vec<String> = n.links.iter().map(|l| l.name.clone()).collect();
             host::link_speeds(&cfg.sysfs, &names)
+        }
+        (Ok(n), Depth::Start) if !shape.is_single_node() => {
+            let names: Vec<String> = n
+                .links
+                .iter()
+                .filter(|l| l.running && !l.loopback)
+                .filter(|l| n.addrs.iter().any(|a| a.index == l.index && a.usable()))
+                .map(|l| l.name.clone())
+                .collect();
+            if names.len() > 1 {
+                host::link_speeds(&cfg.sysfs, &names)
+            } else {
+                Default::default()
+            }
         }
         _ => Default::default(),
     };

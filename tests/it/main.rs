@@ -16,6 +16,7 @@ mod docker_e2e;
 mod doctor_schema;
 mod exec_semantics;
 mod explain;
+mod faster_interface;
 mod field_cases;
 mod gpu_check_script;
 mod host_probe;
