@@ -11,7 +11,7 @@ pub mod shm;
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
-use crate::plan::Plan;
+use crate::plan::{Plan, Warning};
 use crate::snapshot::Snapshot;
 
 /// Variables (or prefixes) that mean a vendor network plugin manages NCCL's transport: AWS EFA
@@ -88,7 +88,7 @@ pub fn decide(snap: &Snapshot, cfg: &Config) -> Plan {
         plan.hands_off = true;
         plan.finding(
             Finding::Disabled,
-            "NCCLENV_DISABLE=1: ncclenv changes nothing",
+            format!("{}: ncclenv changes nothing", cfg.disable_words()),
             "unset NCCLENV_DISABLE to let ncclenv decide",
         );
         return plan;
@@ -379,6 +379,18 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     debug::decide_debug(snap, cfg, &mut plan);
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+            // Nothing is applied for a command that does not run: the findings say what a repair would do.
+            for w in &mut plan.warnings {
+                w.message = w
+                    .message
+                    .replacen(" replaced by ", " would be replaced by ", 1);
+            }
+            let w = Warning {
+                message: w
+                    .message
+                    .replacen(" replaced by ", " would be replaced by ", 1),
+                ..w
+            };
             plan.refuse(
                 &w.code,
                 format!(
