@@ -35,6 +35,10 @@ pub const NOT_FOUND: u8 = 127;
 /// `ncclenv check` ran and failed.
 pub use crate::check::EXIT_CHECK_FAILED as CHECK_FAILED;
 
+/// `ncclenv check` could not run the check (no helper, its glibc loader missing, no libnccl): 69
+/// (`EX_UNAVAILABLE`), so that a CI gate tells "not installed" from "NCCL fails".
+pub use crate::check::EXIT_CHECK_UNAVAILABLE as CHECK_UNAVAILABLE;
+
 /// 128 + N: interrupted by signal N during a check (the shells' convention).
 pub use crate::check::EXIT_SIGNAL_BASE as SIGNAL_BASE;
 
@@ -51,7 +55,14 @@ mod tests {
             .nth(1)
             .and_then(|s| s.split("\n## ").next())
             .unwrap_or("");
-        for code in [USAGE, SOFTWARE, REFUSED, CANNOT_EXECUTE, NOT_FOUND] {
+        for code in [
+            USAGE,
+            SOFTWARE,
+            REFUSED,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+            CHECK_UNAVAILABLE,
+        ] {
             assert!(
                 table.contains(&format!("\n| {code} |")),
                 "README's exit codes lack {code}"

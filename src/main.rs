@@ -364,6 +364,8 @@ fn check(cx: &Ctx<'_>, mode: CheckMode, json: bool, cmd: &[OsString]) -> ExitCod
     }
     if r.passed {
         ExitCode::SUCCESS
+    } else if r.could_not_run() {
+        ExitCode::from(exit::CHECK_UNAVAILABLE)
     } else {
         ExitCode::from(exit::CHECK_FAILED)
     }

@@ -13,6 +13,10 @@ pub const EXIT_SIGNAL_BASE: u8 = 128;
 /// Exit code of `ncclenv check` when the check ran and failed (0 when it passed).
 pub const EXIT_CHECK_FAILED: u8 = 1;
 
+/// Exit status of `ncclenv check` when the check could not run (no helper, no glibc loader, no libnccl):
+/// `EX_UNAVAILABLE` from sysexits.h ("a support program or file does not exist").
+pub const EXIT_CHECK_UNAVAILABLE: u8 = 69;
+
 /// What the check found, for `main.rs` to print and act on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
@@ -40,6 +44,19 @@ impl CheckReport {
     pub fn interrupted_exit_code(&self) -> Option<u8> {
         let sig = u8::try_from(self.interrupted_by()?).ok()?;
         Some(EXIT_SIGNAL_BASE.saturating_add(sig))
+    }
+
+    /// True when the check could not run at all (exit [`EXIT_CHECK_UNAVAILABLE`]): no helper, the helper
+    /// could not be started (its glibc loader missing), or libnccl not found or not loadable; NCCL itself was
+    /// never asked.
+    pub fn could_not_run(&self) -> bool {
+        !self.passed
+            && self.detail.interrupted_by.is_none()
+            && self
+                .detail
+                .error
+                .as_ref()
+                .is_some_and(|e| matches!(e.stage(), "helper" | "spawn" | "load"))
     }
 
     /// What `ncclenv check --json` prints: [`CheckDetail`] as one line of JSON.
