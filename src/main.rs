@@ -217,9 +217,13 @@ fn help(topic: Option<&str>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `ncclenv --version`.
+/// `ncclenv --version`: the version and the commit it was built from (build.rs; `unknown` outside git).
 fn version() -> ExitCode {
-    out(&format!("ncclenv {}\n", env!("CARGO_PKG_VERSION")));
+    out(&format!(
+        "ncclenv {} (commit {})\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("NCCLENV_GIT_COMMIT")
+    ));
     ExitCode::SUCCESS
 }
 
