@@ -1335,14 +1335,14 @@ fn dockerfile_builds_what_cargo_produces() {
     };
     assert!(glibc_of(&stages[1].from) <= (2, 31));
 
-    // Every stage that runs cargo copies what cargo reads; no build script is left behind.
+    // Every stage that runs cargo copies what cargo reads, the build script (the commit of --version) too.
     assert!(
-        !root().join("build.rs").exists(),
-        "build.rs exists: copy it in docker/Dockerfile"
+        root().join("build.rs").exists(),
+        "build.rs is gone: update this test"
     );
     for s in &stages[..2] {
         let copied = s.context_copies();
-        for need in ["Cargo.toml", "Cargo.lock", ".cargo", "src"] {
+        for need in ["Cargo.toml", "Cargo.lock", "build.rs", ".cargo", "src"] {
             assert!(
                 copied.iter().any(|c| c == need),
                 "{:?} does not copy {need}",
@@ -1542,13 +1542,17 @@ fn dockerfile_builds_what_cargo_produces() {
         ]
     );
 
-    // BuildKit's per-Dockerfile ignore file keeps only what the builder stages copy.
-    let ignore = std::fs::read_to_string(root().join("docker/Dockerfile.dockerignore")).unwrap();
-    for keep in ["!Cargo.toml", "!Cargo.lock", "!.cargo", "!src"] {
+    // BuildKit's per-Dockerfile ignore file, and the root one the classic builder reads, keep only what the
+    // builder stages copy.
+    for file in ["docker/Dockerfile.dockerignore", ".dockerignore"] {
+        let ignore = std::fs::read_to_string(root().join(file)).unwrap();
         assert!(
-            ignore.lines().any(|l| l == keep),
-            "Dockerfile.dockerignore lacks {keep}"
+            ignore.lines().any(|l| l == "*"),
+            "{file} does not ignore everything else"
         );
+        for keep in ["!Cargo.toml", "!Cargo.lock", "!build.rs", "!.cargo", "!src"] {
+            assert!(ignore.lines().any(|l| l == keep), "{file} lacks {keep}");
+        }
     }
 }
 

@@ -460,3 +460,50 @@ fn install_copies_both_binaries_and_says_so() {
         assert!(msg.contains(how), "{how} missing: {msg}");
     }
 }
+
+/// A version `1.88` / `1.88.0` as (major, minor, patch).
+fn rust_version(v: &str) -> (u64, u64, u64) {
+    let mut n = v.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    (
+        n.next().unwrap_or(0),
+        n.next().unwrap_or(0),
+        n.next().unwrap_or(0),
+    )
+}
+
+/// Cargo.toml's `rust-version` is the true minimum: at least every dependency's own `rust-version`, as
+/// `cargo metadata` reports them for the Linux targets (libloading 0.9 needs 1.88).
+#[test]
+fn declared_rust_version_covers_every_dependency() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--filter-platform",
+            "x86_64-unknown-linux-gnu",
+            "--manifest-path",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cargo metadata");
+    assert!(o.status.success(), "cargo metadata failed");
+    let meta: serde_json::Value = serde_json::from_slice(&o.stdout).expect("metadata JSON");
+    let ours = rust_version(env!("CARGO_PKG_RUST_VERSION"));
+    let packages = meta["packages"].as_array().expect("packages");
+    assert!(packages.len() > 10, "{} packages", packages.len());
+    for p in packages {
+        if let Some(v) = p["rust_version"].as_str() {
+            assert!(
+                rust_version(v) <= ours,
+                "{} {} needs Rust {v}; Cargo.toml says {}",
+                p["name"],
+                p["version"],
+                env!("CARGO_PKG_RUST_VERSION")
+            );
+        }
+    }
+}
