@@ -62,8 +62,52 @@ struct Run<'a> {
     doctor: bool,
 }
 
-/// `[unshare -m + tmpfs] ip netns exec NS [prlimit] [setpriv] ncclenv -- sh -c 'ulimit -l; env' sh LAUNCHER…`.
+/// `[unshare -m + tmpfs] ip netns exec NS [prlimit] [setpriv] ncclenv -- sh -c 'ulimit -l; env' sh LAUNCHER…`
+/// at `NCCLENV_LOG=debug`, where each finding's line is whole (unless `r.env` sets `NCCLENV_LOG`). Before it
+/// the same run at the default level: each line fits in 200 characters (README, "Output") and every finding
+/// of the debug run that is not debug-only is named there by its `[code]`.
 fn run(ns: &Netns, t: &TempDir, r: &Run) -> Output {
+    if r.doctor || r.env.iter().any(|(k, _)| *k == "NCCLENV_LOG") {
+        return run_at(ns, t, r, None);
+    }
+    let short = run_at(ns, t, r, Some("info"));
+    let whole = run_at(ns, t, r, Some("debug"));
+    let short_err = String::from_utf8_lossy(&short.stderr);
+    // A refusal is one line whatever its length (README, "What you see"): it is why the job stops.
+    for line in short_err
+        .lines()
+        .filter(|l| !l.starts_with("ncclenv: refused"))
+    {
+        let n = line.chars().count();
+        assert!(n <= 200, "{n} characters at the default level: {line}");
+    }
+    let whole_err = String::from_utf8_lossy(&whole.stderr);
+    for line in whole_err
+        .lines()
+        .filter(|l| !l.starts_with("ncclenv: debug: "))
+    {
+        if let Some(code) = line.rsplit_once(" [").and_then(|(_, c)| c.split_once(']')) {
+            let tag = format!("[{}]", code.0);
+            // Nothing wrong, nothing changed: logged at the debug level only (docs/logging.md).
+            if ["[shm-no-gpu]", "[shm-single-gpu]"].contains(&tag.as_str()) {
+                continue;
+            }
+            assert!(
+                short_err.contains(&tag),
+                "the default level lacks {tag}:\n{short_err}\nwhole:\n{whole_err}"
+            );
+        }
+    }
+    assert_eq!(
+        short.status.code(),
+        whole.status.code(),
+        "{short_err}\n{whole_err}"
+    );
+    whole
+}
+
+/// [`run`] once, with `NCCLENV_LOG=LOG` when given.
+fn run_at(ns: &Netns, t: &TempDir, r: &Run, log: Option<&str>) -> Output {
     let mut argv: Vec<String> = Vec::new();
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), "/usr/sbin:/usr/bin:/sbin:/bin".into()),
@@ -110,6 +154,9 @@ fn run(ns: &Netns, t: &TempDir, r: &Run) -> Output {
     argv.extend(r.launcher.iter().map(|s| s.to_string()));
     for (k, v) in &r.env {
         env.push((k.to_string(), v.clone()));
+    }
+    if let Some(log) = log {
+        env.push(("NCCLENV_LOG".into(), log.into()));
     }
     let mut c = Command::new(&argv[0]);
     c.args(&argv[1..]).env_clear().envs(env);
