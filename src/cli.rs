@@ -130,7 +130,9 @@ pub fn variable_values(name: &str) -> Option<&'static str> {
     }
 }
 
-fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
+/// `NCCLENV_LOG`'s value as a level: `off`/`none`, `error`, `warn`/`warning`, `info`, `debug`/`trace` (any
+/// case, spaces around ignored); a usage error naming `what` otherwise.
+pub fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "off" | "none" => Ok(LogLevel::Off),
         "error" => Ok(LogLevel::Error),

@@ -818,8 +818,19 @@ pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsStrin
 
 /// A usage error that does not stop the job: `NCCLENV_DISABLE=1` asked ncclenv to change nothing, so a
 /// malformed `NCCLENV_*` value is said as a warning and the command runs with the environment untouched.
+///
+/// Not said when `NCCLENV_LOG` (its first entry, as getenv reads it) asks for less than warnings (`off`,
+/// `error`): the job then runs as silently as with the other variables well-formed.
 pub fn usage_ignored(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {
-    early_line(Lvl::Warn, message, Kind::Log, vars);
+    let quiet = vars
+        .iter()
+        .find(|(k, _)| k == "NCCLENV_LOG")
+        .and_then(|(_, v)| v.to_str())
+        .and_then(|v| crate::cli::parse_log("NCCLENV_LOG", v).ok())
+        .is_some_and(|l| l < LogLevel::Warn);
+    if !quiet {
+        early_line(Lvl::Warn, message, Kind::Log, vars);
+    }
 }
 
 /// One line written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT` says `json`

@@ -1315,4 +1315,15 @@ fn help_pages_typo_suggestions_version_and_disable_echo() {
     );
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(text(&o.stderr), "");
+    // A malformed variable beside them is not said either (at NCCLENV_LOG=warn it is: reliability.rs).
+    let o = run(
+        &["--", "true"],
+        &[
+            ("NCCLENV_DISABLE", "1"),
+            ("NCCLENV_LOG", "off"),
+            ("NCCLENV_CHECK_TIMEOUT", "abc"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stderr), "");
 }
