@@ -433,7 +433,7 @@ pub const OPTIONS: &[Opt] = &[
         accepts: Accepts::Whole { min: 0, max: 1_048_576, unit: "MiB" },
         help: "free /dev/shm needed, MiB",
         meaning: "free MiB of `/dev/shm` NCCL needs ({range})",
-        default: "4 NCCL segments (9,637,888 B each with the default `NCCL_BUFFSIZE`/`NCCL_LL_BUFFSIZE`/`NCCL_LL128_BUFFSIZE`) per local rank: the launcher's count, else visible GPUs (≥ 2; 8 when unknown)",
+        default: "4 NCCL segments (9,637,888 B each with the default `NCCL_BUFFSIZE`/`NCCL_LL_BUFFSIZE`/`NCCL_LL128_BUFFSIZE`) per local rank: the launcher's count, else visible GPUs (≥ 2); unknown: not judged (`docs/rdma-shm.md`)",
         set: |c, v| {
             c.shm_min_mib = Some(v.whole()?);
             Ok(())

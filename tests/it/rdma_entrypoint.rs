@@ -758,6 +758,91 @@ fn f23_shared_memory_under_a_vendor_profile_and_with_larger_buffers() {
     );
 }
 
+/// Issue #24 item 3: local ranks counted only from what is seen. No device node and no visible-devices
+/// variable, or `NVIDIA_VISIBLE_DEVICES=all` (every CUDA image sets it) without a device node: the ranks are
+/// unknown, doctor says so, and Docker's 64 MiB `/dev/shm` is left alone; torchrun's `--nproc-per-node=4`
+/// names them, and the same `/dev/shm` is then too small. `all` with device nodes counts the nodes.
+#[test]
+fn f24_unknown_local_ranks_leave_dev_shm_alone() {
+    if !require_root() {
+        return;
+    }
+    let (ns, t) = shm_pod("rdf24u");
+    let docker_shm = Some(("64m", "1777", "true"));
+    for env in [vec![], vec![("NVIDIA_VISIBLE_DEVICES", "all".to_string())]] {
+        let (out, err) = ok(&run(
+            &ns,
+            &t,
+            &Run {
+                env: env.clone(),
+                shm: docker_shm,
+                ..Run::default()
+            },
+        ));
+        assert_eq!(
+            value(&out, "NCCL_SHM_DISABLE"),
+            None,
+            "{env:?}: {out}\n{err}"
+        );
+        assert!(finding(&err, "shm-too-small").is_none(), "{err}");
+        let o = run(
+            &ns,
+            &t,
+            &Run {
+                env: env.clone(),
+                shm: docker_shm,
+                doctor: true,
+                ..Run::default()
+            },
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
+        let need = &v["decision"]["shm_need"];
+        assert!(need["ranks"].is_null() && need["need_bytes"] == 0, "{need}");
+        let source = need["ranks_source"].as_str().unwrap_or_default();
+        if env.is_empty() {
+            assert!(source.starts_with("no CUDA_VISIBLE_DEVICES"), "{source}");
+        } else {
+            assert!(
+                source.starts_with("NVIDIA_VISIBLE_DEVICES=all "),
+                "{source}"
+            );
+        }
+    }
+    let torchrun = ["torchrun", "--nproc-per-node=4", "train.py"];
+    let (out, err) = ok(&run(
+        &ns,
+        &t,
+        &Run {
+            shm: docker_shm,
+            launcher: &torchrun,
+            ..Run::default()
+        },
+    ));
+    assert_eq!(value(&out, "NCCL_SHM_DISABLE"), Some("1"), "{out}\n{err}");
+    assert!(
+        finding(&err, "shm-too-small").is_some_and(|w| w.contains("4 local rank(s)")),
+        "{err}"
+    );
+    // `all` and 8 device nodes: 8 ranks.
+    for i in 0..8 {
+        char_node(&t.join("dev"), &format!("nvidia{i}"), 195, i);
+    }
+    let (out, err) = ok(&run(
+        &ns,
+        &t,
+        &Run {
+            env: vec![("NVIDIA_VISIBLE_DEVICES", "all".to_string())],
+            shm: docker_shm,
+            ..Run::default()
+        },
+    ));
+    assert_eq!(value(&out, "NCCL_SHM_DISABLE"), Some("1"), "{out}\n{err}");
+    assert!(
+        finding(&err, "shm-too-small").is_some_and(|w| w.contains("8 local rank(s)")),
+        "{err}"
+    );
+}
+
 #[test]
 fn f24_the_launcher_says_how_many_local_ranks() {
     if !require_root() {
