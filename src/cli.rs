@@ -54,8 +54,9 @@ pub enum Mode {
         /// The logs to read, in order; empty (or `-`) = standard input.
         files: Vec<PathBuf>,
     },
-    /// `--help`.
-    Help,
+    /// `--help`, `help`: the whole page (`None`), or one subcommand's (`ncclenv doctor --help`,
+    /// `ncclenv help doctor`; the name is one of [`SUBCOMMANDS`]).
+    Help(Option<&'static str>),
     /// `--version`.
     Version,
 }
@@ -113,7 +114,9 @@ fn parse_nnodes(what: &str, v: &str) -> Result<u32, UsageError> {
     crate::launcher::parse_nnodes(v).map_err(|e| UsageError(format!("{what}: {e}")))
 }
 
-fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
+/// `NCCLENV_LOG`'s value as a level: `off`/`none`, `error`, `warn`/`warning`, `info`, `debug`/`trace` (any
+/// case, spaces around ignored); a usage error naming `what` otherwise.
+pub fn parse_log(what: &str, v: &str) -> Result<LogLevel, UsageError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "off" | "none" => Ok(LogLevel::Off),
         "error" => Ok(LogLevel::Error),
@@ -362,6 +365,13 @@ pub const OPTIONS: &[Opt] = &[
         default: "`0`",
         set: |c, v| {
             c.disable = v.switch()?;
+            c.disable_as = if !c.disable {
+                String::new()
+            } else if v.what.starts_with("--") {
+                v.what.to_string()
+            } else {
+                format!("{}={}", v.what, v.text)
+            };
             Ok(())
         },
     },
@@ -407,7 +417,7 @@ pub const OPTIONS: &[Opt] = &[
         accepts: Accepts::Whole { min: 0, max: 1_048_576, unit: "MiB" },
         help: "free /dev/shm needed, MiB",
         meaning: "free MiB of `/dev/shm` NCCL needs ({range})",
-        default: "4 NCCL segments (9,637,888 B each with the default `NCCL_BUFFSIZE`/`NCCL_LL_BUFFSIZE`/`NCCL_LL128_BUFFSIZE`) per local rank: the launcher's count, else visible GPUs (≥ 2; 8 when unknown)",
+        default: "4 NCCL segments (9,637,888 B each with the default `NCCL_BUFFSIZE`/`NCCL_LL_BUFFSIZE`/`NCCL_LL128_BUFFSIZE`) per local rank: the launcher's count, else visible GPUs (≥ 2); unknown: not judged (`docs/rdma-shm.md`)",
         set: |c, v| {
             c.shm_min_mib = Some(v.whole()?);
             Ok(())
@@ -671,6 +681,7 @@ usage:
                                            read NCCL debug logs (stdin when no FILE): per process
                                            the bootstrap, interfaces, transport and every error with
                                            its cause and fix (exit 0 nothing wrong, 1 something wrong)
+  ncclenv help [SUBCOMMAND]                one subcommand's page (also: ncclenv SUBCOMMAND --help)
   env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
   (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
 ";
@@ -751,6 +762,147 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// The words `ncclenv check` takes (and `NCCLENV_CHECK`, which also takes `off`).
+pub const CHECK_WORDS: &[&str] = &["bootstrap", "allreduce"];
+
+/// One subcommand: its name, usage line, what it does, the words it takes, and its exit codes (its `--help`
+/// page, [`subcommand_help`]).
+pub struct Sub {
+    /// The word, e.g. `doctor`.
+    pub name: &'static str,
+    /// The usage line after `ncclenv `.
+    pub usage: &'static str,
+    /// What it does, a few lines.
+    pub about: &'static str,
+    /// The exit codes, one line.
+    pub exits: &'static str,
+}
+
+/// Every subcommand, in the order of `--help`.
+pub const SUBCOMMANDS: &[Sub] = &[
+    Sub {
+        name: "env",
+        usage: "[OPTIONS] env [-- COMMAND [ARGS...]]",
+        about: "Print the decisions as shell lines (export NAME='value', unset NAME) for\n\
+                eval \"$(ncclenv env)\". The job's command after -- is read (its launcher arguments),\n\
+                not run. On a refusal or a usage error it prints `exit 78` (`exit 2`) so that the\n\
+                script that evals it stops.",
+        exits: "0 printed, 2 usage error, 78 refused",
+    },
+    Sub {
+        name: "doctor",
+        usage: "[OPTIONS] doctor [--json] [-- COMMAND [ARGS...]]",
+        about: "Everything probed and decided: interfaces, routes, the peer, RDMA, memlock, /dev/shm,\n\
+                GPUs, NCCL installations and config files, every change with its reason, every finding\n\
+                with its remedy, the verdict. --json: one object (docs/doctor.schema.json). The job's\n\
+                command after -- is read (its launcher arguments), not run.",
+        exits: "0 NCCL should work, 1 a warning applies, 78 ncclenv would refuse, 2 usage error",
+    },
+    Sub {
+        name: "check",
+        usage: "[OPTIONS] check [bootstrap|allreduce] [--json] [-- COMMAND [ARGS...]]",
+        about: "Prove the environment the entrypoint would give COMMAND with the real NCCL, in the\n\
+                helper ncclenv-check (glibc) beside ncclenv: bootstrap (default) creates a 2-rank\n\
+                communicator on the chosen interface, allreduce runs one on the GPUs.",
+        exits: "0 passed, 1 failed, 69 could not run the check (no libnccl, no helper, no glibc\n\
+                loader), 78 refused (nothing is run), 128+N interrupted, 2 usage error",
+    },
+    Sub {
+        name: "install",
+        usage: "install DIR",
+        about: "Copy ncclenv (and ncclenv-check beside it) into the existing folder DIR, mode 755,\n\
+                through a rename; a Kubernetes init container's way to hand it to the training\n\
+                container. Identical copies already there (a read-only volume) count as installed.",
+        exits: "0 copied or already there, 1 could not (the reason on stderr), 2 usage error",
+    },
+    Sub {
+        name: "explain",
+        usage: "[OPTIONS] explain [--json] [FILE...]",
+        about: "Read NCCL debug logs (per-process files or a job's combined log; stdin when no FILE):\n\
+                per process the version, bootstrap interface, transport and every WARN with cause and\n\
+                fix; across processes what breaks jobs between ranks. Runs in ncclenv-check.",
+        exits: "0 nothing wrong found, 1 something wrong, 2 usage error (an unreadable file)",
+    },
+    Sub {
+        name: "help",
+        usage: "help [SUBCOMMAND]",
+        about: "This page, or one subcommand's (also: ncclenv SUBCOMMAND --help).",
+        exits: "0",
+    },
+];
+
+/// The subcommand named `word`.
+pub fn subcommand(word: &str) -> Option<&'static Sub> {
+    SUBCOMMANDS.iter().find(|s| s.name == word)
+}
+
+/// The names of [`SUBCOMMANDS`].
+pub fn subcommand_names() -> Vec<&'static str> {
+    SUBCOMMANDS.iter().map(|s| s.name).collect()
+}
+
+/// The `--help` page of one subcommand: usage, what it does, its exit codes, and where the options are.
+pub fn subcommand_help(sub: &Sub) -> String {
+    format!(
+        "usage: ncclenv {}\n\n{}\n\nexit codes: {}\n\noptions: every option of ncclenv --help applies (each also an NCCLENV_* variable).\n",
+        sub.usage, sub.about, sub.exits
+    )
+}
+
+/// The long flags ncclenv knows, without dashes: every option of [`OPTIONS`], `json`, `help`, `version`.
+pub fn flag_names() -> Vec<&'static str> {
+    OPTIONS
+        .iter()
+        .map(|o| o.name)
+        .chain(["json", "help", "version"])
+        .collect()
+}
+
+/// The word of `known` closest to `word` when `word` looks like a typo of it: at most two edits away and at
+/// most a third of the known word's length (the rule of [`nearest_variable`]), or `word` a prefix of
+/// exactly one known word of at least two characters more.
+pub fn nearest_word<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    let w = word.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| (edit_distance(&w, k), *k))
+        .filter(|(d, k)| *d <= 2 && *d * 3 <= k.len().max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+        .or_else(|| {
+            let mut p = known
+                .iter()
+                .filter(|k| w.len() >= 2 && k.starts_with(w.as_str()));
+            match (p.next(), p.next()) {
+                (Some(k), None) => Some(*k),
+                _ => None,
+            }
+        })
+}
+
+/// `unknown option A`, with the nearest flag when `key` (A without dashes and `=value`) looks like a typo.
+fn unknown_flag(a: &str, key: &str) -> UsageError {
+    match nearest_word(key, &flag_names()) {
+        Some(n) => UsageError(format!("unknown option {a}; did you mean --{n}?")),
+        None => UsageError(format!("unknown option {a}")),
+    }
+}
+
+/// `WHAT: invalid value "W" (expected A or B)`, with the nearest word when `w` looks like a typo.
+fn unknown_word(what: &str, w: &str, words: &[&str]) -> UsageError {
+    let list = match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.to_string(),
+        None => String::new(),
+    };
+    let near = nearest_word(w, words)
+        .map(|n| format!("; did you mean {n}?"))
+        .unwrap_or_default();
+    UsageError(format!(
+        "{what}: invalid value {w:?} (expected {list}){near}"
+    ))
+}
+
 /// Read the `NCCLENV_*` variables into a config, as `getenv` sees them (the first entry of a name wins).
 ///
 /// - An option's exact variable name ([`option_variables`]) with a value that is not UTF-8 or not valid is a
@@ -808,7 +960,7 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
 ) -> Result<Cli, UsageError> {
     let mut config = config_from_env(vars)?;
     let mode = match read_args(args, &mut config)? {
-        Args::Help => Mode::Help,
+        Args::Help(topic) => Mode::Help(topic.and_then(|t| subcommand(&t)).map(|s| s.name)),
         Args::Version => Mode::Version,
         Args::Words { words, json, cmd } => mode(&words, json, cmd)?,
     };
@@ -818,7 +970,8 @@ pub fn parse<I: IntoIterator<Item = (OsString, OsString)>>(
 /// The command line read word by word: `--help`/`--version` at once, or the subcommand's words, `--json`
 /// and the command after `--`.
 enum Args {
-    Help,
+    /// `-h`/`--help`, with the subcommand word before or after it, if any.
+    Help(Option<String>),
     Version,
     Words {
         words: Vec<String>,
@@ -850,7 +1003,16 @@ fn read_args(args: &[OsString], cfg: &mut Config) -> Result<Args, UsageError> {
             )));
         };
         match a {
-            "-h" | "--help" => return Ok(Args::Help),
+            "-h" | "--help" => {
+                // `ncclenv doctor --help`, `ncclenv --help doctor`: that subcommand's page.
+                let after = args[i + 1..]
+                    .iter()
+                    .take_while(|a| *a != "--")
+                    .filter_map(|a| a.to_str())
+                    .find(|a| !a.starts_with('-'))
+                    .map(str::to_string);
+                return Ok(Args::Help(words.first().cloned().or(after)));
+            }
             "-V" | "--version" => return Ok(Args::Version),
             "--json" => json = true,
             _ if a.starts_with("--") => {
@@ -860,7 +1022,7 @@ fn read_args(args: &[OsString], cfg: &mut Config) -> Result<Args, UsageError> {
                     None => (body, None),
                 };
                 let Some(opt) = option(key) else {
-                    return Err(UsageError(format!("unknown option {a}")));
+                    return Err(unknown_flag(a, key));
                 };
                 if opt.accepts == Accepts::Switch {
                     apply(cfg, opt, a, inline.as_deref().unwrap_or("1"))?;
@@ -876,7 +1038,7 @@ fn read_args(args: &[OsString], cfg: &mut Config) -> Result<Args, UsageError> {
                 }
             }
             _ if a.starts_with('-') && a.len() > 1 => {
-                return Err(UsageError(format!("unknown option {a}")))
+                return Err(unknown_flag(a, a.trim_start_matches('-')))
             }
             _ => words.push(a.to_string()),
         }
@@ -926,15 +1088,21 @@ fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode
             ))
         }
         "check" if words.len() <= 2 => Mode::Check {
-            mode: match words.get(1) {
+            mode: match words.get(1).map(String::as_str) {
                 None => None,
-                Some(w) => match parse_check("check", w)? {
-                    CheckMode::Off => return err("check", w, "bootstrap or allreduce"),
-                    m => Some(m),
-                },
+                Some("bootstrap") => Some(CheckMode::Bootstrap),
+                Some("allreduce") => Some(CheckMode::Allreduce),
+                Some(w) => return Err(unknown_word("check", w, CHECK_WORDS)),
             },
             json,
             cmd,
+        },
+        "help" if words.len() <= 2 => match words.get(1) {
+            None => Mode::Help(None),
+            Some(w) => match subcommand(w) {
+                Some(s) => Mode::Help(Some(s.name)),
+                None => return Err(unknown_word("help", w, &subcommand_names())),
+            },
         },
         "explain" => {
             if !cmd.is_empty() {
@@ -955,9 +1123,12 @@ fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode
             )))
         }
         w => {
+            let near = nearest_word(w, &subcommand_names())
+                .map(|n| format!("did you mean {n}? "))
+                .unwrap_or_default();
             return Err(UsageError(format!(
-                "unknown subcommand {w:?}; to run a command write: ncclenv -- {w} ..."
-            )))
+                "unknown subcommand {w:?}; {near}to run a command write: ncclenv -- {w} ..."
+            )));
         }
     };
     if json
@@ -1159,6 +1330,61 @@ mod tests {
         assert_eq!(
             parse(&os(&["--version"]), env(&[])).expect("p").mode,
             Mode::Version
+        );
+    }
+
+    #[test]
+    fn typos_of_flags_subcommands_and_words_get_the_nearest_one() {
+        let e = |a: &[&str]| parse(&os(a), env(&[])).expect_err("usage error").0;
+        assert_eq!(
+            e(&["doctor", "--jsn"]),
+            "unknown option --jsn; did you mean --json?"
+        );
+        assert!(e(&["--stric", "doctor"]).ends_with("did you mean --strict?"));
+        assert!(e(&["--log-fromat=json", "env"]).ends_with("did you mean --log-format?"));
+        assert_eq!(e(&["--zzzzzz", "env"]), "unknown option --zzzzzz");
+        assert!(
+            e(&["doctr"]).contains("did you mean doctor?"),
+            "{}",
+            e(&["doctr"])
+        );
+        assert!(e(&["chek"]).contains("did you mean check?"));
+        assert!(!e(&["python"]).contains("did you mean"));
+        // One list of words for `check`: what it lists is what it takes.
+        let m = e(&["check", "boot"]);
+        assert_eq!(
+            m,
+            "check: invalid value \"boot\" (expected bootstrap or allreduce); did you mean bootstrap?"
+        );
+        for w in CHECK_WORDS {
+            assert!(parse(&os(&["check", w]), env(&[])).is_ok(), "{w}");
+        }
+        assert!(e(&["check", "off"]).contains("expected bootstrap or allreduce"));
+        assert!(e(&["help", "doctr"]).contains("did you mean doctor?"));
+    }
+
+    #[test]
+    fn every_subcommand_has_its_own_help_page() {
+        let mode = |a: &[&str]| parse(&os(a), env(&[])).expect("p").mode;
+        assert_eq!(mode(&["--help"]), Mode::Help(None));
+        assert_eq!(mode(&["help"]), Mode::Help(None));
+        for sub in SUBCOMMANDS {
+            assert_eq!(mode(&[sub.name, "--help"]), Mode::Help(Some(sub.name)));
+            assert_eq!(mode(&["-h", sub.name]), Mode::Help(Some(sub.name)));
+            assert_eq!(mode(&["help", sub.name]), Mode::Help(Some(sub.name)));
+            let page = subcommand_help(sub);
+            assert!(
+                page.starts_with(&format!("usage: ncclenv {}", sub.usage)),
+                "{page}"
+            );
+            assert!(page.contains("exit codes: "), "{page}");
+            // The global page names every subcommand.
+            assert!(help().contains(&format!(" {} ", sub.name)), "{}", sub.name);
+        }
+        // A command after -- is the job's, its --help is not ncclenv's.
+        assert_eq!(
+            mode(&["--", "python", "--help"]),
+            Mode::Exec(os(&["python", "--help"]))
         );
     }
 

@@ -87,6 +87,9 @@ pub struct Config {
     pub exclude: Vec<String>,
     /// Do nothing, just exec (`NCCLENV_DISABLE=1`).
     pub disable: bool,
+    /// How `disable` was asked for, echoed as given: `NCCLENV_DISABLE=yes`, `--disable`; empty when not.
+    #[serde(skip)]
+    pub disable_as: String,
     /// Root of sysfs (`NCCLENV_SYSFS`, default `/sys`).
     pub sysfs: PathBuf,
     /// Root of devfs (`NCCLENV_DEVFS`, default `/dev`).
@@ -167,6 +170,18 @@ impl Config {
 /// every container has and can write.
 pub const DEFAULT_DEBUG_DIR: &str = "/tmp/ncclenv-debug";
 
+impl Config {
+    /// How `NCCLENV_DISABLE` was given, for the line that says ncclenv changes nothing:
+    /// [`Config::disable_as`], or `NCCLENV_DISABLE=1` when unknown.
+    pub fn disable_words(&self) -> &str {
+        if self.disable_as.is_empty() {
+            "NCCLENV_DISABLE=1"
+        } else {
+            &self.disable_as
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -179,6 +194,7 @@ impl Default for Config {
             termination_log: None,
             exclude: Vec::new(),
             disable: false,
+            disable_as: String::new(),
             sysfs: PathBuf::from("/sys"),
             devfs: PathBuf::from("/dev"),
             shm_path: PathBuf::from("/dev/shm"),

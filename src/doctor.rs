@@ -1013,7 +1013,7 @@ fn route_text(net: &Network, r: &Route) -> String {
 }
 
 fn speed_text(mbps: u64) -> String {
-    if mbps >= 1000 && mbps % 1000 == 0 {
+    if mbps >= 1000 && mbps.is_multiple_of(1000) {
         format!("{} Gb/s", mbps / 1000)
     } else {
         format!("{mbps} Mb/s")

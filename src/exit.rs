@@ -35,6 +35,11 @@ pub const NOT_FOUND: u8 = 127;
 /// `ncclenv check` ran and failed.
 pub const CHECK_FAILED: u8 = FAILED;
 
+/// `ncclenv check` could not run the check (no helper, its glibc loader missing, no libnccl): 69
+/// (`EX_UNAVAILABLE` from sysexits.h, "a support program or file does not exist"), so that a CI gate tells
+/// "not installed" from "NCCL fails".
+pub const CHECK_UNAVAILABLE: u8 = 69;
+
 /// 128 + N: interrupted by signal N during a check: the shells' convention for a command killed by a signal
 /// (POSIX.1-2017 Shell Command Language, 2.8.2 "Exit Status for Commands"; bash's manual, "Exit Status").
 pub const SIGNAL_BASE: u8 = 128;
@@ -52,7 +57,14 @@ mod tests {
             .nth(1)
             .and_then(|s| s.split("\n## ").next())
             .unwrap_or("");
-        for code in [USAGE, SOFTWARE, REFUSED, CANNOT_EXECUTE, NOT_FOUND] {
+        for code in [
+            USAGE,
+            SOFTWARE,
+            REFUSED,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+            CHECK_UNAVAILABLE,
+        ] {
             assert!(
                 table.contains(&format!("\n| {code} |")),
                 "README's exit codes lack {code}"

@@ -1,7 +1,7 @@
 //! `ncclenv install DIR`: copy the running `ncclenv` (and `ncclenv-check` when it sits beside it) into DIR,
 //! so that an unmodified image can run them from there. The use it exists for: the `FROM scratch` carrier
 //! image as a Kubernetes init container that drops both binaries into an `emptyDir` shared with the training
-//! container, which then runs `/ncclenv/ncclenv -- COMMAND` (examples/k8s/init/).
+//! container, which then runs `/opt/ncclenv/ncclenv -- COMMAND` (examples/k8s/init/).
 //!
 //! Safe on existing files: each binary is written to a temporary file in DIR and renamed over the old one, so
 //! a file another container is running (`ETXTBSY` for an in-place write) or a half-written copy never shows;

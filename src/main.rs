@@ -134,12 +134,13 @@ fn is_env_mode(args: &[OsString]) -> bool {
     args.iter().take_while(|a| *a != "--").any(|a| a == "env")
 }
 
-/// True when `NCCLENV_DISABLE` (its first entry, as `getenv`) holds a true switch value.
-fn disabled(vars: &[(OsString, OsString)]) -> bool {
+/// `NCCLENV_DISABLE=VALUE` as given when it (its first entry, as `getenv`) holds a true switch value.
+fn disabled(vars: &[(OsString, OsString)]) -> Option<String> {
     vars.iter()
         .find(|(k, _)| k == "NCCLENV_DISABLE")
         .and_then(|(_, v)| v.to_str())
-        .is_some_and(|v| cli::parse_bool("NCCLENV_DISABLE", v) == Ok(true))
+        .filter(|v| cli::parse_bool("NCCLENV_DISABLE", v) == Ok(true))
+        .map(|v| format!("NCCLENV_DISABLE={v}"))
 }
 
 /// Parse the command line, then hand over to one function per mode.
@@ -159,10 +160,10 @@ fn main() -> ExitCode {
         Err(e) => {
             // NCCLENV_DISABLE=1 asks ncclenv to change nothing: a malformed variable beside it must not stop
             // the job (a malformed flag on the entrypoint's own command line still does).
-            if let Some(cmd) = entrypoint_command(args).filter(|_| disabled(&vars)) {
+            if let (Some(cmd), Some(given)) = (entrypoint_command(args), disabled(&vars)) {
                 report::usage_ignored(
                     &format!(
-                        "{}; NCCLENV_DISABLE=1: running the command with the environment untouched",
+                        "{}; {given}: running the command with the environment untouched",
                         e.0
                     ),
                     &vars,
@@ -182,7 +183,7 @@ fn main() -> ExitCode {
     }
     let cfg = cli.config;
     match &cli.mode {
-        Mode::Help => return help(),
+        Mode::Help(topic) => return help(*topic),
         Mode::Version => return version(),
         _ => {}
     }
@@ -203,19 +204,26 @@ fn main() -> ExitCode {
         }
         Mode::Install(dir) => install(&dir),
         Mode::Explain { .. } => explain_in_helper(&cfg, args, environ),
-        Mode::Help | Mode::Version => ExitCode::SUCCESS,
+        Mode::Help(_) | Mode::Version => ExitCode::SUCCESS,
     }
 }
 
-/// `ncclenv --help`.
-fn help() -> ExitCode {
-    out(&cli::help());
+/// `ncclenv --help` (the whole page), `ncclenv SUBCOMMAND --help` and `ncclenv help SUBCOMMAND` (its page).
+fn help(topic: Option<&str>) -> ExitCode {
+    match topic.and_then(cli::subcommand) {
+        Some(sub) => out(&cli::subcommand_help(sub)),
+        None => out(&cli::help()),
+    }
     ExitCode::SUCCESS
 }
 
-/// `ncclenv --version`.
+/// `ncclenv --version`: the version and the commit it was built from (build.rs; `unknown` outside git).
 fn version() -> ExitCode {
-    out(&format!("ncclenv {}\n", env!("CARGO_PKG_VERSION")));
+    out(&format!(
+        "ncclenv {} (commit {})\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("NCCLENV_GIT_COMMIT")
+    ));
     ExitCode::SUCCESS
 }
 
@@ -231,7 +239,7 @@ fn entrypoint(cx: &Ctx<'_>, cmd: &[OsString]) -> ExitCode {
                 Finding::UnknownVariable.code()
             );
         }
-        tracing::info!("NCCLENV_DISABLE=1: environment left untouched");
+        tracing::info!("{}: environment left untouched", cfg.disable_words());
         return exec_or_exit(cmd, environ, environ);
     }
     let (snap, mut plan) = cx.decide(cmd, Depth::Start);
@@ -360,6 +368,8 @@ fn check(cx: &Ctx<'_>, mode: CheckMode, json: bool, cmd: &[OsString]) -> ExitCod
     }
     if r.passed {
         ExitCode::SUCCESS
+    } else if r.could_not_run() {
+        ExitCode::from(exit::CHECK_UNAVAILABLE)
     } else {
         ExitCode::from(exit::CHECK_FAILED)
     }

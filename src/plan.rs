@@ -125,7 +125,7 @@ pub struct ShmNeed {
     pub ranks: Option<u32>,
     /// Where `ranks` came from (`--devices`, `PET_NPROC_PER_NODE`, `CUDA_VISIBLE_DEVICES`, …).
     pub ranks_source: String,
-    /// Ranks counted in the budget: `ranks` (at least 2), or `decide::shm::GPUS_WHEN_UNKNOWN`.
+    /// Ranks counted in the budget: `ranks` (at least 2); 0 when unknown (no budget: nothing is judged).
     pub counted_ranks: u64,
     /// Segments counted per rank (`decide::shm::SEGMENTS_PER_GPU`).
     pub segments_per_rank: u64,
@@ -135,7 +135,8 @@ pub struct ShmNeed {
     pub buffers: BufferSizes,
     /// `NCCLENV_SHM_MIN` in MiB, when set (it replaces the computed need).
     pub override_mib: Option<u64>,
-    /// Free bytes needed: `counted_ranks × segments_per_rank × segment_bytes`, or the override.
+    /// Free bytes needed: `counted_ranks × segments_per_rank × segment_bytes`, or the override; 0 when the
+    /// ranks are unknown and there is no override.
     pub need_bytes: u64,
 }
 

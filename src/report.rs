@@ -84,6 +84,15 @@ impl Lvl {
             Lvl::Debug => "debug",
         }
     }
+    /// Cloud Logging's `LogSeverity` name of this level.
+    fn severity(self) -> &'static str {
+        match self {
+            Lvl::Error => "ERROR",
+            Lvl::Warn => "WARNING",
+            Lvl::Info => "INFO",
+            Lvl::Debug => "DEBUG",
+        }
+    }
     fn needs(self) -> LogLevel {
         match self {
             Lvl::Error => LogLevel::Error,
@@ -106,15 +115,64 @@ impl Lvl {
 /// the fields of its [`Kind`] beside them.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record<'a> {
+    /// When the line was written: RFC 3339 in UTC with milliseconds, `2026-12-02T18:52:34.123Z` (the
+    /// `time` field Fluent Bit's JSON parsers, Loki's `json` stage and Cloud Logging read without
+    /// configuration; [`rfc3339_now`]).
+    pub time: String,
     /// Always `ncclenv`.
     pub program: &'static str,
     /// `error`, `warn`, `info` or `debug`.
     pub level: &'static str,
+    /// The level in Cloud Logging's `LogSeverity` words: `ERROR`, `WARNING`, `INFO`, `DEBUG` (the
+    /// `severity` field it maps without configuration; Loki detects it too).
+    pub severity: &'static str,
     /// The line for people (in text format, what follows `ncclenv: `).
     pub message: String,
     /// What the line is, with its machine-readable fields.
     #[serde(flatten)]
     pub kind: Kind<'a>,
+    /// Text format only: fit the line in [`LINE_MAX_CHARS`] (a finding below `NCCLENV_LOG=debug`; the long
+    /// text is in `ncclenv doctor` and the debug level). JSON lines always carry the whole text.
+    #[serde(skip)]
+    pub brief: bool,
+}
+
+/// Longest line at the default level (`NCCLENV_LOG=info` or `warn`), in characters, `ncclenv: ` and the level
+/// tag included: the summary ([`SUMMARY_MAX_CHARS`]) and each finding. Longer findings lose their remedy, then
+/// are cut at a clause boundary, and point to `ncclenv doctor` ([`brief_finding`]).
+pub const LINE_MAX_CHARS: usize = 200;
+
+/// Where a shortened finding line points for its whole text.
+const FINDING_HINT: &str = "(all of it: ncclenv doctor)";
+
+/// The body of a finding line (after `ncclenv: warning: `, `tag_len` characters) in at most
+/// [`LINE_MAX_CHARS`]: `MESSAGE [code] (what to do: REMEDY)` when it fits, else `MESSAGE [code] (all of it:
+/// ncclenv doctor)`, the message cut at the last `; `, `: `, `, ` or ` (` that fits (else at a character) and
+/// ended with `…`. Info findings (`remedy` `None`) carry none.
+pub fn brief_finding(message: &str, code: &str, remedy: Option<&str>, tag_len: usize) -> String {
+    let len = |s: &str| s.chars().count();
+    let room = LINE_MAX_CHARS.saturating_sub("ncclenv: ".len() + tag_len);
+    let full = match remedy {
+        Some(r) => format!("{message} [{code}] (what to do: {r})"),
+        None => format!("{message} [{code}]"),
+    };
+    if len(&full) <= room {
+        return full;
+    }
+    let tail = format!(" [{code}] {FINDING_HINT}");
+    if len(message) + len(&tail) <= room {
+        return format!("{message}{tail}");
+    }
+    // Room for the message, its `…` included.
+    let keep = room.saturating_sub(len(&tail) + 1);
+    let cut: String = message.chars().take(keep).collect();
+    let at = ["; ", ": ", ", ", " ("]
+        .iter()
+        .filter_map(|p| cut.rfind(p))
+        .max()
+        .filter(|i| *i >= keep / 2)
+        .unwrap_or(cut.len());
+    format!("{}…{tail}", cut[..at].trim_end())
 }
 
 /// What a [`Record`] reports (`kind` in JSON).
@@ -181,20 +239,31 @@ pub enum Kind<'a> {
 impl<'a> Record<'a> {
     fn new(lvl: Lvl, message: String, kind: Kind<'a>) -> Record<'a> {
         Record {
+            time: rfc3339_now(),
             program: PROGRAM,
             level: lvl.name(),
+            severity: lvl.severity(),
             message,
             kind,
+            brief: false,
         }
     }
 
     /// The line in text format, without the `ncclenv: ` prefix and level tag.
     fn text_body(&self) -> String {
         match &self.kind {
-            Kind::Finding { code, remedy, .. } if self.level == Lvl::Warn.name() => {
-                format!("{} [{code}] (what to do: {remedy})", self.message)
+            Kind::Finding { code, remedy, .. } => {
+                let warn = self.level == Lvl::Warn.name();
+                let remedy = warn.then_some(*remedy);
+                if self.brief {
+                    let tag = if warn { "warning: ".len() } else { 0 };
+                    brief_finding(&self.message, code, remedy, tag)
+                } else if let Some(r) = remedy {
+                    format!("{} [{code}] (what to do: {r})", self.message)
+                } else {
+                    format!("{} [{code}]", self.message)
+                }
             }
-            Kind::Finding { code, .. } => format!("{} [{code}]", self.message),
             Kind::Refusal {
                 remedy, exit_code, ..
             } => {
@@ -352,6 +421,37 @@ impl std::io::Write for QuietStderr {
     }
 }
 
+/// The time now as RFC 3339 in UTC with milliseconds (`2026-12-02T18:52:34.123Z`); the epoch when the clock
+/// reads before 1970.
+pub fn rfc3339_now() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(d.as_secs(), d.subsec_millis())
+}
+
+/// `secs` since the epoch and `millis` as RFC 3339 UTC: the civil date from the day count (the proleptic
+/// Gregorian calendar, H. Hinnant's `civil_from_days`).
+pub fn rfc3339(secs: u64, millis: u32) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
 /// The first clause of a choice's `how` (up to the first ` (`, `; ` or `, `): `default route (metric 0)` →
 /// `default route`; `route to peer 10.0.0.1 (m from MASTER_ADDR)` → `route to peer 10.0.0.1`.
 pub fn brief_how(how: &str) -> &str {
@@ -370,11 +470,41 @@ fn brief_changes(plan: &Plan) -> Vec<String> {
         Action::Set { value } => format!("{}={value}", c.name),
         Action::Unset => format!("unset {}", c.name),
     };
+    ordered_changes(plan).into_iter().map(item).collect()
+}
+
+/// The plan's changes, NCCL's own variables first (plan order within each group).
+fn ordered_changes(plan: &Plan) -> Vec<&Change> {
     let (nccl, other): (Vec<&Change>, Vec<&Change>) = plan
         .changes
         .iter()
         .partition(|c| c.name.starts_with("NCCL_"));
-    nccl.into_iter().chain(other).map(item).collect()
+    nccl.into_iter().chain(other).collect()
+}
+
+/// [`brief_changes`] with the variables set to one value named together, where the first of them stands:
+/// `NCCL_SOCKET_IFNAME,GLOO_SOCKET_IFNAME,TP_SOCKET_IFNAME=eth0` (the summary when the plain list does not
+/// fit: a default Docker container sets seven variables, three of them to the interface).
+fn grouped_changes(plan: &Plan) -> Vec<String> {
+    let mut groups: Vec<(Vec<&str>, Option<&str>)> = Vec::new();
+    for c in ordered_changes(plan) {
+        match &c.action {
+            Action::Set { value } => {
+                match groups.iter_mut().find(|(_, v)| *v == Some(value.as_str())) {
+                    Some((names, _)) => names.push(&c.name),
+                    None => groups.push((vec![&c.name], Some(value.as_str()))),
+                }
+            }
+            Action::Unset => groups.push((vec![&c.name], None)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(names, v)| match v {
+            Some(v) => format!("{}={v}", names.join(",")),
+            None => format!("unset {}", names.join(",")),
+        })
+        .collect()
 }
 
 /// The summary line (without `ncclenv: `): the interface, its address and how it was chosen in brief, then
@@ -425,12 +555,18 @@ pub fn summary(plan: &Plan) -> String {
     } else {
         format!("{head}; set")
     };
+    let long = lead.chars().count() + items.iter().map(|i| i.chars().count() + 1).sum::<usize>();
+    let items = if long > max {
+        grouped_changes(plan)
+    } else {
+        items
+    };
     format!("{}{debug}", fit(&lead, &items, max))
 }
 
-/// Where the summary points for what it leaves out: `ncclenv doctor` with the job's command after `--`, which
-/// it needs to read the launcher's arguments as the start did.
-const DOCTOR_HINT: &str = "ncclenv doctor -- <command>";
+/// Where the summary points for what it leaves out: `ncclenv doctor` (with the job's command after `--`, as
+/// `docs/logging.md` says, to read the launcher's arguments as the start did).
+const DOCTOR_HINT: &str = "ncclenv doctor";
 
 /// `lead` followed by as many of `items` (space-separated) as fit in `max` characters, and ` (+N more)` for
 /// the rest. `lead` is never cut.
@@ -519,13 +655,20 @@ pub fn emit(plan: &Plan) {
     write(Lvl::Info, &rec, false);
 }
 
-/// One finding as a line: warn level for warnings, info for information.
+/// Info findings that say nothing is wrong and nothing is changed: logged at debug level only (they stay
+/// `info` in their JSON record and in `ncclenv doctor`).
+const QUIET_INFO: &[&str] = &[
+    crate::findings::Finding::ShmSingleGpu.code(),
+    crate::findings::Finding::ShmNoGpu.code(),
+];
+
+/// One finding as a line: warn level for warnings, info for information; [`QUIET_INFO`] at debug level.
 fn finding(w: &Warning) {
     let lvl = match w.severity {
         Severity::Warn => Lvl::Warn,
         Severity::Info => Lvl::Info,
     };
-    let rec = Record::new(
+    let mut rec = Record::new(
         lvl,
         w.message.clone(),
         Kind::Finding {
@@ -534,6 +677,13 @@ fn finding(w: &Warning) {
             strict: w.strict_refuses,
         },
     );
+    rec.brief = settings().level < LogLevel::Debug;
+    // Worth knowing only when asked: no local peer, so nothing about /dev/shm matters.
+    let lvl = if QUIET_INFO.contains(&w.code.as_str()) {
+        Lvl::Debug
+    } else {
+        lvl
+    };
     write(lvl, &rec, false);
 }
 
@@ -668,8 +818,19 @@ pub fn usage_error(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsStrin
 
 /// A usage error that does not stop the job: `NCCLENV_DISABLE=1` asked ncclenv to change nothing, so a
 /// malformed `NCCLENV_*` value is said as a warning and the command runs with the environment untouched.
+///
+/// Not said when `NCCLENV_LOG` (its first entry, as getenv reads it) asks for less than warnings (`off`,
+/// `error`): the job then runs as silently as with the other variables well-formed.
 pub fn usage_ignored(message: &str, vars: &[(std::ffi::OsString, std::ffi::OsString)]) {
-    early_line(Lvl::Warn, message, Kind::Log, vars);
+    let quiet = vars
+        .iter()
+        .find(|(k, _)| k == "NCCLENV_LOG")
+        .and_then(|(_, v)| v.to_str())
+        .and_then(|v| crate::cli::parse_log("NCCLENV_LOG", v).ok())
+        .is_some_and(|l| l < LogLevel::Warn);
+    if !quiet {
+        early_line(Lvl::Warn, message, Kind::Log, vars);
+    }
 }
 
 /// One line written before the configuration could be read: JSON when `NCCLENV_LOG_FORMAT` says `json`
@@ -988,8 +1149,15 @@ mod tests {
                 "{} chars: {s}",
                 s.chars().count()
             );
-            assert!(s.contains(&format!("NCCL_SOCKET_IFNAME={name}")), "{s}");
-            assert!(s.contains("more: ncclenv doctor -- <command>)"), "{s}");
+            assert!(s.contains("NCCL_SOCKET_IFNAME"), "{s}");
+            assert!(s.contains(&format!("={name} ")), "{s}");
+            assert!(
+                s.contains("more: ncclenv doctor)")
+                    || ["POD_IP", "NCCL_IB_HCA", "TP_SOCKET_IFNAME"]
+                        .iter()
+                        .all(|n| s.contains(n)),
+                "{s}"
+            );
         }
     }
 
@@ -1074,5 +1242,78 @@ mod tests {
         let missing = dir.join("no/such/dir/log");
         assert!(write_termination_log(Some(&missing), "x").is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn rfc3339_is_utc_with_milliseconds() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 (a leap day of a century divisible by 400) 23:59:59.
+        assert_eq!(rfc3339(951_868_799, 7), "2000-02-29T23:59:59.007Z");
+        assert_eq!(rfc3339(4_107_542_400, 999), "2100-03-01T00:00:00.999Z");
+        let now = rfc3339_now();
+        assert_eq!(now.len(), 24, "{now}");
+        assert!(now.ends_with('Z') && now.as_bytes()[19] == b'.', "{now}");
+    }
+
+    #[test]
+    fn a_long_finding_fits_the_line_and_points_to_doctor() {
+        let message = "/dev/shm has 63 MiB free (of 64 MiB), NCCL's SHM transport needs about 294 MiB for 8 local \
+                       rank(s) (/dev/nvidia[0-9]+ device nodes): 4 segments of 9637888 B each per rank: segment \
+                       creation would fail with ENOSPC; NCCL's SHM transport is disabled (NCCL_SHM_DISABLE=1), which \
+                       is slower";
+        let body = brief_finding(message, "shm-too-small", Some("run with --shm-size=1g"), 9);
+        let line = format!("ncclenv: warning: {body}");
+        assert!(
+            line.chars().count() <= LINE_MAX_CHARS,
+            "{}: {line}",
+            line.chars().count()
+        );
+        assert!(
+            line.starts_with("ncclenv: warning: /dev/shm has 63 MiB free"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("… [shm-too-small] (all of it: ncclenv doctor)"),
+            "{line}"
+        );
+        // Short enough: whole, with its remedy.
+        assert_eq!(
+            brief_finding("small", "c", Some("fix"), 9),
+            "small [c] (what to do: fix)"
+        );
+        // A message without a clause boundary is cut at a character.
+        let long = "x".repeat(400);
+        let b = brief_finding(&long, "c", None, 0);
+        assert!(
+            format!("ncclenv: {b}").chars().count() <= LINE_MAX_CHARS,
+            "{b}"
+        );
+    }
+
+    #[test]
+    fn json_lines_carry_time_and_cloud_logging_severity() {
+        let rec = Record::new(Lvl::Warn, "m".into(), Kind::Log);
+        let v: serde_json::Value =
+            serde_json::from_str(&rec.render(LogFormat::Json, false)).unwrap_or_default();
+        assert_eq!(v["severity"], "WARNING");
+        assert_eq!(v["level"], "warn");
+        assert_eq!(v["time"].as_str().map(str::len), Some(24), "{v}");
+    }
+
+    #[test]
+    fn the_default_docker_summary_fits_without_counting() {
+        let mut p = plan_with("eth0", "default route (metric 0)");
+        p.set("NCCL_SHM_DISABLE", "1", "r7");
+        let s = format!("ncclenv: {}", summary(&p));
+        assert!(s.chars().count() <= SUMMARY_MAX_CHARS, "{s}");
+        assert!(!s.contains("more"), "{s}");
+        assert!(
+            s.contains("NCCL_SOCKET_IFNAME,GLOO_SOCKET_IFNAME,TP_SOCKET_IFNAME=eth0"),
+            "{s}"
+        );
+        assert!(
+            s.contains("NCCL_SHM_DISABLE=1") && s.contains("POD_IP=172.17.0.2"),
+            "{s}"
+        );
     }
 }

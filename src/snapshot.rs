@@ -712,7 +712,7 @@ impl std::fmt::Display for Mib {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         const MIB: u64 = 1 << 20;
         let bytes = self.0;
-        if bytes % MIB == 0 {
+        if bytes.is_multiple_of(MIB) {
             write!(f, "{} MiB", bytes / MIB)
         } else {
             write!(f, "{:.2} MiB ({bytes} B)", bytes as f64 / MIB as f64)

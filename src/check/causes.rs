@@ -29,7 +29,7 @@ pub fn hang_causes(step: Option<Step>) -> &'static str {
 pub fn explain_failure(e: &HelperError, version: Option<i32>) -> (String, String) {
     match e.stage {
         Stage::Load | Stage::Symbol => (
-            format!("{} (looked: {})", e.message, e.looked.join("; ")),
+            format!("{} (looked: {})", e.message, places(&e.looked)),
             "Install NCCL (pip install nvidia-nccl-cu12, or the image's libnccl2) or point NCCLENV_NCCL_LIB \
              at libnccl.so.2"
                 .to_string(),
@@ -53,6 +53,22 @@ pub fn explain_failure(e: &HelperError, version: Option<i32>) -> (String, String
         },
     }
 }
+
+/// Places a library was looked for, in brief: the first [`PLACES_SHOWN`], then how many more
+/// (`ncclenv check --json` lists them all in `looked`).
+fn places(looked: &[String]) -> String {
+    if looked.len() <= PLACES_SHOWN {
+        return looked.join("; ");
+    }
+    format!(
+        "{}; and {} more (ncclenv check --json lists them)",
+        looked[..PLACES_SHOWN].join("; "),
+        looked.len() - PLACES_SHOWN
+    )
+}
+
+/// Places named in a "not found" explanation.
+const PLACES_SHOWN: usize = 3;
 
 /// The facts of a reported failure for the summary line: `code ncclSystemError (2) "…", last error "…"` (or
 /// `CUDA error N "…"`); empty when the helper gave none.
@@ -114,6 +130,10 @@ mod tests {
         let (why, remedy) = explain_failure(&e, None);
         assert!(why.contains("/a: not found; /b: not found"), "{why}");
         assert!(remedy.contains("NCCLENV_NCCL_LIB"), "{remedy}");
+        e.looked = (0..20).map(|i| format!("/p{i}: not found")).collect();
+        let (why, _) = explain_failure(&e, None);
+        assert!(why.contains("/p2: not found; and 17 more"), "{why}");
+        assert!(!why.contains("/p3:"), "{why}");
     }
 
     #[test]

@@ -57,7 +57,11 @@ pub(super) fn run_helper(
     } = match process::spawn_helper(helper, args, env) {
         Ok(s) => s,
         Err(e) => {
-            return Attempt::not_started(format!("cannot run {}: {e}", helper.display()));
+            // ENOENT for a file that is there: its glibc loader is missing (a musl, distroless or scratch image).
+            let why = crate::exec::missing_interpreter(helper)
+                .map(|w| format!("{w}; ncclenv-check needs glibc: run the check in a glibc image"))
+                .unwrap_or(e);
+            return Attempt::not_started(format!("cannot run {}: {why}", helper.display()));
         }
     };
     let mut att = Attempt::started(pid.as_raw());

@@ -51,7 +51,7 @@ mod repair;
 pub use lines::{Line, LineSplitter, MAX_LINE};
 pub use outcome::{
     CheckDetail, CheckReport, ErrorDetail, Expected, Hang, OwnError, OwnStage, Repair,
-    RepairAttempt, ReportedError, EXIT_CHECK_FAILED, EXIT_SIGNAL_BASE,
+    RepairAttempt, ReportedError, EXIT_CHECK_FAILED, EXIT_CHECK_UNAVAILABLE, EXIT_SIGNAL_BASE,
 };
 pub use process::signal_name;
 pub use render::render_check;

@@ -5,7 +5,10 @@ use super::protocol::{CudaApi, HelperMsg, HelperResult, Stage, Step};
 use crate::config::CheckMode;
 use serde::{Serialize, Serializer};
 
-pub use crate::exit::{CHECK_FAILED as EXIT_CHECK_FAILED, SIGNAL_BASE as EXIT_SIGNAL_BASE};
+pub use crate::exit::{
+    CHECK_FAILED as EXIT_CHECK_FAILED, CHECK_UNAVAILABLE as EXIT_CHECK_UNAVAILABLE,
+    SIGNAL_BASE as EXIT_SIGNAL_BASE,
+};
 
 /// What the check found, for `main.rs` to print and act on.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +37,19 @@ impl CheckReport {
     pub fn interrupted_exit_code(&self) -> Option<u8> {
         let sig = u8::try_from(self.interrupted_by()?).ok()?;
         Some(EXIT_SIGNAL_BASE.saturating_add(sig))
+    }
+
+    /// True when the check could not run at all (exit [`EXIT_CHECK_UNAVAILABLE`]): no helper, the helper
+    /// could not be started (its glibc loader missing), or libnccl not found or not loadable; NCCL itself was
+    /// never asked.
+    pub fn could_not_run(&self) -> bool {
+        !self.passed
+            && self.detail.interrupted_by.is_none()
+            && self
+                .detail
+                .error
+                .as_ref()
+                .is_some_and(|e| matches!(e.stage(), "helper" | "spawn" | "load"))
     }
 
     /// What `ncclenv check --json` prints: [`CheckDetail`] as one line of JSON.

@@ -15,7 +15,13 @@ pub fn render_check(report: &CheckReport) -> String {
     out.push_str(&format!(
         "ncclenv check ({}): {}\n",
         mode_name(report.mode),
-        if report.passed { "PASSED" } else { "FAILED" }
+        if report.passed {
+            "PASSED"
+        } else if report.could_not_run() {
+            "COULD NOT RUN"
+        } else {
+            "FAILED"
+        }
     ));
     out.push_str(&format!("  {}\n", report.summary));
     if let Some(v) = &d.nccl_version {

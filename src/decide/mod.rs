@@ -16,7 +16,7 @@ pub use vendor::vendor_profile;
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
-use crate::plan::Plan;
+use crate::plan::{Plan, Warning};
 use crate::snapshot::Snapshot;
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
@@ -186,7 +186,7 @@ fn disabled(cfg: &Config) -> Plan {
     plan.hands_off = true;
     plan.finding(
         Finding::Disabled,
-        "NCCLENV_DISABLE=1: ncclenv changes nothing",
+        format!("{}: ncclenv changes nothing", cfg.disable_words()),
         "unset NCCLENV_DISABLE to let ncclenv decide",
     );
     plan
@@ -440,6 +440,18 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     debug::decide_debug(snap, cfg, &mut plan);
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+            // Nothing is applied for a command that does not run: the findings say what a repair would do.
+            for w in &mut plan.warnings {
+                w.message = w
+                    .message
+                    .replacen(" replaced by ", " would be replaced by ", 1);
+            }
+            let w = Warning {
+                message: w
+                    .message
+                    .replacen(" replaced by ", " would be replaced by ", 1),
+                ..w
+            };
             plan.refuse(
                 &w.code,
                 format!(

@@ -42,9 +42,6 @@ pub const SHM_SEGMENT_BYTES: u64 =
 /// Segments budgeted per local rank: 4 (channels × connections per SHM peer, rounded up; docs/rdma-shm.md).
 pub const SEGMENTS_PER_GPU: u64 = 4;
 
-/// GPUs assumed when neither the launcher nor the GPU probe says how many ranks run here.
-pub const GPUS_WHEN_UNKNOWN: u64 = 8;
-
 const MIB: u64 = 1 << 20;
 
 const REMEDY: &str =
@@ -88,9 +85,11 @@ pub fn buffer_sizes(snap: &Snapshot) -> BufferSizes {
 }
 
 /// The budget: ranks from the launcher (`snap.job.local_ranks`, see `launcher::local_ranks`), else the
-/// visible GPUs (`snap.gpus`, where `NVIDIA_VISIBLE_DEVICES=void`/`none` means 0), else
-/// [`GPUS_WHEN_UNKNOWN`]; × [`SEGMENTS_PER_GPU`] × the segment NCCL's buffers make ([`buffer_sizes`]).
-/// `cfg.shm_min_mib` (`NCCLENV_SHM_MIN`) replaces the result.
+/// visible GPUs (`snap.gpus`: device nodes, `CUDA_VISIBLE_DEVICES`, `NVIDIA_VISIBLE_DEVICES`, where
+/// `void`/`none` means 0 and `all` without a device node is unknown), else unknown (`ranks` `None`, no
+/// budget: a guess would disable SHM for a job that may have no local peer at all); × [`SEGMENTS_PER_GPU`] ×
+/// the segment NCCL's buffers make ([`buffer_sizes`]). `cfg.shm_min_mib` (`NCCLENV_SHM_MIN`) replaces the
+/// result.
 pub fn shm_need(snap: &Snapshot, cfg: &Config) -> ShmNeed {
     let (ranks, ranks_source) = match (snap.job.local_ranks, &snap.gpus) {
         (Some(n), _) => (
@@ -103,7 +102,7 @@ pub fn shm_need(snap: &Snapshot, cfg: &Config) -> ShmNeed {
         (None, Some(g)) => (g.count, g.source.clone()),
         (None, None) => (None, "not probed".into()),
     };
-    let counted_ranks = ranks.map_or(GPUS_WHEN_UNKNOWN, |n| u64::from(n).max(2));
+    let counted_ranks = ranks.map_or(0, |n| u64::from(n).max(2));
     let buffers = buffer_sizes(snap);
     let segment_bytes = buffers.segment_bytes();
     let need_bytes = match cfg.shm_min_mib {
@@ -132,7 +131,12 @@ impl ShmNeed {
         }
         let who = match self.ranks {
             Some(n) => format!("{n} local rank(s) ({})", self.ranks_source),
-            None => format!("{GPUS_WHEN_UNKNOWN} GPUs assumed ({})", self.ranks_source),
+            None => {
+                return format!(
+                    "unknown: local ranks unknown ({}), so /dev/shm is not judged",
+                    self.ranks_source
+                )
+            }
         };
         let mut s = format!(
             "{} MiB for {who}: {} segments of {} B each per rank",
@@ -150,6 +154,8 @@ impl ShmNeed {
 /// Decide `NCCL_SHM_DISABLE` from the `/dev/shm` probe and the ranks on this node ([`shm_need`]).
 ///
 /// - `snap.shm == None` (not probed): nothing.
+/// - Local ranks unknown (no launcher count, no GPU seen, no `NCCLENV_SHM_MIN`): nothing; doctor says
+///   "unknown".
 /// - No GPU (`NVIDIA_VISIBLE_DEVICES=void`, …; info `shm-no-gpu`) or one rank (`shm-single-gpu`): no local
 ///   peer, SHM is never used; nothing changed.
 /// - Path missing, read-only, not writable for this user (the command runs as the same user), or free space
@@ -166,6 +172,9 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     };
     let need = shm_need(snap, cfg);
     plan.shm_need = Some(need.clone());
+    if need.ranks.is_none() && need.override_mib.is_none() {
+        return;
+    }
     if !has_local_peer(&need, plan) {
         return;
     }
@@ -385,7 +394,7 @@ mod tests {
     }
 
     /// The budget in bytes, written out (not recomputed from the constants): 4 segments of NCCL's 9,637,888 B
-    /// per rank (src/transport/shm.cc, default NCCL_BUFFSIZE), at least 2 ranks, 8 when unknown.
+    /// per rank (src/transport/shm.cc, default NCCL_BUFFSIZE), at least 2 ranks, none when unknown.
     #[test]
     fn need_sizes() {
         let c = Config::default();
@@ -394,7 +403,7 @@ mod tests {
         assert_eq!(need(Some(2), &c), 77_103_104);
         assert_eq!(need(Some(1), &c), 77_103_104);
         assert_eq!(need(Some(0), &c), 77_103_104);
-        assert_eq!(need(None, &c), 308_412_416); // 294.12 MiB
+        assert_eq!(need(None, &c), 0);
 
         // Where the decision flips for 4 GPUs: 147 MiB free is too little, 148 MiB enough.
         assert_eq!(
@@ -559,12 +568,27 @@ mod tests {
     }
 
     #[test]
-    fn unknown_gpus_assume_eight() {
-        assert_eq!(
-            run(&snap(Some(256), None, &[])).value_of("NCCL_SHM_DISABLE"),
-            Some("1")
-        );
-        assert!(run(&snap(Some(512), None, &[])).changes.is_empty());
+    fn unknown_ranks_leave_shm_alone() {
+        // Nothing seen: no change and no finding, even on Docker's 64 MiB or a missing /dev/shm.
+        for free in [Some(64), None] {
+            let p = run(&snap(free, None, &[]));
+            assert!(p.changes.is_empty() && p.warnings.is_empty(), "{p:?}");
+            let n = p.shm_need.expect("the budget is recorded");
+            assert_eq!((n.ranks, n.need_bytes), (None, 0));
+            assert!(n.describe().starts_with("unknown: "), "{}", n.describe());
+        }
+        // The launcher names the ranks: judged.
+        let mut s = snap(Some(64), None, &[]);
+        s.job.local_ranks = Some(4);
+        s.job.local_ranks_source = Some("--nproc-per-node".into());
+        assert_eq!(run(&s).value_of("NCCL_SHM_DISABLE"), Some("1"));
+        // NCCLENV_SHM_MIN says the need: judged.
+        let cfg = Config {
+            shm_min_mib: Some(128),
+            ..Config::default()
+        };
+        let p = run_cfg(&snap(Some(64), None, &[]), &cfg);
+        assert_eq!(p.value_of("NCCL_SHM_DISABLE"), Some("1"));
     }
 
     #[test]

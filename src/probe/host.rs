@@ -113,11 +113,14 @@ pub const PROC_NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
 ///    indices or UUIDs (`GPU-…`, `MIG-…`); the empty string means no GPU; `-1`, an invalid entry, a duplicate
 ///    or an index beyond the device nodes ends the list there (entries before it count).
 /// 2. `NVIDIA_VISIBLE_DEVICES` (NVIDIA container toolkit) set: `none`, `void` or empty → 0; `all` → go on to
-///    3.; otherwise the number of distinct entries of its comma list.
+///    3. (every CUDA base image sets it: GPUs may be present, their number is not said); otherwise the number
+///    of distinct entries of its comma list.
 /// 3. `nvidia[0-9]+` device nodes under `devfs` (in a container: the GPUs the toolkit injected).
 /// 4. Directories in `/proc/driver/nvidia/gpus`.
 ///
-/// Otherwise the count is unknown (`None`). Malformed values give a `warning`, never a panic.
+/// Otherwise the count is unknown (`None`), its source saying what was looked at (with
+/// `NVIDIA_VISIBLE_DEVICES=all`: that it is set, GPUs being unknown but not absent). Malformed values give a
+/// `warning`, never a panic.
 pub fn gpu_count(env: &BTreeMap<String, String>, devfs: &Path) -> GpuInfo {
     gpu_count_with(env, devfs, Path::new(PROC_NVIDIA_GPUS))
 }
@@ -125,6 +128,7 @@ pub fn gpu_count(env: &BTreeMap<String, String>, devfs: &Path) -> GpuInfo {
 /// [`gpu_count`] with the procfs directory as a parameter (for tests).
 pub fn gpu_count_with(env: &BTreeMap<String, String>, devfs: &Path, proc_gpus: &Path) -> GpuInfo {
     let nodes = count_device_nodes(devfs);
+    let mut all = false;
     if let Some(v) = env.get("CUDA_VISIBLE_DEVICES") {
         let parsed = parse_cuda_visible(v, nodes);
         return GpuInfo {
@@ -135,7 +139,7 @@ pub fn gpu_count_with(env: &BTreeMap<String, String>, devfs: &Path, proc_gpus: &
     }
     if let Some(v) = env.get("NVIDIA_VISIBLE_DEVICES") {
         match parse_nvidia_visible(v) {
-            NvidiaVisible::All => {}
+            NvidiaVisible::All => all = true,
             NvidiaVisible::Count(count, warning) => {
                 return GpuInfo {
                     count: Some(count),
@@ -162,10 +166,17 @@ pub fn gpu_count_with(env: &BTreeMap<String, String>, devfs: &Path, proc_gpus: &
             };
         }
     }
+    let source = if all {
+        format!(
+            "NVIDIA_VISIBLE_DEVICES=all names no number, and no {}/nvidia[0-9]+ device node or driver entry is seen",
+            devfs.display()
+        )
+    } else {
+        "no CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, device node or driver entry".into()
+    };
     GpuInfo {
         count: None,
-        source: "no CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, device node or driver entry"
-            .into(),
+        source,
         warning: None,
     }
 }
@@ -439,6 +450,11 @@ mod tests {
         // `all` falls through to nodes / procfs: nothing there → unknown.
         let g = gpu_count_with(&env("NVIDIA_VISIBLE_DEVICES", "all"), none, none);
         assert_eq!(g.count, None);
+        assert!(
+            g.source.starts_with("NVIDIA_VISIBLE_DEVICES=all "),
+            "{}",
+            g.source
+        );
         // CUDA_VISIBLE_DEVICES wins.
         let mut m = env("NVIDIA_VISIBLE_DEVICES", "0,1,2");
         m.insert("CUDA_VISIBLE_DEVICES".into(), "1".into());

@@ -394,7 +394,7 @@ impl Said {
 /// `600 s`, `2 s`, `0.4 s`.
 fn secs(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 || ms >= 10_000 {
+    if ms.is_multiple_of(1000) || ms >= 10_000 {
         format!("{} s", ms / 1000)
     } else {
         format!("{:.1} s", d.as_secs_f64())

@@ -546,10 +546,14 @@ fn shm_size_decides_shm_disable() {
     };
     let (env, err) = shm("--shm-size=64m");
     expect_env(&env, "NCCL_SHM_DISABLE", "1", "--shm-size=64m");
-    assert!(
-        err.contains("[shm-too-small]") && err.contains("--shm-size=1g"),
-        "{err}"
-    );
+    // The default level: the finding on one line of at most 200 characters; its remedy at the debug level.
+    let line = err
+        .lines()
+        .find(|l| l.contains("[shm-too-small]"))
+        .unwrap_or_else(|| panic!("no [shm-too-small]: {err}"));
+    assert!(line.chars().count() <= 200, "{line}");
+    let (_, err) = shm("--env=NCCLENV_LOG=debug"); // Docker's default /dev/shm: 64 MiB
+    assert!(err.contains("--shm-size=1g"), "{err}");
     let (env, _) = shm("--shm-size=1g");
     assert!(
         !env.contains_key("NCCL_SHM_DISABLE"),
@@ -764,9 +768,20 @@ fn example_images_build_and_chain() {
     assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("10.0.0.1") && err.contains("NCCL_SOCKET_IFNAME=eth0"),
+        err.contains("10.0.0.1") && summary_sets(&err, "NCCL_SOCKET_IFNAME") == Some("eth0"),
         "{err}"
     );
+}
+
+/// The value the summary line (`ncclenv: interface … set A=x B,C=y …`) gives `name`: variables set to one
+/// value are named together when the line would pass 200 characters (docs/logging.md).
+fn summary_sets<'a>(err: &'a str, name: &str) -> Option<&'a str> {
+    let line = err.lines().find(|l| l.starts_with("ncclenv: interface "))?;
+    let (_, set) = line.split_once("; set ")?;
+    set.split_whitespace().find_map(|item| {
+        let (names, value) = item.split_once('=')?;
+        names.split(',').any(|n| n == name).then_some(value)
+    })
 }
 
 /// `docker compose` (Compose v2) works here; else skip (fail under CI).
@@ -848,7 +863,7 @@ fn compose_two_nodes_route_to_master() {
 }
 
 /// The carrier image as a Kubernetes init container (examples/k8s/init/): `ncclenv install` copies both
-/// binaries into a fresh volume; an image without ncclenv runs its command through `/ncclenv/ncclenv` from
+/// binaries into a fresh volume; an image without ncclenv runs its command through `/opt/ncclenv/ncclenv` from
 /// that volume, read-only. A second install into the same volume changes nothing. A refusal writes its reason
 /// to `/dev/termination-log` (Kubernetes bind-mounts a file there; here a host file is).
 #[test]
@@ -886,6 +901,10 @@ fn init_container_install() {
     );
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
+    assert!(
+        out.contains("run: /opt/ncclenv/ncclenv -- COMMAND"),
+        "install names the path the training container mounts: {out}"
+    );
     for name in ["ncclenv", "ncclenv-check"] {
         assert!(
             out.lines().any(
@@ -911,12 +930,19 @@ fn init_container_install() {
         stdout(&o)
     );
 
-    // The training container: the volume read-only at /ncclenv, as a non-root user.
-    let main_mount = format!("{vol}:/ncclenv:ro");
+    // The training container: the volume read-only at the same path (examples/k8s/init/), as a non-root
+    // user, running the command `install`'s "run:" line names.
+    let main_mount = format!("{vol}:/opt/ncclenv:ro");
     let o = run(
         &["--rm", "-v", &main_mount, "--user", "1000:1000"],
         &plain,
-        &["/ncclenv/ncclenv", "--", "sh", "-c", "ls -l /ncclenv; env"],
+        &[
+            "/opt/ncclenv/ncclenv",
+            "--",
+            "sh",
+            "-c",
+            "ls -l /opt/ncclenv; env",
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let env = env_of(&stdout(&o));
@@ -931,11 +957,11 @@ fn init_container_install() {
     let o = run(
         &["--rm", "-v", &main_mount],
         &plain,
-        &["/ncclenv/ncclenv", "check", "--json"],
+        &["/opt/ncclenv/ncclenv", "check", "--json"],
     );
     let out = stdout(&o);
     assert!(!out.contains("not found (looked:"), "{out}{}", stderr(&o));
-    assert!(out.contains("/ncclenv/ncclenv-check"), "{out}");
+    assert!(out.contains("/opt/ncclenv/ncclenv-check"), "{out}");
 
     // Kubernetes' /dev/termination-log: a refusal writes its reason there; a job that runs does not.
     let (tdir, _t) = temp_dir("termlog");
@@ -952,7 +978,7 @@ fn init_container_install() {
             &bind,
         ],
         &plain,
-        &["/ncclenv/ncclenv", "--nnodes=2", "--", "true"],
+        &["/opt/ncclenv/ncclenv", "--nnodes=2", "--", "true"],
     );
     assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
     let written = std::fs::read_to_string(&tlog).unwrap();
@@ -965,7 +991,7 @@ fn init_container_install() {
     let o = run(
         &["--rm", "-v", &main_mount, "--mount", &bind],
         &plain,
-        &["/ncclenv/ncclenv", "--", "true"],
+        &["/opt/ncclenv/ncclenv", "--", "true"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&tlog).unwrap(), "");
@@ -1335,14 +1361,14 @@ fn dockerfile_builds_what_cargo_produces() {
     };
     assert!(glibc_of(&stages[1].from) <= (2, 31));
 
-    // Every stage that runs cargo copies what cargo reads; no build script is left behind.
+    // Every stage that runs cargo copies what cargo reads, the build script (the commit of --version) too.
     assert!(
-        !root().join("build.rs").exists(),
-        "build.rs exists: copy it in docker/Dockerfile"
+        root().join("build.rs").exists(),
+        "build.rs is gone: update this test"
     );
     for s in &stages[..2] {
         let copied = s.context_copies();
-        for need in ["Cargo.toml", "Cargo.lock", ".cargo", "src"] {
+        for need in ["Cargo.toml", "Cargo.lock", "build.rs", ".cargo", "src"] {
             assert!(
                 copied.iter().any(|c| c == need),
                 "{:?} does not copy {need}",
@@ -1542,13 +1568,17 @@ fn dockerfile_builds_what_cargo_produces() {
         ]
     );
 
-    // BuildKit's per-Dockerfile ignore file keeps only what the builder stages copy.
-    let ignore = std::fs::read_to_string(root().join("docker/Dockerfile.dockerignore")).unwrap();
-    for keep in ["!Cargo.toml", "!Cargo.lock", "!.cargo", "!src"] {
+    // BuildKit's per-Dockerfile ignore file, and the root one the classic builder reads, keep only what the
+    // builder stages copy.
+    for file in ["docker/Dockerfile.dockerignore", ".dockerignore"] {
+        let ignore = std::fs::read_to_string(root().join(file)).unwrap();
         assert!(
-            ignore.lines().any(|l| l == keep),
-            "Dockerfile.dockerignore lacks {keep}"
+            ignore.lines().any(|l| l == "*"),
+            "{file} does not ignore everything else"
         );
+        for keep in ["!Cargo.toml", "!Cargo.lock", "!build.rs", "!.cargo", "!src"] {
+            assert!(ignore.lines().any(|l| l == keep), "{file} lacks {keep}");
+        }
     }
 }
 
@@ -1699,12 +1729,13 @@ fn k8s_manifests() {
         "examples/k8s/rdma-net.yaml",
         "examples/k8s/init/pytorchjob.yaml",
         "examples/k8s/init/paddlejob.yaml",
+        "examples/k8s/job.yaml",
     ];
     let Some(docs) = load_yaml(&files) else {
         return;
     };
     let (paddle, torch, nad) = (&docs[0][0], &docs[1][0], &docs[2][0]);
-    let (init_torch, init_paddle) = (&docs[3][0], &docs[4][0]);
+    let (init_torch, init_paddle, job) = (&docs[3][0], &docs[4][0], &docs[5][0]);
     assert_eq!(nad["kind"], "NetworkAttachmentDefinition");
     let net = nad["metadata"]["name"].as_str().unwrap();
 
@@ -1773,7 +1804,7 @@ fn k8s_manifests() {
     // The init-container examples: the carrier runs `ncclenv install` into an emptyDir, which the training
     // container mounts (read-only) where its command finds ncclenv.
     let check_init = |what: &str, tpl: &Value, container: &str| {
-        check_common(what, tpl, container, &["/ncclenv/ncclenv", "--"]);
+        check_common(what, tpl, container, &["/opt/ncclenv/ncclenv", "--"]);
         let spec = &tpl["spec"];
         let init = &spec["initContainers"][0];
         assert!(
@@ -1812,8 +1843,21 @@ fn k8s_manifests() {
             .unwrap_or_else(|| {
                 panic!("{what}: the training container does not mount the emptyDir")
             });
-        assert_eq!(m["mountPath"], "/ncclenv", "{what}");
+        // The same path in both: `install DIR` prints `run: DIR/ncclenv -- COMMAND`, which must exist in the
+        // training container.
+        assert_eq!(
+            m["mountPath"],
+            cmd[2].as_str(),
+            "{what}: mounted elsewhere than installed"
+        );
         assert_eq!(m["readOnly"], true, "{what}");
+    };
+    // A refusal (exit 78) fails the job instead of restarting it: Kubeflow's `ExitCode` (1-127 permanent).
+    let fails_on_78 = |what: &str, spec: &Value| {
+        assert_eq!(
+            spec["restartPolicy"], "ExitCode",
+            "{what}: exit 78 must fail the job"
+        );
     };
 
     // PaddleFlow's PaddleJob: the operator's endpoint list tells ncclenv the master and the node count.
@@ -1821,6 +1865,11 @@ fn k8s_manifests() {
     assert_eq!(paddle["kind"], "PaddleJob");
     assert_eq!(paddle["spec"]["worker"]["replicas"], 2);
     check_pod("PaddleJob", &paddle["spec"]["worker"]["template"], "paddle");
+    // PaddleFlow: a failed worker fails the job; the pod must not restart the container itself.
+    assert_eq!(
+        paddle["spec"]["worker"]["template"]["spec"]["restartPolicy"], "Never",
+        "PaddleJob: exit 78 must fail the pod"
+    );
 
     assert_eq!(torch["kind"], "PyTorchJob");
     let specs = &torch["spec"]["pytorchReplicaSpecs"];
@@ -1832,6 +1881,7 @@ fn k8s_manifests() {
             &specs[role]["template"],
             "pytorch",
         );
+        fails_on_78(&format!("PyTorchJob {role}"), &specs[role]);
     }
 
     assert_eq!(init_torch["kind"], "PyTorchJob");
@@ -1842,6 +1892,7 @@ fn k8s_manifests() {
             &specs[role]["template"],
             "pytorch",
         );
+        fails_on_78(&format!("init PyTorchJob {role}"), &specs[role]);
     }
     // Kubeflow's PaddleJob: its container must be named `paddle` and its port `master` (the operator looks
     // them up by name).
@@ -1850,9 +1901,30 @@ fn k8s_manifests() {
     let worker = &init_paddle["spec"]["paddleReplicaSpecs"]["Worker"];
     assert_eq!(worker["replicas"], 2);
     check_init("init PaddleJob", &worker["template"], "paddle");
+    fails_on_78("init PaddleJob", worker);
     assert_eq!(
         worker["template"]["spec"]["containers"][0]["ports"][0]["name"],
         "master"
+    );
+
+    // The plain batch Job: a pod failure policy fails it on the training container's exit 78.
+    assert_eq!(
+        (&job["apiVersion"], &job["kind"]),
+        (&"batch/v1".into(), &"Job".into())
+    );
+    check_init("Job", &job["spec"]["template"], "train");
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    let rules = job["spec"]["podFailurePolicy"]["rules"]
+        .as_array()
+        .expect("podFailurePolicy");
+    assert!(
+        rules.iter().any(|r| r["action"] == "FailJob"
+            && r["onExitCodes"]["operator"] == "In"
+            && r["onExitCodes"]["containerName"] == "train"
+            && r["onExitCodes"]["values"]
+                .as_array()
+                .is_some_and(|v| v.contains(&78.into()))),
+        "Job: no FailJob rule for exit 78: {rules:?}"
     );
 }
 
@@ -2002,4 +2074,105 @@ fn launch_script_evals_ncclenv_env() {
     }
     assert_eq!(o.status.code(), Some(78), "{err}");
     assert!(stdout(&o).is_empty(), "the script went on: {}", stdout(&o));
+}
+
+/// Validates every pod template of the Kubernetes examples with kubernetes-validate (PyPI, pinned in
+/// scripts/test.sh; it ships the Kubernetes JSON schemas and runs offline), strict (an unknown field is an
+/// error), against Kubernetes 1.31 (the first with `podFailurePolicy` stable) and 1.37. Resources of the
+/// core API (the batch Job) are validated whole; an operator's resource (PyTorchJob, PaddleJob) has no schema
+/// there, so each of its pod templates is validated as a `v1` `PodTemplate`. Prints `ok WHAT` per template,
+/// or `FAIL WHAT: MESSAGE`.
+const K8S_VALIDATE: &str = r#"
+import sys, yaml, kubernetes_validate as kv
+def templates(doc):
+    kind = doc.get("kind")
+    spec = doc.get("spec", {})
+    if kind == "PyTorchJob":
+        return [(k, v["template"]) for k, v in spec["pytorchReplicaSpecs"].items()]
+    if kind == "PaddleJob" and "paddleReplicaSpecs" in spec:
+        return [(k, v["template"]) for k, v in spec["paddleReplicaSpecs"].items()]
+    if kind == "PaddleJob":
+        return [(k, spec[k]["template"]) for k in ("ps", "worker", "heter") if k in spec]
+    return []
+versions = sys.argv[1].split(",")
+for f in sys.argv[2:]:
+    for doc in yaml.safe_load_all(open(f)):
+        if doc.get("apiVersion") in ("v1", "batch/v1", "apps/v1"):
+            todo = [(doc["kind"], doc)]
+        else:
+            todo = [(role, {"apiVersion": "v1", "kind": "PodTemplate",
+                            "metadata": {"name": "t"}, "template": t})
+                    for role, t in templates(doc)]
+        for what, obj in todo:
+            for v in versions:
+                name = f"{f} {doc['kind']} {what} (Kubernetes {v})"
+                try:
+                    kv.validate(obj, v, strict=True)
+                    print("ok", name)
+                except kv.ValidationError as e:
+                    print("FAIL", name + ":", e.message, "at", "/".join(map(str, e.path)))
+"#;
+
+/// `python3 -c K8S_VALIDATE VERSIONS FILES…`: its stdout, or `None` after a skip (no kubernetes-validate).
+fn k8s_validate(versions: &str, files: &[PathBuf]) -> Option<String> {
+    let o = Command::new("python3")
+        .args(["-c", K8S_VALIDATE, versions])
+        .args(files)
+        .output();
+    match o {
+        Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) => {
+            cannot(&format!(
+                "python3 with kubernetes-validate (scripts/test.sh installs it): {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            None
+        }
+        Err(e) => {
+            cannot(&format!("no python3: {e}"));
+            None
+        }
+    }
+}
+
+#[test]
+fn k8s_pod_templates_validate() {
+    let files: Vec<PathBuf> = [
+        "examples/k8s/paddlejob.yaml",
+        "examples/k8s/pytorchjob.yaml",
+        "examples/k8s/init/pytorchjob.yaml",
+        "examples/k8s/init/paddlejob.yaml",
+        "examples/k8s/job.yaml",
+    ]
+    .iter()
+    .map(|f| root().join(f))
+    .collect();
+    let Some(out) = k8s_validate("1.31,1.37", &files) else {
+        return;
+    };
+    let fails: Vec<&str> = out.lines().filter(|l| !l.starts_with("ok ")).collect();
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    // Every pod template of every file, at both versions: 1 (PaddleFlow's worker) + 2 + 2 + 1 + 1 (the Job)
+    // = 7, × 2.
+    assert_eq!(out.lines().count(), 14, "{out}");
+
+    // Control: the validator rejects a misspelt field in a container and in the pod failure policy.
+    let (dir, _d) = temp_dir("k8s-bad");
+    let job = std::fs::read_to_string(root().join("examples/k8s/job.yaml")).unwrap();
+    let mut bad = Vec::new();
+    for (from, to) in [
+        ("volumeMounts:", "volumeMount:"),
+        ("containerName: train", "container: train"),
+    ] {
+        assert!(job.contains(from), "{from}");
+        let f = dir.join(format!("bad-{}.yaml", bad.len()));
+        std::fs::write(&f, job.replacen(from, to, 1)).unwrap();
+        bad.push(f);
+    }
+    let out = k8s_validate("1.31", &bad).unwrap_or_default();
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("FAIL ")).count(),
+        2,
+        "the validator accepted a broken Job:\n{out}"
+    );
 }

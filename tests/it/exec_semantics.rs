@@ -1005,7 +1005,8 @@ fn a_failing_stdout_never_panics() {
             assert!(!e.contains("panicked"), "{args:?} > {name}: {e}");
             let want: &[i32] = match args[0] {
                 "doctor" => &[0, 1, 78],
-                "check" => &[1],
+                // No helper here: the check could not run (69).
+                "check" => &[69],
                 _ => &[0],
             };
             assert!(
@@ -1221,12 +1222,17 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
         "{}",
         stderr(&o)
     );
-    // check: runs the check (here failing: no helper), not the command.
+    // check: runs the check (here it cannot run: no helper, exit 69), not the command.
     let o = output(&mut ncclenv(
         &vars,
         &["check", "bootstrap", "--", "touch", &m],
     ));
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("COULD NOT RUN"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     for args in [
         &["doctor", "--", "touch", &m][..],
         &["env", "--", "touch", &m],
@@ -1246,4 +1252,78 @@ fn the_ci_switch_accepts_the_usual_truthy_values() {
     for v in ["", "0", "false", "no", "off", "2", "y", "truee"] {
         assert!(!common::truthy(v), "{v:?}");
     }
+}
+
+/// The CLI helps: every subcommand has its own help page (`X --help`, `help X`), typos of flags and
+/// subcommands get the nearest word, `--version` names the commit, and `NCCLENV_DISABLE` is echoed as given
+/// (nothing at all with `NCCLENV_LOG=off`).
+#[test]
+fn help_pages_typo_suggestions_version_and_disable_echo() {
+    let bin = BIN;
+    let run = |args: &[&str], vars: &[(&str, &str)]| {
+        Command::new(bin)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .envs(vars.iter().copied())
+            .args(args)
+            .output()
+            .expect("run ncclenv")
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    for sub in ["env", "doctor", "check", "install", "explain", "help"] {
+        for args in [&[sub, "--help"][..], &["help", sub]] {
+            let o = run(args, &[]);
+            assert_eq!(o.status.code(), Some(0), "{args:?}");
+            let page = text(&o.stdout);
+            assert!(
+                page.starts_with("usage: ncclenv ") && page.contains(sub),
+                "{args:?}: {page}"
+            );
+            assert!(
+                !page.contains("options (each also read"),
+                "{args:?}: the global page"
+            );
+        }
+    }
+    for (args, want) in [
+        (&["doctor", "--jsn"][..], "did you mean --json?"),
+        (&["doctr"], "did you mean doctor?"),
+        (&["check", "boot"], "did you mean bootstrap?"),
+        (&["help", "chek"], "did you mean check?"),
+    ] {
+        let o = run(args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(want),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    let o = run(&["check", "boot"], &[]);
+    assert!(!text(&o.stderr).contains("off"), "{}", text(&o.stderr));
+    let v = text(&run(&["--version"], &[]).stdout);
+    assert!(v.starts_with("ncclenv ") && v.contains("(commit "), "{v}");
+    let o = run(&["--", "true"], &[("NCCLENV_DISABLE", "yes")]);
+    assert!(
+        text(&o.stderr).contains("NCCLENV_DISABLE=yes: environment left untouched"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(
+        &["--", "true"],
+        &[("NCCLENV_DISABLE", "1"), ("NCCLENV_LOG", "off")],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stderr), "");
+    // A malformed variable beside them is not said either (at NCCLENV_LOG=warn it is: reliability.rs).
+    let o = run(
+        &["--", "true"],
+        &[
+            ("NCCLENV_DISABLE", "1"),
+            ("NCCLENV_LOG", "off"),
+            ("NCCLENV_CHECK_TIMEOUT", "abc"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stderr), "");
 }

@@ -258,11 +258,24 @@ impl<'a> Job<'a> {
         }
         let mut c = self.command(&args);
         c.env("FC_MARKER", &marker);
+        // The findings' whole text is at the debug level (the default level shortens each line to 200
+        // characters: `check_env_mode` looks at that); the debug-only lines are left out of `stderr`.
+        let debug = !self.vars.contains_key("NCCLENV_LOG");
+        if debug {
+            c.env("NCCLENV_LOG", "debug");
+        }
         let out = c
             .output()
             .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!stderr.contains("panicked"), "ncclenv panicked:\n{stderr}");
+        if debug {
+            stderr = stderr
+                .lines()
+                .filter(|l| !l.starts_with("ncclenv: debug: "))
+                .map(|l| format!("{l}\n"))
+                .collect();
+        }
         let ran = marker.exists();
         Outcome {
             code: out.status.code(),
@@ -372,9 +385,48 @@ impl<'a> Job<'a> {
 
     /// `ncclenv env` prints only `export NAME='value'` / `unset NAME` lines and, eval'd, gives the same values
     /// of ncclenv's variables as the command received.
+    ///
+    /// `ncclenv env` runs at the default level: each of its lines fits in 200 characters (README, "Output")
+    /// and names every finding the command's run (at the debug level, whole) named, by its `[code]`.
     fn check_env_mode(&self, o: &Outcome) {
         let (code, stdout, stderr) = self.env_raw();
         assert_eq!(code, Some(0), "ncclenv env failed:\n{stdout}\n{stderr}");
+        if !self.vars.contains_key("NCCLENV_LOG") {
+            // A refusal is one line whatever its length (README, "What you see"): it is why the job stops.
+            for line in stderr
+                .lines()
+                .filter(|l| !l.starts_with("ncclenv: refused"))
+            {
+                assert!(
+                    line.chars().count() <= 200,
+                    "{} characters at the default level: {line}",
+                    line.chars().count()
+                );
+            }
+            // The same input only when the launcher's arguments are not the command's (`ncclenv env` does
+            // not see them).
+            let codes = if self.launcher.is_empty() {
+                o.stderr.as_str()
+            } else {
+                ""
+            };
+            for tag in codes.split('[').skip(1).filter_map(|t| t.split_once(']')) {
+                let tag = format!("[{}]", tag.0);
+                // A finding's code: `[a-z][a-z0-9-]*` (not `[0-9]` in a path pattern).
+                let code = &tag[1..tag.len() - 1];
+                let is_code = code.starts_with(|c: char| c.is_ascii_lowercase())
+                    && code
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if is_code {
+                    assert!(
+                        stderr.contains(&tag),
+                        "the default level lacks {tag}:\n{stderr}\nwhole:\n{}",
+                        o.stderr
+                    );
+                }
+            }
+        }
         for line in stdout.lines() {
             let ok = line
                 .strip_prefix("export ")

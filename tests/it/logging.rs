@@ -79,6 +79,23 @@ fn json_lines(stderr: &str) -> Vec<Value> {
                 "{l}"
             );
             assert!(v["message"].is_string(), "{l}");
+            // RFC 3339, UTC, milliseconds: 2026-12-02T18:52:34.123Z.
+            let t = v["time"].as_str().unwrap_or_default();
+            let b = t.as_bytes();
+            assert!(
+                b.len() == 24
+                    && b[4] == b'-'
+                    && b[10] == b'T'
+                    && b[19] == b'.'
+                    && t.ends_with('Z')
+                    && t[..4].parse::<u32>().is_ok_and(|y| y >= 2024),
+                "time {t:?} in {l}"
+            );
+            assert!(
+                ["ERROR", "WARNING", "INFO", "DEBUG"]
+                    .contains(&v["severity"].as_str().unwrap_or("")),
+                "{l}"
+            );
             assert!(v["kind"].is_string(), "{l}");
             v
         })
@@ -126,11 +143,22 @@ fn a_plain_host_gets_at_most_two_short_lines() {
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{err}");
     assert!(lines[0].starts_with("ncclenv: warning: "), "{err}");
-    assert!(
-        lines[0].contains("[inherited-ifname-repaired] (what to do: "),
-        "{err}"
+    assert!(lines[0].contains("[inherited-ifname-repaired]"), "{err}");
+    for l in &lines {
+        assert!(l.chars().count() <= 200, "{} chars: {l}", l.chars().count());
+    }
+    // The whole finding, its remedy included, at the debug level.
+    let o = run(
+        &ns,
+        &tmp,
+        &[("NCCL_SOCKET_IFNAME", "ens6"), ("NCCLENV_LOG", "debug")],
+        &["--", "true"],
     );
-    assert!(lines[1].chars().count() <= 200, "{}", lines[1]);
+    assert!(
+        text(&o.stderr).contains("[inherited-ifname-repaired] (what to do: "),
+        "{}",
+        text(&o.stderr)
+    );
 
     // debug: the reason of every variable, and the probed facts in plain words.
     let o = run(&ns, &tmp, &[("NCCLENV_LOG", "debug")], &["--", "true"]);

@@ -62,8 +62,52 @@ struct Run<'a> {
     doctor: bool,
 }
 
-/// `[unshare -m + tmpfs] ip netns exec NS [prlimit] [setpriv] ncclenv -- sh -c 'ulimit -l; env' sh LAUNCHER…`.
+/// `[unshare -m + tmpfs] ip netns exec NS [prlimit] [setpriv] ncclenv -- sh -c 'ulimit -l; env' sh LAUNCHER…`
+/// at `NCCLENV_LOG=debug`, where each finding's line is whole (unless `r.env` sets `NCCLENV_LOG`). Before it
+/// the same run at the default level: each line fits in 200 characters (README, "Output") and every finding
+/// of the debug run that is not debug-only is named there by its `[code]`.
 fn run(ns: &Netns, t: &TempDir, r: &Run) -> Output {
+    if r.doctor || r.env.iter().any(|(k, _)| *k == "NCCLENV_LOG") {
+        return run_at(ns, t, r, None);
+    }
+    let short = run_at(ns, t, r, Some("info"));
+    let whole = run_at(ns, t, r, Some("debug"));
+    let short_err = String::from_utf8_lossy(&short.stderr);
+    // A refusal is one line whatever its length (README, "What you see"): it is why the job stops.
+    for line in short_err
+        .lines()
+        .filter(|l| !l.starts_with("ncclenv: refused"))
+    {
+        let n = line.chars().count();
+        assert!(n <= 200, "{n} characters at the default level: {line}");
+    }
+    let whole_err = String::from_utf8_lossy(&whole.stderr);
+    for line in whole_err
+        .lines()
+        .filter(|l| !l.starts_with("ncclenv: debug: "))
+    {
+        if let Some(code) = line.rsplit_once(" [").and_then(|(_, c)| c.split_once(']')) {
+            let tag = format!("[{}]", code.0);
+            // Nothing wrong, nothing changed: logged at the debug level only (docs/logging.md).
+            if ["[shm-no-gpu]", "[shm-single-gpu]"].contains(&tag.as_str()) {
+                continue;
+            }
+            assert!(
+                short_err.contains(&tag),
+                "the default level lacks {tag}:\n{short_err}\nwhole:\n{whole_err}"
+            );
+        }
+    }
+    assert_eq!(
+        short.status.code(),
+        whole.status.code(),
+        "{short_err}\n{whole_err}"
+    );
+    whole
+}
+
+/// [`run`] once, with `NCCLENV_LOG=LOG` when given.
+fn run_at(ns: &Netns, t: &TempDir, r: &Run, log: Option<&str>) -> Output {
     let mut argv: Vec<String> = Vec::new();
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), "/usr/sbin:/usr/bin:/sbin:/bin".into()),
@@ -110,6 +154,9 @@ fn run(ns: &Netns, t: &TempDir, r: &Run) -> Output {
     argv.extend(r.launcher.iter().map(|s| s.to_string()));
     for (k, v) in &r.env {
         env.push((k.to_string(), v.clone()));
+    }
+    if let Some(log) = log {
+        env.push(("NCCLENV_LOG".into(), log.into()));
     }
     let mut c = Command::new(&argv[0]);
     c.args(&argv[1..]).env_clear().envs(env);
@@ -708,6 +755,91 @@ fn f23_shared_memory_under_a_vendor_profile_and_with_larger_buffers() {
     assert!(
         w.contains("13832192 B") && w.contains("NCCL_BUFFSIZE=8388608"),
         "{w}"
+    );
+}
+
+/// Issue #24 item 3: local ranks counted only from what is seen. No device node and no visible-devices
+/// variable, or `NVIDIA_VISIBLE_DEVICES=all` (every CUDA image sets it) without a device node: the ranks are
+/// unknown, doctor says so, and Docker's 64 MiB `/dev/shm` is left alone; torchrun's `--nproc-per-node=4`
+/// names them, and the same `/dev/shm` is then too small. `all` with device nodes counts the nodes.
+#[test]
+fn f24_unknown_local_ranks_leave_dev_shm_alone() {
+    if !require_root() {
+        return;
+    }
+    let (ns, t) = shm_pod("rdf24u");
+    let docker_shm = Some(("64m", "1777", "true"));
+    for env in [vec![], vec![("NVIDIA_VISIBLE_DEVICES", "all".to_string())]] {
+        let (out, err) = ok(&run(
+            &ns,
+            &t,
+            &Run {
+                env: env.clone(),
+                shm: docker_shm,
+                ..Run::default()
+            },
+        ));
+        assert_eq!(
+            value(&out, "NCCL_SHM_DISABLE"),
+            None,
+            "{env:?}: {out}\n{err}"
+        );
+        assert!(finding(&err, "shm-too-small").is_none(), "{err}");
+        let o = run(
+            &ns,
+            &t,
+            &Run {
+                env: env.clone(),
+                shm: docker_shm,
+                doctor: true,
+                ..Run::default()
+            },
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
+        let need = &v["decision"]["shm_need"];
+        assert!(need["ranks"].is_null() && need["need_bytes"] == 0, "{need}");
+        let source = need["ranks_source"].as_str().unwrap_or_default();
+        if env.is_empty() {
+            assert!(source.starts_with("no CUDA_VISIBLE_DEVICES"), "{source}");
+        } else {
+            assert!(
+                source.starts_with("NVIDIA_VISIBLE_DEVICES=all "),
+                "{source}"
+            );
+        }
+    }
+    let torchrun = ["torchrun", "--nproc-per-node=4", "train.py"];
+    let (out, err) = ok(&run(
+        &ns,
+        &t,
+        &Run {
+            shm: docker_shm,
+            launcher: &torchrun,
+            ..Run::default()
+        },
+    ));
+    assert_eq!(value(&out, "NCCL_SHM_DISABLE"), Some("1"), "{out}\n{err}");
+    assert!(
+        finding(&err, "shm-too-small").is_some_and(|w| w.contains("4 local rank(s)")),
+        "{err}"
+    );
+    // `all` and 8 device nodes: 8 ranks.
+    for i in 0..8 {
+        char_node(&t.join("dev"), &format!("nvidia{i}"), 195, i);
+    }
+    let (out, err) = ok(&run(
+        &ns,
+        &t,
+        &Run {
+            env: vec![("NVIDIA_VISIBLE_DEVICES", "all".to_string())],
+            shm: docker_shm,
+            ..Run::default()
+        },
+    ));
+    assert_eq!(value(&out, "NCCL_SHM_DISABLE"), Some("1"), "{out}\n{err}");
+    assert!(
+        finding(&err, "shm-too-small").is_some_and(|w| w.contains("8 local rank(s)")),
+        "{err}"
     );
 }
 

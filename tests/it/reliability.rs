@@ -889,7 +889,7 @@ fn a_malformed_variable_beside_disable_never_stops_the_job() {
     assert_eq!(text(&o.stdout).trim(), "ran:kept-as-is", "{e}");
     assert!(
         e.contains("NCCLENV_CHECK_TIMEOUT")
-            && e.contains("NCCLENV_DISABLE=1")
+            && e.contains("NCCLENV_DISABLE=yes")
             && e.contains("warning"),
         "{e}"
     );
@@ -918,9 +918,27 @@ fn ncclenv_names_that_are_not_options_warn_and_never_stop_the_job() {
     vars.push(("NCCLENV_FOO".into(), OsString::from_vec(vec![0xff, 0xfe])));
     vars.push(var("NCCLENV_Peer", "10.1.2.3"));
     vars.push(var("NCCLENV_CHECK_TIMEOUTS", "5"));
-    vars.push(var("NCCLENV_LOG", "info"));
     vars.push(var("NCCLENV_log", "bogus"));
     vars.push(var("NCCLENV_LOG_LEVEL", "verbose"));
+    // The default level: one line each, at most 200 characters, the name meant kept on it.
+    let mut info = vars.clone();
+    info.push(var("NCCLENV_LOG", "info"));
+    let o = run(None, ncclenv(&info, &["--", "true"]), 20);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    let unknown: Vec<&str> = e
+        .lines()
+        .filter(|l| l.contains("[unknown-variable]"))
+        .collect();
+    assert_eq!(unknown.len(), 5, "{e}");
+    for l in &unknown {
+        assert!(l.chars().count() <= 200, "{l}");
+    }
+    for near in ["NCCLENV_PEER", "NCCLENV_CHECK_TIMEOUT?", "NCCLENV_LOG?"] {
+        assert!(e.contains(near), "{near}: {e}");
+    }
+    // The whole text (the remedy too) at the debug level.
+    vars.push(var("NCCLENV_LOG", "debug"));
     let o = run(None, ncclenv(&vars, &["--", "true"]), 20);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let e = text(&o.stderr);

@@ -42,10 +42,7 @@ fn the_musl_build_is_static_small_and_runs() {
         .output()
         .expect("run --version");
     assert_eq!(v.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&v.stdout).trim(),
-        format!("ncclenv {}", env!("CARGO_PKG_VERSION"))
-    );
+    common::assert_version(String::from_utf8_lossy(&v.stdout).trim());
     let ok = Command::new(&bin)
         .args(["--", "sh", "-c", "exit 3"])
         .env("NCCLENV_LOG", "off")

@@ -384,3 +384,30 @@ pub const OURS: &[&str] = &[
     "NCCL_IBEXT_DISABLE",
     "NCCL_SHM_DISABLE",
 ];
+
+/// Checks a `ncclenv --version` line: `ncclenv VERSION (commit C)`, C being the 12-digit commit (with
+/// `-dirty` when the tree had changes) or `unknown` (build.rs). When this checkout is a git repository, C is
+/// its HEAD: a binary built before the last commit names the old one, and fails here.
+pub fn assert_version(line: &str) {
+    let line = line.trim_end_matches('\n');
+    let prefix = format!("ncclenv {} (commit ", env!("CARGO_PKG_VERSION"));
+    let commit = line
+        .strip_prefix(&prefix)
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not `{prefix}C)`: {line:?}"));
+    let hex = commit.strip_suffix("-dirty").unwrap_or(commit);
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(h) => assert_eq!(hex, h, "the binary names another commit than HEAD: {line}"),
+        None => assert!(
+            commit == "unknown" || (hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{line}"
+        ),
+    }
+}
