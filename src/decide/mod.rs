@@ -75,7 +75,7 @@ pub enum Regime<'a> {
 
 impl<'a> Regime<'a> {
     /// The regime of `snap` under `cfg`. A chosen interface whose name cannot be written (not UTF-8) is also
-    /// a probe failure, but it is known only once the interface is decided ([`unwritable`]).
+    /// a probe failure, but it is known only once the interface is decided (`unwritable`).
     pub fn of(snap: &'a Snapshot, cfg: &Config) -> Regime<'a> {
         if cfg.disable {
             return Regime::Disabled;
