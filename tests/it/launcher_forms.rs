@@ -292,7 +292,13 @@ fn deepspeed_multinode_runner_gets_no_node_local_name() {
     let hosts = tmp.join("hostfile");
     std::fs::write(&hosts, "w1 slots=8\nw2 slots=8\n").unwrap_or_else(|e| panic!("hostfile: {e}"));
     let h = hosts.display().to_string();
-    let r = run(&ns, &tmp, &["deepspeed", "--hostfile", &h, "train.py"], &[]);
+    // The whole line (with the per-node command) is at debug level; the default level cuts it to 200 characters.
+    let r = run(
+        &ns,
+        &tmp,
+        &["deepspeed", "--hostfile", &h, "train.py"],
+        &[("NCCLENV_LOG", "debug")],
+    );
     assert_eq!(r.ifname.as_deref(), Some("unset"), "{}", r.stderr);
     assert!(
         r.stderr.contains("[runner-copies-env]")

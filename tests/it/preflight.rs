@@ -939,6 +939,8 @@ fn a_second_node_rank_zero_behind_a_service_address_joins_the_master() {
         let tmp = TempDir::new("pf-svc-none");
         let mut extra = rank("0");
         extra.push(("NCCLENV_PREFLIGHT_TIMEOUT", "3".to_string()));
+        // The whole finding is at debug level; the default level cuts it to 200 characters.
+        extra.push(("NCCLENV_LOG", "debug".to_string()));
         if strict {
             extra.push(("NCCLENV_STRICT", "1".to_string()));
         }

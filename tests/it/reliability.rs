@@ -1003,7 +1003,23 @@ fn check_with(
     for (k, v) in extra {
         vars.push(var(k, v));
     }
-    let mut c = ncclenv(&vars, &["check", "bootstrap", "--json"]);
+    // The peak RSS comes from a small parent: ru_maxrss of a child spawned by this test process starts at
+    // this process's own peak (the kernel keeps the old mm's high-water mark across execve, and a vfork'd
+    // child's old mm is ours), which in the whole suite is over 200 MiB. Python forks ncclenv, reaps it with
+    // wait4 and writes its ru_maxrss (KiB) to a file; ncclenv alone stays under 10 MiB here.
+    let rss_file = tmp.join("check.maxrss");
+    let mut c = Command::new("/usr/bin/python3");
+    c.args([
+        "-c",
+        "import os,sys\npid=os.fork()\nif pid==0:\n    os.execv(sys.argv[2],sys.argv[2:])\n_,st,ru=os.wait4(pid,0)\nopen(sys.argv[1],'w').write(str(ru.ru_maxrss))\nsys.exit(os.waitstatus_to_exitcode(st)%256)",
+    ])
+    .arg(&rss_file)
+    .arg(BIN)
+    .args(["check", "bootstrap", "--json"])
+    .env_clear();
+    for (k, v) in &vars {
+        c.env(k, v);
+    }
     let mut child = c
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -1045,7 +1061,11 @@ fn check_with(
             text(&o.stderr)
         )
     });
-    (o, v, ru.ru_maxrss)
+    let rss = std::fs::read_to_string(&rss_file)
+        .ok()
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("no peak RSS from the python parent\n{}", text(&o.stderr)));
+    (o, v, rss)
 }
 
 fn alive(pid: i32) -> bool {
