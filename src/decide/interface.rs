@@ -1549,10 +1549,12 @@ fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
     }
 }
 
-/// The other launchers' interface variables, each in its own syntax (F26). An inherited value naming an
-/// interface that does not exist is repaired (`launcher-ifname-repaired`), one that selects another
-/// interface than NCCL's is warned (`companion-differs`); an unset one is set only for the launcher that
-/// reads it (its command is the job's):
+/// The other launchers' interface variables, each in its own syntax and by its own library's rule (F26;
+/// #26 item 4). An inherited value naming an interface that library cannot use (missing, without an
+/// address, or link-local only in a multi-node job: [`gloo_name_fails`] for Horovod's Gloo,
+/// [`netdev_unusable`] for Open MPI and UCX) is repaired (`launcher-ifname-repaired`), one that selects
+/// another interface than NCCL's is warned (`companion-differs`); an unset one is set only for the launcher
+/// that reads it (its command is the job's):
 ///
 /// * `HOROVOD_GLOO_IFACE`: one exact name (horovod/common/utils/env_parser.cc `ParseGlooIface`;
 ///   horovodrun sets it to the first of its NICs, horovod/runner/gloo_run.py). Set for `horovodrun`.
