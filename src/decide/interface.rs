@@ -2264,6 +2264,97 @@ pub fn nccl_model_json(snap: &Snapshot) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_snapshot::SnapshotBuilder;
+
+    /// `eth0` 10.244.1.7/24 and `net1` UP with only fe80 (a Multus network whose IPAM has not delivered).
+    fn fe80_net1() -> Snapshot {
+        SnapshotBuilder::new()
+            .plug("eth0", &["10.244.1.7/24"])
+            .plug("net1", &["fe80::6c:1/64"])
+            .plug("net2", &[])
+            .build()
+    }
+
+    /// #26 item 4: each companion's own rule on an fe80-only `net1`: unusable in a multi-node job, fine on
+    /// one node; `eth0` always fine; a link without address and a missing one fail everywhere.
+    #[test]
+    fn companion_rules_on_an_fe80_only_link() {
+        let snap = fe80_net1();
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let v = NetworkView::new(net, &[]);
+        for multi in [true, false] {
+            assert_eq!(gloo_name_fails(&v, "eth0", multi), None);
+            assert_eq!(netdev_unusable(&v, "eth0", multi), None);
+            assert!(gloo_name_fails(&v, "net2", multi).is_some());
+            assert!(netdev_unusable(&v, "net2", multi).is_some_and(|w| w.contains("no address")));
+            assert!(netdev_unusable(&v, "eth9", multi).is_some_and(|w| w.contains("no such")));
+        }
+        assert!(gloo_name_fails(&v, "net1", true).is_some_and(|w| w.contains("fe80::6c:1")));
+        assert!(netdev_unusable(&v, "net1", true).is_some_and(|w| w.contains("link-local")));
+        assert_eq!(gloo_name_fails(&v, "net1", false), None);
+        assert_eq!(netdev_unusable(&v, "net1", false), None);
+    }
+
+    /// #26 item 4 through each companion's step: `net1` (fe80 only) is repaired in a multi-node job and
+    /// kept on one node; `eth0` (NCCL's interface) is kept.
+    #[test]
+    fn companions_repaired_when_fe80_only_kept_when_they_work() {
+        let snap = fe80_net1();
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let v = NetworkView::new(net, &[]);
+        let fix = Fix { vendor: false };
+        let run = |var: &'static str, val: &str, multi: bool| {
+            let c = Companion {
+                v: &v,
+                ifname: "eth0",
+                gname: "eth0",
+                multi,
+                fix: &fix,
+            };
+            let mut plan = Plan::default();
+            let val = val.to_string();
+            let t = OmpiTarget {
+                value: "10.244.1.0/24".into(),
+                mpirun: false,
+                rank: false,
+            };
+            match var {
+                "HOROVOD_GLOO_IFACE" => horovod_iface(&c, Some(&val), None, &mut plan),
+                "UCX_NET_DEVICES" => ucx_net_devices(&c, &val, &mut plan),
+                _ => ompi_if_include(
+                    &c,
+                    var,
+                    Some(&val),
+                    &t,
+                    "10.244.1.7".parse().ok(),
+                    &mut plan,
+                ),
+            }
+            plan
+        };
+        for (var, repaired) in [
+            ("HOROVOD_GLOO_IFACE", "eth0"),
+            ("OMPI_MCA_btl_tcp_if_include", "10.244.1.0/24"),
+            ("OMPI_MCA_oob_tcp_if_include", "10.244.1.0/24"),
+            ("UCX_NET_DEVICES", "eth0"),
+        ] {
+            let p = run(var, "net1", true);
+            assert_eq!(p.value_of(var), Some(repaired), "{var}");
+            assert!(p
+                .warnings
+                .iter()
+                .any(|w| w.code == "launcher-ifname-repaired" && w.message.contains("link-local")));
+            let p = run(var, "net1", false);
+            assert_eq!(p.value_of(var), None, "{var} on one node");
+            let p = run(var, "eth0", true);
+            assert_eq!(p.value_of(var), None, "{var}=eth0");
+            assert!(p.warnings.is_empty(), "{var}=eth0: {:?}", p.warnings);
+        }
+    }
 
     #[test]
     fn no_proxy_rules() {
