@@ -73,7 +73,7 @@ findings! {
         "an entry of a kept `NCCL_SOCKET_IFNAME` can match no interface on any node (a space NCCL does not trim); plain names that match nothing here may be another node's and are not reported";
     /// `GLOO_SOCKET_IFNAME`/`TP_SOCKET_IFNAME` repaired.
     GlooIfnameRepaired = "gloo-ifname-repaired", Warn, true,
-        "`GLOO_SOCKET_IFNAME`/`TP_SOCKET_IFNAME` held NCCL syntax or a missing name";
+        "`GLOO_SOCKET_IFNAME`/`TP_SOCKET_IFNAME` held NCCL syntax, a name without an address, or (multi-node) one whose first address is loopback/link-local";
     /// Several candidates and no route named one.
     NoRouteDecided = "no-route-decided", Warn, true,
         "several candidates and no route named one";
@@ -110,9 +110,9 @@ findings! {
     /// `POD_IP` was a loopback address in a multi-node job; replaced.
     PodIpRepaired = "pod-ip-repaired", Warn, true,
         "`POD_IP` was a loopback address in a multi-node job; replaced by the chosen address";
-    /// A launcher's interface variable named a missing interface; replaced.
+    /// A launcher's interface variable named an interface its library cannot use; replaced.
     LauncherIfnameRepaired = "launcher-ifname-repaired", Warn, true,
-        "`HOROVOD_GLOO_IFACE`, `OMPI_MCA_*_if_include` or `UCX_NET_DEVICES` named a missing interface; replaced";
+        "`HOROVOD_GLOO_IFACE`, `OMPI_MCA_*_if_include` or `UCX_NET_DEVICES` named a missing interface, one without an address, or (multi-node) one with only loopback/link-local addresses; replaced";
     /// Under a vendor profile a failing inherited value is kept.
     VendorValueKept = "vendor-value-kept", Warn, true,
         "under a vendor profile an inherited value that would fail is kept (ncclenv repairs nothing there)";

@@ -10,7 +10,9 @@
 //!     .build();
 //! ```
 
-use crate::snapshot::{GpuInfo, Link, NcclInstall, Network, RdmaSnapshot, ShmInfo, Snapshot};
+use std::net::IpAddr;
+
+use crate::snapshot::{Addr, GpuInfo, Link, NcclInstall, Network, RdmaSnapshot, ShmInfo, Snapshot};
 
 /// A [`Snapshot`] put together part by part; what is not set stays as [`Snapshot::default`].
 #[derive(Default)]
@@ -50,6 +52,50 @@ impl SnapshotBuilder {
                 .collect(),
             ..Network::default()
         });
+        self
+    }
+
+    /// One more link `name`, UP, RUNNING and with carrier, holding the addresses `cidrs` (`"10.0.0.5/24"`,
+    /// `"fe80::1/64"`; scope from the address: host for loopback, link for link-local, else global). Starts
+    /// a network read when there is none yet. Panics on a malformed CIDR (test data).
+    pub(crate) fn plug(mut self, name: &str, cidrs: &[&str]) -> SnapshotBuilder {
+        if self.snap.net.is_err() {
+            self.snap.net = Ok(Network::default());
+        }
+        let Ok(net) = &mut self.snap.net else {
+            return self;
+        };
+        let index = net.links.iter().map(|l| l.index).max().unwrap_or(0) + 1;
+        net.links.push(Link {
+            index,
+            name: name.to_string(),
+            up: true,
+            running: true,
+            lower_up: true,
+            oper_state: "up".into(),
+            ..Link::default()
+        });
+        for c in cidrs {
+            let (a, len) = c.split_once('/').expect("a CIDR");
+            let addr: IpAddr = a.parse().expect("an address");
+            let scope = if addr.is_loopback() {
+                254
+            } else if crate::snapshot::is_link_local_ip(&addr) {
+                253
+            } else {
+                0
+            };
+            net.addrs.push(Addr {
+                index,
+                addr,
+                prefix_len: len.parse().expect("a prefix length"),
+                scope,
+                tentative: false,
+                deprecated: false,
+                dad_failed: false,
+                label: None,
+            });
+        }
         self
     }
 

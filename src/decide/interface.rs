@@ -1231,7 +1231,7 @@ fn companions(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: 
     for var in ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"] {
         companion(v, snap, var, bound, fix, plan);
     }
-    other_launchers(v, snap, ifname, addr, fix, plan);
+    other_launchers(v, snap, bound, fix, plan);
     pod_ip(snap, ifname, addr, is_multi(snap), fix, plan);
     declared_differs(v, snap, ifname, addr, plan);
     if let (false, Some(a)) = (snap.job.ips.is_empty(), addr) {
@@ -1549,10 +1549,12 @@ fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
     }
 }
 
-/// The other launchers' interface variables, each in its own syntax (F26). An inherited value naming an
-/// interface that does not exist is repaired (`launcher-ifname-repaired`), one that selects another
-/// interface than NCCL's is warned (`companion-differs`); an unset one is set only for the launcher that
-/// reads it (its command is the job's):
+/// The other launchers' interface variables, each in its own syntax and by its own library's rule (F26;
+/// #26 item 4). An inherited value naming an interface that library cannot use (missing, without an
+/// address, or link-local only in a multi-node job: [`gloo_name_fails`] for Horovod's Gloo,
+/// [`netdev_unusable`] for Open MPI and UCX) is repaired (`launcher-ifname-repaired`), one that selects
+/// another interface than NCCL's is warned (`companion-differs`); an unset one is set only for the launcher
+/// that reads it (its command is the job's):
 ///
 /// * `HOROVOD_GLOO_IFACE`: one exact name (horovod/common/utils/env_parser.cc `ParseGlooIface`;
 ///   horovodrun sets it to the first of its NICs, horovod/runner/gloo_run.py). Set for `horovodrun`.
@@ -1561,15 +1563,15 @@ fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
 ///   MPI forwards `OMPI_MCA_*` to every node: the name must be the same there.
 /// * `UCX_NET_DEVICES`: comma-separated devices: netdev names, RDMA `device:port` entries, or `all`. Only
 ///   evaluated (never set: it would take UCX off RDMA); a value with RDMA entries is warned, not repaired.
-fn other_launchers(
-    v: &NetworkView,
-    snap: &Snapshot,
-    ifname: &str,
-    addr: Option<IpAddr>,
-    fix: &Fix,
-    plan: &mut Plan,
-) {
-    let c = Companion { v, ifname, fix };
+fn other_launchers(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: &mut Plan) {
+    let addr = bound.addr;
+    let c = Companion {
+        v,
+        ifname: &bound.ifname,
+        gname: &bound.gname,
+        multi: is_multi(snap),
+        fix,
+    };
     let launcher = snap.job.launcher;
     horovod_iface(&c, snap.env.get("HOROVOD_GLOO_IFACE"), launcher, plan);
     let ompi = OmpiTarget::of(&c, snap, addr);
@@ -1585,6 +1587,10 @@ fn other_launchers(
 struct Companion<'a, 'n> {
     v: &'a NetworkView<'n>,
     ifname: &'a str,
+    /// The bound address's `getifaddrs` name ([`Bound::gname`]), for the variables Gloo resolves.
+    gname: &'a str,
+    /// The job may span nodes ([`is_multi`]): a loopback or link-local-only interface is a failure.
+    multi: bool,
     fix: &'a Fix,
 }
 
@@ -1619,36 +1625,38 @@ impl Companion<'_, '_> {
     }
 }
 
-/// `HOROVOD_GLOO_IFACE`: one exact interface name. A list or a missing name is repaired, another interface
-/// warned; unset, it is set for `horovodrun`.
+/// `HOROVOD_GLOO_IFACE`: one exact interface name, which Horovod hands to Gloo unchanged (`attr.iface` of
+/// `gloo::transport::tcp::CreateDevice`, horovod/common/gloo/gloo_context.cc `GlooContext::Initialize`), so
+/// Gloo's own rule judges it ([`gloo_name_fails`]; #26 item 4: a name whose first address is link-local in a
+/// multi-node job is repaired like `GLOO_SOCKET_IFNAME`). A list is repaired too (Horovod takes one name).
+/// Repaired to the bound address's `getifaddrs` name ([`Bound::gname`]); another interface is warned; unset,
+/// it is set for `horovodrun`.
 fn horovod_iface(c: &Companion, val: Option<&String>, launcher: Option<Launcher>, plan: &mut Plan) {
+    const VAR: &str = "HOROVOD_GLOO_IFACE";
     match val {
         Some(val) => {
-            let missing: Vec<&str> = val
+            let fails: Vec<String> = val
                 .split(',')
-                .filter(|n| c.v.link_by_name(n).is_none())
+                .filter_map(|n| gloo_name_fails(c.v, n, c.multi))
+                .map(|w| w.replace("{var}", VAR))
                 .collect();
-            if val.contains(',') || !missing.is_empty() {
-                let why = if val.contains(',') {
-                    format!(
-                        "HOROVOD_GLOO_IFACE takes one interface name, not a list{}",
-                        if missing.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (and {} does not exist here)", missing.join(", "))
-                        }
-                    )
-                } else {
-                    format!("no interface named {val:?} exists here")
+            if val.contains(',') || !fails.is_empty() {
+                let why = match (val.contains(','), fails.is_empty()) {
+                    (true, true) => format!("{VAR} takes one interface name, not a list"),
+                    (true, false) => format!(
+                        "{VAR} takes one interface name, not a list (and {})",
+                        fails.join("; ")
+                    ),
+                    _ => fails.join("; "),
                 };
-                c.repair(plan, "HOROVOD_GLOO_IFACE", val, why);
-            } else if val != c.ifname {
-                c.differs(plan, "HOROVOD_GLOO_IFACE", val);
+                c.repair_to(plan, VAR, val, why, c.gname);
+            } else if val != c.ifname && val != c.gname {
+                c.differs(plan, VAR, val);
             }
         }
         None if launcher == Some(Launcher::Horovod) => plan.set(
-            "HOROVOD_GLOO_IFACE",
-            c.ifname,
+            VAR,
+            c.gname,
             "the same interface as NCCL, for horovodrun's Gloo (one exact name)",
         ),
         None => {}
@@ -1714,8 +1722,10 @@ fn network_of(a: &IpAddr, len: u8) -> IpAddr {
     }
 }
 
-/// Open MPI's `OMPI_MCA_{btl,oob}_tcp_if_include` (`var`): exact names or CIDR networks. An empty value, a
-/// missing name or a network holding no address here is repaired; one that does not select the bound
+/// Open MPI's `OMPI_MCA_{btl,oob}_tcp_if_include` (`var`): exact names or CIDR networks (no `^` exclusions:
+/// those are `*_if_exclude`'s, and `^eth0` here is a name that does not exist). An empty value, a name
+/// Open MPI cannot use ([`netdev_unusable`]: missing, without an address, or link-local only in a
+/// multi-node job) or a network holding no address here is repaired; one that does not select the bound
 /// interface (by name or by its address `addr`) is warned; unset, both are set for `mpirun` and
 /// `btl_tcp_if_include` for an Open MPI rank ([`OmpiTarget`]).
 fn ompi_if_include(
@@ -1768,9 +1778,7 @@ fn ompi_if_include(
                 _ => bad.push(format!("{e} (not a CIDR network)")),
             },
             None => {
-                if c.v.link_by_name(e).is_none() {
-                    bad.push(format!("{e} (no such interface)"));
-                }
+                bad.extend(netdev_unusable(c.v, e, c.multi));
                 selects |= *e == c.ifname;
             }
         }
@@ -1787,35 +1795,64 @@ fn ompi_if_include(
     }
 }
 
-/// `UCX_NET_DEVICES`: netdev names and RDMA `device:port` entries, or `all`. Only judged, never set. Missing
-/// names are repaired when the value has no RDMA entry, else warned; a value that names netdevs but not the
-/// bound interface is warned.
+/// Why the netdev `n`, named in Open MPI's `*_tcp_if_include` or in `UCX_NET_DEVICES`, gives that library's
+/// TCP transport no address another node can use, as `"n (why)"`; `None` when it works. No such link, or
+/// no address on it (Open MPI lists only interfaces that hold an address, opal/mca/if; UCX's TCP transport
+/// binds the netdev's address, uct/tcp): a failure on any job, like a missing name. In a multi-node job also
+/// a link whose addresses are all loopback or link-local (the Multus network whose IPAM has not delivered:
+/// `net1` UP with only fe80, #26 item 4): the grounds on which NCCL's value is repaired (`fatal_reason`),
+/// IPv4 link-local on the master's own link excepted ([`NetworkView::link_local_ok`]).
+fn netdev_unusable(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
+    let Some(link) = v.link_by_name(n) else {
+        return Some(format!("{n} (no such interface)"));
+    };
+    let addrs: Vec<&IpAddr> = v
+        .net
+        .addrs
+        .iter()
+        .filter(|a| a.index == link.index)
+        .map(|a| &a.addr)
+        .collect();
+    let reachable =
+        |a: &IpAddr| !a.is_loopback() && (!is_link_local_ip(a) || v.link_local_ok(link.index, a));
+    match addrs.first() {
+        None => Some(format!("{n} (it has no address)")),
+        Some(_) if multi && !addrs.iter().any(|a| reachable(a)) => Some(format!(
+            "{n} (only loopback or link-local addresses, which another node cannot reach)"
+        )),
+        Some(_) => None,
+    }
+}
+
+/// `UCX_NET_DEVICES`: netdev names and RDMA `device:port` entries, or `all`. Only judged, never set. Netdevs
+/// that UCX's TCP transport cannot use ([`netdev_unusable`]: missing, without an address, or link-local only
+/// in a multi-node job) are repaired when the value has no RDMA entry, else warned; a value that names
+/// netdevs but not the bound interface is warned.
 fn ucx_net_devices(c: &Companion, val: &str, plan: &mut Plan) {
     let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
     if entries.contains(&"all") {
         return;
     }
     let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
-    let missing: Vec<&str> = netdevs
+    let missing: Vec<String> = netdevs
         .iter()
-        .copied()
-        .filter(|n| c.v.link_by_name(n).is_none())
+        .filter_map(|n| netdev_unusable(c.v, n, c.multi))
         .collect();
     if !missing.is_empty() && rdma.is_empty() {
         c.repair(
             plan,
             "UCX_NET_DEVICES",
             val,
-            format!("no interface named {} exists here", missing.join(", ")),
+            format!("UCX's TCP transport cannot use {}", missing.join(", ")),
         );
     } else if !missing.is_empty() {
         plan.finding(
             Finding::CompanionDiffers,
             format!(
-                "UCX_NET_DEVICES={val} names {}, which does not exist here (its RDMA devices are kept)",
+                "UCX_NET_DEVICES={val} names {}, which UCX's TCP transport cannot use (its RDMA devices are kept)",
                 missing.join(", ")
             ),
-            format!("remove the missing names or use {}", c.ifname),
+            format!("remove those names or use {}", c.ifname),
         );
     } else if rdma.is_empty() && !netdevs.contains(&c.ifname) {
         c.differs(plan, "UCX_NET_DEVICES", val);
@@ -2227,6 +2264,97 @@ pub fn nccl_model_json(snap: &Snapshot) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_snapshot::SnapshotBuilder;
+
+    /// `eth0` 10.244.1.7/24 and `net1` UP with only fe80 (a Multus network whose IPAM has not delivered).
+    fn fe80_net1() -> Snapshot {
+        SnapshotBuilder::new()
+            .plug("eth0", &["10.244.1.7/24"])
+            .plug("net1", &["fe80::6c:1/64"])
+            .plug("net2", &[])
+            .build()
+    }
+
+    /// #26 item 4: each companion's own rule on an fe80-only `net1`: unusable in a multi-node job, fine on
+    /// one node; `eth0` always fine; a link without address and a missing one fail everywhere.
+    #[test]
+    fn companion_rules_on_an_fe80_only_link() {
+        let snap = fe80_net1();
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let v = NetworkView::new(net, &[]);
+        for multi in [true, false] {
+            assert_eq!(gloo_name_fails(&v, "eth0", multi), None);
+            assert_eq!(netdev_unusable(&v, "eth0", multi), None);
+            assert!(gloo_name_fails(&v, "net2", multi).is_some());
+            assert!(netdev_unusable(&v, "net2", multi).is_some_and(|w| w.contains("no address")));
+            assert!(netdev_unusable(&v, "eth9", multi).is_some_and(|w| w.contains("no such")));
+        }
+        assert!(gloo_name_fails(&v, "net1", true).is_some_and(|w| w.contains("fe80::6c:1")));
+        assert!(netdev_unusable(&v, "net1", true).is_some_and(|w| w.contains("link-local")));
+        assert_eq!(gloo_name_fails(&v, "net1", false), None);
+        assert_eq!(netdev_unusable(&v, "net1", false), None);
+    }
+
+    /// #26 item 4 through each companion's step: `net1` (fe80 only) is repaired in a multi-node job and
+    /// kept on one node; `eth0` (NCCL's interface) is kept.
+    #[test]
+    fn companions_repaired_when_fe80_only_kept_when_they_work() {
+        let snap = fe80_net1();
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let v = NetworkView::new(net, &[]);
+        let fix = Fix { vendor: false };
+        let run = |var: &'static str, val: &str, multi: bool| {
+            let c = Companion {
+                v: &v,
+                ifname: "eth0",
+                gname: "eth0",
+                multi,
+                fix: &fix,
+            };
+            let mut plan = Plan::default();
+            let val = val.to_string();
+            let t = OmpiTarget {
+                value: "10.244.1.0/24".into(),
+                mpirun: false,
+                rank: false,
+            };
+            match var {
+                "HOROVOD_GLOO_IFACE" => horovod_iface(&c, Some(&val), None, &mut plan),
+                "UCX_NET_DEVICES" => ucx_net_devices(&c, &val, &mut plan),
+                _ => ompi_if_include(
+                    &c,
+                    var,
+                    Some(&val),
+                    &t,
+                    "10.244.1.7".parse().ok(),
+                    &mut plan,
+                ),
+            }
+            plan
+        };
+        for (var, repaired) in [
+            ("HOROVOD_GLOO_IFACE", "eth0"),
+            ("OMPI_MCA_btl_tcp_if_include", "10.244.1.0/24"),
+            ("OMPI_MCA_oob_tcp_if_include", "10.244.1.0/24"),
+            ("UCX_NET_DEVICES", "eth0"),
+        ] {
+            let p = run(var, "net1", true);
+            assert_eq!(p.value_of(var), Some(repaired), "{var}");
+            assert!(p
+                .warnings
+                .iter()
+                .any(|w| w.code == "launcher-ifname-repaired" && w.message.contains("link-local")));
+            let p = run(var, "net1", false);
+            assert_eq!(p.value_of(var), None, "{var} on one node");
+            let p = run(var, "eth0", true);
+            assert_eq!(p.value_of(var), None, "{var}=eth0");
+            assert!(p.warnings.is_empty(), "{var}=eth0: {:?}", p.warnings);
+        }
+    }
 
     #[test]
     fn no_proxy_rules() {

@@ -1567,6 +1567,67 @@ fn gloo_pinned_to_an_fe80_only_interface_is_repaired_in_a_multi_node_job() {
     assert_eq!(val(&bare.decide(), "GLOO_SOCKET_IFNAME"), Some("eth0"));
 }
 
+/// #26 item 4, the other companions: Horovod's Gloo (`HOROVOD_GLOO_IFACE`, Gloo's own rule), Open MPI's
+/// `*_tcp_if_include` and `UCX_NET_DEVICES` pinned to `net1`, UP with only fe80 (IPAM not delivered), are
+/// repaired in a multi-node job; the same values on one node, or naming an interface that works, are kept.
+#[test]
+fn companions_pinned_to_an_fe80_only_interface_are_repaired_in_a_multi_node_job() {
+    let lay = || {
+        let mut l = Lay::new();
+        let e = l.plug("eth0", &["10.244.1.7/24"]);
+        l.default_via("10.244.1.1", e, 0, false);
+        l.plug("net1", &["fe80::6c:1/64"]);
+        l.env("NCCL_SOCKET_IFNAME", "net1");
+        l.nnodes(2);
+        l
+    };
+    for (var, repaired) in [
+        ("HOROVOD_GLOO_IFACE", "eth0"),
+        ("OMPI_MCA_btl_tcp_if_include", "10.244.1.0/24"),
+        ("OMPI_MCA_oob_tcp_if_include", "10.244.1.0/24"),
+        ("UCX_NET_DEVICES", "eth0"),
+    ] {
+        let mut l = lay();
+        l.env(var, "net1");
+        let p = l.decide();
+        assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"), "{var}");
+        assert_eq!(val(&p, var), Some(repaired), "{var}: {:#?}", p.warnings);
+        let w = warning(&p, "launcher-ifname-repaired");
+        assert!(
+            w.message.contains(var) && w.message.contains("link-local"),
+            "{}",
+            w.message
+        );
+        // One node: an fe80 address serves the node itself; kept.
+        let mut one = lay();
+        one.nnodes(1);
+        one.env(var, "net1");
+        let p = one.decide();
+        assert_eq!(val(&p, var), None, "{var} on one node");
+        assert!(!has_warning(&p, "launcher-ifname-repaired"), "{var}");
+        // Naming the interface that works: kept, no warning about it.
+        let mut ok = lay();
+        ok.env(var, "eth0");
+        let p = ok.decide();
+        assert_eq!(val(&p, var), None, "{var}=eth0");
+        assert!(!has_warning(&p, "launcher-ifname-repaired"), "{var}=eth0");
+        assert!(!has_warning(&p, "companion-differs"), "{var}=eth0");
+    }
+    // UCX beside an RDMA device: warned, never rewritten (it would take UCX off RDMA).
+    let mut l = lay();
+    l.env("UCX_NET_DEVICES", "mlx5_0:1,net1");
+    let p = l.decide();
+    assert_eq!(val(&p, "UCX_NET_DEVICES"), None);
+    assert!(warning(&p, "companion-differs").message.contains("net1"));
+    // Open MPI: a list with a good entry and the fe80-only one is repaired as a whole.
+    let mut l = lay();
+    l.env("OMPI_MCA_btl_tcp_if_include", "eth0,net1");
+    assert_eq!(
+        val(&l.decide(), "OMPI_MCA_btl_tcp_if_include"),
+        Some("10.244.1.0/24")
+    );
+}
+
 #[test]
 fn a_host_prefix_without_a_connected_route_overlaps_nothing() {
     let mut l = Lay::new();

@@ -2382,6 +2382,66 @@ fn f21_credentials_in_a_rendezvous_endpoint() {
     }
 }
 
+/// #26 item 4 in a namespace: a manifest pins every companion to `net1`, a Multus network whose IPAM has
+/// not delivered (`net1` UP with only the kernel's fe80). In a two-node job each is repaired, by its own
+/// library's rule (Gloo's for `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME` and `HOROVOD_GLOO_IFACE`; Open MPI's
+/// and UCX's names), to the interface NCCL gets; on one node the inherited values are kept.
+#[test]
+fn companions_pinned_to_a_multus_net1_with_only_fe80() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = Netns::new("i26c");
+    ns.plug("eth0");
+    ns.addr("eth0", "10.244.1.7/24");
+    ns.route("default via 10.244.1.1 dev eth0");
+    ns.plug("net1");
+    ns.wait_link_local("net1");
+    let pinned = [
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+        "HOROVOD_GLOO_IFACE",
+        "OMPI_MCA_btl_tcp_if_include",
+        "OMPI_MCA_oob_tcp_if_include",
+        "UCX_NET_DEVICES",
+    ];
+    let mut job = Job::new(&ns);
+    for var in pinned {
+        job.set(var, "net1");
+    }
+    job.nnodes(2);
+    let o = job.check(&[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("TP_SOCKET_IFNAME", Some("eth0")),
+        ("HOROVOD_GLOO_IFACE", Some("eth0")),
+        ("OMPI_MCA_btl_tcp_if_include", Some("10.244.1.0/24")),
+        ("OMPI_MCA_oob_tcp_if_include", Some("10.244.1.0/24")),
+        ("UCX_NET_DEVICES", Some("eth0")),
+    ]);
+    assert!(
+        o.warning("launcher-ifname-repaired").contains("link-local"),
+        "{}",
+        o.stderr
+    );
+    // One node: Gloo, Open MPI and UCX on fe80 serve the node itself; the companions are kept.
+    let mut one = Job::new(&ns);
+    for var in pinned {
+        one.set(var, "net1");
+    }
+    one.nnodes(1);
+    let o = one.exec();
+    for var in &pinned[1..] {
+        assert_eq!(
+            o.env.get(*var).map(String::as_str),
+            Some("net1"),
+            "{var}: {}",
+            o.stderr
+        );
+    }
+}
+
 /// F26: Horovod's own interface variable, and Open MPI's.
 #[test]
 fn f26_horovod_and_mpi_interface_variables() {
