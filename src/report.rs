@@ -117,8 +117,9 @@ impl Lvl {
 pub struct Record<'a> {
     /// When the line was written: RFC 3339 in UTC with milliseconds, `2026-12-02T18:52:34.123Z` (the
     /// `time` field Fluent Bit's JSON parsers, Loki's `json` stage and Cloud Logging read without
-    /// configuration; [`rfc3339_now`]).
-    pub time: String,
+    /// configuration). A clock reading, formatted only when the line is serialized ([`Now`]): the text
+    /// format, the default, never formats it.
+    pub time: Now,
     /// Always `ncclenv`.
     pub program: &'static str,
     /// `error`, `warn`, `info` or `debug`.
@@ -239,7 +240,7 @@ pub enum Kind<'a> {
 impl<'a> Record<'a> {
     fn new(lvl: Lvl, message: String, kind: Kind<'a>) -> Record<'a> {
         Record {
-            time: rfc3339_now(),
+            time: Now::read(),
             program: PROGRAM,
             level: lvl.name(),
             severity: lvl.severity(),
@@ -421,13 +422,42 @@ impl std::io::Write for QuietStderr {
     }
 }
 
+/// A reading of the wall clock, kept as read and formatted as RFC 3339 ([`rfc3339`]) only when it is
+/// serialized or displayed: every log record takes one, and most are never written as JSON (the text format,
+/// the default, has no time; a filtered record is never written). Formatting on every record cost about 12 %
+/// of `ncclenv env`'s instructions (docs/performance.md, "Start-up: the log line's time").
+#[derive(Debug, Clone, Copy)]
+pub struct Now(std::time::SystemTime);
+
+impl Now {
+    /// The clock now.
+    pub fn read() -> Now {
+        Now(std::time::SystemTime::now())
+    }
+}
+
+impl fmt::Display for Now {
+    /// RFC 3339 in UTC with milliseconds (`2026-12-02T18:52:34.123Z`); the epoch when the clock reads before
+    /// 1970.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self
+            .0
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        f.write_str(&rfc3339(d.as_secs(), d.subsec_millis()))
+    }
+}
+
+impl Serialize for Now {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// The time now as RFC 3339 in UTC with milliseconds (`2026-12-02T18:52:34.123Z`); the epoch when the clock
 /// reads before 1970.
 pub fn rfc3339_now() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(d.as_secs(), d.subsec_millis())
+    Now::read().to_string()
 }
 
 /// `secs` since the epoch and `millis` as RFC 3339 UTC: the civil date from the day count (the proleptic
@@ -1252,6 +1282,15 @@ mod tests {
         assert_eq!(rfc3339(4_107_542_400, 999), "2100-03-01T00:00:00.999Z");
         let now = rfc3339_now();
         assert_eq!(now.len(), 24, "{now}");
+        let epoch = std::time::UNIX_EPOCH;
+        assert_eq!(Now(epoch).to_string(), "1970-01-01T00:00:00.000Z");
+        let before = epoch - std::time::Duration::from_secs(5);
+        assert_eq!(Now(before).to_string(), "1970-01-01T00:00:00.000Z");
+        let later = epoch + std::time::Duration::from_millis(951_868_799_007);
+        assert_eq!(
+            serde_json::to_string(&Now(later)).unwrap_or_default(),
+            "\"2000-02-29T23:59:59.007Z\""
+        );
         assert!(now.ends_with('Z') && now.as_bytes()[19] == b'.', "{now}");
     }
 
