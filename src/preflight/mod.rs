@@ -15,8 +15,10 @@
 pub mod agree;
 pub mod endpoint;
 pub mod master;
+pub mod measure;
 pub mod mtu;
 pub mod net;
+pub mod networks;
 pub mod protocol;
 pub mod worker;
 
@@ -259,7 +261,12 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let env = nccl_env(&crate::exec::final_env(environ, plan));
     let nonce = nonce();
     let responder = net::Responder::start(s.bootstrap, &s.key, nonce);
-    let me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
+    let ifaces = networks::local(snap, cfg);
+    let has = |v6: bool| ifaces.iter().flat_map(|i| &i.addrs).any(|a| a.addr.is_ipv6() == v6);
+    let sink = measure::Sink::start(has(false), has(true), nonce);
+    let mut me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
+    me.ifaces = ifaces.clone();
+    me.sink_ports = (sink.port4, sink.port6);
     let vendor = !crate::decide::vendor_profile(snap).is_empty();
     let end: Result<FleetVerdict, (Finding, String)> = match s.role {
         Role::Master => match master::run(&s, me.clone(), deadline, probe_timeout) {
@@ -282,8 +289,14 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
         Role::Worker => as_worker(&s, me, deadline, probe_timeout),
     };
     responder.stop();
+    sink.stop();
     match end {
-        Ok(v) => agree::apply(plan, &v, |name| env.get(name).cloned(), vendor),
+        Ok(v) => {
+            agree::apply(plan, &v, |name| env.get(name).cloned(), vendor);
+            if let Some(choice) = &v.network {
+                move_to(snap, cfg, plan, &ifaces, choice);
+            }
+        }
         Err((code, why)) => {
             let remedy = "check that the master node runs ncclenv with NCCLENV_PREFLIGHT=1 and that this node \
                           reaches its master port; NCCLENV_STRICT=1 refuses instead of running";
@@ -299,6 +312,61 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             }
         }
     }
+}
+
+/// Move this node to the network the fleet chose (#23): its own interface holding an address there (from the
+/// list it sent), decided again as ncclenv decides an interface (`decide::interface`, with the interface
+/// given: `NCCL_SOCKET_IFNAME` with `=` where NCCL's prefix rule needs it, `NCCL_SOCKET_FAMILY`, the
+/// companions); every change of that decision that differs from this plan's replaces it. A node without
+/// such an interface (it cannot be: it reported one) keeps its choice and says so.
+fn move_to(
+    snap: &Snapshot,
+    cfg: &Config,
+    plan: &mut Plan,
+    ifaces: &[networks::Iface],
+    choice: &protocol::NetChoice,
+) {
+    if matches!(plan.verdict, Verdict::Refuse { .. }) {
+        return;
+    }
+    let Some((name, addr)) = ifaces.iter().find_map(|i| {
+        i.addrs
+            .iter()
+            .find(|a| choice.net.contains(&a.addr))
+            .map(|a| (i.name.clone(), a.addr))
+    }) else {
+        log(format!(
+            "preflight: the fleet moves to {}, but no interface here holds an address there: the choice stays",
+            choice.net
+        ));
+        return;
+    };
+    let mut again = cfg.clone();
+    again.interface_override = Some(crate::config::InterfaceOverride {
+        ifname: name.clone(),
+        addr,
+        how: choice.how.clone(),
+    });
+    let other = crate::decide::decide(snap, &again);
+    if other.choice.as_ref().map(|c| c.ifname.as_str()) != Some(name.as_str()) {
+        log(format!(
+            "preflight: the fleet moves to {}, but {name} cannot be decided here: the choice stays",
+            choice.net
+        ));
+        return;
+    }
+    for c in other.changes {
+        if plan.changes.iter().any(|x| *x == c) {
+            continue;
+        }
+        plan.changes.retain(|x| x.name != c.name);
+        plan.changes.push(c);
+    }
+    plan.choice = other.choice;
+    log(format!(
+        "preflight: this node moves to {name} {addr} on {} with every node ({})",
+        choice.net, choice.how
+    ));
 }
 
 /// The worker's side of the meeting, its verdict logged; or why none came, with the finding it is.
@@ -409,6 +477,18 @@ fn local_report(
             Verdict::Proceed => None,
         },
         node_rank: s.node_rank,
+        ifaces: Vec::new(),
+        sink_ports: (None, None),
+        measure: cfg.preflight_measure,
+        ib_usable: !agree::ib_disabled_env(env)
+            && snap
+                .rdma
+                .iter()
+                .flat_map(|r| &r.devices)
+                .any(|d| d.ports.iter().any(|p| p.state == 4)),
+        own_ifname: plan.changes.iter().any(|c| {
+            c.name == "NCCL_SOCKET_IFNAME" && matches!(c.action, crate::plan::Action::Set { .. })
+        }),
     };
     for c in plan.changes.iter().filter(|c| c.name.starts_with("NCCL_")) {
         r.decided.insert(c.name.clone(), c.reason.clone());
