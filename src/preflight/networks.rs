@@ -343,9 +343,10 @@ pub fn choose(ms: &[Measured]) -> Option<usize> {
 }
 
 /// The slow links of a network, each in words for `preflight-slow-link` (`names[i]` names node `i`):
-/// - measured: a node both of whose pairs (from its predecessor, to its successor) are under the fleet's
-///   median pair divided by [`SLOW_FRACTION`]; a slow pair neither of whose nodes is so named is named as a
-///   pair;
+/// - measured (three nodes or more): a node whose figure (the faster of its two pairs, from its predecessor
+///   and to its successor: a slow node slows both, a slow neighbour only one) is under the fleet's median
+///   node figure divided by [`SLOW_FRACTION`]; a pair under the median pair so divided, neither of whose
+///   nodes is so named, is named as a pair (one direction slow);
 /// - nominal: a node whose sysfs speed on this network is below the fastest node's there (both known).
 pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
     let n = m.cand.legs.len();
@@ -356,31 +357,34 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
     known.sort_unstable();
     let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("node {i}"));
     if n >= 3 && known.len() == n {
-        let median = known[n / 2];
-        let slow: Vec<bool> = fig
+        let pair_median = known[n / 2];
+        let f = |i: usize| fig[i].unwrap_or(0);
+        // A node's figure is the faster of its two pairs: a slow node slows both, a slow neighbour one.
+        let node: Vec<u64> = (0..n).map(|k| f(k).max(f((k + n - 1) % n))).collect();
+        let mut sorted = node.clone();
+        sorted.sort_unstable();
+        let node_median = sorted[n / 2];
+        let named: Vec<bool> = node
             .iter()
-            .map(|f| f.is_some_and(|f| f.saturating_mul(SLOW_FRACTION) < median))
+            .map(|x| x.saturating_mul(SLOW_FRACTION) < node_median)
             .collect();
-        let mut named = vec![false; n];
-        for k in 0..n {
+        for k in (0..n).filter(|&k| named[k]) {
             let pred = (k + n - 1) % n;
-            if slow[k] && slow[pred] {
-                named[k] = true;
-                out.push(format!(
-                    "node {} ({}) measured {} to {} and {} from {}, under a quarter of the fleet's median pair {} \
-                     on {}; nominal speeds: {speeds}",
-                    name(k),
-                    m.cand.legs[k].ifname,
-                    rate(fig[k].unwrap_or(0)),
-                    name((k + 1) % n),
-                    rate(fig[pred].unwrap_or(0)),
-                    name(pred),
-                    rate(median),
-                    m.cand.label()
-                ));
-            }
+            out.push(format!(
+                "node {} ({}) measured {} to {} and {} from {}, under a quarter of the fleet's median {} on {}; \
+                 nominal speeds: {speeds}",
+                name(k),
+                m.cand.legs[k].ifname,
+                rate(f(k)),
+                name((k + 1) % n),
+                rate(f(pred)),
+                name(pred),
+                rate(node_median),
+                m.cand.label()
+            ));
         }
-        for i in (0..n).filter(|&i| slow[i] && !named[i] && !named[(i + 1) % n]) {
+        let slow = |i: usize| f(i).saturating_mul(SLOW_FRACTION) < pair_median;
+        for i in (0..n).filter(|&i| slow(i) && !named[i] && !named[(i + 1) % n]) {
             out.push(format!(
                 "the pair {} ({}) to {} ({}) measured {}, under a quarter of the fleet's median pair {} on {}; \
                  nominal speeds: {speeds}",
@@ -388,8 +392,8 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
                 m.cand.legs[i].ifname,
                 name((i + 1) % n),
                 m.cand.legs[(i + 1) % n].ifname,
-                rate(fig[i].unwrap_or(0)),
-                rate(median),
+                rate(f(i)),
+                rate(pair_median),
                 m.cand.label()
             ));
         }
@@ -772,6 +776,11 @@ mod tests {
         let s = slow_links(&m, &names);
         assert_eq!(s.len(), 1, "{s:?}");
         assert!(s[0].starts_with("node c (x) measured 90.0 Mbit/s to d and 100.0 Mbit/s from b"), "{}", s[0]);
+        // Three nodes, the middle one slow both ways: two of three pairs are slow, the node still stands out.
+        let m = measured("10.2.0.0/24", false, &[200_000, 210_000, 9_000_000]);
+        let s = slow_links(&m, &names);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s[0].starts_with("node b (x) measured 210.0 Mbit/s to c and 200.0 Mbit/s from a"), "{}", s[0]);
         // Only one direction slow: the pair is named.
         let m = measured("10.2.0.0/24", false, &[9_000_000, 9_000_000, 90_000, 9_500_000]);
         let s = slow_links(&m, &names);
@@ -806,5 +815,106 @@ mod tests {
         assert_eq!(many.len(), MAX_IFACES);
         assert!(many.iter().all(|i| i.name.len() <= MAX_IFNAME && i.addrs.len() == MAX_ADDRS));
         assert!(many.iter().all(|i| !i.name.contains('\n')));
+    }
+
+    fn member(i: u8) -> Member {
+        let addr: IpAddr = format!("10.1.0.{i}").parse().expect("ip");
+        Member {
+            report: super::super::protocol::NodeReport {
+                hostname: format!("n{i}"),
+                ifname: "eth0".into(),
+                addr,
+                family: Family::Inet,
+                mtu: Some(1500),
+                data_mtus: Vec::new(),
+                probe_port: Some(40000),
+                listen_error: None,
+                nonce: u64::from(i),
+                nccl_version: None,
+                ncclenv_version: "0".into(),
+                nccl_env: Default::default(),
+                decided: Default::default(),
+                vendor_profile: false,
+                strict: false,
+                refused: None,
+                node_rank: None,
+                ifaces: Vec::new(),
+                sink_ports: (Some(5000 + u16::from(i)), None),
+                measure: true,
+                ib_usable: false,
+                own_ifname: true,
+            },
+            seen_from: None,
+            probe: None,
+        }
+    }
+
+    #[test]
+    fn what_is_measured_and_what_the_verdict_says() {
+        let mut ms: Vec<Member> = (1..=3).map(member).collect();
+        assert_eq!(skip(&ms, 3, 0, 2), None);
+        assert_eq!(skip(&ms, 3, 0, 1).map(|s| s.1), Some(false));
+        assert_eq!(skip(&ms, 4, 0, 2).map(|s| s.1), Some(false));
+        ms[1].report.measure = false;
+        let (why, say) = skip(&ms, 3, 0, 2).expect("off");
+        assert!(say && why.contains("NCCLENV_PREFLIGHT_MEASURE=0 on n2 (10.1.0.2)"), "{why}");
+        ms[1].report.measure = true;
+        for m in &mut ms {
+            m.report.ib_usable = true;
+        }
+        assert!(skip(&ms, 3, 0, 2).expect("ib").0.contains("InfiniBand"));
+        for m in &mut ms {
+            m.report.ib_usable = false;
+        }
+        // Legs: node k to node k+1's address on each network, at its sink port.
+        let f = fleet();
+        let nodes: Vec<&[Iface]> = f.iter().map(Vec::as_slice).collect();
+        let cands = candidates(&current(3), &nodes);
+        let l = legs(&cands, &ms);
+        assert_eq!(l[2][1].to, Some("10.2.0.1:5001".parse().expect("sa")));
+        assert_eq!((l[0][0].to, l[0][0].nonce), (Some("10.1.0.2:5002".parse().expect("sa")), 2));
+        let figs = |k: &[u64]| Some(vec![
+            Figure { net: 0, kbps: Some(k[0]), error: None },
+            Figure { net: 1, kbps: Some(k[1]), error: None },
+        ]);
+        let measured = assemble(
+            cands.clone(),
+            &[figs(&[20_000, 9_000_000]), figs(&[19_000, 8_000_000]), figs(&[21_000, 9_500_000])],
+        );
+        let verdict = || FleetVerdict {
+            present: 3,
+            expected: 3,
+            refuse: None,
+            repairs: Vec::new(),
+            findings: Vec::new(),
+            network: None,
+        };
+        let mut v = verdict();
+        conclude(&mut v, &ms, cands.clone(), measured.clone(), None);
+        let net = v.network.as_ref().expect("moves");
+        assert_eq!(net.net.to_string(), "10.2.0.0/24");
+        assert!(net.how.starts_with("fastest shared network: slowest pair 8.0 Gbit/s vs eth0 19.0 Mbit/s"), "{}", net.how);
+        assert_eq!(v.findings.len(), 1);
+        assert!(v.findings[0].message.contains("every node moves to ens5/enp1s0 (10.2.0.0/24)"));
+        // An inherited NCCL_SOCKET_IFNAME on one node: kept everywhere, the faster network named.
+        ms[2].report.own_ifname = false;
+        let mut v = verdict();
+        conclude(&mut v, &ms, cands.clone(), measured, None);
+        assert!(v.network.is_none());
+        assert!(v.findings[0].message.contains("is faster than the NCCL_SOCKET_IFNAME kept on n3"), "{:?}", v.findings);
+        // One slow node on the data network; strict refuses.
+        ms[2].report.own_ifname = true;
+        ms[0].report.strict = true;
+        let measured = assemble(
+            cands.clone(),
+            &[figs(&[20_000, 310_000]), figs(&[19_000, 300_000]), figs(&[21_000, 9_500_000])],
+        );
+        let mut v = verdict();
+        conclude(&mut v, &ms, cands, measured, None);
+        assert!(v.network.is_some());
+        let slow: Vec<&Warning> = v.findings.iter().filter(|w| w.code == "preflight-slow-link").collect();
+        assert_eq!(slow.len(), 1, "{:?}", v.findings);
+        assert!(slow[0].message.starts_with("node n2 (10.1.0.2) (ens5) measured 300.0 Mbit/s to n3 (10.1.0.3) and 310.0 Mbit/s from n1"), "{}", slow[0].message);
+        assert_eq!(v.refuse.as_ref().map(|r| r.code.as_str()), Some("preflight-slow-link"));
     }
 }
