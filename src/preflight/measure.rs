@@ -299,6 +299,9 @@ pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
             }
         }
     }
+    // Reset, not close: what the socket still holds is dropped at once instead of filling the link (a slow
+    // network would carry it for seconds, in the way of the verdict).
+    super::net::close_after_peer(s);
     let bytes = u64::from_be_bytes(answer[..8].try_into().unwrap_or([0; 8]));
     let us = u64::from_be_bytes(answer[8..16].try_into().unwrap_or([0; 8])).max(1);
     // bits per microsecond = Mbit/s; ×1000 = kbit/s.
