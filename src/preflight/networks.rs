@@ -604,8 +604,8 @@ pub fn conclude(
             ),
             _ => (
                 format!(
-                    "measured the networks every node shares: {}; the choice stays (no network reaches {MARGIN}x \
-                     the current choice's slowest pair)",
+                    "the choice stays: no network every node shares reaches {MARGIN}x the current choice's slowest \
+                     pair ({})",
                     figures.join("; ")
                 ),
                 "nothing to do".to_string(),
@@ -643,6 +643,9 @@ pub fn conclude(
                 remedy: w.remedy.clone(),
                 strict_refuses: false,
             });
+            // A refusing fleet has not passed.
+            v.findings
+                .retain(|w| w.code != Finding::PreflightPassed.code());
         }
     }
     v.findings.extend(plan.warnings);
