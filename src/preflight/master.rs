@@ -683,8 +683,11 @@ fn measure_networks(
         .iter()
         .map(|m| (m.report.ifname.clone(), m.report.addr))
         .collect();
-    let ifaces: Vec<&[networks::Iface]> =
-        met.members.iter().map(|m| m.report.ifaces.as_slice()).collect();
+    let ifaces: Vec<&[networks::Iface]> = met
+        .members
+        .iter()
+        .map(|m| m.report.ifaces.as_slice())
+        .collect();
     let cands = networks::candidates(&current, &ifaces);
     let lost_n = lost.iter().filter(|l| **l).count();
     let skipped = networks::skip(&met.members, s.nnodes, lost_n, cands.len());
@@ -710,7 +713,8 @@ fn measure_networks(
     let mine = std::thread::Builder::new()
         .name("preflight-measure".into())
         .spawn(move || super::measure::run_legs(&own));
-    let until = Instant::now() + super::measure::LEG_BOUND * cands.len() as u32 + Duration::from_secs(2);
+    let until =
+        Instant::now() + super::measure::LEG_BOUND * cands.len() as u32 + Duration::from_secs(2);
     while pending > 0 && Instant::now() < until {
         for ev in hub.wait(None, &s.key, until) {
             let (id, f) = match ev {
@@ -722,7 +726,11 @@ fn measure_networks(
                 }
                 _ => continue,
             };
-            let k = hub.conns.get(id).and_then(|c| c.as_ref()).and_then(|c| c.member);
+            let k = hub
+                .conns
+                .get(id)
+                .and_then(|c| c.as_ref())
+                .and_then(|c| c.member);
             let gone = f.is_none();
             if let Some(k) = k.filter(|&k| figures[k].is_none()) {
                 // A worker that went away sent no figure: its pairs fail, and nothing moves.

@@ -11,7 +11,9 @@
 
 use super::protocol::{Figure, MeasureLeg};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage};
+use nix::sys::socket::{
+    self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
+};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
@@ -220,9 +222,12 @@ fn serve(mut s: TcpStream, nonce: u64) {
     // Read on until the sender closes: closing with unread data would reset the connection.
     let until = Instant::now() + LEG_BOUND;
     while Instant::now() < until {
-        if s
-            .set_read_timeout(Some(until.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))))
-            .is_err()
+        if s.set_read_timeout(Some(
+            until
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ))
+        .is_err()
         {
             break;
         }
@@ -269,7 +274,10 @@ pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
     while answer.len() < 16 {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!("no answer from {to} within {} ms", LEG_BOUND.as_millis()));
+            return Err(format!(
+                "no answer from {to} within {} ms",
+                LEG_BOUND.as_millis()
+            ));
         }
         let mut flags = PollFlags::POLLIN;
         if sent < CAP + (8 << 20) {

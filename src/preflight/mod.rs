@@ -127,25 +127,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         return Err(unresolved());
     }
     let job = &snap.job;
-    let (port, port_source) = match (cfg.preflight_port, job.master_port, peer.port) {
-        (Some(p), _, _) => (p, "NCCLENV_PREFLIGHT_PORT".to_string()),
-        (None, Some(p), _) => (
-            p,
-            job.master_port_source
-                .clone()
-                .unwrap_or_else(|| "the launcher".into()),
-        ),
-        // A port written with the master (NCCLENV_PEER=host:port).
-        (None, None, Some(p)) => (p, peer.source.clone()),
-        (None, None, None) => {
-            return Err(
-                "no master port known (Paddle --master host:port, torchrun --master-port, \
-                        --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, NCCLENV_PEER=host:port); set \
-                        NCCLENV_PREFLIGHT_PORT"
-                    .into(),
-            )
-        }
-    };
+    let (port, port_source) = master_port(cfg, snap, peer)?;
     if plan.hands_off {
         return Err(
             "ncclenv leaves this environment untouched, so the address NCCL will bootstrap on is not known"
@@ -176,6 +158,70 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
              master"
         ));
     }
+    let (role, role_reason, listen) = role(snap, peer, master_ip, port);
+    // The key names the master's endpoint as the workers reach it, resolved (`localhost`, `127.0.0.1` and the
+    // address itself meet). On node rank 0 a master name that resolves to loopback here stands for the
+    // address the others reach, taken to be this node's bootstrap address.
+    let key_ip = if master_ip.is_loopback() {
+        bootstrap
+    } else {
+        master_ip
+    };
+    Ok(Setup {
+        role,
+        role_reason,
+        master_host: peer.host.clone(),
+        master: SocketAddr::new(master_ip, port),
+        listen,
+        port_source,
+        nnodes,
+        node_rank: job.node_rank,
+        key: protocol::job_key(SocketAddr::new(key_ip, port), nnodes),
+        ifname,
+        bootstrap,
+        timeout_s: cfg.preflight_timeout_s,
+    })
+}
+
+/// The port the nodes meet on and where it came from: `NCCLENV_PREFLIGHT_PORT`, else the launcher's master
+/// port, else a port written with the master (`NCCLENV_PEER=host:port`); `Err` with why none is known.
+fn master_port(
+    cfg: &Config,
+    snap: &Snapshot,
+    peer: &crate::snapshot::Peer,
+) -> Result<(u16, String), String> {
+    let job = &snap.job;
+    Ok(match (cfg.preflight_port, job.master_port, peer.port) {
+        (Some(p), _, _) => (p, "NCCLENV_PREFLIGHT_PORT".to_string()),
+        (None, Some(p), _) => (
+            p,
+            job.master_port_source
+                .clone()
+                .unwrap_or_else(|| "the launcher".into()),
+        ),
+        // A port written with the master (NCCLENV_PEER=host:port).
+        (None, None, Some(p)) => (p, peer.source.clone()),
+        (None, None, None) => {
+            return Err(
+                "no master port known (Paddle --master host:port, torchrun --master-port, \
+                        --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, NCCLENV_PEER=host:port); set \
+                        NCCLENV_PREFLIGHT_PORT"
+                    .into(),
+            )
+        }
+    })
+}
+
+/// This node's part, why, and where the master listens: the owner of the master address is the master (on
+/// that address), else node rank 0 (on the wildcard address of `master_ip`'s family); every other node
+/// is a worker (connecting to `master_ip`).
+fn role(
+    snap: &Snapshot,
+    peer: &crate::snapshot::Peer,
+    master_ip: IpAddr,
+    port: u16,
+) -> (Role, String, SocketAddr) {
+    let job = &snap.job;
     let owned = snap
         .net
         .as_ref()
@@ -184,7 +230,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         .map(|a| a.addr)
         .filter(|a| !a.is_loopback());
     let rank_source = job.node_rank_source.as_deref().unwrap_or("the launcher");
-    let (role, role_reason, listen) = match (owned, job.node_rank) {
+    match (owned, job.node_rank) {
         (Some(a), _) => (
             Role::Master,
             format!("this node owns the master address {a}"),
@@ -213,29 +259,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
             format!("this node does not own the master address {master_ip}"),
             SocketAddr::new(master_ip, port),
         ),
-    };
-    // The key names the master's endpoint as the workers reach it, resolved (`localhost`, `127.0.0.1` and the
-    // address itself meet). On node rank 0 a master name that resolves to loopback here stands for the
-    // address the others reach, taken to be this node's bootstrap address.
-    let key_ip = if master_ip.is_loopback() {
-        bootstrap
-    } else {
-        master_ip
-    };
-    Ok(Setup {
-        role,
-        role_reason,
-        master_host: peer.host.clone(),
-        master: SocketAddr::new(master_ip, port),
-        listen,
-        port_source,
-        nnodes,
-        node_rank: job.node_rank,
-        key: protocol::job_key(SocketAddr::new(key_ip, port), nnodes),
-        ifname,
-        bootstrap,
-        timeout_s: cfg.preflight_timeout_s,
-    })
+    }
 }
 
 /// Run the preflight on this node (the entrypoint, `NCCLENV_PREFLIGHT=1`) and put its outcome into `plan`:
@@ -262,7 +286,12 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let nonce = nonce();
     let responder = net::Responder::start(s.bootstrap, &s.key, nonce);
     let ifaces = networks::local(snap, cfg);
-    let has = |v6: bool| ifaces.iter().flat_map(|i| &i.addrs).any(|a| a.addr.is_ipv6() == v6);
+    let has = |v6: bool| {
+        ifaces
+            .iter()
+            .flat_map(|i| &i.addrs)
+            .any(|a| a.addr.is_ipv6() == v6)
+    };
     let sink = measure::Sink::start(has(false), has(true), nonce);
     let mut me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
     me.ifaces = ifaces.clone();
@@ -356,7 +385,7 @@ fn move_to(
         return;
     }
     for c in other.changes {
-        if plan.changes.iter().any(|x| *x == c) {
+        if plan.changes.contains(&c) {
             continue;
         }
         plan.changes.retain(|x| x.name != c.name);

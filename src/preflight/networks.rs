@@ -51,7 +51,11 @@ impl Cidr {
             }
             IpAddr::V6(a) => {
                 let len = u32::from(self.prefix.min(128));
-                let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+                let mask = if len == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - len)
+                };
                 IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
             }
         };
@@ -213,14 +217,11 @@ pub fn shared(nodes: &[&[Iface]]) -> Vec<Candidate> {
             .iter()
             .map(|ifaces| {
                 ifaces.iter().find_map(|i| {
-                    i.addrs
-                        .iter()
-                        .find(|a| a.network() == net)
-                        .map(|a| Leg {
-                            ifname: i.name.clone(),
-                            addr: a.addr,
-                            speed_mbps: i.speed_mbps,
-                        })
+                    i.addrs.iter().find(|a| a.network() == net).map(|a| Leg {
+                        ifname: i.name.clone(),
+                        addr: a.addr,
+                        speed_mbps: i.speed_mbps,
+                    })
                 })
             })
             .collect();
@@ -245,12 +246,9 @@ pub fn shared(nodes: &[&[Iface]]) -> Vec<Candidate> {
 /// shared network ([`shared`]), at most [`MAX_NETWORKS`] in all.
 pub fn candidates(current: &[(String, IpAddr)], nodes: &[&[Iface]]) -> Vec<Candidate> {
     let mut nets = shared(nodes);
-    let at = nets.iter().position(|c| {
-        c.legs
-            .iter()
-            .zip(current)
-            .all(|(l, (_, a))| l.addr == *a)
-    });
+    let at = nets
+        .iter()
+        .position(|c| c.legs.iter().zip(current).all(|(l, (_, a))| l.addr == *a));
     let mut now = match at {
         Some(i) => nets.remove(i),
         None => Candidate {
@@ -433,7 +431,7 @@ fn nominal(c: &Candidate) -> String {
     if counts.is_empty() {
         return "unknown (sysfs reports none)".into();
     }
-    counts.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    counts.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
     counts
         .iter()
         .map(|(s, n)| format!("{s} Mbit/s on {n} node(s)"))
@@ -446,9 +444,18 @@ fn nominal(c: &Candidate) -> String {
 /// with `NCCLENV_PREFLIGHT_MEASURE=0`, NCCL's data over InfiniBand/RoCE on every node (the socket interface
 /// carries only the bootstrap), or a vendor network profile that owns NCCL's transport. The second of the
 /// pair is true when the reason is worth saying in the verdict.
-pub fn skip(members: &[Member], expected: u32, lost: usize, cands: usize) -> Option<(String, bool)> {
+pub fn skip(
+    members: &[Member],
+    expected: u32,
+    lost: usize,
+    cands: usize,
+) -> Option<(String, bool)> {
     let named = |f: &dyn Fn(&Member) -> bool| {
-        let names: Vec<String> = members.iter().filter(|m| f(m)).map(|m| m.report.name()).collect();
+        let names: Vec<String> = members
+            .iter()
+            .filter(|m| f(m))
+            .map(|m| m.report.name())
+            .collect();
         super::agree::list(&names)
     };
     if cands < 2 {
@@ -459,7 +466,10 @@ pub fn skip(members: &[Member], expected: u32, lost: usize, cands: usize) -> Opt
     }
     if members.iter().any(|m| !m.report.measure) {
         return Some((
-            format!("NCCLENV_PREFLIGHT_MEASURE=0 on {}", named(&|m| !m.report.measure)),
+            format!(
+                "NCCLENV_PREFLIGHT_MEASURE=0 on {}",
+                named(&|m| !m.report.measure)
+            ),
             true,
         ));
     }
@@ -501,7 +511,11 @@ pub fn legs(cands: &[Candidate], members: &[Member]) -> Vec<Vec<MeasureLeg>> {
                     };
                     MeasureLeg {
                         net: ci as u32,
-                        to: c.legs.get(j).zip(port).map(|(l, p)| SocketAddr::new(l.addr, p)),
+                        to: c
+                            .legs
+                            .get(j)
+                            .zip(port)
+                            .map(|(l, p)| SocketAddr::new(l.addr, p)),
                         nonce: r.nonce,
                     }
                 })
@@ -525,9 +539,10 @@ pub fn assemble(cands: Vec<Candidate>, figures: &[Option<Vec<Figure>>]) -> Vec<M
                         .and_then(|f| f.iter().find(|x| x.net == ci as u32));
                     match f {
                         Some(Figure { kbps: Some(k), .. }) => Ok(*k),
-                        Some(Figure { error, .. }) => Err(error
-                            .as_deref()
-                            .map_or_else(|| "failed".to_string(), |e| super::protocol::clean(e, 200))),
+                        Some(Figure { error, .. }) => Err(error.as_deref().map_or_else(
+                            || "failed".to_string(),
+                            |e| super::protocol::clean(e, 200),
+                        )),
                         None => Err("no figure came".into()),
                     }
                 })
@@ -535,6 +550,70 @@ pub fn assemble(cands: Vec<Candidate>, figures: &[Option<Vec<Figure>>]) -> Vec<M
             Measured { cand, pairs }
         })
         .collect()
+}
+
+/// `preflight-network` for a measurement: the network the fleet moves to (set in `v.network`, and
+/// returned), the faster network beside a kept `NCCL_SOCKET_IFNAME`, or the choice that stays; with every
+/// network's figure.
+fn decide(
+    v: &mut FleetVerdict,
+    members: &[Member],
+    measured: &[Measured],
+    plan: &mut Plan,
+) -> Option<Measured> {
+    let figures: Vec<String> = measured.iter().map(figure_text).collect();
+    let now = measured.iter().find(|m| m.cand.current);
+    let won = choose(measured).map(|i| &measured[i]);
+    let kept: Vec<String> = members
+        .iter()
+        .filter(|m| !m.report.own_ifname)
+        .map(|m| m.report.name())
+        .collect();
+    let mut used = None;
+    let (message, remedy) = match (won, now) {
+        (Some(w), Some(now)) if kept.is_empty() => {
+            let how = format!(
+                "fastest shared network: slowest pair {} vs {} {} (every pair proven by the preflight's ring; \
+                 a network wins with {MARGIN}x the current choice's slowest pair)",
+                rate(w.slowest().unwrap_or(0)),
+                now.cand.names(),
+                rate(now.slowest().unwrap_or(0)),
+            );
+            v.network = w.cand.net.map(|net| NetChoice { net, how });
+            used = Some(w.clone());
+            (
+                format!(
+                    "every node moves to {}: its slowest pair is at least {MARGIN}x the current choice's ({})",
+                    w.cand.label(),
+                    figures.join("; ")
+                ),
+                "nothing to do".to_string(),
+            )
+        }
+        (Some(w), Some(_)) => (
+            format!(
+                "{} is faster than the NCCL_SOCKET_IFNAME kept on {} (policy: keep what works): {}",
+                w.cand.label(),
+                super::agree::list(&kept),
+                figures.join("; ")
+            ),
+            format!(
+                "to use it, unset NCCL_SOCKET_IFNAME on every node (ncclenv then chooses it) or set it to the \
+                 interfaces of {}",
+                w.cand.label()
+            ),
+        ),
+        _ => (
+            format!(
+                "the choice stays: no network every node shares reaches {MARGIN}x the current choice's slowest \
+                 pair ({})",
+                figures.join("; ")
+            ),
+            "nothing to do".to_string(),
+        ),
+    };
+    plan.finding(Finding::PreflightNetwork, message, remedy);
+    used
 }
 
 /// Add the network's part to the fleet's verdict: `preflight-network` (info) with every network's figure
@@ -561,64 +640,19 @@ pub fn conclude(
         );
     }
     if !measured.is_empty() {
-        let figures: Vec<String> = measured.iter().map(figure_text).collect();
-        let now = measured.iter().find(|m| m.cand.current);
-        let won = choose(&measured).map(|i| &measured[i]);
-        let kept: Vec<String> = members
-            .iter()
-            .filter(|m| !m.report.own_ifname)
-            .map(|m| m.report.name())
-            .collect();
-        let (message, remedy) = match (won, now) {
-            (Some(w), Some(now)) if kept.is_empty() => {
-                let how = format!(
-                    "fastest shared network: slowest pair {} vs {} {} (every pair proven by the preflight's ring; \
-                     a network wins with {MARGIN}x the current choice's slowest pair)",
-                    rate(w.slowest().unwrap_or(0)),
-                    now.cand.names(),
-                    rate(now.slowest().unwrap_or(0)),
-                );
-                v.network = w.cand.net.map(|net| NetChoice { net, how });
-                used = Some(w.clone());
-                (
-                    format!(
-                        "every node moves to {}: its slowest pair is at least {MARGIN}x the current choice's ({})",
-                        w.cand.label(),
-                        figures.join("; ")
-                    ),
-                    "nothing to do".to_string(),
-                )
-            }
-            (Some(w), Some(_)) => (
-                format!(
-                    "{} is faster than the NCCL_SOCKET_IFNAME kept on {} (policy: keep what works): {}",
-                    w.cand.label(),
-                    super::agree::list(&kept),
-                    figures.join("; ")
-                ),
-                format!(
-                    "to use it, unset NCCL_SOCKET_IFNAME on every node (ncclenv then chooses it) or set it to the \
-                     interfaces of {}",
-                    w.cand.label()
-                ),
-            ),
-            _ => (
-                format!(
-                    "the choice stays: no network every node shares reaches {MARGIN}x the current choice's slowest \
-                     pair ({})",
-                    figures.join("; ")
-                ),
-                "nothing to do".to_string(),
-            ),
-        };
-        plan.finding(Finding::PreflightNetwork, message, remedy);
+        if let Some(w) = decide(v, members, &measured, &mut plan) {
+            used = Some(w);
+        }
     }
     // Without a measurement, the current network's nominal speeds still tell a slow port.
     let used = used.or_else(|| {
-        cands.into_iter().find(|c| c.current && c.net.is_some()).map(|cand| Measured {
-            pairs: Vec::new(),
-            cand,
-        })
+        cands
+            .into_iter()
+            .find(|c| c.current && c.net.is_some())
+            .map(|cand| Measured {
+                pairs: Vec::new(),
+                cand,
+            })
     });
     if let Some(u) = used {
         for line in slow_links(&u, &names) {
@@ -682,7 +716,11 @@ mod tests {
                 vec![
                     iface("eth0", &[&format!("10.1.0.{i}/24")], Some(1000)),
                     iface("dock", &["172.17.0.1/16"], None),
-                    iface(data, &[&format!("10.2.0.{i}/24"), "fd00::1/64"], Some(25000)),
+                    iface(
+                        data,
+                        &[&format!("10.2.0.{i}/24"), "fd00::1/64"],
+                        Some(25000),
+                    ),
                 ]
             })
             .collect()
@@ -690,7 +728,12 @@ mod tests {
 
     fn current(n: u8) -> Vec<(String, IpAddr)> {
         (1..=n)
-            .map(|i| ("eth0".to_string(), format!("10.1.0.{i}").parse().expect("ip")))
+            .map(|i| {
+                (
+                    "eth0".to_string(),
+                    format!("10.1.0.{i}").parse().expect("ip"),
+                )
+            })
             .collect()
     }
 
@@ -700,7 +743,11 @@ mod tests {
         let nodes: Vec<&[Iface]> = f.iter().map(Vec::as_slice).collect();
         let s = shared(&nodes);
         // The Docker address is the same on every node; fd00::1 likewise: neither is a shared network.
-        let nets: Vec<String> = s.iter().filter_map(|c| c.net).map(|n| n.to_string()).collect();
+        let nets: Vec<String> = s
+            .iter()
+            .filter_map(|c| c.net)
+            .map(|n| n.to_string())
+            .collect();
         assert_eq!(nets, ["10.1.0.0/24", "10.2.0.0/24"]);
         assert_eq!(s[1].names(), "ens5/enp1s0");
         assert_eq!(s[1].legs[2].addr, "10.2.0.3".parse::<IpAddr>().expect("ip"));
@@ -775,20 +822,40 @@ mod tests {
     fn a_slow_node_is_named_by_measure_and_by_nominal_speed() {
         let names: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
         // Node c (index 2) slow both ways: its pairs from b and to d.
-        let m = measured("10.2.0.0/24", false, &[9_000_000, 100_000, 90_000, 9_500_000]);
+        let m = measured(
+            "10.2.0.0/24",
+            false,
+            &[9_000_000, 100_000, 90_000, 9_500_000],
+        );
         let s = slow_links(&m, &names);
         assert_eq!(s.len(), 1, "{s:?}");
-        assert!(s[0].starts_with("node c (x) measured 90.0 Mbit/s to d and 100.0 Mbit/s from b"), "{}", s[0]);
+        assert!(
+            s[0].starts_with("node c (x) measured 90.0 Mbit/s to d and 100.0 Mbit/s from b"),
+            "{}",
+            s[0]
+        );
         // Three nodes, the middle one slow both ways: two of three pairs are slow, the node still stands out.
         let m = measured("10.2.0.0/24", false, &[200_000, 210_000, 9_000_000]);
         let s = slow_links(&m, &names);
         assert_eq!(s.len(), 1, "{s:?}");
-        assert!(s[0].starts_with("node b (x) measured 210.0 Mbit/s to c and 200.0 Mbit/s from a"), "{}", s[0]);
+        assert!(
+            s[0].starts_with("node b (x) measured 210.0 Mbit/s to c and 200.0 Mbit/s from a"),
+            "{}",
+            s[0]
+        );
         // Only one direction slow: the pair is named.
-        let m = measured("10.2.0.0/24", false, &[9_000_000, 9_000_000, 90_000, 9_500_000]);
+        let m = measured(
+            "10.2.0.0/24",
+            false,
+            &[9_000_000, 9_000_000, 90_000, 9_500_000],
+        );
         let s = slow_links(&m, &names);
         assert_eq!(s.len(), 1, "{s:?}");
-        assert!(s[0].starts_with("the pair c (x) to d (x) measured 90.0 Mbit/s"), "{}", s[0]);
+        assert!(
+            s[0].starts_with("the pair c (x) to d (x) measured 90.0 Mbit/s"),
+            "{}",
+            s[0]
+        );
         // Even figures: nothing.
         let m = measured("10.2.0.0/24", false, &[9_000_000, 8_000_000, 9_100_000]);
         assert!(slow_links(&m, &names).is_empty());
@@ -799,8 +866,16 @@ mod tests {
         }
         let s = slow_links(&m, &names);
         assert_eq!(s.len(), 1, "{s:?}");
-        assert!(s[0].contains("node b (x) links at 10000 Mbit/s"), "{}", s[0]);
-        assert!(s[0].contains("100000 Mbit/s on 2 node(s), 10000 Mbit/s on 1 node(s)"), "{}", s[0]);
+        assert!(
+            s[0].contains("node b (x) links at 10000 Mbit/s"),
+            "{}",
+            s[0]
+        );
+        assert!(
+            s[0].contains("100000 Mbit/s on 2 node(s), 10000 Mbit/s on 1 node(s)"),
+            "{}",
+            s[0]
+        );
     }
 
     #[test]
@@ -816,7 +891,9 @@ mod tests {
             .collect();
         sanitize(&mut many);
         assert_eq!(many.len(), MAX_IFACES);
-        assert!(many.iter().all(|i| i.name.len() <= MAX_IFNAME && i.addrs.len() == MAX_ADDRS));
+        assert!(many
+            .iter()
+            .all(|i| i.name.len() <= MAX_IFNAME && i.addrs.len() == MAX_ADDRS));
         assert!(many.iter().all(|i| !i.name.contains('\n')));
     }
 
@@ -853,36 +930,58 @@ mod tests {
     }
 
     #[test]
-    fn what_is_measured_and_what_the_verdict_says() {
+    fn what_is_measured_and_when_not() {
         let mut ms: Vec<Member> = (1..=3).map(member).collect();
         assert_eq!(skip(&ms, 3, 0, 2), None);
         assert_eq!(skip(&ms, 3, 0, 1).map(|s| s.1), Some(false));
         assert_eq!(skip(&ms, 4, 0, 2).map(|s| s.1), Some(false));
         ms[1].report.measure = false;
         let (why, say) = skip(&ms, 3, 0, 2).expect("off");
-        assert!(say && why.contains("NCCLENV_PREFLIGHT_MEASURE=0 on n2 (10.1.0.2)"), "{why}");
+        assert!(
+            say && why.contains("NCCLENV_PREFLIGHT_MEASURE=0 on n2 (10.1.0.2)"),
+            "{why}"
+        );
         ms[1].report.measure = true;
         for m in &mut ms {
             m.report.ib_usable = true;
         }
         assert!(skip(&ms, 3, 0, 2).expect("ib").0.contains("InfiniBand"));
-        for m in &mut ms {
-            m.report.ib_usable = false;
-        }
+    }
+
+    #[test]
+    fn legs_figures_and_the_verdict() {
+        let mut ms: Vec<Member> = (1..=3).map(member).collect();
         // Legs: node k to node k+1's address on each network, at its sink port.
         let f = fleet();
         let nodes: Vec<&[Iface]> = f.iter().map(Vec::as_slice).collect();
         let cands = candidates(&current(3), &nodes);
         let l = legs(&cands, &ms);
         assert_eq!(l[2][1].to, Some("10.2.0.1:5001".parse().expect("sa")));
-        assert_eq!((l[0][0].to, l[0][0].nonce), (Some("10.1.0.2:5002".parse().expect("sa")), 2));
-        let figs = |k: &[u64]| Some(vec![
-            Figure { net: 0, kbps: Some(k[0]), error: None },
-            Figure { net: 1, kbps: Some(k[1]), error: None },
-        ]);
+        assert_eq!(
+            (l[0][0].to, l[0][0].nonce),
+            (Some("10.1.0.2:5002".parse().expect("sa")), 2)
+        );
+        let figs = |k: &[u64]| {
+            Some(vec![
+                Figure {
+                    net: 0,
+                    kbps: Some(k[0]),
+                    error: None,
+                },
+                Figure {
+                    net: 1,
+                    kbps: Some(k[1]),
+                    error: None,
+                },
+            ])
+        };
         let measured = assemble(
             cands.clone(),
-            &[figs(&[20_000, 9_000_000]), figs(&[19_000, 8_000_000]), figs(&[21_000, 9_500_000])],
+            &[
+                figs(&[20_000, 9_000_000]),
+                figs(&[19_000, 8_000_000]),
+                figs(&[21_000, 9_500_000]),
+            ],
         );
         let verdict = || FleetVerdict {
             present: 3,
@@ -896,28 +995,52 @@ mod tests {
         conclude(&mut v, &ms, cands.clone(), measured.clone(), None);
         let net = v.network.as_ref().expect("moves");
         assert_eq!(net.net.to_string(), "10.2.0.0/24");
-        assert!(net.how.starts_with("fastest shared network: slowest pair 8.0 Gbit/s vs eth0 19.0 Mbit/s"), "{}", net.how);
+        assert!(
+            net.how
+                .starts_with("fastest shared network: slowest pair 8.0 Gbit/s vs eth0 19.0 Mbit/s"),
+            "{}",
+            net.how
+        );
         assert_eq!(v.findings.len(), 1);
-        assert!(v.findings[0].message.contains("every node moves to ens5/enp1s0 (10.2.0.0/24)"));
+        assert!(v.findings[0]
+            .message
+            .contains("every node moves to ens5/enp1s0 (10.2.0.0/24)"));
         // An inherited NCCL_SOCKET_IFNAME on one node: kept everywhere, the faster network named.
         ms[2].report.own_ifname = false;
         let mut v = verdict();
         conclude(&mut v, &ms, cands.clone(), measured, None);
         assert!(v.network.is_none());
-        assert!(v.findings[0].message.contains("is faster than the NCCL_SOCKET_IFNAME kept on n3"), "{:?}", v.findings);
+        assert!(
+            v.findings[0]
+                .message
+                .contains("is faster than the NCCL_SOCKET_IFNAME kept on n3"),
+            "{:?}",
+            v.findings
+        );
         // One slow node on the data network; strict refuses.
         ms[2].report.own_ifname = true;
         ms[0].report.strict = true;
         let measured = assemble(
             cands.clone(),
-            &[figs(&[20_000, 310_000]), figs(&[19_000, 300_000]), figs(&[21_000, 9_500_000])],
+            &[
+                figs(&[20_000, 310_000]),
+                figs(&[19_000, 300_000]),
+                figs(&[21_000, 9_500_000]),
+            ],
         );
         let mut v = verdict();
         conclude(&mut v, &ms, cands, measured, None);
         assert!(v.network.is_some());
-        let slow: Vec<&Warning> = v.findings.iter().filter(|w| w.code == "preflight-slow-link").collect();
+        let slow: Vec<&Warning> = v
+            .findings
+            .iter()
+            .filter(|w| w.code == "preflight-slow-link")
+            .collect();
         assert_eq!(slow.len(), 1, "{:?}", v.findings);
         assert!(slow[0].message.starts_with("node n2 (10.1.0.2) (ens5) measured 300.0 Mbit/s to n3 (10.1.0.3) and 310.0 Mbit/s from n1"), "{}", slow[0].message);
-        assert_eq!(v.refuse.as_ref().map(|r| r.code.as_str()), Some("preflight-slow-link"));
+        assert_eq!(
+            v.refuse.as_ref().map(|r| r.code.as_str()),
+            Some("preflight-slow-link")
+        );
     }
 }

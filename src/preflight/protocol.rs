@@ -699,11 +699,19 @@ mod tests {
         r.decided = (0..MAX_VARS)
             .map(|i| (format!("NCCL_{i}"), "r".repeat(MAX_TEXT)))
             .collect();
-        let v6: std::net::IpAddr = "fd00:1234:5678:9abc:def0:1234:5678:9abc".parse().expect("ip");
+        let v6: std::net::IpAddr = "fd00:1234:5678:9abc:def0:1234:5678:9abc"
+            .parse()
+            .expect("ip");
         r.ifaces = (0..super::super::networks::MAX_IFACES * 2)
             .map(|i| super::super::networks::Iface {
                 name: format!("{i:x>40}"),
-                addrs: vec![super::super::networks::Cidr { addr: v6, prefix: 128 }; 9],
+                addrs: vec![
+                    super::super::networks::Cidr {
+                        addr: v6,
+                        prefix: 128
+                    };
+                    9
+                ],
                 mtu: Some(u32::MAX),
                 speed_mbps: Some(u64::MAX),
                 rdma: true,

@@ -1186,7 +1186,11 @@ impl Homed {
     }
 
     /// Run every node at once; `extra(i)` adds variables per node.
-    fn run(&self, tmp: &TempDir, extra: impl Fn(usize) -> Vec<(&'static str, String)>) -> Vec<Done> {
+    fn run(
+        &self,
+        tmp: &TempDir,
+        extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+    ) -> Vec<Done> {
         let args = vec![self.master(), format!("--nnodes={}", self.nodes.len())];
         let runs: Vec<NodeRun> = (1..=self.nodes.len())
             .map(|i| start(&self.nodes[i - 1], tmp, &format!("n{i}"), &args, &extra(i)))
@@ -1215,7 +1219,10 @@ fn measured_line(d: &Done) -> String {
 
 /// Milliseconds from the last arrival to the verdict, from the master's verdict line.
 fn verdict_ms(d: &Done) -> Option<f64> {
-    let l = d.stderr.lines().find(|l| l.contains("preflight: verdict for "))?;
+    let l = d
+        .stderr
+        .lines()
+        .find(|l| l.contains("preflight: verdict for "))?;
     let (_, rest) = l.split_once(" nodes, ")?;
     rest.split_once(" ms after")?.0.parse().ok()
 }
@@ -1236,25 +1243,63 @@ fn a_fast_data_network_with_other_names_wins_over_the_default_route() {
         let node = i + 1;
         let want = ens5_enp1s0(node);
         assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
-        assert!(d.has("preflight-passed") && d.has("preflight-network"), "node {node}\n{ctx}");
-        assert!(!d.has("preflight-slow-link"), "node {node}\n{ctx}");
-        assert_eq!(d.env("NCCL_SOCKET_IFNAME").as_deref(), Some(want), "node {node}\n{ctx}");
-        assert_eq!(d.env("NCCL_SOCKET_FAMILY").as_deref(), Some("AF_INET"), "node {node}");
-        assert_eq!(d.env("GLOO_SOCKET_IFNAME").as_deref(), Some(want), "node {node}");
-        assert_eq!(d.env("TP_SOCKET_IFNAME").as_deref(), Some(want), "node {node}");
-        assert_eq!(d.env("POD_IP"), Some(h.data_addr(node)), "node {node}\n{ctx}");
-        // The launcher's master address and the command stay as they are.
-        assert!(d.stderr.contains(&format!("moves to {want} {}", h.data_addr(node))), "node {node}\n{ctx}");
-        let summary = d.stderr.lines().find(|l| l.starts_with(&format!("ncclenv: interface {want}"))).unwrap_or("");
         assert!(
-            summary.contains("(fastest shared network: slowest pair ") && summary.contains(" vs eth0 "),
+            d.has("preflight-passed") && d.has("preflight-network"),
+            "node {node}\n{ctx}"
+        );
+        assert!(!d.has("preflight-slow-link"), "node {node}\n{ctx}");
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some(want),
+            "node {node}\n{ctx}"
+        );
+        assert_eq!(
+            d.env("NCCL_SOCKET_FAMILY").as_deref(),
+            Some("AF_INET"),
+            "node {node}"
+        );
+        assert_eq!(
+            d.env("GLOO_SOCKET_IFNAME").as_deref(),
+            Some(want),
+            "node {node}"
+        );
+        assert_eq!(
+            d.env("TP_SOCKET_IFNAME").as_deref(),
+            Some(want),
+            "node {node}"
+        );
+        assert_eq!(
+            d.env("POD_IP"),
+            Some(h.data_addr(node)),
+            "node {node}\n{ctx}"
+        );
+        // The launcher's master address and the command stay as they are.
+        assert!(
+            d.stderr
+                .contains(&format!("moves to {want} {}", h.data_addr(node))),
+            "node {node}\n{ctx}"
+        );
+        let summary = d
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("ncclenv: interface {want}")))
+            .unwrap_or("");
+        assert!(
+            summary.contains("(fastest shared network: slowest pair ")
+                && summary.contains(" vs eth0 "),
             "node {node}: {summary}\n{ctx}"
         );
     }
     let line = measured_line(&done[0]);
-    assert!(line.contains("ens5/enp1s0 (10.111.0.0/24): slowest pair"), "{ctx}");
+    assert!(
+        line.contains("ens5/enp1s0 (10.111.0.0/24): slowest pair"),
+        "{ctx}"
+    );
     assert!(line.contains("eth0 (10.110.0.0/24): slowest pair"), "{ctx}");
-    eprintln!("{line}; {:?} ms after the last arrival", verdict_ms(&done[0]));
+    eprintln!(
+        "{line}; {:?} ms after the last arrival",
+        verdict_ms(&done[0])
+    );
 }
 
 #[test]
@@ -1274,14 +1319,21 @@ fn a_slowed_data_link_is_named_on_the_master_and_the_node() {
         let node = i + 1;
         assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
         // Still ten times the management network: the fleet moves, and names the slow node.
-        assert_eq!(d.env("NCCL_SOCKET_IFNAME").as_deref(), Some(ens5_enp1s0(node)), "node {node}\n{ctx}");
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some(ens5_enp1s0(node)),
+            "node {node}\n{ctx}"
+        );
         let slow = d
             .stderr
             .lines()
             .find(|l| l.contains("[preflight-slow-link]"))
             .unwrap_or_else(|| panic!("node {node}: no slow link\n{ctx}"));
         // The node by its address and interface, and its figure (the line is cut at 200 characters).
-        assert!(slow.contains("(10.112.0.2) (ens5) measured "), "node {node}: {slow}");
+        assert!(
+            slow.contains("(10.112.0.2) (ens5) measured "),
+            "node {node}: {slow}"
+        );
         assert!(slow.contains(" Mbit/s to "), "node {node}: {slow}");
     }
     // Under NCCLENV_STRICT=1 every node refuses alike.
@@ -1303,9 +1355,21 @@ fn equal_networks_change_nothing_and_the_measurement_off_keeps_the_route() {
             let node = i + 1;
             assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
             assert!(d.has("preflight-passed"), "node {node}\n{ctx}");
-            assert_eq!(d.env("NCCL_SOCKET_IFNAME").as_deref(), Some("eth0"), "node {node}\n{ctx}");
-            assert_eq!(d.env("GLOO_SOCKET_IFNAME").as_deref(), Some("eth0"), "node {node}");
-            assert_eq!(d.env("POD_IP"), Some(format!("10.114.0.{node}")), "node {node}");
+            assert_eq!(
+                d.env("NCCL_SOCKET_IFNAME").as_deref(),
+                Some("eth0"),
+                "node {node}\n{ctx}"
+            );
+            assert_eq!(
+                d.env("GLOO_SOCKET_IFNAME").as_deref(),
+                Some("eth0"),
+                "node {node}"
+            );
+            assert_eq!(
+                d.env("POD_IP"),
+                Some(format!("10.114.0.{node}")),
+                "node {node}"
+            );
             assert!(!d.has("preflight-slow-link"), "node {node}\n{ctx}");
             assert!(!d.stderr.contains("moves to"), "node {node}\n{ctx}");
         }
@@ -1313,20 +1377,41 @@ fn equal_networks_change_nothing_and_the_measurement_off_keeps_the_route() {
         ctx
     };
     let ctx = check(&h.run(&tmp, |_| vec![]), true);
-    assert!(ctx.contains("the choice stays: no network every node shares reaches 2x"), "{ctx}");
+    assert!(
+        ctx.contains("the choice stays: no network every node shares reaches 2x"),
+        "{ctx}"
+    );
     // The measurement off, with a data network 500 times faster: today's choice, said in one info.
     for i in 1..=3 {
         h.limit(i, false, "20mbit");
     }
-    let ctx = check(&h.run(&tmp, |_| vec![("NCCLENV_PREFLIGHT_MEASURE", "0".to_string())]), false);
-    assert!(ctx.contains("not measured: NCCLENV_PREFLIGHT_MEASURE=0 on"), "{ctx}");
+    let ctx = check(
+        &h.run(&tmp, |_| {
+            vec![("NCCLENV_PREFLIGHT_MEASURE", "0".to_string())]
+        }),
+        false,
+    );
+    assert!(
+        ctx.contains("not measured: NCCLENV_PREFLIGHT_MEASURE=0 on"),
+        "{ctx}"
+    );
     // An inherited NCCL_SOCKET_IFNAME that works is kept, and the faster network named.
     let done = h.run(&tmp, |_| vec![("NCCL_SOCKET_IFNAME", "eth0".to_string())]);
     let ctx = all_stderr(&done);
     for (i, d) in done.iter().enumerate() {
         assert_eq!(d.code, Some(0), "node {}\n{ctx}", i + 1);
-        assert_eq!(d.env("NCCL_SOCKET_IFNAME").as_deref(), Some("eth0"), "node {}\n{ctx}", i + 1);
-        assert!(d.stderr.contains("is faster than the NCCL_SOCKET_IFNAME kept on"), "node {}\n{ctx}", i + 1);
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some("eth0"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+        assert!(
+            d.stderr
+                .contains("is faster than the NCCL_SOCKET_IFNAME kept on"),
+            "node {}\n{ctx}",
+            i + 1
+        );
     }
 }
 
@@ -1344,13 +1429,18 @@ fn measurement_cost() {
         let tmp = TempDir::new(&format!("pf-cost{n}"));
         let h = Homed::new(&format!("c{n}"), n, net, |_| "ens5");
         let cell = |measure: &str| {
-            let done = h.run(&tmp, |_| vec![("NCCLENV_PREFLIGHT_MEASURE", measure.to_string())]);
+            let done = h.run(&tmp, |_| {
+                vec![("NCCLENV_PREFLIGHT_MEASURE", measure.to_string())]
+            });
             let ctx = all_stderr(&done);
             assert!(done.iter().all(|d| d.code == Some(0)), "{ctx}");
             verdict_ms(&done[0]).unwrap_or_else(|| panic!("no verdict line\n{ctx}"))
         };
         let (on, off) = (cell("1"), cell("0"));
-        rows.push(format!("{n:>3} nodes: measurement on {on:>7.1} ms, off {off:>7.1} ms (+{:.1} ms)", on - off));
+        rows.push(format!(
+            "{n:>3} nodes: measurement on {on:>7.1} ms, off {off:>7.1} ms (+{:.1} ms)",
+            on - off
+        ));
     }
     eprintln!("verdict after the last arrival:\n{}", rows.join("\n"));
 }
