@@ -15,6 +15,8 @@
 //! worker → master   Hello(NodeReport)
 //! master → worker   Ring(Option<Target>)        once every node has arrived, or at the deadline
 //! worker → master   ProbeResult(ProbeReport)    after connecting to its ring successor's probe port
+//! master → worker   Measure(legs)               only with two or more networks every node shares (#23)
+//! worker → master   Measured(figures)           after sending to its ring successor on each
 //! master → worker   Verdict(FleetVerdict)
 //! worker closes, then the master closes (no TIME_WAIT on the master port's side)
 //! ```
