@@ -689,7 +689,8 @@ fn measure_networks(
         .map(|m| m.report.ifaces.as_slice())
         .collect();
     let cands = networks::candidates(&current, &ifaces);
-    let lost_n = lost.iter().filter(|l| **l).count();
+    // A node that says another node count gets the verdict too, but did not measure: as if lost.
+    let lost_n = lost.iter().filter(|l| **l).count() + met.misfits.len();
     let skipped = networks::skip(&met.members, s.nnodes, lost_n, cands.len());
     if let Some((why, _)) = &skipped {
         super::log(format!("preflight: no network measurement: {why}"));

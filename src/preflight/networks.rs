@@ -442,7 +442,8 @@ fn nominal(c: &Candidate) -> String {
 /// Why the fleet does not measure, when it does not (`None`: measure): nothing to compare (fewer than two
 /// candidates, or a node absent or lost: it would not get the verdict, and the fleet would split), a node
 /// with `NCCLENV_PREFLIGHT_MEASURE=0`, NCCL's data over InfiniBand/RoCE on every node (the socket interface
-/// carries only the bootstrap), or a vendor network profile that owns NCCL's transport. The second of the
+/// carries only the bootstrap), a vendor network profile that owns NCCL's transport, or a node without a
+/// measurement listener (an older ncclenv: it would not understand [`super::protocol::Msg::Measure`]). The second of the
 /// pair is true when the reason is worth saying in the verdict.
 pub fn skip(
     members: &[Member],
@@ -463,6 +464,16 @@ pub fn skip(
     }
     if (members.len() as u32) < expected || lost > 0 {
         return Some(("not every node is present".into(), false));
+    }
+    let deaf = |m: &Member| m.report.sink_ports == (None, None);
+    if members.iter().any(deaf) {
+        return Some((
+            format!(
+                "no measurement listener on {} (an older ncclenv, or it could not listen)",
+                named(&deaf)
+            ),
+            true,
+        ));
     }
     if members.iter().any(|m| !m.report.measure) {
         return Some((
@@ -935,6 +946,12 @@ mod tests {
         assert_eq!(skip(&ms, 3, 0, 2), None);
         assert_eq!(skip(&ms, 3, 0, 1).map(|s| s.1), Some(false));
         assert_eq!(skip(&ms, 4, 0, 2).map(|s| s.1), Some(false));
+        ms[2].report.sink_ports = (None, None);
+        assert!(skip(&ms, 3, 0, 2)
+            .expect("deaf")
+            .0
+            .contains("no measurement listener on n3"));
+        ms[2].report.sink_ports = (Some(5003), None);
         ms[1].report.measure = false;
         let (why, say) = skip(&ms, 3, 0, 2).expect("off");
         assert!(
