@@ -1415,6 +1415,44 @@ fn equal_networks_change_nothing_and_the_measurement_off_keeps_the_route() {
     }
 }
 
+/// With IB usable on every node (a fake ACTIVE HCA and its verbs node, root with `CAP_IPC_LOCK`), NCCL's data
+/// goes over it and the socket interface carries only the bootstrap: nothing is measured, the route's choice
+/// stays, and the verdict says why.
+#[test]
+fn ib_in_use_is_not_measured() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-ib");
+    let sys = tmp.join("sys");
+    let dev = tmp.join("dev");
+    common::fake_rdma::hca(&sys, "mlx5_0", "InfiniBand", "200 Gb/sec (4X HDR)", None);
+    common::fake_rdma::verbs_map(&sys, "uverbs0", "mlx5_0");
+    common::fake_rdma::uverbs(&dev, 0);
+    let h = Homed::new("ib", 3, 120, ens5_enp1s0);
+    for i in 1..=3 {
+        h.limit(i, false, "20mbit");
+    }
+    let done = h.run(&tmp, |_| {
+        vec![
+            ("NCCLENV_SYSFS", sys.display().to_string()),
+            ("NCCLENV_DEVFS", dev.display().to_string()),
+        ]
+    });
+    let ctx = all_stderr(&done);
+    assert!(measured_line(&done[0]).is_empty(), "{ctx}");
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert_eq!(d.env("NCCL_IB_DISABLE"), None, "node {node}: IB is on\n{ctx}");
+        assert_eq!(d.env("NCCL_SOCKET_IFNAME").as_deref(), Some("eth0"), "node {node}\n{ctx}");
+        assert!(
+            d.stderr.contains("not measured: NCCL's data goes over InfiniBand/RoCE on every node"),
+            "node {node}\n{ctx}"
+        );
+    }
+}
+
 /// What the measurement adds to the verdict (#23): 3 and 24 multi-homed nodes (two unlimited networks),
 /// the master's "ms after the last arrival" with the measurement on and off, side by side. Run with
 /// `cargo test --test it preflight::measurement_cost -- --ignored --nocapture`.
