@@ -388,13 +388,30 @@ fn move_to(
         if plan.changes.contains(&c) {
             continue;
         }
-        plan.changes.retain(|x| x.name != c.name);
-        plan.changes.push(c);
+        // In place: the summary names NCCL's variables in the plan's order.
+        match plan.changes.iter_mut().find(|x| x.name == c.name) {
+            Some(x) => *x = c,
+            None => plan.changes.push(c),
+        }
+    }
+    // What the decision says of the new interface (a companion that names another one) is worth a line, but
+    // never a refusal of this node alone: the fleet has agreed. The hint that a faster interface exists
+    // (`faster-interface`) is answered.
+    plan.warnings
+        .retain(|w| w.code != crate::findings::Finding::FasterInterface.code());
+    for w in other.warnings {
+        if !plan.warnings.contains(&w) && w.code != crate::findings::Finding::FasterInterface.code()
+        {
+            plan.warnings.push(crate::plan::Warning {
+                strict_refuses: false,
+                ..w
+            });
+        }
     }
     plan.choice = other.choice;
     log(format!(
-        "preflight: this node moves to {name} {addr} on {} with every node ({})",
-        choice.net, choice.how
+        "preflight: this node moves to {name} {addr} on {} with every node",
+        choice.net
     ));
 }
 

@@ -584,8 +584,8 @@ fn decide(
     let (message, remedy) = match (won, now) {
         (Some(w), Some(now)) if kept.is_empty() => {
             let how = format!(
-                "fastest shared network: slowest pair {} vs {} {} (every pair proven by the preflight's ring; \
-                 a network wins with {MARGIN}x the current choice's slowest pair)",
+                "every pair proven: slowest {} vs {} {} (the preflight's ring over every network the nodes \
+                 share; a network wins with {MARGIN}x the current choice's slowest pair)",
                 rate(w.slowest().unwrap_or(0)),
                 now.cand.names(),
                 rate(now.slowest().unwrap_or(0)),
@@ -594,8 +594,11 @@ fn decide(
             used = Some(w.clone());
             (
                 format!(
-                    "every node moves to {}: its slowest pair is at least {MARGIN}x the current choice's ({})",
+                    "every node moves to {}: slowest pair {}, at least {MARGIN}x the current choice {}'s {} ({})",
                     w.cand.label(),
+                    rate(w.slowest().unwrap_or(0)),
+                    now.cand.names(),
+                    rate(now.slowest().unwrap_or(0)),
                     figures.join("; ")
                 ),
                 "nothing to do".to_string(),
@@ -1014,7 +1017,7 @@ mod tests {
         assert_eq!(net.net.to_string(), "10.2.0.0/24");
         assert!(
             net.how
-                .starts_with("fastest shared network: slowest pair 8.0 Gbit/s vs eth0 19.0 Mbit/s"),
+                .starts_with("every pair proven: slowest 8.0 Gbit/s vs eth0 19.0 Mbit/s"),
             "{}",
             net.how
         );

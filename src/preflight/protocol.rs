@@ -133,7 +133,7 @@ pub struct Figure {
 pub struct NetChoice {
     /// The network (`10.2.0.0/24`).
     pub net: super::networks::Cidr,
-    /// How it was chosen, for the plan's choice (`fastest shared network: slowest pair 11.0 Gbit/s vs eth0
+    /// How it was chosen, for the plan's choice (`every pair proven: slowest 11.0 Gbit/s vs eth0
     /// 19.8 Mbit/s (…)`).
     pub how: String,
 }

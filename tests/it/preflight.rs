@@ -1285,8 +1285,7 @@ fn a_fast_data_network_with_other_names_wins_over_the_default_route() {
             .find(|l| l.starts_with(&format!("ncclenv: interface {want}")))
             .unwrap_or("");
         assert!(
-            summary.contains("(fastest shared network: slowest pair ")
-                && summary.contains(" vs eth0 "),
+            summary.contains("(every pair proven: slowest ") && summary.contains(" vs eth0 "),
             "node {node}: {summary}\n{ctx}"
         );
     }
@@ -1444,10 +1443,19 @@ fn ib_in_use_is_not_measured() {
     for (i, d) in done.iter().enumerate() {
         let node = i + 1;
         assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
-        assert_eq!(d.env("NCCL_IB_DISABLE"), None, "node {node}: IB is on\n{ctx}");
-        assert_eq!(d.env("NCCL_SOCKET_IFNAME").as_deref(), Some("eth0"), "node {node}\n{ctx}");
+        assert_eq!(
+            d.env("NCCL_IB_DISABLE"),
+            None,
+            "node {node}: IB is on\n{ctx}"
+        );
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some("eth0"),
+            "node {node}\n{ctx}"
+        );
         assert!(
-            d.stderr.contains("not measured: NCCL's data goes over InfiniBand/RoCE on every node"),
+            d.stderr
+                .contains("not measured: NCCL's data goes over InfiniBand/RoCE on every node"),
             "node {node}\n{ctx}"
         );
     }
