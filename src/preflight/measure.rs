@@ -341,4 +341,22 @@ mod tests {
         sink.stop();
         assert!(send_to(to, 42).is_err());
     }
+
+    /// The IPv6 listener is IPv6 only: an IPv4 connection to its port finds nothing (where the host has
+    /// IPv6 at all).
+    #[test]
+    fn the_ipv6_sink_measures_over_ipv6_only() {
+        let sink = Sink::start(false, true, 5);
+        let Some(port) = sink.port6 else {
+            eprintln!("no IPv6 here: skipped");
+            return;
+        };
+        assert_eq!(sink.port4, None);
+        let k =
+            send_to(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port), 5).expect("measured");
+        assert!(k > 1_000, "{k} kbit/s");
+        let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        assert!(send_to(v4, 5).is_err());
+        sink.stop();
+    }
 }

@@ -1290,6 +1290,22 @@ fn a_fast_data_network_with_other_names_wins_over_the_default_route() {
         );
     }
     let line = measured_line(&done[0]);
+    // The JSON log carries each network's figure in the preflight-network record.
+    let json = h.run(&TempDir::new("pf-fast-json"), |_| {
+        vec![("NCCLENV_LOG_FORMAT", "json".to_string())]
+    });
+    let record = json[1]
+        .stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["code"] == "preflight-network")
+        .unwrap_or_else(|| panic!("no preflight-network record\n{}", json[1].stderr));
+    let message = record["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("eth0 (10.110.0.0/24): slowest pair ")
+            && message.contains("ens5/enp1s0 (10.111.0.0/24): slowest pair "),
+        "{record}"
+    );
     assert!(
         line.contains("ens5/enp1s0 (10.111.0.0/24): slowest pair"),
         "{ctx}"
