@@ -924,4 +924,47 @@ mod tests {
         assert!(o.json()["port"].is_null());
         assert!(o.text().contains("would not run: x"));
     }
+
+    /// A node told to move to a network decides on its own interface there as ncclenv decides any: `=` where
+    /// another interface's name starts with it, the family and the companions; the plan's order is kept.
+    #[test]
+    fn a_node_moves_to_its_own_interface_on_the_chosen_network() {
+        let mut s = crate::test_snapshot::SnapshotBuilder::new()
+            .plug("eth0", &["10.1.0.2/24"])
+            .plug("ens5", &["10.2.0.2/24"])
+            .plug("ens50", &["10.3.0.2/24"])
+            .build();
+        s.job.nnodes = Some(3);
+        let cfg = Config::default();
+        let mut p = crate::decide::decide(&s, &cfg);
+        assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), Some("eth0"));
+        let first = p.changes[0].name.clone();
+        let ifaces = networks::local(&s, &cfg);
+        let choice = protocol::NetChoice {
+            net: networks::Cidr {
+                addr: ip("10.2.0.0"),
+                prefix: 24,
+            },
+            how: "every pair proven: slowest 9.0 Gbit/s vs eth0 20.0 Mbit/s".into(),
+        };
+        move_to(&s, &cfg, &mut p, &ifaces, &choice);
+        assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), Some("=ens5"));
+        assert_eq!(p.value_of("GLOO_SOCKET_IFNAME"), Some("ens5"));
+        assert_eq!(p.value_of("NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+        assert_eq!(p.changes[0].name, first);
+        let c = p.choice.clone().expect("a choice");
+        assert_eq!((c.ifname.as_str(), c.addr), ("ens5", Some(ip("10.2.0.2"))));
+        assert!(c.how.starts_with("every pair proven"), "{}", c.how);
+        // A network this node has no address in: nothing changes.
+        let before = p.clone();
+        let elsewhere = protocol::NetChoice {
+            net: networks::Cidr {
+                addr: ip("10.9.0.0"),
+                prefix: 24,
+            },
+            how: "x".into(),
+        };
+        move_to(&s, &cfg, &mut p, &ifaces, &elsewhere);
+        assert_eq!((p.changes, p.choice), (before.changes, before.choice));
+    }
 }
