@@ -584,6 +584,18 @@ and the launcher's debug switch",
             Ok(())
         },
     },
+    Opt {
+        name: "preflight-measure",
+        value: None,
+        accepts: Accepts::Switch,
+        help: "measure the networks every node shares (1)",
+        meaning: "`0`: the preflight does not measure the networks every node shares, and the choice stays the route's ([policy](policy.md))",
+        default: "`1`",
+        set: |c, v| {
+            c.preflight_measure = v.switch()?;
+            Ok(())
+        },
+    },
 ];
 
 /// Variables read that are not options: `NCCLENV_CUDA_LIB` (the check helper's CUDA library,
@@ -1719,7 +1731,7 @@ mod tests {
         fn garbage_in_every_variable_never_panics(v in ".{0,40}") {
             for name in ["PEER","NNODES","STRICT","LOG","LOG_FORMAT","TERMINATION_LOG","EXCLUDE","DISABLE","SYSFS","DEVFS","SHM_PATH","SHM_MIN",
                          "CHECK","CHECK_TIMEOUT","CHECK_GPUS","CHECK_MIB","CHECK_REPAIR","CHECK_HELPER","NCCL_LIB","RESOLVE_TIMEOUT_MS",
-                         "DEBUG","DEBUG_DIR","PREFLIGHT","PREFLIGHT_TIMEOUT","PREFLIGHT_PORT"] {
+                         "DEBUG","DEBUG_DIR","PREFLIGHT","PREFLIGHT_TIMEOUT","PREFLIGHT_PORT","PREFLIGHT_MEASURE"] {
                 let var = format!("NCCLENV_{name}");
                 let r = parse(&os(&["env"]), vec![(OsString::from(&var), OsString::from(&v))]);
                 if let Err(e) = r { prop_assert!(e.0.contains(&var), "{} lacks {}", e.0, var); }

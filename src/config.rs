@@ -130,6 +130,24 @@ pub struct Config {
     pub preflight_timeout_s: u64,
     /// TCP port the preflight meets on (`NCCLENV_PREFLIGHT_PORT`); default: the launcher's master port.
     pub preflight_port: Option<u16>,
+    /// Measure the networks every node shares in the preflight (`NCCLENV_PREFLIGHT_MEASURE`, default on;
+    /// `0` keeps the route's choice; see `preflight::networks`).
+    pub preflight_measure: bool,
+    /// The interface to decide on instead of ncclenv's own choice: set only by the preflight when the fleet
+    /// moves to a measured network (`preflight::move_to`), never by an option.
+    #[serde(skip)]
+    pub interface_override: Option<InterfaceOverride>,
+}
+
+/// An interface given to the decision (see [`Config::interface_override`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceOverride {
+    /// The interface's name.
+    pub ifname: String,
+    /// Its address to bootstrap on.
+    pub addr: std::net::IpAddr,
+    /// How it was chosen (the plan's `choice.how`).
+    pub how: String,
 }
 
 /// How long a master's name is waited for when `NCCLENV_RESOLVE_TIMEOUT_MS` is not given and the job may
@@ -213,6 +231,8 @@ impl Default for Config {
             preflight: false,
             preflight_timeout_s: 60,
             preflight_port: None,
+            preflight_measure: true,
+            interface_override: None,
         }
     }
 }

@@ -89,7 +89,7 @@ pub fn faster_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             chosen.name
         ),
         format!(
-            "NCCLENV_PREFLIGHT=1 is meant to prove that every node shares that network and pick it (its measurement is not there yet, #23); until then, if every node reaches the others over it, set NCCL_SOCKET_IFNAME to each node's interface there ({} here)",
+            "NCCLENV_PREFLIGHT=1 proves whether every node shares that network and picks it when its measured throughput is at least twice the route's (docs/policy.md); or, if every node reaches the others over it, set NCCL_SOCKET_IFNAME to each node's interface there ({} here)",
             link.name
         ),
     );

@@ -314,6 +314,23 @@ fn choose<'a>(
     ranked_candidate(snap, v, family)
 }
 
+/// The interface the preflight gives ([`crate::config::Config::interface_override`]: the network every node
+/// shares that it measured fastest), when this host has it with that address.
+fn given<'a>(v: &NetworkView<'a>, o: &crate::config::InterfaceOverride) -> Option<Pick<'a>> {
+    let link = v.net.links.iter().find(|l| l.name == o.ifname)?;
+    let addr = v
+        .net
+        .addrs
+        .iter()
+        .find(|a| a.index == link.index && a.addr == o.addr)?;
+    Some(Pick {
+        link,
+        addr: Some(addr),
+        how: o.how.clone(),
+        routed: true,
+    })
+}
+
 /// Step 1, the kernel's route to the peer: the interface it leaves through (its IPv4 link-local address
 /// counts when the peer is on that link, F16), or, when the peer is this host, the interface owning the
 /// address (any family; an IPv4 link-local one too). An IPv6 link-local peer is never used (`peer-link-local`):
@@ -862,7 +879,10 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     let target = nccl_target(snap);
 
     let family = inherited_family(snap, &v, plan);
-    let own = choose(snap, &v, family.used, plan);
+    let own = match cfg.interface_override.as_ref().and_then(|o| given(&v, o)) {
+        Some(p) => Some(p),
+        None => choose(snap, &v, family.used, plan),
+    };
     let list = inherited_list(snap, &v, family.used, &target, plan);
     let bound = match (&list, &own) {
         (

@@ -176,6 +176,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         },
         repairs,
         findings: plan.warnings,
+        network: None,
     }
 }
 
@@ -586,8 +587,12 @@ fn cap_per_code(all: Vec<(Finding, String, String)>) -> Vec<(Finding, String, St
 /// True when the node's command gets `NCCL_IB_DISABLE` set to a non-zero number (NCCL reads it as an
 /// integer, `ncclParamIbDisable`, src/transport/net_ib.cc).
 pub fn ib_disabled(r: &NodeReport) -> bool {
-    r.nccl_env
-        .get("NCCL_IB_DISABLE")
+    ib_disabled_env(&r.nccl_env)
+}
+
+/// [`ib_disabled`] of a node's `NCCL_*` variables.
+pub fn ib_disabled_env(env: &BTreeMap<String, String>) -> bool {
+    env.get("NCCL_IB_DISABLE")
         .and_then(|v| v.trim().parse::<i64>().ok())
         .is_some_and(|v| v != 0)
 }
@@ -819,6 +824,11 @@ mod tests {
                 strict: false,
                 refused: None,
                 node_rank: Some(u32::from(i) - 1),
+                ifaces: Vec::new(),
+                sink_ports: (None, None),
+                measure: true,
+                ib_usable: false,
+                own_ifname: true,
             },
             seen_from: (i != 1).then_some(addr),
             probe: Some(ProbeReport {

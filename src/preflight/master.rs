@@ -91,6 +91,8 @@ enum Event {
     /// A hello from a node of this master endpoint that says the job has another node count.
     Misfit(usize, Box<NodeReport>, u32),
     Probe(usize, ProbeReport),
+    /// A worker's measured figures ([`Msg::Measured`]).
+    Measured(usize, Vec<super::protocol::Figure>),
     /// A challenge (`Probe`) on the master port: a master's check of where the master endpoint leads
     /// ([`super::endpoint`]); answered with this master's nonce.
     Challenge(usize),
@@ -279,6 +281,7 @@ impl Hub {
                         Ok((Msg::Hello(r), None)) => out.push(Event::Hello(id, Box::new(r))),
                         Ok((Msg::Hello(r), Some(n))) => out.push(Event::Misfit(id, Box::new(r), n)),
                         Ok((Msg::ProbeResult(p), None)) => out.push(Event::Probe(id, p)),
+                        Ok((Msg::Measured(f), None)) => out.push(Event::Measured(id, f)),
                         Ok((Msg::Probe(_), _)) => out.push(Event::Challenge(id)),
                         Ok(_) | Err(DecodeError::NotPreflight) => {
                             out.push(Event::Gone(id, Why::Garbage));
@@ -423,16 +426,19 @@ pub fn run(
     let mut lost = assign_ring(s, &mut hub, &mut met, probe_timeout);
     collect_probes(s, &mut hub, &mut met, &mut lost, probe_timeout);
     let n = met.members.len();
+    // 3b. The networks every node shares: measured when there is a choice to make (#23).
+    let (cands, measured, skipped) = measure_networks(s, &mut hub, &met, &lost);
 
     // 4. Agree and tell everyone; 5. close.
-    let verdict = agree(&Meeting {
+    let mut verdict = agree(&Meeting {
         expected: expected as u32,
-        members: met.members,
+        members: met.members.clone(),
         lost: (0..n).filter(|&k| lost[k]).collect(),
         waited_s: s.timeout_s,
         misfits: met.misfits,
         not_reached: met.not_reached,
     });
+    super::networks::conclude(&mut verdict, &met.members, cands, measured, skipped);
     deliver(s, &mut hub, &verdict);
     let after_last = end_of_meeting.elapsed();
     close_all(s, &mut hub);
@@ -635,6 +641,7 @@ fn collect_probes(
                 Event::Hello(id, _)
                 | Event::Misfit(id, _, _)
                 | Event::Gone(id, _)
+                | Event::Measured(id, _)
                 | Event::Challenge(id) => id,
             };
             if let Some(c) = hub.take(gone) {
@@ -653,6 +660,101 @@ fn collect_probes(
             lost[k] = true;
         }
     }
+}
+
+/// The candidate networks of the meeting ([`super::networks::candidates`]), their measurement when there
+/// is a choice to make (every worker measures its pairs, [`Msg::Measure`], while the master measures its
+/// own on a thread; the figures come back as [`Msg::Measured`] within the legs' bound), and why nothing was
+/// measured, when nothing was.
+#[allow(clippy::type_complexity)]
+fn measure_networks(
+    s: &Setup,
+    hub: &mut Hub,
+    met: &Met,
+    lost: &[bool],
+) -> (
+    Vec<super::networks::Candidate>,
+    Vec<super::networks::Measured>,
+    Option<(String, bool)>,
+) {
+    use super::networks;
+    let current: Vec<(String, IpAddr)> = met
+        .members
+        .iter()
+        .map(|m| (m.report.ifname.clone(), m.report.addr))
+        .collect();
+    let ifaces: Vec<&[networks::Iface]> = met
+        .members
+        .iter()
+        .map(|m| m.report.ifaces.as_slice())
+        .collect();
+    let cands = networks::candidates(&current, &ifaces);
+    // A node that says another node count gets the verdict too, but did not measure: as if lost.
+    let lost_n = lost.iter().filter(|l| **l).count() + met.misfits.len();
+    let skipped = networks::skip(&met.members, s.nnodes, lost_n, cands.len());
+    if let Some((why, _)) = &skipped {
+        super::log(format!("preflight: no network measurement: {why}"));
+        return (cands, Vec::new(), skipped);
+    }
+    let started = Instant::now();
+    let plans = networks::legs(&cands, &met.members);
+    let n = met.members.len();
+    let mut figures: Vec<Option<Vec<super::protocol::Figure>>> = vec![None; n];
+    let mut pending = 0;
+    for (k, id) in met.conn_of.iter().enumerate().skip(1) {
+        let Some(Some(c)) = id.and_then(|id| hub.conns.get_mut(id)) else {
+            continue;
+        };
+        let msg = Msg::Measure(plans[k].clone());
+        if send(&mut c.stream, &s.key, &msg, Instant::now() + WRITE_BOUND).is_ok() {
+            pending += 1;
+        }
+    }
+    let own = plans[0].clone();
+    let mine = std::thread::Builder::new()
+        .name("preflight-measure".into())
+        .spawn(move || super::measure::run_legs(&own));
+    let until =
+        Instant::now() + super::measure::LEG_BOUND * cands.len() as u32 + Duration::from_secs(2);
+    while pending > 0 && Instant::now() < until {
+        for ev in hub.wait(None, &s.key, until) {
+            let (id, f) = match ev {
+                Event::Measured(id, f) => (id, Some(f)),
+                Event::Gone(id, _) => (id, None),
+                Event::Accepted(stream, _) => {
+                    close_after_peer(stream);
+                    continue;
+                }
+                _ => continue,
+            };
+            let k = hub
+                .conns
+                .get(id)
+                .and_then(|c| c.as_ref())
+                .and_then(|c| c.member);
+            let gone = f.is_none();
+            if let Some(k) = k.filter(|&k| figures[k].is_none()) {
+                // A worker that went away sent no figure: its pairs fail, and nothing moves.
+                figures[k] = Some(f.unwrap_or_default());
+                pending -= 1;
+            }
+            if gone {
+                if let Some(c) = hub.take(id) {
+                    close_after_peer(c.stream);
+                }
+            }
+        }
+    }
+    figures[0] = mine.ok().and_then(|t| t.join().ok());
+    let measured = networks::assemble(cands.clone(), &figures);
+    let texts: Vec<String> = measured.iter().map(networks::figure_text).collect();
+    super::log(format!(
+        "preflight: measured {} network(s) in {:.0} ms: {}",
+        measured.len(),
+        started.elapsed().as_secs_f64() * 1e3,
+        texts.join("; ")
+    ));
+    (cands, measured, None)
 }
 
 /// Send the verdict, encoded once (the same bytes to every node), to every connection still open.
@@ -742,7 +844,7 @@ fn meet(
                         c.leaving = true;
                     }
                 }
-                Event::Probe(id, _) => {
+                Event::Probe(id, _) | Event::Measured(id, _) => {
                     if let Some(c) = hub.take(id) {
                         leave(roll, id, &c, Why::Garbage, expected);
                         close_after_peer(c.stream);

@@ -15,8 +15,10 @@
 pub mod agree;
 pub mod endpoint;
 pub mod master;
+pub mod measure;
 pub mod mtu;
 pub mod net;
+pub mod networks;
 pub mod protocol;
 pub mod worker;
 
@@ -125,25 +127,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         return Err(unresolved());
     }
     let job = &snap.job;
-    let (port, port_source) = match (cfg.preflight_port, job.master_port, peer.port) {
-        (Some(p), _, _) => (p, "NCCLENV_PREFLIGHT_PORT".to_string()),
-        (None, Some(p), _) => (
-            p,
-            job.master_port_source
-                .clone()
-                .unwrap_or_else(|| "the launcher".into()),
-        ),
-        // A port written with the master (NCCLENV_PEER=host:port).
-        (None, None, Some(p)) => (p, peer.source.clone()),
-        (None, None, None) => {
-            return Err(
-                "no master port known (Paddle --master host:port, torchrun --master-port, \
-                        --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, NCCLENV_PEER=host:port); set \
-                        NCCLENV_PREFLIGHT_PORT"
-                    .into(),
-            )
-        }
-    };
+    let (port, port_source) = master_port(cfg, snap, peer)?;
     if plan.hands_off {
         return Err(
             "ncclenv leaves this environment untouched, so the address NCCL will bootstrap on is not known"
@@ -174,6 +158,70 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
              master"
         ));
     }
+    let (role, role_reason, listen) = role(snap, peer, master_ip, port);
+    // The key names the master's endpoint as the workers reach it, resolved (`localhost`, `127.0.0.1` and the
+    // address itself meet). On node rank 0 a master name that resolves to loopback here stands for the
+    // address the others reach, taken to be this node's bootstrap address.
+    let key_ip = if master_ip.is_loopback() {
+        bootstrap
+    } else {
+        master_ip
+    };
+    Ok(Setup {
+        role,
+        role_reason,
+        master_host: peer.host.clone(),
+        master: SocketAddr::new(master_ip, port),
+        listen,
+        port_source,
+        nnodes,
+        node_rank: job.node_rank,
+        key: protocol::job_key(SocketAddr::new(key_ip, port), nnodes),
+        ifname,
+        bootstrap,
+        timeout_s: cfg.preflight_timeout_s,
+    })
+}
+
+/// The port the nodes meet on and where it came from: `NCCLENV_PREFLIGHT_PORT`, else the launcher's master
+/// port, else a port written with the master (`NCCLENV_PEER=host:port`); `Err` with why none is known.
+fn master_port(
+    cfg: &Config,
+    snap: &Snapshot,
+    peer: &crate::snapshot::Peer,
+) -> Result<(u16, String), String> {
+    let job = &snap.job;
+    Ok(match (cfg.preflight_port, job.master_port, peer.port) {
+        (Some(p), _, _) => (p, "NCCLENV_PREFLIGHT_PORT".to_string()),
+        (None, Some(p), _) => (
+            p,
+            job.master_port_source
+                .clone()
+                .unwrap_or_else(|| "the launcher".into()),
+        ),
+        // A port written with the master (NCCLENV_PEER=host:port).
+        (None, None, Some(p)) => (p, peer.source.clone()),
+        (None, None, None) => {
+            return Err(
+                "no master port known (Paddle --master host:port, torchrun --master-port, \
+                        --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, NCCLENV_PEER=host:port); set \
+                        NCCLENV_PREFLIGHT_PORT"
+                    .into(),
+            )
+        }
+    })
+}
+
+/// This node's part, why, and where the master listens: the owner of the master address is the master (on
+/// that address), else node rank 0 (on the wildcard address of `master_ip`'s family); every other node
+/// is a worker (connecting to `master_ip`).
+fn role(
+    snap: &Snapshot,
+    peer: &crate::snapshot::Peer,
+    master_ip: IpAddr,
+    port: u16,
+) -> (Role, String, SocketAddr) {
+    let job = &snap.job;
     let owned = snap
         .net
         .as_ref()
@@ -182,7 +230,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
         .map(|a| a.addr)
         .filter(|a| !a.is_loopback());
     let rank_source = job.node_rank_source.as_deref().unwrap_or("the launcher");
-    let (role, role_reason, listen) = match (owned, job.node_rank) {
+    match (owned, job.node_rank) {
         (Some(a), _) => (
             Role::Master,
             format!("this node owns the master address {a}"),
@@ -211,29 +259,7 @@ fn setup(snap: &Snapshot, cfg: &Config, plan: &Plan) -> Result<Setup, String> {
             format!("this node does not own the master address {master_ip}"),
             SocketAddr::new(master_ip, port),
         ),
-    };
-    // The key names the master's endpoint as the workers reach it, resolved (`localhost`, `127.0.0.1` and the
-    // address itself meet). On node rank 0 a master name that resolves to loopback here stands for the
-    // address the others reach, taken to be this node's bootstrap address.
-    let key_ip = if master_ip.is_loopback() {
-        bootstrap
-    } else {
-        master_ip
-    };
-    Ok(Setup {
-        role,
-        role_reason,
-        master_host: peer.host.clone(),
-        master: SocketAddr::new(master_ip, port),
-        listen,
-        port_source,
-        nnodes,
-        node_rank: job.node_rank,
-        key: protocol::job_key(SocketAddr::new(key_ip, port), nnodes),
-        ifname,
-        bootstrap,
-        timeout_s: cfg.preflight_timeout_s,
-    })
+    }
 }
 
 /// Run the preflight on this node (the entrypoint, `NCCLENV_PREFLIGHT=1`) and put its outcome into `plan`:
@@ -259,7 +285,17 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let env = nccl_env(&crate::exec::final_env(environ, plan));
     let nonce = nonce();
     let responder = net::Responder::start(s.bootstrap, &s.key, nonce);
-    let me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
+    let ifaces = networks::local(snap, cfg);
+    let has = |v6: bool| {
+        ifaces
+            .iter()
+            .flat_map(|i| &i.addrs)
+            .any(|a| a.addr.is_ipv6() == v6)
+    };
+    let sink = measure::Sink::start(has(false), has(true), nonce);
+    let mut me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
+    me.ifaces = ifaces.clone();
+    me.sink_ports = (sink.port4, sink.port6);
     let vendor = !crate::decide::vendor_profile(snap).is_empty();
     let end: Result<FleetVerdict, (Finding, String)> = match s.role {
         Role::Master => match master::run(&s, me.clone(), deadline, probe_timeout) {
@@ -282,8 +318,14 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
         Role::Worker => as_worker(&s, me, deadline, probe_timeout),
     };
     responder.stop();
+    sink.stop();
     match end {
-        Ok(v) => agree::apply(plan, &v, |name| env.get(name).cloned(), vendor),
+        Ok(v) => {
+            agree::apply(plan, &v, |name| env.get(name).cloned(), vendor);
+            if let Some(choice) = &v.network {
+                move_to(snap, cfg, plan, &ifaces, choice);
+            }
+        }
         Err((code, why)) => {
             let remedy = "check that the master node runs ncclenv with NCCLENV_PREFLIGHT=1 and that this node \
                           reaches its master port; NCCLENV_STRICT=1 refuses instead of running";
@@ -299,6 +341,78 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             }
         }
     }
+}
+
+/// Move this node to the network the fleet chose (#23): its own interface holding an address there (from the
+/// list it sent), decided again as ncclenv decides an interface (`decide::interface`, with the interface
+/// given: `NCCL_SOCKET_IFNAME` with `=` where NCCL's prefix rule needs it, `NCCL_SOCKET_FAMILY`, the
+/// companions); every change of that decision that differs from this plan's replaces it. A node without
+/// such an interface (it cannot be: it reported one) keeps its choice and says so.
+fn move_to(
+    snap: &Snapshot,
+    cfg: &Config,
+    plan: &mut Plan,
+    ifaces: &[networks::Iface],
+    choice: &protocol::NetChoice,
+) {
+    if matches!(plan.verdict, Verdict::Refuse { .. }) {
+        return;
+    }
+    let Some((name, addr)) = ifaces.iter().find_map(|i| {
+        i.addrs
+            .iter()
+            .find(|a| choice.net.contains(&a.addr))
+            .map(|a| (i.name.clone(), a.addr))
+    }) else {
+        log(format!(
+            "preflight: the fleet moves to {}, but no interface here holds an address there: the choice stays",
+            choice.net
+        ));
+        return;
+    };
+    let mut again = cfg.clone();
+    again.interface_override = Some(crate::config::InterfaceOverride {
+        ifname: name.clone(),
+        addr,
+        how: choice.how.clone(),
+    });
+    let other = crate::decide::decide(snap, &again);
+    if other.choice.as_ref().map(|c| c.ifname.as_str()) != Some(name.as_str()) {
+        log(format!(
+            "preflight: the fleet moves to {}, but {name} cannot be decided here: the choice stays",
+            choice.net
+        ));
+        return;
+    }
+    for c in other.changes {
+        if plan.changes.contains(&c) {
+            continue;
+        }
+        // In place: the summary names NCCL's variables in the plan's order.
+        match plan.changes.iter_mut().find(|x| x.name == c.name) {
+            Some(x) => *x = c,
+            None => plan.changes.push(c),
+        }
+    }
+    // What the decision says of the new interface (a companion that names another one) is worth a line, but
+    // never a refusal of this node alone: the fleet has agreed. The hint that a faster interface exists
+    // (`faster-interface`) is answered.
+    plan.warnings
+        .retain(|w| w.code != crate::findings::Finding::FasterInterface.code());
+    for w in other.warnings {
+        if !plan.warnings.contains(&w) && w.code != crate::findings::Finding::FasterInterface.code()
+        {
+            plan.warnings.push(crate::plan::Warning {
+                strict_refuses: false,
+                ..w
+            });
+        }
+    }
+    plan.choice = other.choice;
+    log(format!(
+        "preflight: this node moves to {name} {addr} on {} with every node",
+        choice.net
+    ));
 }
 
 /// The worker's side of the meeting, its verdict logged; or why none came, with the finding it is.
@@ -409,6 +523,18 @@ fn local_report(
             Verdict::Proceed => None,
         },
         node_rank: s.node_rank,
+        ifaces: Vec::new(),
+        sink_ports: (None, None),
+        measure: cfg.preflight_measure,
+        ib_usable: !agree::ib_disabled_env(env)
+            && snap
+                .rdma
+                .iter()
+                .flat_map(|r| &r.devices)
+                .any(|d| d.ports.iter().any(|p| p.state == 4)),
+        own_ifname: plan.changes.iter().any(|c| {
+            c.name == "NCCL_SOCKET_IFNAME" && matches!(c.action, crate::plan::Action::Set { .. })
+        }),
     };
     for c in plan.changes.iter().filter(|c| c.name.starts_with("NCCL_")) {
         r.decided.insert(c.name.clone(), c.reason.clone());
@@ -797,5 +923,48 @@ mod tests {
         assert_eq!(o.json()["reason"], "x");
         assert!(o.json()["port"].is_null());
         assert!(o.text().contains("would not run: x"));
+    }
+
+    /// A node told to move to a network decides on its own interface there as ncclenv decides any: `=` where
+    /// another interface's name starts with it, the family and the companions; the plan's order is kept.
+    #[test]
+    fn a_node_moves_to_its_own_interface_on_the_chosen_network() {
+        let mut s = crate::test_snapshot::SnapshotBuilder::new()
+            .plug("eth0", &["10.1.0.2/24"])
+            .plug("ens5", &["10.2.0.2/24"])
+            .plug("ens50", &["10.3.0.2/24"])
+            .build();
+        s.job.nnodes = Some(3);
+        let cfg = Config::default();
+        let mut p = crate::decide::decide(&s, &cfg);
+        assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), Some("eth0"));
+        let first = p.changes[0].name.clone();
+        let ifaces = networks::local(&s, &cfg);
+        let choice = protocol::NetChoice {
+            net: networks::Cidr {
+                addr: ip("10.2.0.0"),
+                prefix: 24,
+            },
+            how: "every pair proven: slowest 9.0 Gbit/s vs eth0 20.0 Mbit/s".into(),
+        };
+        move_to(&s, &cfg, &mut p, &ifaces, &choice);
+        assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), Some("=ens5"));
+        assert_eq!(p.value_of("GLOO_SOCKET_IFNAME"), Some("ens5"));
+        assert_eq!(p.value_of("NCCL_SOCKET_FAMILY"), Some("AF_INET"));
+        assert_eq!(p.changes[0].name, first);
+        let c = p.choice.clone().expect("a choice");
+        assert_eq!((c.ifname.as_str(), c.addr), ("ens5", Some(ip("10.2.0.2"))));
+        assert!(c.how.starts_with("every pair proven"), "{}", c.how);
+        // A network this node has no address in: nothing changes.
+        let before = p.clone();
+        let elsewhere = protocol::NetChoice {
+            net: networks::Cidr {
+                addr: ip("10.9.0.0"),
+                prefix: 24,
+            },
+            how: "x".into(),
+        };
+        move_to(&s, &cfg, &mut p, &ifaces, &elsewhere);
+        assert_eq!((p.changes, p.choice), (before.changes, before.choice));
     }
 }

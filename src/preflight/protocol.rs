@@ -15,6 +15,8 @@
 //! worker → master   Hello(NodeReport)
 //! master → worker   Ring(Option<Target>)        once every node has arrived, or at the deadline
 //! worker → master   ProbeResult(ProbeReport)    after connecting to its ring successor's probe port
+//! master → worker   Measure(legs)               only with two or more networks every node shares (#23)
+//! worker → master   Measured(figures)           after sending to its ring successor on each
 //! master → worker   Verdict(FleetVerdict)
 //! worker closes, then the master closes (no TIME_WAIT on the master port's side)
 //! ```
@@ -42,8 +44,9 @@ pub const PROTO: &str = "ncclenv-preflight";
 /// meet (each fails open with a warning naming both versions).
 pub const VERSION: u32 = 1;
 /// Largest frame body in bytes (64 KiB). The largest report ([`MAX_VARS`] variables of [`MAX_VALUE`]-byte
-/// names and values, [`MAX_DECIDED`] reasons of [`MAX_TEXT`] bytes) stays under 52 KiB; a verdict names at
-/// most [`MAX_LISTED`] nodes per finding.
+/// names and values, [`MAX_DECIDED`] reasons of [`MAX_TEXT`] bytes, `networks::MAX_IFACES` interfaces of
+/// `networks::MAX_ADDRS` addresses) stays under 60 KiB; a verdict names at most [`MAX_LISTED`] nodes per
+/// finding.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Largest number of `NCCL_*` variables a node reports.
 pub const MAX_VARS: usize = 64;
@@ -94,6 +97,45 @@ pub enum Msg {
     /// job's nodes have all arrived). Added in ncclenv 0.2 within version 1: an older worker reads it as
     /// another server's message.
     NotAdmitted(String),
+    /// Master → worker, after the probe results: measure these pairs (`super::measure`), one network after
+    /// the other, then answer with [`Msg::Measured`]. Only sent when there are networks to compare (#23).
+    Measure(Vec<MeasureLeg>),
+    /// Worker → master: the figures of its pairs, in the order of the legs.
+    Measured(Vec<Figure>),
+}
+
+/// One pair a node measures: to its ring successor on one candidate network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasureLeg {
+    /// The candidate network's index (in the master's list).
+    pub net: u32,
+    /// The successor's address on that network and its measurement port; `None` when it has no listener
+    /// of that family.
+    pub to: Option<std::net::SocketAddr>,
+    /// The successor's nonce (its sink answers only that).
+    pub nonce: u64,
+}
+
+/// The outcome of one pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Figure {
+    /// The candidate network's index.
+    pub net: u32,
+    /// What crossed, in kbit/s; `None` when it failed.
+    pub kbps: Option<u64>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The network the fleet moves to (#23): each node takes its own interface holding an address in `net`
+/// (the node listed that interface in its hello), so the verdict stays one message of bounded size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetChoice {
+    /// The network (`10.2.0.0/24`).
+    pub net: super::networks::Cidr,
+    /// How it was chosen, for the plan's choice (`every pair proven: slowest 11.0 Gbit/s vs eth0
+    /// 19.8 Mbit/s (…)`).
+    pub how: String,
 }
 
 /// What one node tells the master about itself.
@@ -138,6 +180,26 @@ pub struct NodeReport {
     /// reports of older builds.
     #[serde(default)]
     pub node_rank: Option<u32>,
+    /// The node's usable interfaces (`super::networks::local`), for the networks every node shares.
+    #[serde(default)]
+    pub ifaces: Vec<super::networks::Iface>,
+    /// The ports of its measurement listeners (`super::measure::Sink`), IPv4 and IPv6.
+    #[serde(default)]
+    pub sink_ports: (Option<u16>, Option<u16>),
+    /// False when the node runs with `NCCLENV_PREFLIGHT_MEASURE=0`: then nothing is measured.
+    #[serde(default = "yes")]
+    pub measure: bool,
+    /// True when NCCL's data will go over InfiniBand/RoCE here: an ACTIVE RDMA port and IB not disabled.
+    #[serde(default)]
+    pub ib_usable: bool,
+    /// True when ncclenv chose the interface itself (it sets `NCCL_SOCKET_IFNAME`); false when an inherited
+    /// value that works is kept: then the fleet keeps it.
+    #[serde(default)]
+    pub own_ifname: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl NodeReport {
@@ -169,6 +231,7 @@ impl NodeReport {
         }
         self.decided = decided;
         self.refused = self.refused.as_deref().map(|r| clean(r, MAX_TEXT));
+        super::networks::sanitize(&mut self.ifaces);
     }
 
     /// What makes two hellos the same node: host name, advertised address and node rank (the master adds
@@ -248,6 +311,9 @@ pub struct FleetVerdict {
     pub repairs: Vec<Repair>,
     /// Findings every node logs.
     pub findings: Vec<Warning>,
+    /// The network every node moves to, when a measured one won (#23); `None`: the choice stays.
+    #[serde(default)]
+    pub network: Option<NetChoice>,
 }
 
 /// One variable every node sets, and why.
@@ -286,6 +352,9 @@ pub fn sanitize_verdict(v: &mut FleetVerdict) {
         r.name = clean(&r.name, MAX_VALUE);
         r.value = clean(&r.value, MAX_VALUE);
         r.reason = clean(&r.reason, MAX_TEXT * 2);
+    }
+    if let Some(n) = &mut v.network {
+        n.how = clean(&n.how, MAX_TEXT);
     }
     v.findings.truncate(MAX_VARS);
     for w in &mut v.findings {
@@ -480,6 +549,20 @@ mod tests {
             strict: false,
             refused: None,
             node_rank: Some(1),
+            ifaces: vec![super::super::networks::Iface {
+                name: "ens5".into(),
+                addrs: vec![super::super::networks::Cidr {
+                    addr: "10.2.0.1".parse().expect("ip"),
+                    prefix: 24,
+                }],
+                mtu: Some(9000),
+                speed_mbps: Some(25_000),
+                rdma: false,
+            }],
+            sink_ports: (Some(40001), None),
+            measure: true,
+            ib_usable: false,
+            own_ifname: true,
         }
     }
 
@@ -540,7 +623,24 @@ mod tests {
                 remedy: "r".into(),
                 strict_refuses: true,
             }],
+            network: Some(NetChoice {
+                net: super::super::networks::Cidr {
+                    addr: "10.2.0.0".parse().expect("ip"),
+                    prefix: 24,
+                },
+                how: "fastest".into(),
+            }),
         }));
+        roundtrip(Msg::Measure(vec![MeasureLeg {
+            net: 1,
+            to: Some("10.2.0.2:4000".parse().expect("sa")),
+            nonce: 9,
+        }]));
+        roundtrip(Msg::Measured(vec![Figure {
+            net: 1,
+            kbps: Some(11_000_000),
+            error: None,
+        }]));
         roundtrip(Msg::Probe(u64::MAX));
         roundtrip(Msg::ProbeAck(0));
         roundtrip(Msg::NotAdmitted("full".into()));
@@ -600,6 +700,24 @@ mod tests {
             .collect();
         r.decided = (0..MAX_VARS)
             .map(|i| (format!("NCCL_{i}"), "r".repeat(MAX_TEXT)))
+            .collect();
+        let v6: std::net::IpAddr = "fd00:1234:5678:9abc:def0:1234:5678:9abc"
+            .parse()
+            .expect("ip");
+        r.ifaces = (0..super::super::networks::MAX_IFACES * 2)
+            .map(|i| super::super::networks::Iface {
+                name: format!("{i:x>40}"),
+                addrs: vec![
+                    super::super::networks::Cidr {
+                        addr: v6,
+                        prefix: 128
+                    };
+                    9
+                ],
+                mtu: Some(u32::MAX),
+                speed_mbps: Some(u64::MAX),
+                rdma: true,
+            })
             .collect();
         r.sanitize();
         assert!(encode("k", &Msg::Hello(r)).len() <= MAX_FRAME + 4);

@@ -91,8 +91,26 @@ pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration
             ));
         }
     }
-    let wait = probe_timeout + Duration::from_secs(10);
-    let end = match recv(&mut stream, &mut buf, &s.key, Instant::now() + wait) {
+    let mut wait = probe_timeout + Duration::from_secs(10);
+    let mut got = recv(&mut stream, &mut buf, &s.key, Instant::now() + wait);
+    // The master may first ask for this node's pairs on the networks every node shares (#23).
+    if let Ok(Msg::Measure(legs)) = &got {
+        let figures = super::measure::run_legs(legs);
+        let sent = send(
+            &mut stream,
+            &s.key,
+            &Msg::Measured(figures),
+            Instant::now() + Duration::from_secs(5),
+        );
+        if let Err(e) = sent {
+            return WorkerEnd::NoVerdict(format!(
+                "the master {master} went away during the measurement (cannot report it: {e}); no verdict"
+            ));
+        }
+        wait = Duration::from_secs(10);
+        got = recv(&mut stream, &mut buf, &s.key, Instant::now() + wait);
+    }
+    let end = match got {
         Ok(Msg::Verdict(mut v)) => {
             sanitize_verdict(&mut v);
             WorkerEnd::Verdict(v)

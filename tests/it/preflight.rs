@@ -45,6 +45,8 @@ const CODES: &[&str] = &[
     "preflight-nnodes-differs",
     "preflight-node-ranks",
     "preflight-master-unreachable",
+    "preflight-network",
+    "preflight-slow-link",
 ];
 
 /// The folder of an installed NCCL wheel (`--target` install with `nvidia/nccl/lib` and its dist-info), or
@@ -1105,4 +1107,402 @@ fn a_lossy_link_never_refuses_and_never_splits_the_fleet() {
         t0.elapsed()
     );
     assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+}
+
+/// Multi-homed nodes (#23): every node's `eth0` is a veth into bridge `br0` of switch A, `10.<net>.0.i/24`,
+/// with the default route (the master's address is node 1's there); a second veth into bridge `br0` of
+/// switch B, `10.<net+1>.0.i/24`, is named by `data(i)` (`ens5` on two nodes, `enp1s0` on the third).
+/// `tbf` rate limits are put on both ends of a veth ([`Homed::limit`]), so both directions are slowed.
+struct Homed {
+    _a: Netns,
+    _b: Netns,
+    nodes: Vec<Netns>,
+    net: u8,
+    data: Vec<String>,
+}
+
+impl Homed {
+    fn new(tag: &str, n: usize, net: u8, data: impl Fn(usize) -> &'static str) -> Homed {
+        let a = Netns::new(&format!("pm{tag}a"));
+        let b = Netns::new(&format!("pm{tag}b"));
+        for sw in [&a, &b] {
+            sw.ip(&["link", "add", "br0", "type", "bridge", "forward_delay", "0"]);
+            sw.up("br0");
+        }
+        let mut nodes = Vec::new();
+        let mut names = Vec::new();
+        for i in 1..=n {
+            let ns = Netns::new(&format!("pm{tag}{i}"));
+            for (sw, port, ifname, subnet) in [
+                (&a, format!("a{i}"), "eth0", net),
+                (&b, format!("b{i}"), data(i), net + 1),
+            ] {
+                sw.ip(&[
+                    "link", "add", &port, "type", "veth", "peer", "name", ifname, "netns", &ns.name,
+                ]);
+                sw.ip(&["link", "set", &port, "master", "br0"]);
+                sw.up(&port);
+                ns.addr(ifname, &format!("10.{subnet}.0.{i}/24"));
+                ns.up(ifname);
+            }
+            ns.route("default dev eth0");
+            names.push(data(i).to_string());
+            nodes.push(ns);
+        }
+        for (i, ns) in nodes.iter().enumerate() {
+            ns.wait_running("eth0");
+            ns.wait_running(&names[i]);
+        }
+        Homed {
+            _a: a,
+            _b: b,
+            nodes,
+            net,
+            data: names,
+        }
+    }
+
+    /// Limit node `i`'s link on switch A (`eth0`) or B (its data interface) to `rate` (tc's spelling,
+    /// `20mbit`) both ways: tbf on the node's end and on the switch's port.
+    fn limit(&self, i: usize, on_data: bool, rate: &str) {
+        let (sw, port, ifname) = if on_data {
+            (&self._b, format!("b{i}"), self.data[i - 1].clone())
+        } else {
+            (&self._a, format!("a{i}"), "eth0".to_string())
+        };
+        for (ns, dev) in [(&self.nodes[i - 1], ifname.as_str()), (sw, port.as_str())] {
+            ns.sh(&format!(
+                "tc qdisc add dev {dev} root tbf rate {rate} burst 64kb latency 100ms"
+            ));
+        }
+    }
+
+    fn master(&self) -> String {
+        format!("--master=10.{}.0.1:{PORT}", self.net)
+    }
+
+    fn data_addr(&self, i: usize) -> String {
+        format!("10.{}.0.{i}", self.net + 1)
+    }
+
+    /// Run every node at once; `extra(i)` adds variables per node.
+    fn run(
+        &self,
+        tmp: &TempDir,
+        extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+    ) -> Vec<Done> {
+        let args = vec![self.master(), format!("--nnodes={}", self.nodes.len())];
+        let runs: Vec<NodeRun> = (1..=self.nodes.len())
+            .map(|i| start(&self.nodes[i - 1], tmp, &format!("n{i}"), &args, &extra(i)))
+            .collect();
+        finish(runs)
+    }
+}
+
+/// The names of the data interfaces of the layout: `ens5` on nodes 1 and 2, `enp1s0` on node 3.
+fn ens5_enp1s0(i: usize) -> &'static str {
+    if i == 3 {
+        "enp1s0"
+    } else {
+        "ens5"
+    }
+}
+
+/// The master's log line of the measurement, or "".
+fn measured_line(d: &Done) -> String {
+    d.stderr
+        .lines()
+        .find(|l| l.contains("preflight: measured "))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Milliseconds from the last arrival to the verdict, from the master's verdict line.
+fn verdict_ms(d: &Done) -> Option<f64> {
+    let l = d
+        .stderr
+        .lines()
+        .find(|l| l.contains("preflight: verdict for "))?;
+    let (_, rest) = l.split_once(" nodes, ")?;
+    rest.split_once(" ms after")?.0.parse().ok()
+}
+
+#[test]
+fn a_fast_data_network_with_other_names_wins_over_the_default_route() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-fast");
+    let h = Homed::new("fast", 3, 110, ens5_enp1s0);
+    for i in 1..=3 {
+        h.limit(i, false, "20mbit");
+    }
+    let done = h.run(&tmp, |_| vec![]);
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        let want = ens5_enp1s0(node);
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert!(
+            d.has("preflight-passed") && d.has("preflight-network"),
+            "node {node}\n{ctx}"
+        );
+        assert!(!d.has("preflight-slow-link"), "node {node}\n{ctx}");
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some(want),
+            "node {node}\n{ctx}"
+        );
+        assert_eq!(
+            d.env("NCCL_SOCKET_FAMILY").as_deref(),
+            Some("AF_INET"),
+            "node {node}"
+        );
+        assert_eq!(
+            d.env("GLOO_SOCKET_IFNAME").as_deref(),
+            Some(want),
+            "node {node}"
+        );
+        assert_eq!(
+            d.env("TP_SOCKET_IFNAME").as_deref(),
+            Some(want),
+            "node {node}"
+        );
+        assert_eq!(
+            d.env("POD_IP"),
+            Some(h.data_addr(node)),
+            "node {node}\n{ctx}"
+        );
+        // The launcher's master address and the command stay as they are.
+        assert!(
+            d.stderr
+                .contains(&format!("moves to {want} {}", h.data_addr(node))),
+            "node {node}\n{ctx}"
+        );
+        let summary = d
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("ncclenv: interface {want}")))
+            .unwrap_or("");
+        assert!(
+            summary.contains("(every pair proven: slowest ") && summary.contains(" vs eth0 "),
+            "node {node}: {summary}\n{ctx}"
+        );
+    }
+    let line = measured_line(&done[0]);
+    // The JSON log carries each network's figure in the preflight-network record.
+    let json = h.run(&TempDir::new("pf-fast-json"), |_| {
+        vec![("NCCLENV_LOG_FORMAT", "json".to_string())]
+    });
+    let record = json[1]
+        .stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["code"] == "preflight-network")
+        .unwrap_or_else(|| panic!("no preflight-network record\n{}", json[1].stderr));
+    let message = record["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("eth0 (10.110.0.0/24): slowest pair ")
+            && message.contains("ens5/enp1s0 (10.111.0.0/24): slowest pair "),
+        "{record}"
+    );
+    assert!(
+        line.contains("ens5/enp1s0 (10.111.0.0/24): slowest pair"),
+        "{ctx}"
+    );
+    assert!(line.contains("eth0 (10.110.0.0/24): slowest pair"), "{ctx}");
+    eprintln!(
+        "{line}; {:?} ms after the last arrival",
+        verdict_ms(&done[0])
+    );
+}
+
+#[test]
+fn a_slowed_data_link_is_named_on_the_master_and_the_node() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-slow");
+    let h = Homed::new("slow", 3, 112, ens5_enp1s0);
+    for i in 1..=3 {
+        h.limit(i, false, "10mbit");
+    }
+    h.limit(2, true, "200mbit");
+    let done = h.run(&tmp, |_| vec![]);
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        // Still ten times the management network: the fleet moves, and names the slow node.
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some(ens5_enp1s0(node)),
+            "node {node}\n{ctx}"
+        );
+        let slow = d
+            .stderr
+            .lines()
+            .find(|l| l.contains("[preflight-slow-link]"))
+            .unwrap_or_else(|| panic!("node {node}: no slow link\n{ctx}"));
+        // The node by its address and interface, and its figure (the line is cut at 200 characters).
+        assert!(
+            slow.contains("(10.112.0.2) (ens5) measured "),
+            "node {node}: {slow}"
+        );
+        assert!(slow.contains(" Mbit/s to "), "node {node}: {slow}");
+    }
+    // Under NCCLENV_STRICT=1 every node refuses alike.
+    let strict = TempDir::new("pf-slow-strict");
+    let done = h.run(&strict, |_| vec![("NCCLENV_STRICT", "1".to_string())]);
+    assert_refused_alike(&done, "preflight-slow-link");
+}
+
+#[test]
+fn equal_networks_change_nothing_and_the_measurement_off_keeps_the_route() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-equal");
+    let h = Homed::new("eq", 3, 114, ens5_enp1s0);
+    let check = |done: &[Done], measured: bool| {
+        let ctx = all_stderr(done);
+        for (i, d) in done.iter().enumerate() {
+            let node = i + 1;
+            assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+            assert!(d.has("preflight-passed"), "node {node}\n{ctx}");
+            assert_eq!(
+                d.env("NCCL_SOCKET_IFNAME").as_deref(),
+                Some("eth0"),
+                "node {node}\n{ctx}"
+            );
+            assert_eq!(
+                d.env("GLOO_SOCKET_IFNAME").as_deref(),
+                Some("eth0"),
+                "node {node}"
+            );
+            assert_eq!(
+                d.env("POD_IP"),
+                Some(format!("10.114.0.{node}")),
+                "node {node}"
+            );
+            assert!(!d.has("preflight-slow-link"), "node {node}\n{ctx}");
+            assert!(!d.stderr.contains("moves to"), "node {node}\n{ctx}");
+        }
+        assert_eq!(!measured_line(&done[0]).is_empty(), measured, "{ctx}");
+        ctx
+    };
+    let ctx = check(&h.run(&tmp, |_| vec![]), true);
+    assert!(
+        ctx.contains("the choice stays: no network every node shares reaches 2x"),
+        "{ctx}"
+    );
+    // The measurement off, with a data network 500 times faster: today's choice, said in one info.
+    for i in 1..=3 {
+        h.limit(i, false, "20mbit");
+    }
+    let ctx = check(
+        &h.run(&tmp, |_| {
+            vec![("NCCLENV_PREFLIGHT_MEASURE", "0".to_string())]
+        }),
+        false,
+    );
+    assert!(
+        ctx.contains("not measured: NCCLENV_PREFLIGHT_MEASURE=0 on"),
+        "{ctx}"
+    );
+    // An inherited NCCL_SOCKET_IFNAME that works is kept, and the faster network named.
+    let done = h.run(&tmp, |_| vec![("NCCL_SOCKET_IFNAME", "eth0".to_string())]);
+    let ctx = all_stderr(&done);
+    for (i, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "node {}\n{ctx}", i + 1);
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some("eth0"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+        assert!(
+            d.stderr
+                .contains("is faster than the NCCL_SOCKET_IFNAME kept on"),
+            "node {}\n{ctx}",
+            i + 1
+        );
+    }
+}
+
+/// With IB usable on every node (a fake ACTIVE HCA and its verbs node, root with `CAP_IPC_LOCK`), NCCL's data
+/// goes over it and the socket interface carries only the bootstrap: nothing is measured, the route's choice
+/// stays, and the verdict says why.
+#[test]
+fn ib_in_use_is_not_measured() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let tmp = TempDir::new("pf-ib");
+    let sys = tmp.join("sys");
+    let dev = tmp.join("dev");
+    common::fake_rdma::hca(&sys, "mlx5_0", "InfiniBand", "200 Gb/sec (4X HDR)", None);
+    common::fake_rdma::verbs_map(&sys, "uverbs0", "mlx5_0");
+    common::fake_rdma::uverbs(&dev, 0);
+    let h = Homed::new("ib", 3, 120, ens5_enp1s0);
+    for i in 1..=3 {
+        h.limit(i, false, "20mbit");
+    }
+    let done = h.run(&tmp, |_| {
+        vec![
+            ("NCCLENV_SYSFS", sys.display().to_string()),
+            ("NCCLENV_DEVFS", dev.display().to_string()),
+        ]
+    });
+    let ctx = all_stderr(&done);
+    assert!(measured_line(&done[0]).is_empty(), "{ctx}");
+    for (i, d) in done.iter().enumerate() {
+        let node = i + 1;
+        assert_eq!(d.code, Some(0), "node {node}\n{ctx}");
+        assert_eq!(
+            d.env("NCCL_IB_DISABLE"),
+            None,
+            "node {node}: IB is on\n{ctx}"
+        );
+        assert_eq!(
+            d.env("NCCL_SOCKET_IFNAME").as_deref(),
+            Some("eth0"),
+            "node {node}\n{ctx}"
+        );
+        assert!(
+            d.stderr
+                .contains("not measured: NCCL's data goes over InfiniBand/RoCE on every node"),
+            "node {node}\n{ctx}"
+        );
+    }
+}
+
+/// What the measurement adds to the verdict (#23): 3 and 24 multi-homed nodes (two unlimited networks),
+/// the master's "ms after the last arrival" with the measurement on and off, side by side. Run with
+/// `cargo test --test it preflight::measurement_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measurement_cost() {
+    if !require_root() || !tools() {
+        return;
+    }
+    let mut rows = Vec::new();
+    for (n, net) in [(3usize, 116u8), (24, 118)] {
+        let tmp = TempDir::new(&format!("pf-cost{n}"));
+        let h = Homed::new(&format!("c{n}"), n, net, |_| "ens5");
+        let cell = |measure: &str| {
+            let done = h.run(&tmp, |_| {
+                vec![("NCCLENV_PREFLIGHT_MEASURE", measure.to_string())]
+            });
+            let ctx = all_stderr(&done);
+            assert!(done.iter().all(|d| d.code == Some(0)), "{ctx}");
+            verdict_ms(&done[0]).unwrap_or_else(|| panic!("no verdict line\n{ctx}"))
+        };
+        let (on, off) = (cell("1"), cell("0"));
+        rows.push(format!(
+            "{n:>3} nodes: measurement on {on:>7.1} ms, off {off:>7.1} ms (+{:.1} ms)",
+            on - off
+        ));
+    }
+    eprintln!("verdict after the last arrival:\n{}", rows.join("\n"));
 }
