@@ -822,8 +822,8 @@ pub const SUBCOMMANDS: &[Sub] = &[
     Sub {
         name: "install",
         usage: "install DIR",
-        about: "Copy ncclenv (and ncclenv-check beside it) into the existing folder DIR, mode 755,\n\
-                through a rename; a Kubernetes init container's way to hand it to the training\n\
+        about: "Copy ncclenv (and ncclenv-check beside it) into DIR (created when its parent exists),\n\
+                mode 755, through a rename; a Kubernetes init container's way to hand it to the training\n\
                 container. Identical copies already there (a read-only volume) count as installed.",
         exits: "0 copied or already there, 1 could not (the reason on stderr), 2 usage error",
     },
@@ -846,6 +846,20 @@ pub const SUBCOMMANDS: &[Sub] = &[
 /// The subcommand named `word`.
 pub fn subcommand(word: &str) -> Option<&'static Sub> {
     SUBCOMMANDS.iter().find(|s| s.name == word)
+}
+
+/// What to say when the job's command was not found (exit 127) and its name is one of [`SUBCOMMANDS`]: with
+/// `ENTRYPOINT ["ncclenv", "--"]`, `docker run IMAGE doctor` runs `doctor` as the job's command. The text
+/// follows `NAME: command not found` and says how to run the subcommand instead (docs/images.md, "Running a
+/// subcommand in an image"); `None` for any other name, a path, or the empty command.
+pub fn subcommand_as_command_hint(command: &[std::ffi::OsString]) -> Option<String> {
+    let name = command.first()?.to_str()?;
+    let sub = subcommand(name)?;
+    let w = sub.name;
+    Some(format!(
+        "{w} is ncclenv's own subcommand: docker run --entrypoint ncclenv IMAGE {w}, or in a live pod \
+         kubectl exec POD -- ncclenv {w} -- COMMAND"
+    ))
 }
 
 /// The names of [`SUBCOMMANDS`].
@@ -1158,6 +1172,21 @@ fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_subcommand_as_the_command_gets_a_hint_and_nothing_else_does() {
+        let cmd = |w: &str| vec![std::ffi::OsString::from(w)];
+        let h = subcommand_as_command_hint(&cmd("doctor")).unwrap_or_default();
+        assert!(h.contains("--entrypoint ncclenv IMAGE doctor"), "{h}");
+        assert!(
+            h.contains("kubectl exec POD -- ncclenv doctor -- COMMAND"),
+            "{h}"
+        );
+        for other in ["python", "/usr/bin/doctor", "", "doctorr"] {
+            assert_eq!(subcommand_as_command_hint(&cmd(other)), None, "{other}");
+        }
+        assert_eq!(subcommand_as_command_hint(&[]), None);
+    }
+
     use super::*;
     use proptest::prelude::*;
 

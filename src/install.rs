@@ -6,7 +6,9 @@
 //! Safe on existing files: each binary is written to a temporary file in DIR and renamed over the old one, so
 //! a file another container is running (`ETXTBSY` for an in-place write) or a half-written copy never shows;
 //! a file already identical is left alone. Files are mode 0755 (the training container may run as another
-//! user). DIR is created when missing.
+//! user). DIR is created when missing, but not the folders above it: a mistyped path (`/opt/ncclnev/bin`) is
+//! an error, not a new tree. A DIR that already holds identical copies on a read-only volume (prepared once)
+//! counts as installed.
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -24,7 +26,8 @@ pub const MODE: u32 = 0o755;
 pub enum Outcome {
     /// Copied (new, or replacing a different file).
     Copied,
-    /// DIR already held an identical file (its mode set to 0755).
+    /// DIR already held an identical file (its mode set to 0755, or left as it is when the file is
+    /// executable by everyone and the mode cannot be set: a read-only volume).
     Unchanged,
     /// The source is the destination itself (DIR is where it already runs from).
     InPlace,
@@ -74,10 +77,11 @@ pub struct Report {
 }
 
 /// Install `exe` as `DIR/ncclenv` and, when an executable `ncclenv-check` sits beside `exe`, that as
-/// `DIR/ncclenv-check`. Errors: one message naming the path and the OS error (DIR not creatable, not
-/// writable, a directory in the way, a read failure); nothing half-written is left behind.
+/// `DIR/ncclenv-check`. Errors: one message naming the path and the OS error (DIR's parent missing, a file in
+/// the way, DIR not writable, a directory in the way of a binary, a read failure); nothing half-written is
+/// left behind.
 pub fn install(exe: &Path, dir: &Path) -> Result<Report, String> {
-    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    prepare_dir(dir)?;
     let mut files = vec![install_one(exe, &dir.join(NAMES[0]))?];
     let helper = exe
         .parent()
@@ -92,6 +96,55 @@ pub fn install(exe: &Path, dir: &Path) -> Result<Report, String> {
         files,
         helper_missing,
     })
+}
+
+/// Make sure DIR is a folder: an existing one is used, a missing one is created when its parent exists (one
+/// level, as `mkdir DIR`). Errors start with `cannot create DIR: ` and say what is wrong.
+fn prepare_dir(dir: &Path) -> Result<(), String> {
+    let fail = |why: String| Err(format!("cannot create {}: {why}", dir.display()));
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => {
+            return fail(
+                "a file is in the way (not a folder); remove it or choose another DIR".into(),
+            )
+        }
+        Err(_) => {}
+    }
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match fs::metadata(parent) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return fail(format!("{} is a file, not a folder", parent.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return fail(format!(
+                "its parent {} does not exist (install creates DIR, not the folders above it)",
+                parent.display()
+            ))
+        }
+        Err(e) => return fail(format!("{}: {e}", parent.display())),
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        // Another init container made it at the same moment.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+/// Give an identical `dest` the mode [`MODE`]. When the mode cannot be set (a read-only volume prepared
+/// once) and everyone may already run the file, it counts as installed; otherwise the error names the path.
+fn set_mode_of_identical(dest: &Path, meta: &fs::Metadata) -> Result<(), String> {
+    if meta.mode() & 0o7777 == MODE {
+        return Ok(());
+    }
+    match fs::set_permissions(dest, fs::Permissions::from_mode(MODE)) {
+        Ok(()) => Ok(()),
+        Err(_) if meta.mode() & 0o555 == 0o555 => Ok(()),
+        Err(e) => Err(format!("cannot set the mode of {}: {e}", dest.display())),
+    }
 }
 
 fn is_executable_file(p: &Path) -> bool {
@@ -118,8 +171,7 @@ fn install_one(src: &Path, dest: &Path) -> Result<Installed, String> {
             return Ok(installed(Outcome::InPlace))
         }
         Ok(d) if d.is_file() && d.len() == smeta.len() && same_content(src, dest) => {
-            fs::set_permissions(dest, fs::Permissions::from_mode(MODE))
-                .map_err(|e| format!("cannot set the mode of {}: {e}", dest.display()))?;
+            set_mode_of_identical(dest, &d)?;
             return Ok(installed(Outcome::Unchanged));
         }
         _ => {}
@@ -234,6 +286,27 @@ mod tests {
             .map(|d| d.flatten().map(|e| e.file_name()).collect())
             .unwrap_or_default();
         assert_eq!(leftovers.len(), 2, "{leftovers:?}");
+    }
+
+    #[test]
+    fn a_missing_parent_or_a_file_in_the_way_is_an_error_and_creates_nothing() {
+        let src = tmpdir("parent");
+        let e = exe(&src, "ncclenv", b"main");
+        let missing = src.join("no/such/dir");
+        let err = install(&e, &missing).expect_err("missing parent");
+        assert!(
+            err.contains("its parent") && err.contains("does not exist"),
+            "{err}"
+        );
+        assert!(!src.join("no").exists(), "nothing created");
+        let file = src.join("a-file");
+        let _ = fs::write(&file, b"x");
+        let err = install(&e, &file).expect_err("a file is DIR");
+        assert!(err.contains("a file is in the way"), "{err}");
+        let err = install(&e, &file.join("sub")).expect_err("a file is the parent");
+        assert!(err.contains("is a file, not a folder"), "{err}");
+        // One missing level is created, as mkdir does.
+        assert!(install(&e, &src.join("one")).is_ok());
     }
 
     #[test]

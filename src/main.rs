@@ -523,8 +523,17 @@ fn raise_memlock() {
 /// `exec::exec_or_fallback`); on failure report why and return its exit code.
 fn exec_or_exit(cmd: &[OsString], env: &Environ, inherited: &Environ) -> ExitCode {
     let e = exec::exec_or_fallback(cmd, env, inherited);
-    let message = e.message.strip_prefix("ncclenv: ").unwrap_or(&e.message);
-    report::exit_error(message, e.code as u8);
+    let mut message = e
+        .message
+        .strip_prefix("ncclenv: ")
+        .unwrap_or(&e.message)
+        .to_string();
+    if e.code == i32::from(exit::NOT_FOUND) {
+        if let Some(hint) = cli::subcommand_as_command_hint(cmd) {
+            message = format!("{message} ({hint})");
+        }
+    }
+    report::exit_error(&message, e.code as u8);
     ExitCode::from(e.code as u8)
 }
 

@@ -164,6 +164,36 @@ fn exit_127_when_the_command_is_not_found() {
     );
 }
 
+/// `docker run IMAGE doctor` with `ENTRYPOINT ["ncclenv", "--"]` runs `doctor` as the job's command: 127, and
+/// the line says how to run ncclenv's own subcommand (#24 item 7). Any other missing name gets no hint.
+#[test]
+fn a_subcommand_name_as_the_command_says_how_to_run_it() {
+    let tmp = TempDir::new("ex127sub");
+    let mut vars = base(&tmp);
+    vars.push(var("NCCLENV_LOG", "off"));
+    for sub in ["doctor", "check", "explain"] {
+        let o = output(&mut ncclenv(&vars, &["--", sub]));
+        assert_eq!(o.status.code(), Some(127), "{sub}");
+        let e = stderr(&o);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.starts_with(&format!("ncclenv: {sub}: command not found (")),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("--entrypoint ncclenv IMAGE {sub}")),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("kubectl exec POD -- ncclenv {sub} -- COMMAND")),
+            "{e}"
+        );
+        assert!(e.trim_end().chars().count() <= 200, "{}: {e}", e.len());
+    }
+    let o = output(&mut ncclenv(&vars, &["--", "doctorr"]));
+    assert_eq!(stderr(&o), "ncclenv: doctorr: command not found\n");
+}
+
 #[test]
 fn exit_126_when_the_command_cannot_be_executed() {
     let tmp = TempDir::new("ex126");

@@ -347,6 +347,51 @@ fn the_wheels_install_offline_and_carry_the_static_binary() {
     }
 }
 
+/// `ncclenv install DIR` on a read-only volume that already holds identical copies (prepared once, mounted
+/// read-only into every pod) succeeds and says they are up to date; a missing parent is an error that creates
+/// nothing (#24 item 7). The read-only volume is a real tmpfs remounted read-only in a private mount
+/// namespace (`unshare -m`, as root).
+#[test]
+fn install_accepts_a_read_only_volume_and_refuses_a_missing_parent() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_ncclenv"));
+    let tmp = TempDir::new("install-ro");
+    let o = output(
+        Command::new(&bin)
+            .arg("install")
+            .arg(tmp.join("no/such/bin")),
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("does not exist"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        !tmp.join("no").exists(),
+        "a missing parent must not be created"
+    );
+    if !common::needs::root("install on a read-only volume (mount in a private mount namespace)") {
+        return;
+    }
+    let vol = tmp.join("vol");
+    std::fs::create_dir_all(&vol).expect("mkdir");
+    // Prepare the volume once (read-write), then remount it read-only and install again.
+    let script = "set -e; mount -t tmpfs none \"$2\"; \"$1\" install \"$2\" >/dev/null;                   chmod 555 \"$2\"/ncclenv*; mount -o remount,ro \"$2\"; exec \"$1\" install \"$2\"";
+    let o = output(
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+            .arg(&bin)
+            .arg(&vol),
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(
+        text(&o.stdout).matches("already up to date: ").count(),
+        2,
+        "{}",
+        text(&o.stdout)
+    );
+}
+
 /// `ncclenv install DIR` with the binary cargo built (`ncclenv-check` sits beside it in the same folder).
 #[test]
 fn install_copies_both_binaries_and_says_so() {
@@ -359,6 +404,7 @@ fn install_copies_both_binaries_and_says_so() {
     );
     let tmp = TempDir::new("install");
     let dir = tmp.join("emptydir/bin");
+    std::fs::create_dir_all(tmp.join("emptydir")).expect("mkdir");
     let o = output(Command::new(&bin).arg("install").arg(&dir));
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let out = text(&o.stdout);
