@@ -9,8 +9,12 @@ cd "$(dirname "$0")/.."
 echo "== packages (the Docker engine itself must already run: docker info)"
 need=()
 # openmpi-bin, libopenmpi-dev, python3-mpi4py: the real Open MPI 4.1 and mpi4py for tests/it/mpi_e2e.rs (#21).
+# binutils (readelf: the wheel's glibc tag), gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (the aarch64 wheel's
+# glibc helper, run under qemu-aarch64 -L /usr/aarch64-linux-gnu): tests/it/packaging.rs. zsh, fish (and bash):
+# the completion scripts in the real shells, tests/it/completions.rs.
 for p in iproute2 file gcc libc6-dev util-linux python3-pip python3-venv hostname qemu-user \
-         busybox-static tini shellcheck git nftables openmpi-bin libopenmpi-dev python3-mpi4py; do
+         busybox-static tini shellcheck git nftables openmpi-bin libopenmpi-dev python3-mpi4py \
+         binutils gcc-aarch64-linux-gnu libc6-dev-arm64-cross bash zsh fish; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -23,6 +27,10 @@ rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl 
   || rustup target add x86_64-unknown-linux-musl
 rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-musl \
   || rustup target add aarch64-unknown-linux-musl
+# The wheels' glibc helpers (scripts/build-wheel.sh): the gnu targets of both architectures.
+for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
+  rustup target list --installed 2>/dev/null | grep -qx "$t" || rustup target add "$t"
+done
 
 echo "== python: jsonschema (doctor --json against its schema), PyYAML and kubernetes-validate (the Kubernetes examples)"
 python3 -c "import jsonschema" 2>/dev/null \

@@ -54,6 +54,8 @@ pub enum Mode {
         /// The logs to read, in order; empty (or `-`) = standard input.
         files: Vec<PathBuf>,
     },
+    /// `ncclenv completions bash|zsh|fish`: print that shell's completion script (`crate::completions`).
+    Completions(crate::completions::Shell),
     /// `--help`, `help`: the whole page (`None`), or one subcommand's (`ncclenv doctor --help`,
     /// `ncclenv help doctor`; the name is one of [`SUBCOMMANDS`]).
     Help(Option<&'static str>),
@@ -694,6 +696,7 @@ usage:
                                            the bootstrap, interfaces, transport and every error with
                                            its cause and fix (exit 0 nothing wrong, 1 something wrong)
   ncclenv help [SUBCOMMAND]                one subcommand's page (also: ncclenv SUBCOMMAND --help)
+  ncclenv completions bash|zsh|fish        the shell's completion script: source <(ncclenv completions bash)
   env, doctor and check also take -- COMMAND [ARGS...]: the job's command, whose launcher arguments
   (--nnodes, --master, ...) are read exactly as the entrypoint reads them; it is not run.
 ";
@@ -788,6 +791,24 @@ pub struct Sub {
     pub about: &'static str,
     /// The exit codes, one line.
     pub exits: &'static str,
+    /// What it takes after its word, for the shell completions (`crate::completions`).
+    pub args: Arg,
+}
+
+/// What a subcommand takes after its word (besides options and the job's command after `--`): the one list
+/// the parser ([`parse`]) and the shell completions (`crate::completions`) read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// Nothing.
+    Nothing,
+    /// One of these words, once.
+    Words(&'static [&'static str]),
+    /// One subcommand's name, once.
+    Subcommand,
+    /// One directory.
+    Dir,
+    /// Files, any number.
+    Files,
 }
 
 /// Every subcommand, in the order of `--help`.
@@ -800,6 +821,7 @@ pub const SUBCOMMANDS: &[Sub] = &[
                 not run. On a refusal or a usage error it prints `exit 78` (`exit 2`) so that the\n\
                 script that evals it stops.",
         exits: "0 printed, 2 usage error, 78 refused",
+        args: Arg::Nothing,
     },
     Sub {
         name: "doctor",
@@ -809,6 +831,7 @@ pub const SUBCOMMANDS: &[Sub] = &[
                 with its remedy, the verdict. --json: one object (docs/doctor.schema.json). The job's\n\
                 command after -- is read (its launcher arguments), not run.",
         exits: "0 NCCL should work, 1 a warning applies, 78 ncclenv would refuse, 2 usage error",
+        args: Arg::Nothing,
     },
     Sub {
         name: "check",
@@ -818,6 +841,7 @@ pub const SUBCOMMANDS: &[Sub] = &[
                 communicator on the chosen interface, allreduce runs one on the GPUs.",
         exits: "0 passed, 1 failed, 69 could not run the check (no libnccl, no helper, no glibc\n\
                 loader), 78 refused (nothing is run), 128+N interrupted, 2 usage error",
+        args: Arg::Words(CHECK_WORDS),
     },
     Sub {
         name: "install",
@@ -826,6 +850,7 @@ pub const SUBCOMMANDS: &[Sub] = &[
                 mode 755, through a rename; a Kubernetes init container's way to hand it to the training\n\
                 container. Identical copies already there (a read-only volume) count as installed.",
         exits: "0 copied or already there, 1 could not (the reason on stderr), 2 usage error",
+        args: Arg::Dir,
     },
     Sub {
         name: "explain",
@@ -834,12 +859,24 @@ pub const SUBCOMMANDS: &[Sub] = &[
                 per process the version, bootstrap interface, transport and every WARN with cause and\n\
                 fix; across processes what breaks jobs between ranks. Runs in ncclenv-check.",
         exits: "0 nothing wrong found, 1 something wrong, 2 usage error (an unreadable file)",
+        args: Arg::Files,
     },
     Sub {
         name: "help",
         usage: "help [SUBCOMMAND]",
         about: "This page, or one subcommand's (also: ncclenv SUBCOMMAND --help).",
         exits: "0",
+        args: Arg::Subcommand,
+    },
+    Sub {
+        name: "completions",
+        usage: "completions bash|zsh|fish",
+        about: "Print the completion script of the shell, made from ncclenv's table of options and\n\
+                subcommands: `source <(ncclenv completions bash)`, or write it where the shell loads\n\
+                completions from (bash: ~/.local/share/bash-completion/completions/ncclenv; zsh: a\n\
+                folder of $fpath as _ncclenv; fish: ~/.config/fish/completions/ncclenv.fish).",
+        exits: "0 printed, 2 usage error",
+        args: Arg::Words(crate::completions::SHELL_WORDS),
     },
 ];
 
@@ -1123,6 +1160,23 @@ fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode
             json,
             cmd,
         },
+        "completions" if words.len() == 2 && cmd.is_empty() => {
+            match crate::completions::Shell::from_word(&words[1]) {
+                Some(shell) => Mode::Completions(shell),
+                None => {
+                    return Err(unknown_word(
+                        "completions",
+                        &words[1],
+                        crate::completions::SHELL_WORDS,
+                    ))
+                }
+            }
+        }
+        "completions" => {
+            return Err(UsageError(
+                "completions takes one shell: ncclenv completions bash|zsh|fish".into(),
+            ))
+        }
         "help" if words.len() <= 2 => match words.get(1) {
             None => Mode::Help(None),
             Some(w) => match subcommand(w) {

@@ -12,6 +12,7 @@
 pub mod accelerate;
 pub mod check;
 pub mod cli;
+pub mod completions;
 pub mod config;
 pub mod decide;
 pub mod doctor;

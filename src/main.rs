@@ -185,6 +185,10 @@ fn main() -> ExitCode {
     match &cli.mode {
         Mode::Help(topic) => return help(*topic),
         Mode::Version => return version(),
+        Mode::Completions(shell) => {
+            out(&ncclenv::completions::script(*shell));
+            return ExitCode::SUCCESS;
+        }
         _ => {}
     }
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -204,7 +208,7 @@ fn main() -> ExitCode {
         }
         Mode::Install(dir) => install(&dir),
         Mode::Explain { .. } => explain_in_helper(&cfg, args, environ),
-        Mode::Help(_) | Mode::Version => ExitCode::SUCCESS,
+        Mode::Help(_) | Mode::Version | Mode::Completions(_) => ExitCode::SUCCESS,
     }
 }
 

@@ -11,6 +11,7 @@ mod check_entrypoint;
 mod check_fake;
 mod check_no_gpu;
 mod check_real_nccl;
+mod completions;
 mod decide_core;
 mod docker_e2e;
 mod doctor_schema;

@@ -1,0 +1,51 @@
+# fish completion for ncclenv (made by `ncclenv completions fish` from its table of options and subcommands)
+function __ncclenv_options -d 'no -- before the cursor: ncclenv\'s own options and subcommands'
+    not contains -- -- (commandline -opc)
+end
+function __ncclenv_command -d 'the word before the cursor is --: the job\'s command name'
+    set -l words (commandline -opc)
+    test "$words[-1]" = --
+end
+complete -c ncclenv -f
+complete -c ncclenv -n __ncclenv_command -x -a '(__fish_complete_command)'
+complete -c ncclenv -n 'not __ncclenv_options; and not __ncclenv_command' -F
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a env -d 'Print the decisions as shell lines (export NAME=\'value\', unset NAME) for eval "$(ncclenv env)"'
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a doctor -d 'Everything probed and decided'
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a check -d 'Prove the environment the entrypoint would give COMMAND with the real NCCL, in the helper ncclenv-check (glibc) beside ncclenv'
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a install -d 'Copy ncclenv (and ncclenv-check beside it) into the existing folder DIR, mode 755, through a rename'
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a explain -d 'Read NCCL debug logs (per-process files or a job\'s combined log; stdin when no FILE)'
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a help -d 'This page, or one subcommand\'s (also: ncclenv SUBCOMMAND --help)'
+complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a completions -d 'Print the completion script of the shell, made from ncclenv\'s table of options and subcommands'
+complete -c ncclenv -n '__ncclenv_options; and __fish_seen_subcommand_from check' -a 'bootstrap allreduce'
+complete -c ncclenv -n '__ncclenv_options; and __fish_seen_subcommand_from install' -a '(__fish_complete_directories)'
+complete -c ncclenv -n '__ncclenv_options; and __fish_seen_subcommand_from explain' -F
+complete -c ncclenv -n '__ncclenv_options; and __fish_seen_subcommand_from help' -a 'env doctor check install explain help completions'
+complete -c ncclenv -n '__ncclenv_options; and __fish_seen_subcommand_from completions' -a 'bash zsh fish'
+complete -c ncclenv -n __ncclenv_options -l peer -x -a '(__fish_print_hostnames)' -d 'the job\'s master host or address'
+complete -c ncclenv -n __ncclenv_options -l nnodes -x -d 'number of nodes of the job'
+complete -c ncclenv -n __ncclenv_options -l strict -d 'refuse on strict findings (exit 78)'
+complete -c ncclenv -n __ncclenv_options -l log -x -a 'off error warn info debug' -d 'off|error|warn|info|debug (info)'
+complete -c ncclenv -n __ncclenv_options -l log-format -x -a 'text json' -d 'text|json lines on stderr (text)'
+complete -c ncclenv -n __ncclenv_options -l termination-log -r -F -d 'where exit 78 writes its reason (default /dev/termination-log when it exists and is writable)'
+complete -c ncclenv -n __ncclenv_options -l exclude -x -d 'interface names never to choose'
+complete -c ncclenv -n __ncclenv_options -l disable -d 'change nothing, just exec'
+complete -c ncclenv -n __ncclenv_options -l sysfs -r -F -d 'sysfs root (/sys)'
+complete -c ncclenv -n __ncclenv_options -l devfs -r -F -d 'dev root (/dev)'
+complete -c ncclenv -n __ncclenv_options -l shm-path -r -F -d 'shared memory path (/dev/shm)'
+complete -c ncclenv -n __ncclenv_options -l shm-min -x -d 'free /dev/shm needed, MiB'
+complete -c ncclenv -n __ncclenv_options -l check -x -a 'off bootstrap allreduce' -d 'off|bootstrap|allreduce before exec'
+complete -c ncclenv -n __ncclenv_options -l check-timeout -x -d 'deadline of the check (60)'
+complete -c ncclenv -n __ncclenv_options -l check-gpus -x -d 'ranks of the allreduce check (2)'
+complete -c ncclenv -n __ncclenv_options -l check-mib -x -d 'allreduce buffer, MiB (64)'
+complete -c ncclenv -n __ncclenv_options -l check-repair -d 'retry a failed allreduce safer'
+complete -c ncclenv -n __ncclenv_options -l check-helper -r -F -d 'the ncclenv-check helper'
+complete -c ncclenv -n __ncclenv_options -l nccl-lib -r -F -d 'libnccl to load for the check'
+complete -c ncclenv -n __ncclenv_options -l resolve-timeout-ms -x -d 'bound on resolving the peer (2000; 600000 for a job that may span nodes)'
+complete -c ncclenv -n __ncclenv_options -l debug -d 'NCCL\'s own logs for the command: sets NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE (each when unset; one file per host and process) and the launcher\'s debug switch'
+complete -c ncclenv -n __ncclenv_options -l debug-dir -r -F -d 'folder of those files (/tmp/ncclenv-debug)'
+complete -c ncclenv -n __ncclenv_options -l preflight -d 'the nodes meet and agree before exec'
+complete -c ncclenv -n __ncclenv_options -l preflight-timeout -x -d 'wait for the other nodes (60)'
+complete -c ncclenv -n __ncclenv_options -l preflight-port -x -d 'port to meet on (the master\'s port)'
+complete -c ncclenv -n __ncclenv_options -l json -d 'one JSON object (doctor, check, explain)'
+complete -c ncclenv -n __ncclenv_options -s h -l help -d 'the help page (of the subcommand)'
+complete -c ncclenv -n __ncclenv_options -s V -l version -d 'the version'
