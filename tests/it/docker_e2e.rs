@@ -862,6 +862,32 @@ fn compose_two_nodes_route_to_master() {
     }
 }
 
+/// The carrier run as it is prints install's usage and exits 0 (not "No command specified"), as the numeric
+/// non-root user a `runAsNonRoot` pod admits (#24 item 7).
+#[test]
+fn the_carrier_alone_prints_its_usage_as_a_non_root_user() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    // Run as it is, the carrier prints install's usage and exits 0.
+    let o = run(&["--rm"], &img.carrier, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("usage: ncclenv install DIR"),
+        "{}",
+        stdout(&o)
+    );
+    let o = output(&mut docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{.Config.User}}",
+        &img.carrier,
+    ]));
+    assert_eq!(stdout(&o).trim(), "65532:65532", "{}", stderr(&o));
+}
+
 /// The carrier image as a Kubernetes init container (examples/k8s/init/): `ncclenv install` copies both
 /// binaries into a fresh volume; an image without ncclenv runs its command through `/opt/ncclenv/ncclenv` from
 /// that volume, read-only. A second install into the same volume changes nothing. A refusal writes its reason
@@ -894,6 +920,14 @@ fn init_container_install() {
     ok(&mut docker(&["volume", "create", &vol]));
     let _v = Guard::Volume(vol.clone());
     let init_mount = format!("{vol}:/opt/ncclenv");
+    // The carrier runs as 65532 (runAsNonRoot); a Kubernetes emptyDir is world-writable (mode 1777 here), a
+    // fresh Docker volume is root's: make it what emptyDir is, as root in the plain image.
+    let o = run(
+        &["--rm", "-v", &init_mount, "--user", "0:0"],
+        &plain,
+        &["chmod", "1777", "/opt/ncclenv"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
     let o = run(
         &["--rm", "-v", &init_mount],
         &img.carrier,
@@ -1493,11 +1527,12 @@ fn dockerfile_builds_what_cargo_produces() {
     assert_eq!(carrier.from, "scratch");
     for i in &carrier.insns {
         assert!(
-            ["COPY", "LABEL"].contains(&i.op.as_str()),
-            "carrier: {} (only COPY and LABEL)",
+            ["ARG", "COPY", "LABEL", "USER", "CMD"].contains(&i.op.as_str()),
+            "carrier: {} (only ARG, COPY, LABEL, USER and CMD: nothing runs)",
             i.op
         );
     }
+    carrier_runs_as_a_user_and_says_what_it_is("docker/Dockerfile", carrier);
     let copies: Vec<(String, String, String)> = carrier
         .all("COPY")
         .iter()
@@ -1551,10 +1586,11 @@ fn dockerfile_builds_what_cargo_produces() {
         );
     }
 
-    // The offline variant publishes the same two paths.
+    // The offline variant publishes the same two paths, user, command and labels.
     let (_, local) = parse_dockerfile(&root().join("docker/Dockerfile.local"));
     assert_eq!(local.len(), 1);
     assert_eq!(local[0].from, "scratch");
+    carrier_runs_as_a_user_and_says_what_it_is("docker/Dockerfile.local", &local[0]);
     let dests: Vec<_> = local[0]
         .all("COPY")
         .iter()
@@ -1579,6 +1615,49 @@ fn dockerfile_builds_what_cargo_produces() {
         for keep in ["!Cargo.toml", "!Cargo.lock", "!build.rs", "!.cargo", "!src"] {
             assert!(ignore.lines().any(|l| l == keep), "{file} lacks {keep}");
         }
+    }
+}
+
+/// The carrier's run-time shape (#24 item 7): a numeric non-root USER (what `runAsNonRoot` can verify), a CMD
+/// that prints install's usage and no ENTRYPOINT (so `docker run IMG /ncclenv install DIR` and an init
+/// container's `command:` keep working), and OCI labels with the crate's version, the source and the revision.
+fn carrier_runs_as_a_user_and_says_what_it_is(rel: &str, carrier: &Stage) {
+    let user = carrier.all("USER");
+    assert_eq!(user.len(), 1, "{rel}: one USER");
+    let ids: Vec<u32> = user[0].args[0]
+        .split(':')
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("{rel}: USER {n} is not numeric"))
+        })
+        .collect();
+    assert!(
+        ids.len() == 2 && ids[0] != 0,
+        "{rel}: USER {:?}",
+        user[0].args
+    );
+    assert!(carrier.all("ENTRYPOINT").is_empty(), "{rel}: no ENTRYPOINT");
+    let cmd = carrier.all("CMD");
+    assert_eq!(cmd.len(), 1, "{rel}: one CMD");
+    assert!(cmd[0].json, "{rel}: CMD in exec form");
+    assert_eq!(cmd[0].args, ["/ncclenv", "install", "--help"], "{rel}");
+    let labels = carrier
+        .all("LABEL")
+        .iter()
+        .map(|l| l.args.join(" "))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let version = format!(
+        "org.opencontainers.image.version=\"{}\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        labels.contains(&version),
+        "{rel}: {version} missing: {labels}"
+    );
+    for key in ["source", "revision", "licenses", "title"] {
+        let k = format!("org.opencontainers.image.{key}=");
+        assert!(labels.contains(&k), "{rel}: {k} missing: {labels}");
     }
 }
 
