@@ -705,6 +705,82 @@ fn init_forwards_stop_and_exit_code() {
     assert_eq!(o.status.code(), Some(42), "{}", stderr(&o));
 }
 
+/// examples/ngc/entrypoint.d/90-ncclenv.sh in an NGC-like image that keeps NVIDIA's ENTRYPOINT (#24 item 7):
+/// the stand-in `nvidia_entrypoint.sh` sources entrypoint.d with the container's command as `"$@"`, as NGC's
+/// does. The command gets ncclenv's decision, so does an interactive shell, and a refusal (a 2-node
+/// job with no network) stops the entrypoint with 78 before the command runs.
+#[test]
+fn ngc_entrypoint_d_part_applies_the_decision() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    let (ctx, _d) = temp_dir("ngc-base-ctx");
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        // NGC's images have no ncclenv: without the rm, the example's COPY would add a layer identical to one
+        // the base already has, which the legacy builder fails to export ("failed to get layer ... layer does not exist", moby/moby#36573).
+        format!(
+            "FROM {}\nRUN [\"rm\", \"/usr/local/bin/ncclenv\", \"/usr/local/bin/ncclenv-check\"]\n\
+             ENTRYPOINT [\"/opt/nvidia/nvidia_entrypoint.sh\"]\n",
+            img.test
+        ),
+    )
+    .unwrap();
+    let base = format!("{}:ngc-base", uniq("img"));
+    build(&ctx.join("Dockerfile"), &ctx, &base, &[]);
+    let _b = Guard::Image(base.clone());
+    let image = format!("{}:ngc-d", uniq("img"));
+    build(
+        &root().join("examples/ngc/Dockerfile.entrypoint-d"),
+        &root().join("examples/ngc"),
+        &image,
+        &[("NCCLENV_IMAGE", &img.carrier), ("NGC_IMAGE", &base)],
+    );
+    let _g = Guard::Image(image.clone());
+    let o = run(&["--rm"], &image, &["sh", "-c", "env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    expect_env(&env, "NGC_BANNER", "shown", "NGC's other parts still run");
+    expect_env(&env, "NCCL_SOCKET_IFNAME", "eth0", "the command");
+    // `docker run -it IMG bash` (here sh, reading its commands from stdin): the interactive shell has it too.
+    let mut child = docker(&["run", "--rm", "-i", &image, "sh"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker run -i");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"env\n").expect("write the shell's input");
+    }
+    let o = child.wait_with_output().expect("docker run -i");
+    expect_env(
+        &env_of(&stdout(&o)),
+        "NCCL_SOCKET_IFNAME",
+        "eth0",
+        "a shell with no command",
+    );
+    // A 2-node job in a container with no network: refused, the command never starts.
+    let o = run(
+        &["--rm", "--network", "none"],
+        &image,
+        &[
+            "torchrun",
+            "--nnodes=2",
+            "--master-addr=10.0.0.1",
+            "train.py",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(78), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        !stderr(&o).contains("torchrun: not found"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn example_images_build_and_chain() {
     if !docker_ready() {
