@@ -719,7 +719,8 @@ fn ngc_entrypoint_d_part_applies_the_decision() {
     std::fs::write(
         ctx.join("Dockerfile"),
         // NGC's images have no ncclenv: without the rm, the example's COPY would add a layer identical to one
-        // the base already has, which the legacy builder fails to export ("failed to get layer ... layer does not exist", moby/moby#36573).
+        // the base already has, which the legacy builder fails to export now and then ("failed to get layer
+        // ... layer does not exist", moby/moby#36573).
         format!(
             "FROM {}\nRUN [\"rm\", \"/usr/local/bin/ncclenv\", \"/usr/local/bin/ncclenv-check\"]\n\
              ENTRYPOINT [\"/opt/nvidia/nvidia_entrypoint.sh\"]\n",
