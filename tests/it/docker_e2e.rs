@@ -705,6 +705,83 @@ fn init_forwards_stop_and_exit_code() {
     assert_eq!(o.status.code(), Some(42), "{}", stderr(&o));
 }
 
+/// examples/ngc/entrypoint.d/90-ncclenv.sh in an NGC-like image that keeps NVIDIA's ENTRYPOINT (#24 item 7):
+/// the stand-in `nvidia_entrypoint.sh` sources entrypoint.d with the container's command as `"$@"`, as NGC's
+/// does. The command gets ncclenv's decision, so does an interactive shell, and a refusal (a 2-node
+/// job with no network) stops the entrypoint with 78 before the command runs.
+#[test]
+fn ngc_entrypoint_d_part_applies_the_decision() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    let (ctx, _d) = temp_dir("ngc-base-ctx");
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        // NGC's images have no ncclenv: without the rm, the example's COPY would add a layer identical to one
+        // the base already has, which the legacy builder fails to export now and then ("failed to get layer
+        // ... layer does not exist", moby/moby#36573).
+        format!(
+            "FROM {}\nRUN [\"rm\", \"/usr/local/bin/ncclenv\", \"/usr/local/bin/ncclenv-check\"]\n\
+             ENTRYPOINT [\"/opt/nvidia/nvidia_entrypoint.sh\"]\n",
+            img.test
+        ),
+    )
+    .unwrap();
+    let base = format!("{}:ngc-base", uniq("img"));
+    build(&ctx.join("Dockerfile"), &ctx, &base, &[]);
+    let _b = Guard::Image(base.clone());
+    let image = format!("{}:ngc-d", uniq("img"));
+    build(
+        &root().join("examples/ngc/Dockerfile.entrypoint-d"),
+        &root().join("examples/ngc"),
+        &image,
+        &[("NCCLENV_IMAGE", &img.carrier), ("NGC_IMAGE", &base)],
+    );
+    let _g = Guard::Image(image.clone());
+    let o = run(&["--rm"], &image, &["sh", "-c", "env"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = env_of(&stdout(&o));
+    expect_env(&env, "NGC_BANNER", "shown", "NGC's other parts still run");
+    expect_env(&env, "NCCL_SOCKET_IFNAME", "eth0", "the command");
+    // `docker run -it IMG bash` (here sh, reading its commands from stdin): the interactive shell has it too.
+    let mut child = docker(&["run", "--rm", "-i", &image, "sh"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker run -i");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"env\n").expect("write the shell's input");
+    }
+    let o = child.wait_with_output().expect("docker run -i");
+    expect_env(
+        &env_of(&stdout(&o)),
+        "NCCL_SOCKET_IFNAME",
+        "eth0",
+        "a shell with no command",
+    );
+    // A 2-node job in a container with no network: refused, the command never starts.
+    let o = run(
+        &["--rm", "--network", "none"],
+        &image,
+        &[
+            "torchrun",
+            "--nnodes=2",
+            "--master-addr=10.0.0.1",
+            "train.py",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(78), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        !stderr(&o).contains("torchrun: not found"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn example_images_build_and_chain() {
     if !docker_ready() {
@@ -862,6 +939,32 @@ fn compose_two_nodes_route_to_master() {
     }
 }
 
+/// The carrier run as it is prints install's usage and exits 0 (not "No command specified"), as the numeric
+/// non-root user a `runAsNonRoot` pod admits (#24 item 7).
+#[test]
+fn the_carrier_alone_prints_its_usage_as_a_non_root_user() {
+    if !docker_ready() {
+        return;
+    }
+    let img = images();
+    // Run as it is, the carrier prints install's usage and exits 0.
+    let o = run(&["--rm"], &img.carrier, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("usage: ncclenv install DIR"),
+        "{}",
+        stdout(&o)
+    );
+    let o = output(&mut docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{.Config.User}}",
+        &img.carrier,
+    ]));
+    assert_eq!(stdout(&o).trim(), "65532:65532", "{}", stderr(&o));
+}
+
 /// The carrier image as a Kubernetes init container (examples/k8s/init/): `ncclenv install` copies both
 /// binaries into a fresh volume; an image without ncclenv runs its command through `/opt/ncclenv/ncclenv` from
 /// that volume, read-only. A second install into the same volume changes nothing. A refusal writes its reason
@@ -894,6 +997,14 @@ fn init_container_install() {
     ok(&mut docker(&["volume", "create", &vol]));
     let _v = Guard::Volume(vol.clone());
     let init_mount = format!("{vol}:/opt/ncclenv");
+    // The carrier runs as 65532 (runAsNonRoot); a Kubernetes emptyDir is world-writable (mode 1777 here), a
+    // fresh Docker volume is root's: make it what emptyDir is, as root in the plain image.
+    let o = run(
+        &["--rm", "-v", &init_mount, "--user", "0:0"],
+        &plain,
+        &["chmod", "1777", "/opt/ncclenv"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
     let o = run(
         &["--rm", "-v", &init_mount],
         &img.carrier,
@@ -1493,11 +1604,12 @@ fn dockerfile_builds_what_cargo_produces() {
     assert_eq!(carrier.from, "scratch");
     for i in &carrier.insns {
         assert!(
-            ["COPY", "LABEL"].contains(&i.op.as_str()),
-            "carrier: {} (only COPY and LABEL)",
+            ["ARG", "COPY", "LABEL", "USER", "CMD"].contains(&i.op.as_str()),
+            "carrier: {} (only ARG, COPY, LABEL, USER and CMD: nothing runs)",
             i.op
         );
     }
+    carrier_runs_as_a_user_and_says_what_it_is("docker/Dockerfile", carrier);
     let copies: Vec<(String, String, String)> = carrier
         .all("COPY")
         .iter()
@@ -1551,10 +1663,11 @@ fn dockerfile_builds_what_cargo_produces() {
         );
     }
 
-    // The offline variant publishes the same two paths.
+    // The offline variant publishes the same two paths, user, command and labels.
     let (_, local) = parse_dockerfile(&root().join("docker/Dockerfile.local"));
     assert_eq!(local.len(), 1);
     assert_eq!(local[0].from, "scratch");
+    carrier_runs_as_a_user_and_says_what_it_is("docker/Dockerfile.local", &local[0]);
     let dests: Vec<_> = local[0]
         .all("COPY")
         .iter()
@@ -1579,6 +1692,49 @@ fn dockerfile_builds_what_cargo_produces() {
         for keep in ["!Cargo.toml", "!Cargo.lock", "!build.rs", "!.cargo", "!src"] {
             assert!(ignore.lines().any(|l| l == keep), "{file} lacks {keep}");
         }
+    }
+}
+
+/// The carrier's run-time shape (#24 item 7): a numeric non-root USER (what `runAsNonRoot` can verify), a CMD
+/// that prints install's usage and no ENTRYPOINT (so `docker run IMG /ncclenv install DIR` and an init
+/// container's `command:` keep working), and OCI labels with the crate's version, the source and the revision.
+fn carrier_runs_as_a_user_and_says_what_it_is(rel: &str, carrier: &Stage) {
+    let user = carrier.all("USER");
+    assert_eq!(user.len(), 1, "{rel}: one USER");
+    let ids: Vec<u32> = user[0].args[0]
+        .split(':')
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("{rel}: USER {n} is not numeric"))
+        })
+        .collect();
+    assert!(
+        ids.len() == 2 && ids[0] != 0,
+        "{rel}: USER {:?}",
+        user[0].args
+    );
+    assert!(carrier.all("ENTRYPOINT").is_empty(), "{rel}: no ENTRYPOINT");
+    let cmd = carrier.all("CMD");
+    assert_eq!(cmd.len(), 1, "{rel}: one CMD");
+    assert!(cmd[0].json, "{rel}: CMD in exec form");
+    assert_eq!(cmd[0].args, ["/ncclenv", "install", "--help"], "{rel}");
+    let labels = carrier
+        .all("LABEL")
+        .iter()
+        .map(|l| l.args.join(" "))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let version = format!(
+        "org.opencontainers.image.version=\"{}\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        labels.contains(&version),
+        "{rel}: {version} missing: {labels}"
+    );
+    for key in ["source", "revision", "licenses", "title"] {
+        let k = format!("org.opencontainers.image.{key}=");
+        assert!(labels.contains(&k), "{rel}: {k} missing: {labels}");
     }
 }
 
