@@ -44,7 +44,7 @@ _ncclenv() {
     --preflight-port) :; return ;;
     esac
     if [[ $cur == -* ]]; then
-        _ncclenv_reply -W '--peer --nnodes --strict --log --log-format --termination-log --exclude --disable --sysfs --devfs --shm-path --shm-min --check --check-timeout --check-gpus --check-mib --check-repair --check-helper --nccl-lib --resolve-timeout-ms --debug --debug-dir --preflight --preflight-timeout --preflight-port --json --help --version -h -V --'
+        _ncclenv_reply -W '--peer --nnodes --strict --log --log-format --termination-log --exclude --disable --sysfs --devfs --shm-path --shm-min --check --check-timeout --check-gpus --check-mib --check-repair --check-helper --nccl-lib --resolve-timeout-ms --debug --debug-dir --preflight --preflight-timeout --preflight-port --preflight-measure --json --help --version -h -V --'
         return
     fi
     case $sub in

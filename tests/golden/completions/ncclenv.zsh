@@ -15,7 +15,7 @@ _ncclenv() {
     'env:Print the decisions as shell lines (export NAME='\''value'\'', unset NAME) for eval "$(ncclenv env)"'
     'doctor:Everything probed and decided'
     'check:Prove the environment the entrypoint would give COMMAND with the real NCCL, in the helper ncclenv-check (glibc) beside ncclenv'
-    'install:Copy ncclenv (and ncclenv-check beside it) into the existing folder DIR, mode 755, through a rename'
+    'install:Copy ncclenv (and ncclenv-check beside it) into DIR (created when its parent exists), mode 755, through a rename'
     'explain:Read NCCL debug logs (per-process files or a job'\''s combined log; stdin when no FILE)'
     'help:This page, or one subcommand'\''s (also: ncclenv SUBCOMMAND --help)'
     'completions:Print the completion script of the shell, made from ncclenv'\''s table of options and subcommands'
@@ -46,6 +46,7 @@ _ncclenv() {
     '--preflight[the nodes meet and agree before exec]' \
     '--preflight-timeout=[wait for the other nodes (60)]:preflight-timeout: ' \
     '--preflight-port=[port to meet on (the master'\''s port)]:preflight-port: ' \
+    '--preflight-measure[measure the networks every node shares (1)]' \
     '--json[one JSON object (doctor, check, explain)]' \
     '(- *)'{-h,--help}'[the help page (of the subcommand)]' \
     '(- *)'{-V,--version}'[the version]' \
