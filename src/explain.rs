@@ -701,11 +701,93 @@ fn names(ps: &[&Process]) -> Vec<String> {
     ps.iter().map(|p| p.name()).collect()
 }
 
-/// The job-wide findings (see `docs/explain.md` for each code).
+/// What the job-wide checks of [`analyse`] share: the report, its processes, and the facts several checks
+/// use.
+struct Job<'a> {
+    /// The report the checks read.
+    r: &'a Report,
+    /// Its processes, in order of their first line.
+    ps: Vec<&'a Process>,
+    /// More than one host, or NCCL counted more than one node (`nNodes` of the communicator line).
+    multi_host: bool,
+    /// The processes that logged a bootstrap socket (interface and address).
+    with_boot: Vec<&'a Process>,
+}
+
+impl<'a> Job<'a> {
+    fn new(r: &'a Report) -> Self {
+        let ps: Vec<&Process> = r.processes.iter().collect();
+        let hosts: BTreeSet<&str> = ps.iter().map(|p| p.host.as_str()).collect();
+        let multi_host = hosts.len() > 1 || ps.iter().any(|p| p.nnodes.is_some_and(|n| n > 1));
+        let with_boot = ps
+            .iter()
+            .copied()
+            .filter(|p| p.bootstrap.is_some())
+            .collect();
+        Job {
+            r,
+            ps,
+            multi_host,
+            with_boot,
+        }
+    }
+
+    /// The processes whose bootstrap address satisfies `pred`.
+    fn booting_on(&self, pred: impl Fn(&IpAddr) -> bool) -> Vec<&'a Process> {
+        self.with_boot
+            .iter()
+            .copied()
+            .filter(|p| p.bootstrap.as_ref().is_some_and(|b| pred(&b.addr)))
+            .collect()
+    }
+}
+
+/// `host:pid on IFACE ADDR` (just `host:pid` without a bootstrap line).
+fn desc(p: &Process) -> String {
+    p.bootstrap
+        .as_ref()
+        .map(|b| format!("{} on {} {}", p.name(), b.interface, b.addr))
+        .unwrap_or_else(|| p.name())
+}
+
+/// [`desc`] of each process, joined with `, `.
+fn descs(ps: &[&Process]) -> String {
+    ps.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+}
+
+/// One job-wide check of [`analyse`]: it appends its findings.
+type Check = fn(&Job, &mut Vec<Finding>);
+
+/// The job-wide checks, in the order their findings are reported: NCCL's own messages first, then the
+/// bootstrap, then what differs between processes.
+const CHECKS: &[Check] = &[
+    no_nccl_lines,
+    nccl_warnings,
+    errors_quoted,
+    info_fallbacks,
+    bootstrap_not_logged,
+    bootstrap_family_mixed,
+    bootstrap_loopback,
+    bootstrap_link_local,
+    bootstrap_address_shared,
+    bootstrap_networks_differ,
+    nccl_versions_differ,
+    net_transport_mixed,
+];
+
+/// The job-wide findings (see `docs/explain.md` for each code): those of each of [`CHECKS`], in order.
 pub fn analyse(r: &Report) -> Vec<Finding> {
+    let job = Job::new(r);
     let mut out: Vec<Finding> = Vec::new();
-    let ps: Vec<&Process> = r.processes.iter().collect();
-    if ps.is_empty() {
+    for check in CHECKS {
+        check(&job, &mut out);
+    }
+    out
+}
+
+/// `no-nccl-lines`: the input holds no line with NCCL's prefix.
+fn no_nccl_lines(job: &Job, out: &mut Vec<Finding>) {
+    if job.ps.is_empty() {
         out.push(Finding {
             code: "no-nccl-lines",
             severity: Severity::Warn,
@@ -715,12 +797,13 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: None,
         });
     }
-    let hosts: BTreeSet<&str> = ps.iter().map(|p| p.host.as_str()).collect();
-    let multi_host = hosts.len() > 1 || ps.iter().any(|p| p.nnodes.is_some_and(|n| n > 1));
+}
 
-    // NCCL's own errors, one finding per known entry (or distinct unknown text).
+/// `nccl-warn`: NCCL's own errors, one finding per known entry (or distinct unknown text), naming the
+/// processes that logged it.
+fn nccl_warnings(job: &Job, out: &mut Vec<Finding>) {
     let mut groups: Vec<(String, Vec<String>, &Warn)> = Vec::new();
-    for p in &ps {
+    for p in &job.ps {
         for w in &p.warnings {
             let key = w
                 .known
@@ -757,7 +840,11 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: w.known.map(|k| k.id),
         });
     }
-    for q in &r.quoted {
+}
+
+/// `error-quoted`: known errors found outside NCCL's lines (Gloo's, or NCCL's text quoted by a framework).
+fn errors_quoted(job: &Job, out: &mut Vec<Finding>) {
+    for q in &job.r.quoted {
         let Some(k) = q.known else { continue };
         out.push(Finding {
             code: "error-quoted",
@@ -774,9 +861,12 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: Some(k.id),
         });
     }
-    // Silent fallbacks NCCL logs at INFO.
+}
+
+/// `nccl-info`: silent fallbacks NCCL logs at INFO, one finding per knowledge-base entry.
+fn info_fallbacks(job: &Job, out: &mut Vec<Finding>) {
     let mut notes: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    for p in &ps {
+    for p in &job.ps {
         for id in &p.notes {
             notes.entry(id).or_default().push(p.name());
         }
@@ -793,13 +883,12 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             });
         }
     }
+}
 
-    let with_boot: Vec<&Process> = ps
-        .iter()
-        .copied()
-        .filter(|p| p.bootstrap.is_some())
-        .collect();
-    let silent: Vec<&Process> = ps
+/// `bootstrap-not-logged`: processes with neither a bootstrap line nor a WARN.
+fn bootstrap_not_logged(job: &Job, out: &mut Vec<Finding>) {
+    let silent: Vec<&Process> = job
+        .ps
         .iter()
         .copied()
         .filter(|p| p.bootstrap.is_none() && p.bootstrap_device.is_none() && p.warnings.is_empty())
@@ -817,144 +906,149 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: None,
         });
     }
-    let boot = |p: &Process| p.bootstrap.clone();
-    let desc = |p: &Process| {
-        p.bootstrap
-            .as_ref()
-            .map(|b| format!("{} on {} {}", p.name(), b.interface, b.addr))
-            .unwrap_or_else(|| p.name())
-    };
+}
 
-    // Families.
-    let v4: Vec<&Process> = with_boot
-        .iter()
-        .copied()
-        .filter(|p| boot(p).is_some_and(|b| b.addr.is_ipv4()))
-        .collect();
-    let v6: Vec<&Process> = with_boot
-        .iter()
-        .copied()
-        .filter(|p| boot(p).is_some_and(|b| b.addr.is_ipv6()))
-        .collect();
+/// `bootstrap-family-mixed`: some processes bootstrap over IPv4, others over IPv6.
+fn bootstrap_family_mixed(job: &Job, out: &mut Vec<Finding>) {
+    let v4 = job.booting_on(IpAddr::is_ipv4);
+    let v6 = job.booting_on(IpAddr::is_ipv6);
     if !v4.is_empty() && !v6.is_empty() {
         out.push(Finding {
             code: "bootstrap-family-mixed",
             severity: Severity::Warn,
             message: format!(
                 "bootstraps in both families: IPv4 ({}), IPv6 ({}); ranks of one job must reach each other in one family",
-                v4.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", "),
-                v6.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+                descs(&v4),
+                descs(&v6)
             ),
             remedy: "set the same NCCL_SOCKET_FAMILY (AF_INET or AF_INET6) for every rank, or let ncclenv set it from the interface that routes to the master".into(),
-            processes: names(&with_boot),
+            processes: names(&job.with_boot),
             known: None,
         });
     }
-    if multi_host {
-        let lo: Vec<&Process> = with_boot
-            .iter()
-            .copied()
-            .filter(|p| boot(p).is_some_and(|b| b.addr.is_loopback()))
-            .collect();
-        if !lo.is_empty() {
-            out.push(Finding {
-                code: "bootstrap-loopback",
-                severity: Severity::Warn,
-                message: format!(
-                    "loopback bootstrap in a multi-host job: {}; no other host can reach it",
-                    lo.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                ),
-                remedy: "give that container a network that reaches the other nodes (not --network=none), or set NCCL_SOCKET_IFNAME to its uplink".into(),
-                processes: names(&lo),
-                known: None,
-            });
-        }
-        let ll: Vec<&Process> = with_boot
-            .iter()
-            .copied()
-            .filter(|p| boot(p).is_some_and(|b| crate::snapshot::is_link_local_ip(&b.addr)))
-            .collect();
-        if !ll.is_empty() {
-            out.push(Finding {
-                code: "bootstrap-link-local",
-                severity: Severity::Warn,
-                message: format!(
-                    "link-local bootstrap in a multi-host job: {}; it reaches only hosts on the same link (an IPv6 fe80 address needs its scope, which the other hosts lack)",
-                    ll.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                ),
-                remedy: "set NCCL_SOCKET_IFNAME to an interface with a routable address (unless all nodes share one cable and use IPv4 169.254 addresses)".into(),
-                processes: names(&ll),
-                known: None,
-            });
-        }
-        // The same address on two hosts: NAT'd container bridges.
-        let mut by_addr: BTreeMap<IpAddr, Vec<&Process>> = BTreeMap::new();
-        for p in &with_boot {
-            if let Some(b) = &p.bootstrap {
-                if block(&b.addr).is_some() {
-                    by_addr.entry(b.addr).or_default().push(p);
-                }
-            }
-        }
-        for (addr, owners) in by_addr {
-            let hs: BTreeSet<&str> = owners.iter().map(|p| p.host.as_str()).collect();
-            if hs.len() > 1 {
-                out.push(Finding {
-                    code: "bootstrap-address-shared",
-                    severity: Severity::Warn,
-                    message: format!(
-                        "{} hosts bootstrap on the same address {addr} ({}): each is a private address behind NAT (a container bridge), the others cannot reach it",
-                        hs.len(),
-                        owners.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                    ),
-                    remedy: "run the containers with --network=host (or a routed pod network) and let ncclenv choose the uplink".into(),
-                    processes: names(&owners),
-                    known: None,
-                });
-            }
-        }
-        // Different address blocks across hosts.
-        let mut blocks: BTreeMap<&'static str, Vec<&Process>> = BTreeMap::new();
-        for p in &with_boot {
-            if let Some(b) = &p.bootstrap {
-                if let Some(k) = block(&b.addr) {
-                    blocks.entry(k).or_default().push(p);
-                }
-            }
-        }
-        let v4_blocks = blocks
-            .keys()
-            .filter(|k| !k.contains("IPv6") && !k.contains("::"))
-            .count();
-        let v6_blocks = blocks.len() - v4_blocks;
-        if v4_blocks > 1 || v6_blocks > 1 {
-            let hosts_in: BTreeSet<&str> =
-                blocks.values().flatten().map(|p| p.host.as_str()).collect();
-            if hosts_in.len() > 1 {
-                let parts: Vec<String> = blocks
-                    .iter()
-                    .map(|(k, v)| {
-                        format!(
-                            "{k}: {}",
-                            v.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                        )
-                    })
-                    .collect();
-                out.push(Finding {
-                    code: "bootstrap-networks-differ",
-                    severity: Severity::Warn,
-                    message: format!(
-                        "the hosts bootstrap in different address blocks, which do not route to each other unless a router joins them: {}",
-                        parts.join("; ")
-                    ),
-                    remedy: "make every rank bootstrap on the interface of the network the nodes share (ncclenv picks the one that routes to the master)".into(),
-                    processes: names(&with_boot),
-                    known: None,
-                });
+}
+
+/// `bootstrap-loopback`: a loopback bootstrap in a multi-host job.
+fn bootstrap_loopback(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let lo = job.booting_on(IpAddr::is_loopback);
+    if !lo.is_empty() {
+        out.push(Finding {
+            code: "bootstrap-loopback",
+            severity: Severity::Warn,
+            message: format!(
+                "loopback bootstrap in a multi-host job: {}; no other host can reach it",
+                descs(&lo)
+            ),
+            remedy: "give that container a network that reaches the other nodes (not --network=none), or set NCCL_SOCKET_IFNAME to its uplink".into(),
+            processes: names(&lo),
+            known: None,
+        });
+    }
+}
+
+/// `bootstrap-link-local`: a link-local bootstrap (IPv4 169.254, IPv6 fe80) in a multi-host job.
+fn bootstrap_link_local(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let ll = job.booting_on(crate::snapshot::is_link_local_ip);
+    if !ll.is_empty() {
+        out.push(Finding {
+            code: "bootstrap-link-local",
+            severity: Severity::Warn,
+            message: format!(
+                "link-local bootstrap in a multi-host job: {}; it reaches only hosts on the same link (an IPv6 fe80 address needs its scope, which the other hosts lack)",
+                descs(&ll)
+            ),
+            remedy: "set NCCL_SOCKET_IFNAME to an interface with a routable address (unless all nodes share one cable and use IPv4 169.254 addresses)".into(),
+            processes: names(&ll),
+            known: None,
+        });
+    }
+}
+
+/// `bootstrap-address-shared`: the same (routable-looking) address on two hosts of a multi-host job, as
+/// NAT'd container bridges give.
+fn bootstrap_address_shared(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let mut by_addr: BTreeMap<IpAddr, Vec<&Process>> = BTreeMap::new();
+    for p in &job.with_boot {
+        if let Some(b) = &p.bootstrap {
+            if block(&b.addr).is_some() {
+                by_addr.entry(b.addr).or_default().push(p);
             }
         }
     }
-    // NCCL versions.
+    for (addr, owners) in by_addr {
+        let hs: BTreeSet<&str> = owners.iter().map(|p| p.host.as_str()).collect();
+        if hs.len() > 1 {
+            out.push(Finding {
+                code: "bootstrap-address-shared",
+                severity: Severity::Warn,
+                message: format!(
+                    "{} hosts bootstrap on the same address {addr} ({}): each is a private address behind NAT (a container bridge), the others cannot reach it",
+                    hs.len(),
+                    descs(&owners)
+                ),
+                remedy: "run the containers with --network=host (or a routed pod network) and let ncclenv choose the uplink".into(),
+                processes: names(&owners),
+                known: None,
+            });
+        }
+    }
+}
+
+/// `bootstrap-networks-differ`: the hosts of a multi-host job bootstrap in different address blocks
+/// ([`block`]) of one family.
+fn bootstrap_networks_differ(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let mut blocks: BTreeMap<&'static str, Vec<&Process>> = BTreeMap::new();
+    for p in &job.with_boot {
+        if let Some(b) = &p.bootstrap {
+            if let Some(k) = block(&b.addr) {
+                blocks.entry(k).or_default().push(p);
+            }
+        }
+    }
+    let v4_blocks = blocks
+        .keys()
+        .filter(|k| !k.contains("IPv6") && !k.contains("::"))
+        .count();
+    let v6_blocks = blocks.len() - v4_blocks;
+    if v4_blocks <= 1 && v6_blocks <= 1 {
+        return;
+    }
+    let hosts_in: BTreeSet<&str> = blocks.values().flatten().map(|p| p.host.as_str()).collect();
+    if hosts_in.len() > 1 {
+        let parts: Vec<String> = blocks
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", descs(v)))
+            .collect();
+        out.push(Finding {
+            code: "bootstrap-networks-differ",
+            severity: Severity::Warn,
+            message: format!(
+                "the hosts bootstrap in different address blocks, which do not route to each other unless a router joins them: {}",
+                parts.join("; ")
+            ),
+            remedy: "make every rank bootstrap on the interface of the network the nodes share (ncclenv picks the one that routes to the master)".into(),
+            processes: names(&job.with_boot),
+            known: None,
+        });
+    }
+}
+
+/// `nccl-versions-differ`: the processes logged different NCCL versions (or bootstrap spellings of
+/// different eras, [`nccl_log::BOOTSTRAP_NO_SPACE_SINCE`]).
+fn nccl_versions_differ(job: &Job, out: &mut Vec<Finding>) {
+    let (ps, r) = (&job.ps, job.r);
     let explicit: BTreeSet<&str> = ps
         .iter()
         .filter_map(|p| p.nccl_version.as_deref())
@@ -985,25 +1079,27 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             severity: Severity::Warn,
             message: msg,
             remedy: "use one NCCL version on every node and in every image (ncclenv doctor lists the libnccl files a command can load)".into(),
-            processes: names(&ps),
+            processes: names(ps),
             known: None,
         });
     }
-    // IB on some, sockets on others.
+}
+
+/// `net-transport-mixed`: InfiniBand/RoCE on some processes, sockets on others ([`Process::net_kind`]).
+fn net_transport_mixed(job: &Job, out: &mut Vec<Finding>) {
+    let ps = &job.ps;
     let kinds: Vec<(&Process, String)> = ps
         .iter()
         .filter_map(|p| p.net_kind().map(|k| (*p, k)))
         .collect();
-    let ib: Vec<&Process> = kinds
-        .iter()
-        .filter(|(_, k)| k == "IB")
-        .map(|(p, _)| *p)
-        .collect();
-    let sock: Vec<&Process> = kinds
-        .iter()
-        .filter(|(_, k)| k == "Socket")
-        .map(|(p, _)| *p)
-        .collect();
+    let of_kind = |kind: &str| -> Vec<&Process> {
+        kinds
+            .iter()
+            .filter(|(_, k)| k == kind)
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    let (ib, sock) = (of_kind("IB"), of_kind("Socket"));
     if !ib.is_empty() && !sock.is_empty() {
         out.push(Finding {
             code: "net-transport-mixed",
@@ -1014,11 +1110,10 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
                 names(&sock).join(", ")
             ),
             remedy: "give every node the same RDMA access (--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1), or set NCCL_IB_DISABLE=1 everywhere".into(),
-            processes: names(&ps),
+            processes: names(ps),
             known: None,
         });
     }
-    out
 }
 
 /// Compare the processes of this host in the report with ncclenv's decision here (see [`Local`]), adding
