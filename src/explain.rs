@@ -502,166 +502,243 @@ impl Explainer {
     }
 }
 
-/// Read what an INFO message says into the process.
+/// One kind of INFO message: true when it recognised `msg` (and read it into the process).
+type InfoReader = fn(&mut Process, &str) -> bool;
+
+/// The kinds of INFO message `explain` reads, tried in order: the first that recognises a message reads
+/// it.
+const INFO_READERS: &[InfoReader] = &[
+    read_bootstrap,
+    read_version,
+    read_net_socket,
+    read_net_ib,
+    read_fallback_note,
+    read_network,
+    read_plugin,
+    read_channel,
+    read_communicator,
+    read_error_trail,
+    read_setting,
+];
+
+/// Read what an INFO message says into the process (the first of [`INFO_READERS`] that recognises it).
 fn info_line(p: &mut Process, msg: &str) {
-    if let Some(b) = nccl_log::parse_bootstrap(msg) {
-        match b {
-            Bootstrap::Socket {
-                ifname,
-                addr,
-                spaced,
-            } => {
-                p.bootstrap = Some(Endpoint {
-                    interface: cut(&ifname, MAX_TEXT),
-                    addr,
-                });
-                p.bootstrap_spaced = Some(spaced);
-            }
-            Bootstrap::Device(d) => p.bootstrap_device = Some(cut(&d, MAX_TEXT)),
+    for read in INFO_READERS {
+        if read(p, msg) {
+            return;
         }
-        return;
     }
-    if let Some((v, cuda)) = nccl_log::parse_version(msg) {
-        p.nccl_version = Some(cut(&v, MAX_TEXT));
-        p.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
-        return;
-    }
-    if let Some(list) = nccl_log::parse_net_socket(msg) {
-        let n = list.len();
-        p.net_socket = list
-            .into_iter()
-            .take(MAX_ITEMS)
-            .map(|(interface, addr)| Endpoint {
-                interface: cut(&interface, MAX_TEXT),
+}
+
+/// The bootstrap socket or network device ([`nccl_log::parse_bootstrap`]).
+fn read_bootstrap(p: &mut Process, msg: &str) -> bool {
+    let Some(b) = nccl_log::parse_bootstrap(msg) else {
+        return false;
+    };
+    match b {
+        Bootstrap::Socket {
+            ifname,
+            addr,
+            spaced,
+        } => {
+            p.bootstrap = Some(Endpoint {
+                interface: cut(&ifname, MAX_TEXT),
                 addr,
-            })
-            .collect();
-        p.items_left_out += n.saturating_sub(MAX_ITEMS);
-        return;
-    }
-    if let Some(ib) = nccl_log::parse_net_ib(msg) {
-        p.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
-        p.net_ib = ib
-            .devices
-            .iter()
-            .take(MAX_ITEMS)
-            .map(|d| cut(d, MAX_TEXT))
-            .collect();
-        p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
-        return;
-    }
-    if let Some(k) = nccl_errors::lookup(msg).filter(|k| k.level == nccl_errors::Level::Info) {
-        if k.id == "ib-no-device" {
-            p.ib_none = true;
+            });
+            p.bootstrap_spaced = Some(spaced);
         }
-        p.notes.insert(k.id);
-        return;
+        Bootstrap::Device(d) => p.bootstrap_device = Some(cut(&d, MAX_TEXT)),
     }
-    // Network and plugin (src/init.cc "Using network %s"; 2.27.7 src/plugin/net.cc "Assigned NET plugin %s
-    // to comm"; 2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal network
-    // plugin."; 2.27.7 "Successfully loaded external plugin %s").
-    if let Some(n) = msg.strip_prefix("Using network ") {
-        p.network = Some(cut(n.trim(), MAX_TEXT));
-        return;
+    true
+}
+
+/// `NCCL version X.Y.Z+cudaA.B` ([`nccl_log::parse_version`]).
+fn read_version(p: &mut Process, msg: &str) -> bool {
+    let Some((v, cuda)) = nccl_log::parse_version(msg) else {
+        return false;
+    };
+    p.nccl_version = Some(cut(&v, MAX_TEXT));
+    p.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
+    true
+}
+
+/// NET/Socket's interfaces ([`nccl_log::parse_net_socket`]), at most [`MAX_ITEMS`].
+fn read_net_socket(p: &mut Process, msg: &str) -> bool {
+    let Some(list) = nccl_log::parse_net_socket(msg) else {
+        return false;
+    };
+    let n = list.len();
+    p.net_socket = list
+        .into_iter()
+        .take(MAX_ITEMS)
+        .map(|(interface, addr)| Endpoint {
+            interface: cut(&interface, MAX_TEXT),
+            addr,
+        })
+        .collect();
+    p.items_left_out += n.saturating_sub(MAX_ITEMS);
+    true
+}
+
+/// NET/IB's devices and out-of-band interface ([`nccl_log::parse_net_ib`]), at most [`MAX_ITEMS`] devices.
+fn read_net_ib(p: &mut Process, msg: &str) -> bool {
+    let Some(ib) = nccl_log::parse_net_ib(msg) else {
+        return false;
+    };
+    p.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
+    p.net_ib = ib
+        .devices
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|d| cut(d, MAX_TEXT))
+        .collect();
+    p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
+    true
+}
+
+/// A fallback NCCL logs at INFO (a knowledge-base entry of level INFO; `ib-no-device` also sets
+/// [`Process::ib_none`]).
+fn read_fallback_note(p: &mut Process, msg: &str) -> bool {
+    let Some(k) = nccl_errors::lookup(msg).filter(|k| k.level == nccl_errors::Level::Info) else {
+        return false;
+    };
+    if k.id == "ib-no-device" {
+        p.ib_none = true;
     }
-    if let Some(n) = msg
-        .strip_prefix("Assigned NET plugin ")
-        .and_then(|r| r.strip_suffix(" to comm"))
-    {
-        p.network = Some(cut(n.trim(), MAX_TEXT));
-        return;
-    }
+    p.notes.insert(k.id);
+    true
+}
+
+/// The network NCCL uses (src/init.cc "Using network %s"; 2.27.7 src/plugin/net.cc "Assigned NET plugin %s
+/// to comm").
+fn read_network(p: &mut Process, msg: &str) -> bool {
+    let name = msg.strip_prefix("Using network ").or_else(|| {
+        msg.strip_prefix("Assigned NET plugin ")
+            .and_then(|r| r.strip_suffix(" to comm"))
+    });
+    let Some(n) = name else {
+        return false;
+    };
+    p.network = Some(cut(n.trim(), MAX_TEXT));
+    true
+}
+
+/// The network plugin (2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal
+/// network plugin."; 2.27.7 "Successfully loaded external plugin %s").
+fn read_plugin(p: &mut Process, msg: &str) -> bool {
     if let Some(rest) = msg.strip_prefix("NET/Plugin: Loaded net plugin ") {
         let name = rest.rsplit_once(" (v").map(|(n, _)| n).unwrap_or(rest);
         p.plugin = Some(cut(name.trim(), MAX_TEXT));
-        return;
+        return true;
     }
     if let Some(rest) = msg.strip_prefix("Successfully loaded external plugin ") {
         p.plugin = Some(cut(rest.trim(), MAX_TEXT));
-        return;
+        return true;
     }
     if msg.starts_with("NET/Plugin: Using internal net")
         || msg.contains("Using internal net plugin")
         || msg.contains("Using internal network plugin")
     {
         p.plugin.get_or_insert_with(|| "internal".to_string());
-        return;
+        return true;
     }
-    // Channels (src/transport/net.cc, p2p.cc, shm.cc: "Channel %02d… via NET/%s/%d…", "via P2P/…", "via SHM/…").
-    if msg.starts_with("Channel ") {
-        if let Some((_, via)) = msg.split_once(" via ") {
-            let tok = via.split_whitespace().next().unwrap_or("");
-            let parts: Vec<&str> = tok.split('/').collect();
-            let t = match parts.as_slice() {
-                ["SHM", ..] => "SHM".to_string(),
-                [a, b, ..] => format!("{a}/{b}"),
-                [a] => a.to_string(),
-                [] => String::new(),
-            };
-            if !t.is_empty() && !p.transports.contains(&t) && p.room(p.transports.len()) {
-                p.transports.insert(cut(&t, MAX_TEXT));
-            }
-        }
-        return;
+    false
+}
+
+/// A channel's transport (src/transport/net.cc, p2p.cc, shm.cc: "Channel %02d… via NET/%s/%d…", "via
+/// P2P/…", "via SHM/…"): `NET/IB`, `P2P/IPC`, `SHM`, at most [`MAX_ITEMS`].
+fn read_channel(p: &mut Process, msg: &str) -> bool {
+    if !msg.starts_with("Channel ") {
+        return false;
     }
-    // Communicator (src/init.cc: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d";
-    // "… Init COMPLETE").
-    if msg.starts_with("comm ") || msg.contains("Init COMPLETE") {
-        let words: Vec<&str> = msg.split_whitespace().collect();
-        let after = |key: &str| -> Option<u32> {
-            words
-                .iter()
-                .position(|w| *w == key)
-                .and_then(|i| words.get(i + 1))
-                .and_then(|v| v.parse().ok())
+    if let Some((_, via)) = msg.split_once(" via ") {
+        let tok = via.split_whitespace().next().unwrap_or("");
+        let parts: Vec<&str> = tok.split('/').collect();
+        let t = match parts.as_slice() {
+            ["SHM", ..] => "SHM".to_string(),
+            [a, b, ..] => format!("{a}/{b}"),
+            [a] => a.to_string(),
+            [] => String::new(),
         };
-        if let Some(r) = after("rank") {
-            if p.ranks.contains(&r) || p.room(p.ranks.len()) {
-                p.ranks.insert(r);
-            }
-        }
-        if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
-            p.nranks = Some(n);
-        }
-        if let Some(n) = after("nNodes") {
-            p.nnodes = Some(n);
-        }
-        if msg.contains("Init COMPLETE") {
-            p.init_complete = true;
-        }
-        return;
-    }
-    // The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"; from 2.30 "%s:%d (%s) -> %d", the
-    // function named, measured with the 2.30.7 wheel): the last one is what the call returned.
-    if let Some((at, code)) = msg.rsplit_once(" -> ") {
-        let at = match at.split_once(' ') {
-            Some((src, func))
-                if func.starts_with('(') && func.ends_with(')') && !func.contains(' ') =>
-            {
-                src
-            }
-            _ => at,
-        };
-        if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
-            if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
-                p.returned = Some(code);
-                return;
-            }
+        if !t.is_empty() && !p.transports.contains(&t) && p.room(p.transports.len()) {
+            p.transports.insert(cut(&t, MAX_TEXT));
         }
     }
-    // Settings (src/misc/param.cc and callers: "%s set by environment to %s", ints with a final '.').
-    if let Some((name, value)) = msg.split_once(" set by environment to ") {
-        if name.starts_with("NCCL_") && !name.contains(' ') {
-            let v = value.trim();
-            let v = match v.strip_suffix('.') {
-                Some(n) if n.parse::<i64>().is_ok() => n,
-                _ => v,
-            };
-            if p.env.contains_key(name) || p.room(p.env.len()) {
-                p.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
-            }
+    true
+}
+
+/// A communicator (src/init.cc: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d";
+/// "… Init COMPLETE"): its rank, size and node count.
+fn read_communicator(p: &mut Process, msg: &str) -> bool {
+    if !(msg.starts_with("comm ") || msg.contains("Init COMPLETE")) {
+        return false;
+    }
+    let words: Vec<&str> = msg.split_whitespace().collect();
+    let after = |key: &str| -> Option<u32> {
+        words
+            .iter()
+            .position(|w| *w == key)
+            .and_then(|i| words.get(i + 1))
+            .and_then(|v| v.parse().ok())
+    };
+    if let Some(r) = after("rank") {
+        if p.ranks.contains(&r) || p.room(p.ranks.len()) {
+            p.ranks.insert(r);
         }
     }
+    if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
+        p.nranks = Some(n);
+    }
+    if let Some(n) = after("nNodes") {
+        p.nnodes = Some(n);
+    }
+    if msg.contains("Init COMPLETE") {
+        p.init_complete = true;
+    }
+    true
+}
+
+/// The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"; from 2.30 "%s:%d (%s) -> %d", the
+/// function named, measured with the 2.30.7 wheel): the last one is what the call returned.
+fn read_error_trail(p: &mut Process, msg: &str) -> bool {
+    let Some((at, code)) = msg.rsplit_once(" -> ") else {
+        return false;
+    };
+    let at = match at.split_once(' ') {
+        Some((src, func))
+            if func.starts_with('(') && func.ends_with(')') && !func.contains(' ') =>
+        {
+            src
+        }
+        _ => at,
+    };
+    if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
+        if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
+            p.returned = Some(code);
+            return true;
+        }
+    }
+    false
+}
+
+/// A setting NCCL read (src/misc/param.cc and callers: "%s set by environment to %s", ints with a final
+/// '.'), at most [`MAX_ITEMS`].
+fn read_setting(p: &mut Process, msg: &str) -> bool {
+    let Some((name, value)) = msg.split_once(" set by environment to ") else {
+        return false;
+    };
+    if !name.starts_with("NCCL_") || name.contains(' ') {
+        return false;
+    }
+    let v = value.trim();
+    let v = match v.strip_suffix('.') {
+        Some(n) if n.parse::<i64>().is_ok() => n,
+        _ => v,
+    };
+    if p.env.contains_key(name) || p.room(p.env.len()) {
+        p.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
+    }
+    true
 }
 
 /// Address blocks whose members do not normally route to each other's: RFC 1918 blocks, shared address
