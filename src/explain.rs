@@ -1587,10 +1587,25 @@ pub fn left_out_text(l: &LeftOut) -> Option<String> {
     Some(format!("left out to stay bounded: {}", parts.join("; ")))
 }
 
-/// The report as text for a terminal or an issue.
+/// The report as text for a terminal or an issue: the summary, each process, this node, the findings and
+/// the verdict.
 pub fn render_text(r: &Report) -> String {
-    use std::fmt::Write as _;
     let mut o = String::new();
+    text_summary(&mut o, r);
+    for p in &r.processes {
+        text_process(&mut o, p);
+    }
+    if let Some(l) = &r.local {
+        text_local(&mut o, l);
+    }
+    text_findings(&mut o, r);
+    o
+}
+
+/// The first lines: how many processes, hosts, inputs and lines; the inputs that could not be read; what
+/// was left out.
+fn text_summary(o: &mut String, r: &Report) {
+    use std::fmt::Write as _;
     let lines: usize = r.inputs.iter().map(|i| i.lines).sum();
     let nccl: usize = r.inputs.iter().map(|i| i.nccl_lines).sum();
     let hosts: BTreeSet<&str> = r.processes.iter().map(|p| p.host.as_str()).collect();
@@ -1608,129 +1623,158 @@ pub fn render_text(r: &Report) -> String {
     if let Some(line) = left_out_text(&r.left_out) {
         let _ = writeln!(o, "  {line}");
     }
-    for p in &r.processes {
-        let _ = writeln!(o);
-        let mut head = p.name();
-        if let Some(v) = p.version_label() {
-            let how = if p.nccl_version.is_none() {
-                " (by the log's format)"
-            } else {
-                ""
-            };
-            let _ = write!(head, "  NCCL {v}{how}");
-            if let Some(c) = &p.cuda_version {
-                let _ = write!(head, " (CUDA {c})");
-            }
-        }
-        if !p.ranks.is_empty() {
-            let rk: Vec<String> = p.ranks.iter().map(|r| r.to_string()).collect();
-            let _ = write!(head, "  rank {}", rk.join(","));
-            if let Some(n) = p.nranks {
-                let _ = write!(head, " of {n}");
-            }
-        }
-        let _ = writeln!(o, "{head}");
-        let row = |o: &mut String, k: &str, v: String| {
-            let _ = writeln!(o, "  {k:<11}{v}");
+}
+
+/// One row of a process's section: the key in a column of 11, then the value.
+fn text_row(o: &mut String, k: &str, v: String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "  {k:<11}{v}");
+}
+
+/// A process's section: a blank line, its head line ([`text_process_head`]), its rows
+/// ([`text_process_rows`]) and its WARN lines ([`text_process_warnings`]).
+fn text_process(o: &mut String, p: &Process) {
+    o.push('\n');
+    o.push_str(&text_process_head(p));
+    o.push('\n');
+    text_process_rows(o, p);
+    text_process_warnings(o, p);
+}
+
+/// `host:pid  NCCL version (CUDA c)  rank r,… of n`, as far as the log tells.
+fn text_process_head(p: &Process) -> String {
+    use std::fmt::Write as _;
+    let mut head = p.name();
+    if let Some(v) = p.version_label() {
+        let how = if p.nccl_version.is_none() {
+            " (by the log's format)"
+        } else {
+            ""
         };
-        match (&p.bootstrap, &p.bootstrap_device) {
-            (Some(b), _) => row(
-                &mut o,
-                "bootstrap",
-                format!(
-                    "{} {} ({})",
-                    b.interface,
-                    b.addr,
-                    if b.addr.is_ipv4() { "IPv4" } else { "IPv6" }
-                ),
+        let _ = write!(head, "  NCCL {v}{how}");
+        if let Some(c) = &p.cuda_version {
+            let _ = write!(head, " (CUDA {c})");
+        }
+    }
+    if !p.ranks.is_empty() {
+        let rk: Vec<String> = p.ranks.iter().map(|r| r.to_string()).collect();
+        let _ = write!(head, "  rank {}", rk.join(","));
+        if let Some(n) = p.nranks {
+            let _ = write!(head, " of {n}");
+        }
+    }
+    head
+}
+
+/// A process's rows: bootstrap, NET/Socket, NET/IB, network, net plugin, returned, transports, settings
+/// (each when the log tells it; bootstrap always).
+fn text_process_rows(o: &mut String, p: &Process) {
+    match (&p.bootstrap, &p.bootstrap_device) {
+        (Some(b), _) => text_row(
+            o,
+            "bootstrap",
+            format!(
+                "{} {} ({})",
+                b.interface,
+                b.addr,
+                if b.addr.is_ipv4() { "IPv4" } else { "IPv6" }
             ),
-            (None, Some(d)) => row(&mut o, "bootstrap", format!("network device {d}")),
-            (None, None) => row(&mut o, "bootstrap", "not logged".into()),
-        }
-        if !p.net_socket.is_empty() {
-            let v: Vec<String> = p
-                .net_socket
-                .iter()
-                .map(|e| format!("{} {}", e.interface, e.addr))
-                .collect();
-            row(&mut o, "NET/Socket", v.join(", "));
-        }
-        if !p.net_ib.is_empty() {
-            let oob = p
-                .ib_oob
-                .as_ref()
-                .map(|e| format!("; OOB {} {}", e.interface, e.addr))
-                .unwrap_or_default();
-            row(&mut o, "NET/IB", format!("{}{oob}", p.net_ib.join(", ")));
-        } else if p.ib_none {
-            row(
-                &mut o,
-                "NET/IB",
-                "no device found (sockets are used)".into(),
-            );
-        }
-        if let Some(k) = p.net_kind() {
-            row(&mut o, "network", k);
-        }
-        if let Some(pl) = &p.plugin {
-            row(&mut o, "net plugin", pl.clone());
-        }
-        if let Some(c) = p.returned {
-            row(
-                &mut o,
-                "returned",
-                format!("{c} ({})", nccl_errors::result_name(c)),
-            );
-        }
-        if !p.transports.is_empty() {
-            row(
-                &mut o,
-                "transports",
-                p.transports.iter().cloned().collect::<Vec<_>>().join(", "),
-            );
-        }
-        if !p.env.is_empty() {
-            let v: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            row(&mut o, "settings", v.join(" "));
-        }
-        for w in &p.warnings {
-            let n = if w.count > 1 {
-                format!(" (×{})", w.count)
-            } else {
-                String::new()
-            };
-            let src = w
-                .source
-                .as_deref()
-                .map(|s| format!("{s} "))
-                .unwrap_or_default();
-            row(&mut o, "WARN", format!("{src}{}{n}", w.text));
-            if let Some(k) = w.known {
-                let _ = writeln!(o, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
-                let _ = writeln!(o, "  {:<11}fix:   {}", "", k.remedy);
-            }
+        ),
+        (None, Some(d)) => text_row(o, "bootstrap", format!("network device {d}")),
+        (None, None) => text_row(o, "bootstrap", "not logged".into()),
+    }
+    if !p.net_socket.is_empty() {
+        let v: Vec<String> = p
+            .net_socket
+            .iter()
+            .map(|e| format!("{} {}", e.interface, e.addr))
+            .collect();
+        text_row(o, "NET/Socket", v.join(", "));
+    }
+    if !p.net_ib.is_empty() {
+        let oob = p
+            .ib_oob
+            .as_ref()
+            .map(|e| format!("; OOB {} {}", e.interface, e.addr))
+            .unwrap_or_default();
+        text_row(o, "NET/IB", format!("{}{oob}", p.net_ib.join(", ")));
+    } else if p.ib_none {
+        text_row(o, "NET/IB", "no device found (sockets are used)".into());
+    }
+    if let Some(k) = p.net_kind() {
+        text_row(o, "network", k);
+    }
+    if let Some(pl) = &p.plugin {
+        text_row(o, "net plugin", pl.clone());
+    }
+    if let Some(c) = p.returned {
+        text_row(
+            o,
+            "returned",
+            format!("{c} ({})", nccl_errors::result_name(c)),
+        );
+    }
+    if !p.transports.is_empty() {
+        text_row(
+            o,
+            "transports",
+            p.transports.iter().cloned().collect::<Vec<_>>().join(", "),
+        );
+    }
+    if !p.env.is_empty() {
+        let v: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        text_row(o, "settings", v.join(" "));
+    }
+}
+
+/// A process's WARN lines, each with its count, and the cause and fix of a known one.
+fn text_process_warnings(o: &mut String, p: &Process) {
+    use std::fmt::Write as _;
+    for w in &p.warnings {
+        let n = if w.count > 1 {
+            format!(" (×{})", w.count)
+        } else {
+            String::new()
+        };
+        let src = w
+            .source
+            .as_deref()
+            .map(|s| format!("{s} "))
+            .unwrap_or_default();
+        text_row(o, "WARN", format!("{src}{}{n}", w.text));
+        if let Some(k) = w.known {
+            let _ = writeln!(o, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
+            let _ = writeln!(o, "  {:<11}fix:   {}", "", k.remedy);
         }
     }
-    if let Some(l) = &r.local {
-        let _ = writeln!(o);
-        let _ = writeln!(o, "This node ({})", l.local.host);
-        match &l.local.choice {
-            Some((i, a, how)) => {
-                let a = a.map(|a| format!(" {a}")).unwrap_or_default();
-                let _ = writeln!(o, "  ncclenv would choose {i}{a} ({how})");
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "  ncclenv would set no interface: {}",
-                    l.local.no_choice.as_deref().unwrap_or("no choice")
-                );
-            }
+}
+
+/// This node's section: ncclenv's choice here (or why none) and the peer it used.
+fn text_local(o: &mut String, l: &LocalView) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o);
+    let _ = writeln!(o, "This node ({})", l.local.host);
+    match &l.local.choice {
+        Some((i, a, how)) => {
+            let a = a.map(|a| format!(" {a}")).unwrap_or_default();
+            let _ = writeln!(o, "  ncclenv would choose {i}{a} ({how})");
         }
-        if let Some(p) = &l.local.peer {
-            let _ = writeln!(o, "  peer: {p}");
+        None => {
+            let _ = writeln!(
+                o,
+                "  ncclenv would set no interface: {}",
+                l.local.no_choice.as_deref().unwrap_or("no choice")
+            );
         }
     }
+    if let Some(p) = &l.local.peer {
+        let _ = writeln!(o, "  peer: {p}");
+    }
+}
+
+/// The findings, each with what to do, and the verdict with the exit status ([`exit_code`]).
+fn text_findings(o: &mut String, r: &Report) {
+    use std::fmt::Write as _;
     let _ = writeln!(o);
     let _ = writeln!(o, "Findings");
     if r.findings.is_empty() {
@@ -1754,7 +1798,6 @@ pub fn render_text(r: &Report) -> String {
             "Something is wrong"
         }
     );
-    o
 }
 
 #[cfg(test)]
