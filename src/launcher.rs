@@ -855,8 +855,32 @@ const GENERIC_VALUED: &[&str] = &[
     "--include",
 ];
 
-/// torchrun: flags win over `PET_*` (`argparse_util.env`). With `flags_only`, the `PET_*` variables are not
-/// read (a command that is not torchrun); with an empty `opts`, only they are (a wrapped torchrun).
+/// Where torchrun reads a setting: its flag, else (with `with_vars`) its `PET_*` variable
+/// (`argparse_util.env`: flags win).
+struct TorchrunArgs<'a> {
+    opts: &'a [(String, String)],
+    env: &'a BTreeMap<String, String>,
+    with_vars: bool,
+}
+
+impl<'a> TorchrunArgs<'a> {
+    /// The `PET_*` variable `name`, unless the variables are not read.
+    fn pet(&self, name: &str) -> Option<(&'static str, &'a str)> {
+        if self.with_vars {
+            var(self.env, name)
+        } else {
+            None
+        }
+    }
+
+    /// The last of `flags`, else the variable `pet`: (where it was named, value).
+    fn get(&self, flags: &[&str], pet: &str) -> Option<(&'a str, &'a str)> {
+        flag_or_var(opt(self.opts, flags), self.pet(pet))
+    }
+}
+
+/// torchrun: flags win over `PET_*` (`argparse_util.env`). With `with_vars` false, the `PET_*` variables are
+/// not read (a command that is not torchrun); with an empty `opts`, only they are (a wrapped torchrun).
 fn torchrun<'a>(
     opts: &'a [(String, String)],
     env: &'a BTreeMap<String, String>,
@@ -865,103 +889,116 @@ fn torchrun<'a>(
     info: &mut LaunchInfo,
     standalone: &mut Option<String>,
 ) {
-    let pet = |name: &str| if with_vars { var(env, name) } else { None };
+    let args = TorchrunArgs {
+        opts,
+        env,
+        with_vars,
+    };
     if standalone.is_none() {
-        if let Some((n, _)) = opt(opts, &["--standalone"]) {
-            *standalone = Some(n.to_string());
-        } else if let Some((n, v)) = pet("PET_STANDALONE") {
-            // `check_env`: bool(int(value)).
-            if v.trim().parse::<i64>().is_ok_and(|x| x != 0) {
-                *standalone = Some(n.to_string());
-            }
-        }
+        *standalone = torchrun_standalone(&args);
     }
-    if let Some((n, v)) = flag_or_var(opt(opts, &["--nnodes"]), pet("PET_NNODES")) {
+    torchrun_node(&args, info);
+    cands.extend(torchrun_rendezvous(&args));
+}
+
+/// Where `--standalone` (or a non-zero `PET_STANDALONE`) was named, if it was.
+fn torchrun_standalone(args: &TorchrunArgs) -> Option<String> {
+    if let Some((n, _)) = opt(args.opts, &["--standalone"]) {
+        return Some(n.to_string());
+    }
+    let (n, v) = args.pet("PET_STANDALONE")?;
+    // `check_env`: bool(int(value)).
+    v.trim()
+        .parse::<i64>()
+        .is_ok_and(|x| x != 0)
+        .then(|| n.to_string())
+}
+
+/// This node in the job: the number of nodes, the node rank and the local address.
+fn torchrun_node(args: &TorchrunArgs, info: &mut LaunchInfo) {
+    if let Some((n, v)) = args.get(&["--nnodes"], "PET_NNODES") {
         set_nnodes(info, v, n);
     }
-    if let Some((n, v)) = flag_or_var(
-        opt(opts, &["--node-rank", "--node_rank"]),
-        pet("PET_NODE_RANK"),
-    ) {
+    if let Some((n, v)) = args.get(&["--node-rank", "--node_rank"], "PET_NODE_RANK") {
         set_rank(info, v, n, false);
     }
-    if let Some((n, v)) = flag_or_var(
-        opt(opts, &["--local-addr", "--local_addr"]),
-        pet("PET_LOCAL_ADDR"),
-    ) {
+    if let Some((n, v)) = args.get(&["--local-addr", "--local_addr"], "PET_LOCAL_ADDR") {
         set_self(info, v, n);
     }
-    let backend = flag_or_var(
-        opt(opts, &["--rdzv-backend", "--rdzv_backend"]),
-        pet("PET_RDZV_BACKEND"),
-    )
-    .map_or("static", |(_, v)| v);
-    let endpoint = flag_or_var(
-        opt(opts, &["--rdzv-endpoint", "--rdzv_endpoint"]),
-        pet("PET_RDZV_ENDPOINT"),
-    );
-    let port = flag_or_var(
-        opt(opts, &["--master-port", "--master_port"]),
-        pet("PET_MASTER_PORT"),
-    );
-    let addr = flag_or_var(
-        opt(opts, &["--master-addr", "--master_addr"]),
-        pet("PET_MASTER_ADDR"),
-    );
-    match endpoint {
-        // get_rdzv_endpoint: the static backend without an endpoint uses master_addr:master_port.
+}
+
+/// The rendezvous torchrun joins: its endpoint with the backend, or (`get_rdzv_endpoint`) the static
+/// backend without an endpoint at master_addr:master_port; `None` when neither is named.
+fn torchrun_rendezvous<'a>(args: &TorchrunArgs<'a>) -> Option<Candidate<'a>> {
+    let backend = args
+        .get(&["--rdzv-backend", "--rdzv_backend"], "PET_RDZV_BACKEND")
+        .map_or("static", |(_, v)| v);
+    match args.get(&["--rdzv-endpoint", "--rdzv_endpoint"], "PET_RDZV_ENDPOINT") {
         None if backend == "static" => {
-            if let Some((n, v)) = addr {
-                cands.push(Candidate {
-                    source: n.to_string(),
-                    value: v,
-                    shape: Shape::One,
-                    rdzv: Some((
-                        RdzvProtocol::Tcp,
-                        "torchrun's static rendezvous (TCPStore)".into(),
-                    )),
-                    port: Some(match port {
-                        Some((pn, pv)) => Sourced {
-                            value: pv,
-                            source: pn.to_string(),
-                        },
-                        None => Sourced {
-                            value: "29500",
-                            source: "torchrun's default".into(),
-                        },
-                    }),
-                    clears: &[],
-                });
-            }
+            let (n, v) = args.get(&["--master-addr", "--master_addr"], "PET_MASTER_ADDR")?;
+            let port = args.get(&["--master-port", "--master_port"], "PET_MASTER_PORT");
+            Some(torchrun_static(n, v, port))
         }
-        None => {}
-        Some((n, v)) => {
-            let http = matches!(backend, "etcd" | "etcd-v2")
-                || parse_endpoint(v)
-                    .ok()
-                    .and_then(|e| e.scheme)
-                    .is_some_and(|s| matches!(s.as_str(), "etcd" | "http" | "https"));
-            let owner = if http {
-                "torchrun's etcd rendezvous".to_string()
+        None => None,
+        Some((n, v)) => Some(torchrun_endpoint(backend, n, v)),
+    }
+}
+
+/// The static rendezvous (a TCPStore) at master_addr, on master_port or torchrun's default 29500.
+fn torchrun_static<'a>(
+    source: &str,
+    value: &'a str,
+    port: Option<(&'a str, &'a str)>,
+) -> Candidate<'a> {
+    Candidate {
+        source: source.to_string(),
+        value,
+        shape: Shape::One,
+        rdzv: Some((
+            RdzvProtocol::Tcp,
+            "torchrun's static rendezvous (TCPStore)".into(),
+        )),
+        port: Some(match port {
+            Some((pn, pv)) => Sourced {
+                value: pv,
+                source: pn.to_string(),
+            },
+            None => Sourced {
+                value: "29500",
+                source: "torchrun's default".into(),
+            },
+        }),
+        clears: &[],
+    }
+}
+
+/// The rendezvous at `--rdzv-endpoint`: etcd's over HTTP (the etcd backends, or an etcd/http/https URL),
+/// else the backend's TCPStore.
+fn torchrun_endpoint<'a>(backend: &str, source: &str, value: &'a str) -> Candidate<'a> {
+    let http = matches!(backend, "etcd" | "etcd-v2")
+        || parse_endpoint(value)
+            .ok()
+            .and_then(|e| e.scheme)
+            .is_some_and(|s| matches!(s.as_str(), "etcd" | "http" | "https"));
+    let owner = if http {
+        "torchrun's etcd rendezvous".to_string()
+    } else {
+        format!("torchrun's {backend} rendezvous (TCPStore)")
+    };
+    Candidate {
+        source: source.to_string(),
+        value,
+        shape: Shape::One,
+        rdzv: Some((
+            if http {
+                RdzvProtocol::Http
             } else {
-                format!("torchrun's {backend} rendezvous (TCPStore)")
-            };
-            cands.push(Candidate {
-                source: n.to_string(),
-                value: v,
-                shape: Shape::One,
-                rdzv: Some((
-                    if http {
-                        RdzvProtocol::Http
-                    } else {
-                        RdzvProtocol::Tcp
-                    },
-                    owner,
-                )),
-                port: None,
-                clears: &[],
-            });
-        }
+                RdzvProtocol::Tcp
+            },
+            owner,
+        )),
+        port: None,
+        clears: &[],
     }
 }
 
