@@ -1683,6 +1683,8 @@ mod tests {
         (r, i.shape.problems.len())
     }
 
+    /// Each launcher's local ranks: Paddle's devices, torchrun's processes per node, DeepSpeed's GPUs and
+    /// hosts; none from the script's own arguments; a wrapped command's launcher names still count.
     #[test]
     fn local_ranks_from_each_launcher() {
         let some = |n: u32, s: &str| (Some((n, s.to_string())), 0);
@@ -1741,7 +1743,13 @@ mod tests {
             ranks(&["sh", "-c", "x", "--devices", "0,1,2"], &[]),
             some(3, "--devices")
         );
-        // PET_NPROC_PER_NODE for torchrun (and a wrapped one), the flag winning; not for Paddle.
+    }
+
+    /// `PET_NPROC_PER_NODE` gives torchrun's local ranks (a wrapped one's too) unless the flag does; Paddle
+    /// does not read it. A bad value is a problem, and the next source is used.
+    #[test]
+    fn local_ranks_from_pet_nproc_per_node_and_bad_values() {
+        let some = |n: u32, s: &str| (Some((n, s.to_string())), 0);
         let pet = [("PET_NPROC_PER_NODE", "4")];
         assert_eq!(
             ranks(&["torchrun", "t.py"], &pet),
@@ -1983,11 +1991,12 @@ mod tests {
         assert_eq!(i.shape.nnodes, None);
     }
 
-    /// A launcher's options end at its first positional argument (argparse `REMAINDER`): a module name after
-    /// `-m`, a program after `--no-python`, a script not ending in `.py`; the program's own arguments are
-    /// never read, whatever they are called. Options ncclenv does not read are skipped with their values.
+    /// A launcher's options end at its first positional argument (argparse `REMAINDER`): for torchrun a
+    /// module name after `-m`, a program after `--no-python`, a script not ending in `.py`; the program's own
+    /// arguments are never read, whatever they are called. Options ncclenv does not read are skipped with
+    /// their values.
     #[test]
-    fn launcher_options_end_at_the_first_positional() {
+    fn torchrun_options_end_at_the_first_positional() {
         let none = BTreeMap::new();
         let r = |a: &[&str]| read(&argv(a), &none);
         let i = r(&[
@@ -2042,6 +2051,14 @@ mod tests {
             "8",
         ]);
         assert_eq!(i.shape.local_ranks, Some(4));
+    }
+
+    /// DeepSpeed's options end at the module after `--module` or the program after `--no_python`; Paddle's
+    /// at a script not ending in `.py`.
+    #[test]
+    fn deepspeed_and_paddle_options_end_at_the_first_positional() {
+        let none = BTreeMap::new();
+        let r = |a: &[&str]| read(&argv(a), &none);
         let i = r(&[
             "deepspeed",
             "--num_nodes",
@@ -2065,6 +2082,13 @@ mod tests {
             "10.0.0.1:8090",
         ]);
         assert_eq!((i.shape.local_ranks, master(&i)), (Some(2), None));
+    }
+
+    /// mpirun's and horovodrun's options end at the program: its own `-H` and `--hosts` are not read.
+    #[test]
+    fn mpirun_and_horovodrun_options_end_at_the_first_positional() {
+        let none = BTreeMap::new();
+        let r = |a: &[&str]| read(&argv(a), &none);
         let i = r(&[
             "mpirun",
             "-np",
@@ -2095,7 +2119,11 @@ mod tests {
             "x,y,z",
         ]);
         assert_eq!(i.shape.nnodes, Some(2));
-        // launcher_value reads the launcher's own options only.
+    }
+
+    /// [`launcher_value`] reads the launcher's own options, never the script's.
+    #[test]
+    fn launcher_value_reads_the_launchers_options_only() {
         let a = argv(&[
             "python",
             "-m",
@@ -2518,8 +2546,10 @@ mod tests {
         assert_eq!(i.shape.master_port, Some(37777));
     }
 
+    /// DeepSpeed's runner and `deepspeed.launcher.launch`: the master, its port (29500 by default), the nodes
+    /// (`-1`: not said) and the node rank.
     #[test]
-    fn deepspeed_sglang_ray_and_vllm() {
+    fn deepspeed_names_the_master_nodes_and_rank() {
         let i = read(
             &argv(&[
                 "deepspeed",
@@ -2554,7 +2584,11 @@ mod tests {
             (i.shape.node_rank, i.shape.master_port),
             (Some(1), Some(29500))
         );
-        // F27: SGLang, IPv6 in brackets.
+    }
+
+    /// F27: SGLang's `--dist-init-addr` with IPv6 in brackets: the master, its port, the nodes and the rank.
+    #[test]
+    fn sglang_names_an_ipv6_master_in_brackets() {
         let i = read(
             &argv(&[
                 "python3",
@@ -2574,7 +2608,12 @@ mod tests {
             (i.shape.nnodes, i.shape.node_rank, i.shape.master_port),
             (Some(2), Some(1), Some(5000))
         );
-        // Ray: the head and this node's address.
+    }
+
+    /// Ray: the head and this node's address; `--address=auto` names no master; `--address` means nothing to
+    /// other commands.
+    #[test]
+    fn ray_names_the_head_and_this_node() {
         let i = read(
             &argv(&[
                 "ray",
@@ -2605,7 +2644,11 @@ mod tests {
             &BTreeMap::new(),
         );
         assert_eq!(master(&i), None);
-        // F29: VLLM_HOST_IP, for any command.
+    }
+
+    /// F29: `VLLM_HOST_IP` names this node's address, for any command.
+    #[test]
+    fn vllm_host_ip_names_this_node() {
         let i = read(
             &argv(&["vllm", "serve", "m"]),
             &env(&[("VLLM_HOST_IP", "10.0.1.12")]),
@@ -2617,7 +2660,11 @@ mod tests {
             ),
             (Some("10.0.1.12"), Some("VLLM_HOST_IP"))
         );
-        // horovodrun -H: the node count.
+    }
+
+    /// horovodrun `-H`: the node count.
+    #[test]
+    fn horovodrun_hosts_count_the_nodes() {
         let i = read(
             &argv(&[
                 "horovodrun",
