@@ -1190,9 +1190,9 @@ mod tests {
     fn sample_plan(snap: &Snapshot) -> Plan {
         let mut plan = Plan::default();
         let cfg = crate::config::Config::default();
-        crate::decide::rdma::decide_rdma(&snap, &cfg, &mut plan);
-        crate::decide::shm::decide_shm(&snap, &cfg, &mut plan);
-        crate::decide::host::decide_host(&snap, &mut plan);
+        crate::decide::rdma::decide_rdma(snap, &cfg, &mut plan);
+        crate::decide::shm::decide_shm(snap, &cfg, &mut plan);
+        crate::decide::host::decide_host(snap, &mut plan);
         plan.choice = Some(Choice {
             ifname: "eth0".into(),
             addr: Some(ip("10.0.0.2")),
