@@ -1042,8 +1042,17 @@ mod tests {
         s.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))
     }
 
+    /// The sample node: [`sample_snapshot`] and the plan decided on it ([`sample_plan`]).
     fn sample() -> (Snapshot, Plan) {
-        let net = Network {
+        let snap = sample_snapshot();
+        let plan = sample_plan(&snap);
+        (snap, plan)
+    }
+
+    /// The sample's network: loopback and a veth `eth0` with 10.0.0.2/24, a default route via 10.0.0.1, and
+    /// the route to the peer 10.0.0.5 out of `eth0`.
+    fn sample_network() -> Network {
+        Network {
             links: vec![
                 Link {
                     index: 1,
@@ -1101,9 +1110,40 @@ mod tests {
             }],
             ipv6_routes_probed: true,
             default_lookups: vec![],
-        };
-        let snap = Snapshot {
-            net: Ok(net),
+        }
+    }
+
+    /// The sample's RDMA: one active InfiniBand HDR port (`mlx5_0` port 1, no GIDs), 8 MiB of memlock and no
+    /// CAP_IPC_LOCK.
+    fn sample_rdma() -> RdmaSnapshot {
+        RdmaSnapshot {
+            devices: vec![RdmaDevice {
+                name: "mlx5_0".into(),
+                ports: vec![RdmaPort {
+                    port: 1,
+                    state: 4,
+                    phys_state: 5,
+                    link_layer: "InfiniBand".into(),
+                    rate: "200 Gb/sec (4X HDR)".into(),
+                    gids: vec![],
+                    gid_tbl_len: 0,
+                }],
+                verbs: None,
+            }],
+            uverbs: vec!["uverbs0".into()],
+            rdma_cm: true,
+            memlock_soft: Some(8 << 20),
+            memlock_hard: Some(8 << 20),
+            error: None,
+            cap_ipc_lock: Some(false),
+        }
+    }
+
+    /// The sample node: [`sample_network`], the peer from `MASTER_ADDR`, [`sample_rdma`], a 64 MiB
+    /// `/dev/shm`, four GPUs and two libnccl files of different versions.
+    fn sample_snapshot() -> Snapshot {
+        Snapshot {
+            net: Ok(sample_network()),
             peer: Some(Peer {
                 source: "MASTER_ADDR".into(),
                 host: "10.0.0.5".into(),
@@ -1113,27 +1153,7 @@ mod tests {
                 resolve_ms: 0,
                 resolve_attempts: 0,
             }),
-            rdma: Some(RdmaSnapshot {
-                devices: vec![RdmaDevice {
-                    name: "mlx5_0".into(),
-                    ports: vec![RdmaPort {
-                        port: 1,
-                        state: 4,
-                        phys_state: 5,
-                        link_layer: "InfiniBand".into(),
-                        rate: "200 Gb/sec (4X HDR)".into(),
-                        gids: vec![],
-                        gid_tbl_len: 0,
-                    }],
-                    verbs: None,
-                }],
-                uverbs: vec!["uverbs0".into()],
-                rdma_cm: true,
-                memlock_soft: Some(8 << 20),
-                memlock_hard: Some(8 << 20),
-                error: None,
-                cap_ipc_lock: Some(false),
-            }),
+            rdma: Some(sample_rdma()),
             shm: Some(ShmInfo {
                 path: "/dev/shm".into(),
                 total_bytes: Some(64 << 20),
@@ -1162,18 +1182,23 @@ mod tests {
                 },
             ],
             ..Snapshot::default()
-        };
+        }
+    }
+
+    /// What ncclenv decides on `snap` for RDMA, shared memory and the host, with `eth0` chosen by the route
+    /// to the peer.
+    fn sample_plan(snap: &Snapshot) -> Plan {
         let mut plan = Plan::default();
         let cfg = crate::config::Config::default();
-        crate::decide::rdma::decide_rdma(&snap, &cfg, &mut plan);
-        crate::decide::shm::decide_shm(&snap, &cfg, &mut plan);
-        crate::decide::host::decide_host(&snap, &mut plan);
+        crate::decide::rdma::decide_rdma(snap, &cfg, &mut plan);
+        crate::decide::shm::decide_shm(snap, &cfg, &mut plan);
+        crate::decide::host::decide_host(snap, &mut plan);
         plan.choice = Some(Choice {
             ifname: "eth0".into(),
             addr: Some(ip("10.0.0.2")),
             how: "route to peer 10.0.0.5 (MASTER_ADDR)".into(),
         });
-        (snap, plan)
+        plan
     }
 
     /// `render` of the report on `snap` with its link speeds set to `speeds` and "NCCL alone" given (the

@@ -502,166 +502,243 @@ impl Explainer {
     }
 }
 
-/// Read what an INFO message says into the process.
+/// One kind of INFO message: true when it recognised `msg` (and read it into the process).
+type InfoReader = fn(&mut Process, &str) -> bool;
+
+/// The kinds of INFO message `explain` reads, tried in order: the first that recognises a message reads
+/// it.
+const INFO_READERS: &[InfoReader] = &[
+    read_bootstrap,
+    read_version,
+    read_net_socket,
+    read_net_ib,
+    read_fallback_note,
+    read_network,
+    read_plugin,
+    read_channel,
+    read_communicator,
+    read_error_trail,
+    read_setting,
+];
+
+/// Read what an INFO message says into the process (the first of [`INFO_READERS`] that recognises it).
 fn info_line(p: &mut Process, msg: &str) {
-    if let Some(b) = nccl_log::parse_bootstrap(msg) {
-        match b {
-            Bootstrap::Socket {
-                ifname,
-                addr,
-                spaced,
-            } => {
-                p.bootstrap = Some(Endpoint {
-                    interface: cut(&ifname, MAX_TEXT),
-                    addr,
-                });
-                p.bootstrap_spaced = Some(spaced);
-            }
-            Bootstrap::Device(d) => p.bootstrap_device = Some(cut(&d, MAX_TEXT)),
+    for read in INFO_READERS {
+        if read(p, msg) {
+            return;
         }
-        return;
     }
-    if let Some((v, cuda)) = nccl_log::parse_version(msg) {
-        p.nccl_version = Some(cut(&v, MAX_TEXT));
-        p.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
-        return;
-    }
-    if let Some(list) = nccl_log::parse_net_socket(msg) {
-        let n = list.len();
-        p.net_socket = list
-            .into_iter()
-            .take(MAX_ITEMS)
-            .map(|(interface, addr)| Endpoint {
-                interface: cut(&interface, MAX_TEXT),
+}
+
+/// The bootstrap socket or network device ([`nccl_log::parse_bootstrap`]).
+fn read_bootstrap(p: &mut Process, msg: &str) -> bool {
+    let Some(b) = nccl_log::parse_bootstrap(msg) else {
+        return false;
+    };
+    match b {
+        Bootstrap::Socket {
+            ifname,
+            addr,
+            spaced,
+        } => {
+            p.bootstrap = Some(Endpoint {
+                interface: cut(&ifname, MAX_TEXT),
                 addr,
-            })
-            .collect();
-        p.items_left_out += n.saturating_sub(MAX_ITEMS);
-        return;
-    }
-    if let Some(ib) = nccl_log::parse_net_ib(msg) {
-        p.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
-        p.net_ib = ib
-            .devices
-            .iter()
-            .take(MAX_ITEMS)
-            .map(|d| cut(d, MAX_TEXT))
-            .collect();
-        p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
-        return;
-    }
-    if let Some(k) = nccl_errors::lookup(msg).filter(|k| k.level == nccl_errors::Level::Info) {
-        if k.id == "ib-no-device" {
-            p.ib_none = true;
+            });
+            p.bootstrap_spaced = Some(spaced);
         }
-        p.notes.insert(k.id);
-        return;
+        Bootstrap::Device(d) => p.bootstrap_device = Some(cut(&d, MAX_TEXT)),
     }
-    // Network and plugin (src/init.cc "Using network %s"; 2.27.7 src/plugin/net.cc "Assigned NET plugin %s
-    // to comm"; 2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal network
-    // plugin."; 2.27.7 "Successfully loaded external plugin %s").
-    if let Some(n) = msg.strip_prefix("Using network ") {
-        p.network = Some(cut(n.trim(), MAX_TEXT));
-        return;
+    true
+}
+
+/// `NCCL version X.Y.Z+cudaA.B` ([`nccl_log::parse_version`]).
+fn read_version(p: &mut Process, msg: &str) -> bool {
+    let Some((v, cuda)) = nccl_log::parse_version(msg) else {
+        return false;
+    };
+    p.nccl_version = Some(cut(&v, MAX_TEXT));
+    p.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
+    true
+}
+
+/// NET/Socket's interfaces ([`nccl_log::parse_net_socket`]), at most [`MAX_ITEMS`].
+fn read_net_socket(p: &mut Process, msg: &str) -> bool {
+    let Some(list) = nccl_log::parse_net_socket(msg) else {
+        return false;
+    };
+    let n = list.len();
+    p.net_socket = list
+        .into_iter()
+        .take(MAX_ITEMS)
+        .map(|(interface, addr)| Endpoint {
+            interface: cut(&interface, MAX_TEXT),
+            addr,
+        })
+        .collect();
+    p.items_left_out += n.saturating_sub(MAX_ITEMS);
+    true
+}
+
+/// NET/IB's devices and out-of-band interface ([`nccl_log::parse_net_ib`]), at most [`MAX_ITEMS`] devices.
+fn read_net_ib(p: &mut Process, msg: &str) -> bool {
+    let Some(ib) = nccl_log::parse_net_ib(msg) else {
+        return false;
+    };
+    p.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
+    p.net_ib = ib
+        .devices
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|d| cut(d, MAX_TEXT))
+        .collect();
+    p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
+    true
+}
+
+/// A fallback NCCL logs at INFO (a knowledge-base entry of level INFO; `ib-no-device` also sets
+/// [`Process::ib_none`]).
+fn read_fallback_note(p: &mut Process, msg: &str) -> bool {
+    let Some(k) = nccl_errors::lookup(msg).filter(|k| k.level == nccl_errors::Level::Info) else {
+        return false;
+    };
+    if k.id == "ib-no-device" {
+        p.ib_none = true;
     }
-    if let Some(n) = msg
-        .strip_prefix("Assigned NET plugin ")
-        .and_then(|r| r.strip_suffix(" to comm"))
-    {
-        p.network = Some(cut(n.trim(), MAX_TEXT));
-        return;
-    }
+    p.notes.insert(k.id);
+    true
+}
+
+/// The network NCCL uses (src/init.cc "Using network %s"; 2.27.7 src/plugin/net.cc "Assigned NET plugin %s
+/// to comm").
+fn read_network(p: &mut Process, msg: &str) -> bool {
+    let name = msg.strip_prefix("Using network ").or_else(|| {
+        msg.strip_prefix("Assigned NET plugin ")
+            .and_then(|r| r.strip_suffix(" to comm"))
+    });
+    let Some(n) = name else {
+        return false;
+    };
+    p.network = Some(cut(n.trim(), MAX_TEXT));
+    true
+}
+
+/// The network plugin (2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal
+/// network plugin."; 2.27.7 "Successfully loaded external plugin %s").
+fn read_plugin(p: &mut Process, msg: &str) -> bool {
     if let Some(rest) = msg.strip_prefix("NET/Plugin: Loaded net plugin ") {
         let name = rest.rsplit_once(" (v").map(|(n, _)| n).unwrap_or(rest);
         p.plugin = Some(cut(name.trim(), MAX_TEXT));
-        return;
+        return true;
     }
     if let Some(rest) = msg.strip_prefix("Successfully loaded external plugin ") {
         p.plugin = Some(cut(rest.trim(), MAX_TEXT));
-        return;
+        return true;
     }
     if msg.starts_with("NET/Plugin: Using internal net")
         || msg.contains("Using internal net plugin")
         || msg.contains("Using internal network plugin")
     {
         p.plugin.get_or_insert_with(|| "internal".to_string());
-        return;
+        return true;
     }
-    // Channels (src/transport/net.cc, p2p.cc, shm.cc: "Channel %02d… via NET/%s/%d…", "via P2P/…", "via SHM/…").
-    if msg.starts_with("Channel ") {
-        if let Some((_, via)) = msg.split_once(" via ") {
-            let tok = via.split_whitespace().next().unwrap_or("");
-            let parts: Vec<&str> = tok.split('/').collect();
-            let t = match parts.as_slice() {
-                ["SHM", ..] => "SHM".to_string(),
-                [a, b, ..] => format!("{a}/{b}"),
-                [a] => a.to_string(),
-                [] => String::new(),
-            };
-            if !t.is_empty() && !p.transports.contains(&t) && p.room(p.transports.len()) {
-                p.transports.insert(cut(&t, MAX_TEXT));
-            }
-        }
-        return;
+    false
+}
+
+/// A channel's transport (src/transport/net.cc, p2p.cc, shm.cc: "Channel %02d… via NET/%s/%d…", "via
+/// P2P/…", "via SHM/…"): `NET/IB`, `P2P/IPC`, `SHM`, at most [`MAX_ITEMS`].
+fn read_channel(p: &mut Process, msg: &str) -> bool {
+    if !msg.starts_with("Channel ") {
+        return false;
     }
-    // Communicator (src/init.cc: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d";
-    // "… Init COMPLETE").
-    if msg.starts_with("comm ") || msg.contains("Init COMPLETE") {
-        let words: Vec<&str> = msg.split_whitespace().collect();
-        let after = |key: &str| -> Option<u32> {
-            words
-                .iter()
-                .position(|w| *w == key)
-                .and_then(|i| words.get(i + 1))
-                .and_then(|v| v.parse().ok())
+    if let Some((_, via)) = msg.split_once(" via ") {
+        let tok = via.split_whitespace().next().unwrap_or("");
+        let parts: Vec<&str> = tok.split('/').collect();
+        let t = match parts.as_slice() {
+            ["SHM", ..] => "SHM".to_string(),
+            [a, b, ..] => format!("{a}/{b}"),
+            [a] => a.to_string(),
+            [] => String::new(),
         };
-        if let Some(r) = after("rank") {
-            if p.ranks.contains(&r) || p.room(p.ranks.len()) {
-                p.ranks.insert(r);
-            }
-        }
-        if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
-            p.nranks = Some(n);
-        }
-        if let Some(n) = after("nNodes") {
-            p.nnodes = Some(n);
-        }
-        if msg.contains("Init COMPLETE") {
-            p.init_complete = true;
-        }
-        return;
-    }
-    // The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"; from 2.30 "%s:%d (%s) -> %d", the
-    // function named, measured with the 2.30.7 wheel): the last one is what the call returned.
-    if let Some((at, code)) = msg.rsplit_once(" -> ") {
-        let at = match at.split_once(' ') {
-            Some((src, func))
-                if func.starts_with('(') && func.ends_with(')') && !func.contains(' ') =>
-            {
-                src
-            }
-            _ => at,
-        };
-        if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
-            if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
-                p.returned = Some(code);
-                return;
-            }
+        if !t.is_empty() && !p.transports.contains(&t) && p.room(p.transports.len()) {
+            p.transports.insert(cut(&t, MAX_TEXT));
         }
     }
-    // Settings (src/misc/param.cc and callers: "%s set by environment to %s", ints with a final '.').
-    if let Some((name, value)) = msg.split_once(" set by environment to ") {
-        if name.starts_with("NCCL_") && !name.contains(' ') {
-            let v = value.trim();
-            let v = match v.strip_suffix('.') {
-                Some(n) if n.parse::<i64>().is_ok() => n,
-                _ => v,
-            };
-            if p.env.contains_key(name) || p.room(p.env.len()) {
-                p.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
-            }
+    true
+}
+
+/// A communicator (src/init.cc: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d";
+/// "… Init COMPLETE"): its rank, size and node count.
+fn read_communicator(p: &mut Process, msg: &str) -> bool {
+    if !(msg.starts_with("comm ") || msg.contains("Init COMPLETE")) {
+        return false;
+    }
+    let words: Vec<&str> = msg.split_whitespace().collect();
+    let after = |key: &str| -> Option<u32> {
+        words
+            .iter()
+            .position(|w| *w == key)
+            .and_then(|i| words.get(i + 1))
+            .and_then(|v| v.parse().ok())
+    };
+    if let Some(r) = after("rank") {
+        if p.ranks.contains(&r) || p.room(p.ranks.len()) {
+            p.ranks.insert(r);
         }
     }
+    if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
+        p.nranks = Some(n);
+    }
+    if let Some(n) = after("nNodes") {
+        p.nnodes = Some(n);
+    }
+    if msg.contains("Init COMPLETE") {
+        p.init_complete = true;
+    }
+    true
+}
+
+/// The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"; from 2.30 "%s:%d (%s) -> %d", the
+/// function named, measured with the 2.30.7 wheel): the last one is what the call returned.
+fn read_error_trail(p: &mut Process, msg: &str) -> bool {
+    let Some((at, code)) = msg.rsplit_once(" -> ") else {
+        return false;
+    };
+    let at = match at.split_once(' ') {
+        Some((src, func))
+            if func.starts_with('(') && func.ends_with(')') && !func.contains(' ') =>
+        {
+            src
+        }
+        _ => at,
+    };
+    if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
+        if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
+            p.returned = Some(code);
+            return true;
+        }
+    }
+    false
+}
+
+/// A setting NCCL read (src/misc/param.cc and callers: "%s set by environment to %s", ints with a final
+/// '.'), at most [`MAX_ITEMS`].
+fn read_setting(p: &mut Process, msg: &str) -> bool {
+    let Some((name, value)) = msg.split_once(" set by environment to ") else {
+        return false;
+    };
+    if !name.starts_with("NCCL_") || name.contains(' ') {
+        return false;
+    }
+    let v = value.trim();
+    let v = match v.strip_suffix('.') {
+        Some(n) if n.parse::<i64>().is_ok() => n,
+        _ => v,
+    };
+    if p.env.contains_key(name) || p.room(p.env.len()) {
+        p.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
+    }
+    true
 }
 
 /// Address blocks whose members do not normally route to each other's: RFC 1918 blocks, shared address
@@ -701,11 +778,93 @@ fn names(ps: &[&Process]) -> Vec<String> {
     ps.iter().map(|p| p.name()).collect()
 }
 
-/// The job-wide findings (see `docs/explain.md` for each code).
+/// What the job-wide checks of [`analyse`] share: the report, its processes, and the facts several checks
+/// use.
+struct Job<'a> {
+    /// The report the checks read.
+    r: &'a Report,
+    /// Its processes, in order of their first line.
+    ps: Vec<&'a Process>,
+    /// More than one host, or NCCL counted more than one node (`nNodes` of the communicator line).
+    multi_host: bool,
+    /// The processes that logged a bootstrap socket (interface and address).
+    with_boot: Vec<&'a Process>,
+}
+
+impl<'a> Job<'a> {
+    fn new(r: &'a Report) -> Self {
+        let ps: Vec<&Process> = r.processes.iter().collect();
+        let hosts: BTreeSet<&str> = ps.iter().map(|p| p.host.as_str()).collect();
+        let multi_host = hosts.len() > 1 || ps.iter().any(|p| p.nnodes.is_some_and(|n| n > 1));
+        let with_boot = ps
+            .iter()
+            .copied()
+            .filter(|p| p.bootstrap.is_some())
+            .collect();
+        Job {
+            r,
+            ps,
+            multi_host,
+            with_boot,
+        }
+    }
+
+    /// The processes whose bootstrap address satisfies `pred`.
+    fn booting_on(&self, pred: impl Fn(&IpAddr) -> bool) -> Vec<&'a Process> {
+        self.with_boot
+            .iter()
+            .copied()
+            .filter(|p| p.bootstrap.as_ref().is_some_and(|b| pred(&b.addr)))
+            .collect()
+    }
+}
+
+/// `host:pid on IFACE ADDR` (just `host:pid` without a bootstrap line).
+fn desc(p: &Process) -> String {
+    p.bootstrap
+        .as_ref()
+        .map(|b| format!("{} on {} {}", p.name(), b.interface, b.addr))
+        .unwrap_or_else(|| p.name())
+}
+
+/// [`desc`] of each process, joined with `, `.
+fn descs(ps: &[&Process]) -> String {
+    ps.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+}
+
+/// One job-wide check of [`analyse`]: it appends its findings.
+type Check = fn(&Job, &mut Vec<Finding>);
+
+/// The job-wide checks, in the order their findings are reported: NCCL's own messages first, then the
+/// bootstrap, then what differs between processes.
+const CHECKS: &[Check] = &[
+    no_nccl_lines,
+    nccl_warnings,
+    errors_quoted,
+    info_fallbacks,
+    bootstrap_not_logged,
+    bootstrap_family_mixed,
+    bootstrap_loopback,
+    bootstrap_link_local,
+    bootstrap_address_shared,
+    bootstrap_networks_differ,
+    nccl_versions_differ,
+    net_transport_mixed,
+];
+
+/// The job-wide findings (see `docs/explain.md` for each code): those of each of [`CHECKS`], in order.
 pub fn analyse(r: &Report) -> Vec<Finding> {
+    let job = Job::new(r);
     let mut out: Vec<Finding> = Vec::new();
-    let ps: Vec<&Process> = r.processes.iter().collect();
-    if ps.is_empty() {
+    for check in CHECKS {
+        check(&job, &mut out);
+    }
+    out
+}
+
+/// `no-nccl-lines`: the input holds no line with NCCL's prefix.
+fn no_nccl_lines(job: &Job, out: &mut Vec<Finding>) {
+    if job.ps.is_empty() {
         out.push(Finding {
             code: "no-nccl-lines",
             severity: Severity::Warn,
@@ -715,12 +874,13 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: None,
         });
     }
-    let hosts: BTreeSet<&str> = ps.iter().map(|p| p.host.as_str()).collect();
-    let multi_host = hosts.len() > 1 || ps.iter().any(|p| p.nnodes.is_some_and(|n| n > 1));
+}
 
-    // NCCL's own errors, one finding per known entry (or distinct unknown text).
+/// `nccl-warn`: NCCL's own errors, one finding per known entry (or distinct unknown text), naming the
+/// processes that logged it.
+fn nccl_warnings(job: &Job, out: &mut Vec<Finding>) {
     let mut groups: Vec<(String, Vec<String>, &Warn)> = Vec::new();
-    for p in &ps {
+    for p in &job.ps {
         for w in &p.warnings {
             let key = w
                 .known
@@ -757,7 +917,11 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: w.known.map(|k| k.id),
         });
     }
-    for q in &r.quoted {
+}
+
+/// `error-quoted`: known errors found outside NCCL's lines (Gloo's, or NCCL's text quoted by a framework).
+fn errors_quoted(job: &Job, out: &mut Vec<Finding>) {
+    for q in &job.r.quoted {
         let Some(k) = q.known else { continue };
         out.push(Finding {
             code: "error-quoted",
@@ -774,9 +938,12 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: Some(k.id),
         });
     }
-    // Silent fallbacks NCCL logs at INFO.
+}
+
+/// `nccl-info`: silent fallbacks NCCL logs at INFO, one finding per knowledge-base entry.
+fn info_fallbacks(job: &Job, out: &mut Vec<Finding>) {
     let mut notes: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    for p in &ps {
+    for p in &job.ps {
         for id in &p.notes {
             notes.entry(id).or_default().push(p.name());
         }
@@ -793,13 +960,12 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             });
         }
     }
+}
 
-    let with_boot: Vec<&Process> = ps
-        .iter()
-        .copied()
-        .filter(|p| p.bootstrap.is_some())
-        .collect();
-    let silent: Vec<&Process> = ps
+/// `bootstrap-not-logged`: processes with neither a bootstrap line nor a WARN.
+fn bootstrap_not_logged(job: &Job, out: &mut Vec<Finding>) {
+    let silent: Vec<&Process> = job
+        .ps
         .iter()
         .copied()
         .filter(|p| p.bootstrap.is_none() && p.bootstrap_device.is_none() && p.warnings.is_empty())
@@ -817,144 +983,149 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             known: None,
         });
     }
-    let boot = |p: &Process| p.bootstrap.clone();
-    let desc = |p: &Process| {
-        p.bootstrap
-            .as_ref()
-            .map(|b| format!("{} on {} {}", p.name(), b.interface, b.addr))
-            .unwrap_or_else(|| p.name())
-    };
+}
 
-    // Families.
-    let v4: Vec<&Process> = with_boot
-        .iter()
-        .copied()
-        .filter(|p| boot(p).is_some_and(|b| b.addr.is_ipv4()))
-        .collect();
-    let v6: Vec<&Process> = with_boot
-        .iter()
-        .copied()
-        .filter(|p| boot(p).is_some_and(|b| b.addr.is_ipv6()))
-        .collect();
+/// `bootstrap-family-mixed`: some processes bootstrap over IPv4, others over IPv6.
+fn bootstrap_family_mixed(job: &Job, out: &mut Vec<Finding>) {
+    let v4 = job.booting_on(IpAddr::is_ipv4);
+    let v6 = job.booting_on(IpAddr::is_ipv6);
     if !v4.is_empty() && !v6.is_empty() {
         out.push(Finding {
             code: "bootstrap-family-mixed",
             severity: Severity::Warn,
             message: format!(
                 "bootstraps in both families: IPv4 ({}), IPv6 ({}); ranks of one job must reach each other in one family",
-                v4.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", "),
-                v6.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
+                descs(&v4),
+                descs(&v6)
             ),
             remedy: "set the same NCCL_SOCKET_FAMILY (AF_INET or AF_INET6) for every rank, or let ncclenv set it from the interface that routes to the master".into(),
-            processes: names(&with_boot),
+            processes: names(&job.with_boot),
             known: None,
         });
     }
-    if multi_host {
-        let lo: Vec<&Process> = with_boot
-            .iter()
-            .copied()
-            .filter(|p| boot(p).is_some_and(|b| b.addr.is_loopback()))
-            .collect();
-        if !lo.is_empty() {
-            out.push(Finding {
-                code: "bootstrap-loopback",
-                severity: Severity::Warn,
-                message: format!(
-                    "loopback bootstrap in a multi-host job: {}; no other host can reach it",
-                    lo.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                ),
-                remedy: "give that container a network that reaches the other nodes (not --network=none), or set NCCL_SOCKET_IFNAME to its uplink".into(),
-                processes: names(&lo),
-                known: None,
-            });
-        }
-        let ll: Vec<&Process> = with_boot
-            .iter()
-            .copied()
-            .filter(|p| boot(p).is_some_and(|b| crate::snapshot::is_link_local_ip(&b.addr)))
-            .collect();
-        if !ll.is_empty() {
-            out.push(Finding {
-                code: "bootstrap-link-local",
-                severity: Severity::Warn,
-                message: format!(
-                    "link-local bootstrap in a multi-host job: {}; it reaches only hosts on the same link (an IPv6 fe80 address needs its scope, which the other hosts lack)",
-                    ll.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                ),
-                remedy: "set NCCL_SOCKET_IFNAME to an interface with a routable address (unless all nodes share one cable and use IPv4 169.254 addresses)".into(),
-                processes: names(&ll),
-                known: None,
-            });
-        }
-        // The same address on two hosts: NAT'd container bridges.
-        let mut by_addr: BTreeMap<IpAddr, Vec<&Process>> = BTreeMap::new();
-        for p in &with_boot {
-            if let Some(b) = &p.bootstrap {
-                if block(&b.addr).is_some() {
-                    by_addr.entry(b.addr).or_default().push(p);
-                }
-            }
-        }
-        for (addr, owners) in by_addr {
-            let hs: BTreeSet<&str> = owners.iter().map(|p| p.host.as_str()).collect();
-            if hs.len() > 1 {
-                out.push(Finding {
-                    code: "bootstrap-address-shared",
-                    severity: Severity::Warn,
-                    message: format!(
-                        "{} hosts bootstrap on the same address {addr} ({}): each is a private address behind NAT (a container bridge), the others cannot reach it",
-                        hs.len(),
-                        owners.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                    ),
-                    remedy: "run the containers with --network=host (or a routed pod network) and let ncclenv choose the uplink".into(),
-                    processes: names(&owners),
-                    known: None,
-                });
-            }
-        }
-        // Different address blocks across hosts.
-        let mut blocks: BTreeMap<&'static str, Vec<&Process>> = BTreeMap::new();
-        for p in &with_boot {
-            if let Some(b) = &p.bootstrap {
-                if let Some(k) = block(&b.addr) {
-                    blocks.entry(k).or_default().push(p);
-                }
-            }
-        }
-        let v4_blocks = blocks
-            .keys()
-            .filter(|k| !k.contains("IPv6") && !k.contains("::"))
-            .count();
-        let v6_blocks = blocks.len() - v4_blocks;
-        if v4_blocks > 1 || v6_blocks > 1 {
-            let hosts_in: BTreeSet<&str> =
-                blocks.values().flatten().map(|p| p.host.as_str()).collect();
-            if hosts_in.len() > 1 {
-                let parts: Vec<String> = blocks
-                    .iter()
-                    .map(|(k, v)| {
-                        format!(
-                            "{k}: {}",
-                            v.iter().map(|p| desc(p)).collect::<Vec<_>>().join(", ")
-                        )
-                    })
-                    .collect();
-                out.push(Finding {
-                    code: "bootstrap-networks-differ",
-                    severity: Severity::Warn,
-                    message: format!(
-                        "the hosts bootstrap in different address blocks, which do not route to each other unless a router joins them: {}",
-                        parts.join("; ")
-                    ),
-                    remedy: "make every rank bootstrap on the interface of the network the nodes share (ncclenv picks the one that routes to the master)".into(),
-                    processes: names(&with_boot),
-                    known: None,
-                });
+}
+
+/// `bootstrap-loopback`: a loopback bootstrap in a multi-host job.
+fn bootstrap_loopback(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let lo = job.booting_on(IpAddr::is_loopback);
+    if !lo.is_empty() {
+        out.push(Finding {
+            code: "bootstrap-loopback",
+            severity: Severity::Warn,
+            message: format!(
+                "loopback bootstrap in a multi-host job: {}; no other host can reach it",
+                descs(&lo)
+            ),
+            remedy: "give that container a network that reaches the other nodes (not --network=none), or set NCCL_SOCKET_IFNAME to its uplink".into(),
+            processes: names(&lo),
+            known: None,
+        });
+    }
+}
+
+/// `bootstrap-link-local`: a link-local bootstrap (IPv4 169.254, IPv6 fe80) in a multi-host job.
+fn bootstrap_link_local(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let ll = job.booting_on(crate::snapshot::is_link_local_ip);
+    if !ll.is_empty() {
+        out.push(Finding {
+            code: "bootstrap-link-local",
+            severity: Severity::Warn,
+            message: format!(
+                "link-local bootstrap in a multi-host job: {}; it reaches only hosts on the same link (an IPv6 fe80 address needs its scope, which the other hosts lack)",
+                descs(&ll)
+            ),
+            remedy: "set NCCL_SOCKET_IFNAME to an interface with a routable address (unless all nodes share one cable and use IPv4 169.254 addresses)".into(),
+            processes: names(&ll),
+            known: None,
+        });
+    }
+}
+
+/// `bootstrap-address-shared`: the same (routable-looking) address on two hosts of a multi-host job, as
+/// NAT'd container bridges give.
+fn bootstrap_address_shared(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let mut by_addr: BTreeMap<IpAddr, Vec<&Process>> = BTreeMap::new();
+    for p in &job.with_boot {
+        if let Some(b) = &p.bootstrap {
+            if block(&b.addr).is_some() {
+                by_addr.entry(b.addr).or_default().push(p);
             }
         }
     }
-    // NCCL versions.
+    for (addr, owners) in by_addr {
+        let hs: BTreeSet<&str> = owners.iter().map(|p| p.host.as_str()).collect();
+        if hs.len() > 1 {
+            out.push(Finding {
+                code: "bootstrap-address-shared",
+                severity: Severity::Warn,
+                message: format!(
+                    "{} hosts bootstrap on the same address {addr} ({}): each is a private address behind NAT (a container bridge), the others cannot reach it",
+                    hs.len(),
+                    descs(&owners)
+                ),
+                remedy: "run the containers with --network=host (or a routed pod network) and let ncclenv choose the uplink".into(),
+                processes: names(&owners),
+                known: None,
+            });
+        }
+    }
+}
+
+/// `bootstrap-networks-differ`: the hosts of a multi-host job bootstrap in different address blocks
+/// ([`block`]) of one family.
+fn bootstrap_networks_differ(job: &Job, out: &mut Vec<Finding>) {
+    if !job.multi_host {
+        return;
+    }
+    let mut blocks: BTreeMap<&'static str, Vec<&Process>> = BTreeMap::new();
+    for p in &job.with_boot {
+        if let Some(b) = &p.bootstrap {
+            if let Some(k) = block(&b.addr) {
+                blocks.entry(k).or_default().push(p);
+            }
+        }
+    }
+    let v4_blocks = blocks
+        .keys()
+        .filter(|k| !k.contains("IPv6") && !k.contains("::"))
+        .count();
+    let v6_blocks = blocks.len() - v4_blocks;
+    if v4_blocks <= 1 && v6_blocks <= 1 {
+        return;
+    }
+    let hosts_in: BTreeSet<&str> = blocks.values().flatten().map(|p| p.host.as_str()).collect();
+    if hosts_in.len() > 1 {
+        let parts: Vec<String> = blocks
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", descs(v)))
+            .collect();
+        out.push(Finding {
+            code: "bootstrap-networks-differ",
+            severity: Severity::Warn,
+            message: format!(
+                "the hosts bootstrap in different address blocks, which do not route to each other unless a router joins them: {}",
+                parts.join("; ")
+            ),
+            remedy: "make every rank bootstrap on the interface of the network the nodes share (ncclenv picks the one that routes to the master)".into(),
+            processes: names(&job.with_boot),
+            known: None,
+        });
+    }
+}
+
+/// `nccl-versions-differ`: the processes logged different NCCL versions (or bootstrap spellings of
+/// different eras, [`nccl_log::BOOTSTRAP_NO_SPACE_SINCE`]).
+fn nccl_versions_differ(job: &Job, out: &mut Vec<Finding>) {
+    let (ps, r) = (&job.ps, job.r);
     let explicit: BTreeSet<&str> = ps
         .iter()
         .filter_map(|p| p.nccl_version.as_deref())
@@ -985,25 +1156,27 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             severity: Severity::Warn,
             message: msg,
             remedy: "use one NCCL version on every node and in every image (ncclenv doctor lists the libnccl files a command can load)".into(),
-            processes: names(&ps),
+            processes: names(ps),
             known: None,
         });
     }
-    // IB on some, sockets on others.
+}
+
+/// `net-transport-mixed`: InfiniBand/RoCE on some processes, sockets on others ([`Process::net_kind`]).
+fn net_transport_mixed(job: &Job, out: &mut Vec<Finding>) {
+    let ps = &job.ps;
     let kinds: Vec<(&Process, String)> = ps
         .iter()
         .filter_map(|p| p.net_kind().map(|k| (*p, k)))
         .collect();
-    let ib: Vec<&Process> = kinds
-        .iter()
-        .filter(|(_, k)| k == "IB")
-        .map(|(p, _)| *p)
-        .collect();
-    let sock: Vec<&Process> = kinds
-        .iter()
-        .filter(|(_, k)| k == "Socket")
-        .map(|(p, _)| *p)
-        .collect();
+    let of_kind = |kind: &str| -> Vec<&Process> {
+        kinds
+            .iter()
+            .filter(|(_, k)| k == kind)
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    let (ib, sock) = (of_kind("IB"), of_kind("Socket"));
     if !ib.is_empty() && !sock.is_empty() {
         out.push(Finding {
             code: "net-transport-mixed",
@@ -1014,11 +1187,10 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
                 names(&sock).join(", ")
             ),
             remedy: "give every node the same RDMA access (--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1), or set NCCL_IB_DISABLE=1 everywhere".into(),
-            processes: names(&ps),
+            processes: names(ps),
             known: None,
         });
     }
-    out
 }
 
 /// Compare the processes of this host in the report with ncclenv's decision here (see [`Local`]), adding
@@ -1415,10 +1587,25 @@ pub fn left_out_text(l: &LeftOut) -> Option<String> {
     Some(format!("left out to stay bounded: {}", parts.join("; ")))
 }
 
-/// The report as text for a terminal or an issue.
+/// The report as text for a terminal or an issue: the summary, each process, this node, the findings and
+/// the verdict.
 pub fn render_text(r: &Report) -> String {
-    use std::fmt::Write as _;
     let mut o = String::new();
+    text_summary(&mut o, r);
+    for p in &r.processes {
+        text_process(&mut o, p);
+    }
+    if let Some(l) = &r.local {
+        text_local(&mut o, l);
+    }
+    text_findings(&mut o, r);
+    o
+}
+
+/// The first lines: how many processes, hosts, inputs and lines; the inputs that could not be read; what
+/// was left out.
+fn text_summary(o: &mut String, r: &Report) {
+    use std::fmt::Write as _;
     let lines: usize = r.inputs.iter().map(|i| i.lines).sum();
     let nccl: usize = r.inputs.iter().map(|i| i.nccl_lines).sum();
     let hosts: BTreeSet<&str> = r.processes.iter().map(|p| p.host.as_str()).collect();
@@ -1436,129 +1623,158 @@ pub fn render_text(r: &Report) -> String {
     if let Some(line) = left_out_text(&r.left_out) {
         let _ = writeln!(o, "  {line}");
     }
-    for p in &r.processes {
-        let _ = writeln!(o);
-        let mut head = p.name();
-        if let Some(v) = p.version_label() {
-            let how = if p.nccl_version.is_none() {
-                " (by the log's format)"
-            } else {
-                ""
-            };
-            let _ = write!(head, "  NCCL {v}{how}");
-            if let Some(c) = &p.cuda_version {
-                let _ = write!(head, " (CUDA {c})");
-            }
-        }
-        if !p.ranks.is_empty() {
-            let rk: Vec<String> = p.ranks.iter().map(|r| r.to_string()).collect();
-            let _ = write!(head, "  rank {}", rk.join(","));
-            if let Some(n) = p.nranks {
-                let _ = write!(head, " of {n}");
-            }
-        }
-        let _ = writeln!(o, "{head}");
-        let row = |o: &mut String, k: &str, v: String| {
-            let _ = writeln!(o, "  {k:<11}{v}");
+}
+
+/// One row of a process's section: the key in a column of 11, then the value.
+fn text_row(o: &mut String, k: &str, v: String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "  {k:<11}{v}");
+}
+
+/// A process's section: a blank line, its head line ([`text_process_head`]), its rows
+/// ([`text_process_rows`]) and its WARN lines ([`text_process_warnings`]).
+fn text_process(o: &mut String, p: &Process) {
+    o.push('\n');
+    o.push_str(&text_process_head(p));
+    o.push('\n');
+    text_process_rows(o, p);
+    text_process_warnings(o, p);
+}
+
+/// `host:pid  NCCL version (CUDA c)  rank r,… of n`, as far as the log tells.
+fn text_process_head(p: &Process) -> String {
+    use std::fmt::Write as _;
+    let mut head = p.name();
+    if let Some(v) = p.version_label() {
+        let how = if p.nccl_version.is_none() {
+            " (by the log's format)"
+        } else {
+            ""
         };
-        match (&p.bootstrap, &p.bootstrap_device) {
-            (Some(b), _) => row(
-                &mut o,
-                "bootstrap",
-                format!(
-                    "{} {} ({})",
-                    b.interface,
-                    b.addr,
-                    if b.addr.is_ipv4() { "IPv4" } else { "IPv6" }
-                ),
+        let _ = write!(head, "  NCCL {v}{how}");
+        if let Some(c) = &p.cuda_version {
+            let _ = write!(head, " (CUDA {c})");
+        }
+    }
+    if !p.ranks.is_empty() {
+        let rk: Vec<String> = p.ranks.iter().map(|r| r.to_string()).collect();
+        let _ = write!(head, "  rank {}", rk.join(","));
+        if let Some(n) = p.nranks {
+            let _ = write!(head, " of {n}");
+        }
+    }
+    head
+}
+
+/// A process's rows: bootstrap, NET/Socket, NET/IB, network, net plugin, returned, transports, settings
+/// (each when the log tells it; bootstrap always).
+fn text_process_rows(o: &mut String, p: &Process) {
+    match (&p.bootstrap, &p.bootstrap_device) {
+        (Some(b), _) => text_row(
+            o,
+            "bootstrap",
+            format!(
+                "{} {} ({})",
+                b.interface,
+                b.addr,
+                if b.addr.is_ipv4() { "IPv4" } else { "IPv6" }
             ),
-            (None, Some(d)) => row(&mut o, "bootstrap", format!("network device {d}")),
-            (None, None) => row(&mut o, "bootstrap", "not logged".into()),
-        }
-        if !p.net_socket.is_empty() {
-            let v: Vec<String> = p
-                .net_socket
-                .iter()
-                .map(|e| format!("{} {}", e.interface, e.addr))
-                .collect();
-            row(&mut o, "NET/Socket", v.join(", "));
-        }
-        if !p.net_ib.is_empty() {
-            let oob = p
-                .ib_oob
-                .as_ref()
-                .map(|e| format!("; OOB {} {}", e.interface, e.addr))
-                .unwrap_or_default();
-            row(&mut o, "NET/IB", format!("{}{oob}", p.net_ib.join(", ")));
-        } else if p.ib_none {
-            row(
-                &mut o,
-                "NET/IB",
-                "no device found (sockets are used)".into(),
-            );
-        }
-        if let Some(k) = p.net_kind() {
-            row(&mut o, "network", k);
-        }
-        if let Some(pl) = &p.plugin {
-            row(&mut o, "net plugin", pl.clone());
-        }
-        if let Some(c) = p.returned {
-            row(
-                &mut o,
-                "returned",
-                format!("{c} ({})", nccl_errors::result_name(c)),
-            );
-        }
-        if !p.transports.is_empty() {
-            row(
-                &mut o,
-                "transports",
-                p.transports.iter().cloned().collect::<Vec<_>>().join(", "),
-            );
-        }
-        if !p.env.is_empty() {
-            let v: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            row(&mut o, "settings", v.join(" "));
-        }
-        for w in &p.warnings {
-            let n = if w.count > 1 {
-                format!(" (×{})", w.count)
-            } else {
-                String::new()
-            };
-            let src = w
-                .source
-                .as_deref()
-                .map(|s| format!("{s} "))
-                .unwrap_or_default();
-            row(&mut o, "WARN", format!("{src}{}{n}", w.text));
-            if let Some(k) = w.known {
-                let _ = writeln!(o, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
-                let _ = writeln!(o, "  {:<11}fix:   {}", "", k.remedy);
-            }
+        ),
+        (None, Some(d)) => text_row(o, "bootstrap", format!("network device {d}")),
+        (None, None) => text_row(o, "bootstrap", "not logged".into()),
+    }
+    if !p.net_socket.is_empty() {
+        let v: Vec<String> = p
+            .net_socket
+            .iter()
+            .map(|e| format!("{} {}", e.interface, e.addr))
+            .collect();
+        text_row(o, "NET/Socket", v.join(", "));
+    }
+    if !p.net_ib.is_empty() {
+        let oob = p
+            .ib_oob
+            .as_ref()
+            .map(|e| format!("; OOB {} {}", e.interface, e.addr))
+            .unwrap_or_default();
+        text_row(o, "NET/IB", format!("{}{oob}", p.net_ib.join(", ")));
+    } else if p.ib_none {
+        text_row(o, "NET/IB", "no device found (sockets are used)".into());
+    }
+    if let Some(k) = p.net_kind() {
+        text_row(o, "network", k);
+    }
+    if let Some(pl) = &p.plugin {
+        text_row(o, "net plugin", pl.clone());
+    }
+    if let Some(c) = p.returned {
+        text_row(
+            o,
+            "returned",
+            format!("{c} ({})", nccl_errors::result_name(c)),
+        );
+    }
+    if !p.transports.is_empty() {
+        text_row(
+            o,
+            "transports",
+            p.transports.iter().cloned().collect::<Vec<_>>().join(", "),
+        );
+    }
+    if !p.env.is_empty() {
+        let v: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        text_row(o, "settings", v.join(" "));
+    }
+}
+
+/// A process's WARN lines, each with its count, and the cause and fix of a known one.
+fn text_process_warnings(o: &mut String, p: &Process) {
+    use std::fmt::Write as _;
+    for w in &p.warnings {
+        let n = if w.count > 1 {
+            format!(" (×{})", w.count)
+        } else {
+            String::new()
+        };
+        let src = w
+            .source
+            .as_deref()
+            .map(|s| format!("{s} "))
+            .unwrap_or_default();
+        text_row(o, "WARN", format!("{src}{}{n}", w.text));
+        if let Some(k) = w.known {
+            let _ = writeln!(o, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
+            let _ = writeln!(o, "  {:<11}fix:   {}", "", k.remedy);
         }
     }
-    if let Some(l) = &r.local {
-        let _ = writeln!(o);
-        let _ = writeln!(o, "This node ({})", l.local.host);
-        match &l.local.choice {
-            Some((i, a, how)) => {
-                let a = a.map(|a| format!(" {a}")).unwrap_or_default();
-                let _ = writeln!(o, "  ncclenv would choose {i}{a} ({how})");
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "  ncclenv would set no interface: {}",
-                    l.local.no_choice.as_deref().unwrap_or("no choice")
-                );
-            }
+}
+
+/// This node's section: ncclenv's choice here (or why none) and the peer it used.
+fn text_local(o: &mut String, l: &LocalView) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o);
+    let _ = writeln!(o, "This node ({})", l.local.host);
+    match &l.local.choice {
+        Some((i, a, how)) => {
+            let a = a.map(|a| format!(" {a}")).unwrap_or_default();
+            let _ = writeln!(o, "  ncclenv would choose {i}{a} ({how})");
         }
-        if let Some(p) = &l.local.peer {
-            let _ = writeln!(o, "  peer: {p}");
+        None => {
+            let _ = writeln!(
+                o,
+                "  ncclenv would set no interface: {}",
+                l.local.no_choice.as_deref().unwrap_or("no choice")
+            );
         }
     }
+    if let Some(p) = &l.local.peer {
+        let _ = writeln!(o, "  peer: {p}");
+    }
+}
+
+/// The findings, each with what to do, and the verdict with the exit status ([`exit_code`]).
+fn text_findings(o: &mut String, r: &Report) {
+    use std::fmt::Write as _;
     let _ = writeln!(o);
     let _ = writeln!(o, "Findings");
     if r.findings.is_empty() {
@@ -1582,7 +1798,6 @@ pub fn render_text(r: &Report) -> String {
             "Something is wrong"
         }
     );
-    o
 }
 
 #[cfg(test)]

@@ -855,8 +855,32 @@ const GENERIC_VALUED: &[&str] = &[
     "--include",
 ];
 
-/// torchrun: flags win over `PET_*` (`argparse_util.env`). With `flags_only`, the `PET_*` variables are not
-/// read (a command that is not torchrun); with an empty `opts`, only they are (a wrapped torchrun).
+/// Where torchrun reads a setting: its flag, else (with `with_vars`) its `PET_*` variable
+/// (`argparse_util.env`: flags win).
+struct TorchrunArgs<'a> {
+    opts: &'a [(String, String)],
+    env: &'a BTreeMap<String, String>,
+    with_vars: bool,
+}
+
+impl<'a> TorchrunArgs<'a> {
+    /// The `PET_*` variable `name`, unless the variables are not read.
+    fn pet(&self, name: &str) -> Option<(&'static str, &'a str)> {
+        if self.with_vars {
+            var(self.env, name)
+        } else {
+            None
+        }
+    }
+
+    /// The last of `flags`, else the variable `pet`: (where it was named, value).
+    fn get(&self, flags: &[&str], pet: &str) -> Option<(&'a str, &'a str)> {
+        flag_or_var(opt(self.opts, flags), self.pet(pet))
+    }
+}
+
+/// torchrun: flags win over `PET_*` (`argparse_util.env`). With `with_vars` false, the `PET_*` variables are
+/// not read (a command that is not torchrun); with an empty `opts`, only they are (a wrapped torchrun).
 fn torchrun<'a>(
     opts: &'a [(String, String)],
     env: &'a BTreeMap<String, String>,
@@ -865,103 +889,116 @@ fn torchrun<'a>(
     info: &mut LaunchInfo,
     standalone: &mut Option<String>,
 ) {
-    let pet = |name: &str| if with_vars { var(env, name) } else { None };
+    let args = TorchrunArgs {
+        opts,
+        env,
+        with_vars,
+    };
     if standalone.is_none() {
-        if let Some((n, _)) = opt(opts, &["--standalone"]) {
-            *standalone = Some(n.to_string());
-        } else if let Some((n, v)) = pet("PET_STANDALONE") {
-            // `check_env`: bool(int(value)).
-            if v.trim().parse::<i64>().is_ok_and(|x| x != 0) {
-                *standalone = Some(n.to_string());
-            }
-        }
+        *standalone = torchrun_standalone(&args);
     }
-    if let Some((n, v)) = flag_or_var(opt(opts, &["--nnodes"]), pet("PET_NNODES")) {
+    torchrun_node(&args, info);
+    cands.extend(torchrun_rendezvous(&args));
+}
+
+/// Where `--standalone` (or a non-zero `PET_STANDALONE`) was named, if it was.
+fn torchrun_standalone(args: &TorchrunArgs) -> Option<String> {
+    if let Some((n, _)) = opt(args.opts, &["--standalone"]) {
+        return Some(n.to_string());
+    }
+    let (n, v) = args.pet("PET_STANDALONE")?;
+    // `check_env`: bool(int(value)).
+    v.trim()
+        .parse::<i64>()
+        .is_ok_and(|x| x != 0)
+        .then(|| n.to_string())
+}
+
+/// This node in the job: the number of nodes, the node rank and the local address.
+fn torchrun_node(args: &TorchrunArgs, info: &mut LaunchInfo) {
+    if let Some((n, v)) = args.get(&["--nnodes"], "PET_NNODES") {
         set_nnodes(info, v, n);
     }
-    if let Some((n, v)) = flag_or_var(
-        opt(opts, &["--node-rank", "--node_rank"]),
-        pet("PET_NODE_RANK"),
-    ) {
+    if let Some((n, v)) = args.get(&["--node-rank", "--node_rank"], "PET_NODE_RANK") {
         set_rank(info, v, n, false);
     }
-    if let Some((n, v)) = flag_or_var(
-        opt(opts, &["--local-addr", "--local_addr"]),
-        pet("PET_LOCAL_ADDR"),
-    ) {
+    if let Some((n, v)) = args.get(&["--local-addr", "--local_addr"], "PET_LOCAL_ADDR") {
         set_self(info, v, n);
     }
-    let backend = flag_or_var(
-        opt(opts, &["--rdzv-backend", "--rdzv_backend"]),
-        pet("PET_RDZV_BACKEND"),
-    )
-    .map_or("static", |(_, v)| v);
-    let endpoint = flag_or_var(
-        opt(opts, &["--rdzv-endpoint", "--rdzv_endpoint"]),
-        pet("PET_RDZV_ENDPOINT"),
-    );
-    let port = flag_or_var(
-        opt(opts, &["--master-port", "--master_port"]),
-        pet("PET_MASTER_PORT"),
-    );
-    let addr = flag_or_var(
-        opt(opts, &["--master-addr", "--master_addr"]),
-        pet("PET_MASTER_ADDR"),
-    );
-    match endpoint {
-        // get_rdzv_endpoint: the static backend without an endpoint uses master_addr:master_port.
+}
+
+/// The rendezvous torchrun joins: its endpoint with the backend, or (`get_rdzv_endpoint`) the static
+/// backend without an endpoint at master_addr:master_port; `None` when neither is named.
+fn torchrun_rendezvous<'a>(args: &TorchrunArgs<'a>) -> Option<Candidate<'a>> {
+    let backend = args
+        .get(&["--rdzv-backend", "--rdzv_backend"], "PET_RDZV_BACKEND")
+        .map_or("static", |(_, v)| v);
+    match args.get(&["--rdzv-endpoint", "--rdzv_endpoint"], "PET_RDZV_ENDPOINT") {
         None if backend == "static" => {
-            if let Some((n, v)) = addr {
-                cands.push(Candidate {
-                    source: n.to_string(),
-                    value: v,
-                    shape: Shape::One,
-                    rdzv: Some((
-                        RdzvProtocol::Tcp,
-                        "torchrun's static rendezvous (TCPStore)".into(),
-                    )),
-                    port: Some(match port {
-                        Some((pn, pv)) => Sourced {
-                            value: pv,
-                            source: pn.to_string(),
-                        },
-                        None => Sourced {
-                            value: "29500",
-                            source: "torchrun's default".into(),
-                        },
-                    }),
-                    clears: &[],
-                });
-            }
+            let (n, v) = args.get(&["--master-addr", "--master_addr"], "PET_MASTER_ADDR")?;
+            let port = args.get(&["--master-port", "--master_port"], "PET_MASTER_PORT");
+            Some(torchrun_static(n, v, port))
         }
-        None => {}
-        Some((n, v)) => {
-            let http = matches!(backend, "etcd" | "etcd-v2")
-                || parse_endpoint(v)
-                    .ok()
-                    .and_then(|e| e.scheme)
-                    .is_some_and(|s| matches!(s.as_str(), "etcd" | "http" | "https"));
-            let owner = if http {
-                "torchrun's etcd rendezvous".to_string()
+        None => None,
+        Some((n, v)) => Some(torchrun_endpoint(backend, n, v)),
+    }
+}
+
+/// The static rendezvous (a TCPStore) at master_addr, on master_port or torchrun's default 29500.
+fn torchrun_static<'a>(
+    source: &str,
+    value: &'a str,
+    port: Option<(&'a str, &'a str)>,
+) -> Candidate<'a> {
+    Candidate {
+        source: source.to_string(),
+        value,
+        shape: Shape::One,
+        rdzv: Some((
+            RdzvProtocol::Tcp,
+            "torchrun's static rendezvous (TCPStore)".into(),
+        )),
+        port: Some(match port {
+            Some((pn, pv)) => Sourced {
+                value: pv,
+                source: pn.to_string(),
+            },
+            None => Sourced {
+                value: "29500",
+                source: "torchrun's default".into(),
+            },
+        }),
+        clears: &[],
+    }
+}
+
+/// The rendezvous at `--rdzv-endpoint`: etcd's over HTTP (the etcd backends, or an etcd/http/https URL),
+/// else the backend's TCPStore.
+fn torchrun_endpoint<'a>(backend: &str, source: &str, value: &'a str) -> Candidate<'a> {
+    let http = matches!(backend, "etcd" | "etcd-v2")
+        || parse_endpoint(value)
+            .ok()
+            .and_then(|e| e.scheme)
+            .is_some_and(|s| matches!(s.as_str(), "etcd" | "http" | "https"));
+    let owner = if http {
+        "torchrun's etcd rendezvous".to_string()
+    } else {
+        format!("torchrun's {backend} rendezvous (TCPStore)")
+    };
+    Candidate {
+        source: source.to_string(),
+        value,
+        shape: Shape::One,
+        rdzv: Some((
+            if http {
+                RdzvProtocol::Http
             } else {
-                format!("torchrun's {backend} rendezvous (TCPStore)")
-            };
-            cands.push(Candidate {
-                source: n.to_string(),
-                value: v,
-                shape: Shape::One,
-                rdzv: Some((
-                    if http {
-                        RdzvProtocol::Http
-                    } else {
-                        RdzvProtocol::Tcp
-                    },
-                    owner,
-                )),
-                port: None,
-                clears: &[],
-            });
-        }
+                RdzvProtocol::Tcp
+            },
+            owner,
+        )),
+        port: None,
+        clears: &[],
     }
 }
 
@@ -1646,6 +1683,8 @@ mod tests {
         (r, i.shape.problems.len())
     }
 
+    /// Each launcher's local ranks: Paddle's devices, torchrun's processes per node, DeepSpeed's GPUs and
+    /// hosts; none from the script's own arguments; a wrapped command's launcher names still count.
     #[test]
     fn local_ranks_from_each_launcher() {
         let some = |n: u32, s: &str| (Some((n, s.to_string())), 0);
@@ -1704,7 +1743,13 @@ mod tests {
             ranks(&["sh", "-c", "x", "--devices", "0,1,2"], &[]),
             some(3, "--devices")
         );
-        // PET_NPROC_PER_NODE for torchrun (and a wrapped one), the flag winning; not for Paddle.
+    }
+
+    /// `PET_NPROC_PER_NODE` gives torchrun's local ranks (a wrapped one's too) unless the flag does; Paddle
+    /// does not read it. A bad value is a problem, and the next source is used.
+    #[test]
+    fn local_ranks_from_pet_nproc_per_node_and_bad_values() {
+        let some = |n: u32, s: &str| (Some((n, s.to_string())), 0);
         let pet = [("PET_NPROC_PER_NODE", "4")];
         assert_eq!(
             ranks(&["torchrun", "t.py"], &pet),
@@ -1946,11 +1991,12 @@ mod tests {
         assert_eq!(i.shape.nnodes, None);
     }
 
-    /// A launcher's options end at its first positional argument (argparse `REMAINDER`): a module name after
-    /// `-m`, a program after `--no-python`, a script not ending in `.py`; the program's own arguments are
-    /// never read, whatever they are called. Options ncclenv does not read are skipped with their values.
+    /// A launcher's options end at its first positional argument (argparse `REMAINDER`): for torchrun a
+    /// module name after `-m`, a program after `--no-python`, a script not ending in `.py`; the program's own
+    /// arguments are never read, whatever they are called. Options ncclenv does not read are skipped with
+    /// their values.
     #[test]
-    fn launcher_options_end_at_the_first_positional() {
+    fn torchrun_options_end_at_the_first_positional() {
         let none = BTreeMap::new();
         let r = |a: &[&str]| read(&argv(a), &none);
         let i = r(&[
@@ -2005,6 +2051,14 @@ mod tests {
             "8",
         ]);
         assert_eq!(i.shape.local_ranks, Some(4));
+    }
+
+    /// DeepSpeed's options end at the module after `--module` or the program after `--no_python`; Paddle's
+    /// at a script not ending in `.py`.
+    #[test]
+    fn deepspeed_and_paddle_options_end_at_the_first_positional() {
+        let none = BTreeMap::new();
+        let r = |a: &[&str]| read(&argv(a), &none);
         let i = r(&[
             "deepspeed",
             "--num_nodes",
@@ -2028,6 +2082,13 @@ mod tests {
             "10.0.0.1:8090",
         ]);
         assert_eq!((i.shape.local_ranks, master(&i)), (Some(2), None));
+    }
+
+    /// mpirun's and horovodrun's options end at the program: its own `-H` and `--hosts` are not read.
+    #[test]
+    fn mpirun_and_horovodrun_options_end_at_the_first_positional() {
+        let none = BTreeMap::new();
+        let r = |a: &[&str]| read(&argv(a), &none);
         let i = r(&[
             "mpirun",
             "-np",
@@ -2058,7 +2119,11 @@ mod tests {
             "x,y,z",
         ]);
         assert_eq!(i.shape.nnodes, Some(2));
-        // launcher_value reads the launcher's own options only.
+    }
+
+    /// [`launcher_value`] reads the launcher's own options, never the script's.
+    #[test]
+    fn launcher_value_reads_the_launchers_options_only() {
         let a = argv(&[
             "python",
             "-m",
@@ -2481,8 +2546,10 @@ mod tests {
         assert_eq!(i.shape.master_port, Some(37777));
     }
 
+    /// DeepSpeed's runner and `deepspeed.launcher.launch`: the master, its port (29500 by default), the nodes
+    /// (`-1`: not said) and the node rank.
     #[test]
-    fn deepspeed_sglang_ray_and_vllm() {
+    fn deepspeed_names_the_master_nodes_and_rank() {
         let i = read(
             &argv(&[
                 "deepspeed",
@@ -2517,7 +2584,11 @@ mod tests {
             (i.shape.node_rank, i.shape.master_port),
             (Some(1), Some(29500))
         );
-        // F27: SGLang, IPv6 in brackets.
+    }
+
+    /// F27: SGLang's `--dist-init-addr` with IPv6 in brackets: the master, its port, the nodes and the rank.
+    #[test]
+    fn sglang_names_an_ipv6_master_in_brackets() {
         let i = read(
             &argv(&[
                 "python3",
@@ -2537,7 +2608,12 @@ mod tests {
             (i.shape.nnodes, i.shape.node_rank, i.shape.master_port),
             (Some(2), Some(1), Some(5000))
         );
-        // Ray: the head and this node's address.
+    }
+
+    /// Ray: the head and this node's address; `--address=auto` names no master; `--address` means nothing to
+    /// other commands.
+    #[test]
+    fn ray_names_the_head_and_this_node() {
         let i = read(
             &argv(&[
                 "ray",
@@ -2568,7 +2644,11 @@ mod tests {
             &BTreeMap::new(),
         );
         assert_eq!(master(&i), None);
-        // F29: VLLM_HOST_IP, for any command.
+    }
+
+    /// F29: `VLLM_HOST_IP` names this node's address, for any command.
+    #[test]
+    fn vllm_host_ip_names_this_node() {
         let i = read(
             &argv(&["vllm", "serve", "m"]),
             &env(&[("VLLM_HOST_IP", "10.0.1.12")]),
@@ -2580,7 +2660,11 @@ mod tests {
             ),
             (Some("10.0.1.12"), Some("VLLM_HOST_IP"))
         );
-        // horovodrun -H: the node count.
+    }
+
+    /// horovodrun `-H`: the node count.
+    #[test]
+    fn horovodrun_hosts_count_the_nodes() {
         let i = read(
             &argv(&[
                 "horovodrun",
