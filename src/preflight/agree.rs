@@ -429,7 +429,8 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
             "set one MTU on every node's NCCL interface",
         );
     }
-    for d in super::mtu::differences(m) {
+    let reports: Vec<&NodeReport> = m.members.iter().map(|x| &x.report).collect();
+    for d in super::mtu::differences(&reports) {
         plan.finding(
             Finding::PreflightMtuDiffers,
             format!("a network NCCL uses has different MTUs across the nodes: {d}; RDMA and NET/Socket transfers stall where the larger frames are dropped (NVIDIA/nccl#1524)"),

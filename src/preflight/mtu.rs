@@ -3,7 +3,7 @@
 //! node adds [`local`] to its report ([`NodeReport::data_mtus`](super::protocol::NodeReport)), the master
 //! compares them with [`differences`], naming the node and the interface.
 
-use super::agree::Meeting;
+use super::protocol::NodeReport;
 use crate::snapshot::Snapshot;
 
 /// The MTU of one network NCCL uses on this node. On the wire (`NodeReport::data_mtus`) one string
@@ -88,24 +88,16 @@ pub fn local(snap: &Snapshot, ifname: Option<&str>) -> Vec<NetMtu> {
 
 /// For each network that more than one MTU is reported for: one line naming each MTU with its nodes and
 /// their interfaces (`rdma mlx5_0:1: 9000 on n1 (eth2), 1500 on n2 (eth2)`). Networks only one node has are
-/// not compared.
-pub fn differences(m: &Meeting) -> Vec<String> {
+/// not compared. `reports`: the meeting's members' reports, in order of arrival.
+pub fn differences(reports: &[&NodeReport]) -> Vec<String> {
     // (network, mtu, "node (ifname)"), sorted: each network's MTUs are then adjacent.
-    let mut all: Vec<(String, u32, String)> = m
-        .members
+    let mut all: Vec<(String, u32, String)> = reports
         .iter()
-        .flat_map(|x| {
-            x.report
-                .data_mtus
+        .flat_map(|r| {
+            r.data_mtus
                 .iter()
                 .filter_map(|w| NetMtu::parse(w))
-                .map(move |n| {
-                    (
-                        n.network,
-                        n.mtu,
-                        format!("{} ({})", x.report.name(), n.ifname),
-                    )
-                })
+                .map(move |n| (n.network, n.mtu, format!("{} ({})", r.name(), n.ifname)))
         })
         .collect();
     all.sort();

@@ -13,84 +13,18 @@ use super::protocol::{Figure, FleetVerdict, MeasureLeg, NetChoice};
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::plan::{Plan, Severity, Warning};
-use crate::snapshot::{prefix_contains, Family, Snapshot};
-use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use crate::snapshot::{Family, Snapshot};
+use std::net::{IpAddr, SocketAddr};
 
-/// Most interfaces a node reports.
-pub const MAX_IFACES: usize = 16;
-/// Most addresses reported per interface.
-pub const MAX_ADDRS: usize = 4;
+pub use super::protocol::{Cidr, Iface, MAX_ADDRS, MAX_IFACES, MAX_IFNAME};
+
 /// Most candidate networks measured (the current choice included).
 pub const MAX_NETWORKS: usize = 8;
-/// Longest interface name reported, in bytes: Linux's `IFNAMSIZ` (16, with the terminating NUL).
-pub const MAX_IFNAME: usize = 15;
 /// How much faster a measured network's slowest pair must be than the current choice's for the fleet to
 /// move to it: 2×, a margin that the noise of a 150 ms measurement (slow start, a busy core) cannot cross.
 pub const MARGIN: u64 = 2;
 /// A pair under the fleet's median divided by this is slow (`preflight-slow-link`).
 pub const SLOW_FRACTION: u64 = 4;
-
-/// An address with its prefix length (`10.2.0.5/24`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cidr {
-    /// The address.
-    pub addr: IpAddr,
-    /// The prefix length in bits.
-    pub prefix: u8,
-}
-
-impl Cidr {
-    /// The network: the address with the host bits cleared (`10.2.0.0/24`).
-    pub fn network(&self) -> Cidr {
-        let addr = match self.addr {
-            IpAddr::V4(a) => {
-                let len = u32::from(self.prefix.min(32));
-                let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-                IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
-            }
-            IpAddr::V6(a) => {
-                let len = u32::from(self.prefix.min(128));
-                let mask = if len == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - len)
-                };
-                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
-            }
-        };
-        Cidr {
-            addr,
-            prefix: self.prefix,
-        }
-    }
-    /// True when `ip` is in this prefix.
-    pub fn contains(&self, ip: &IpAddr) -> bool {
-        prefix_contains(&self.addr, self.prefix, ip)
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-/// One usable interface of a node, as its hello reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Iface {
-    /// The interface name (`ens5`).
-    pub name: String,
-    /// Its usable addresses with their prefixes ([`crate::snapshot::Addr::usable`]).
-    pub addrs: Vec<Cidr>,
-    /// Its MTU in bytes, when known.
-    pub mtu: Option<u32>,
-    /// Its nominal link speed in Mbit/s (sysfs `class/net/<name>/speed`), when it says something
-    /// (`decide::faster::nominal_speed`: not for veths and bridges).
-    pub speed_mbps: Option<u64>,
-    /// True when it is the netdev of an RDMA device's port (a RoCE or IPoIB interface).
-    pub rdma: bool,
-}
 
 /// This node's usable interfaces: RUNNING, not loopback, not in `NCCLENV_EXCLUDE`, not a container bridge,
 /// with a usable address; at most [`MAX_IFACES`], in link order, each with at most [`MAX_ADDRS`] addresses.
@@ -138,16 +72,6 @@ pub fn local(snap: &Snapshot, cfg: &Config) -> Vec<Iface> {
         }
     }
     out
-}
-
-/// Bound a received list: at most [`MAX_IFACES`] interfaces of at most [`MAX_ADDRS`] addresses, names cut
-/// to [`MAX_IFNAME`] bytes with control characters replaced.
-pub fn sanitize(ifaces: &mut Vec<Iface>) {
-    ifaces.truncate(MAX_IFACES);
-    for i in ifaces.iter_mut() {
-        i.name = super::protocol::clean(&i.name, MAX_IFNAME);
-        i.addrs.truncate(MAX_ADDRS);
-    }
 }
 
 /// One node's interface and address on a network.
@@ -903,7 +827,7 @@ mod tests {
                 )
             })
             .collect();
-        sanitize(&mut many);
+        super::super::protocol::sanitize(&mut many);
         assert_eq!(many.len(), MAX_IFACES);
         assert!(many
             .iter()

@@ -33,10 +33,89 @@
 //! [`sanitize_verdict`]) before anything reaches a log.
 
 use crate::plan::Warning;
-use crate::snapshot::Family;
+use crate::snapshot::{prefix_contains, Family};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+// The interfaces a node's hello lists (#23), as they travel; `networks` groups them into shared networks.
+
+/// Most interfaces a node reports.
+pub const MAX_IFACES: usize = 16;
+/// Most addresses reported per interface.
+pub const MAX_ADDRS: usize = 4;
+/// Longest interface name reported, in bytes: Linux's `IFNAMSIZ` (16, with the terminating NUL).
+pub const MAX_IFNAME: usize = 15;
+/// An address with its prefix length (`10.2.0.5/24`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cidr {
+    /// The address.
+    pub addr: IpAddr,
+    /// The prefix length in bits.
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// The network: the address with the host bits cleared (`10.2.0.0/24`).
+    pub fn network(&self) -> Cidr {
+        let addr = match self.addr {
+            IpAddr::V4(a) => {
+                let len = u32::from(self.prefix.min(32));
+                let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+                IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
+            }
+            IpAddr::V6(a) => {
+                let len = u32::from(self.prefix.min(128));
+                let mask = if len == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - len)
+                };
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
+            }
+        };
+        Cidr {
+            addr,
+            prefix: self.prefix,
+        }
+    }
+    /// True when `ip` is in this prefix.
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        prefix_contains(&self.addr, self.prefix, ip)
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// One usable interface of a node, as its hello reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Iface {
+    /// The interface name (`ens5`).
+    pub name: String,
+    /// Its usable addresses with their prefixes ([`crate::snapshot::Addr::usable`]).
+    pub addrs: Vec<Cidr>,
+    /// Its MTU in bytes, when known.
+    pub mtu: Option<u32>,
+    /// Its nominal link speed in Mbit/s (sysfs `class/net/<name>/speed`), when it says something
+    /// (`decide::faster::nominal_speed`: not for veths and bridges).
+    pub speed_mbps: Option<u64>,
+    /// True when it is the netdev of an RDMA device's port (a RoCE or IPoIB interface).
+    pub rdma: bool,
+}
+
+/// Bound a received list: at most [`MAX_IFACES`] interfaces of at most [`MAX_ADDRS`] addresses, names cut
+/// to [`MAX_IFNAME`] bytes with control characters replaced.
+pub fn sanitize(ifaces: &mut Vec<Iface>) {
+    ifaces.truncate(MAX_IFACES);
+    for i in ifaces.iter_mut() {
+        i.name = clean(&i.name, MAX_IFNAME);
+        i.addrs.truncate(MAX_ADDRS);
+    }
+}
 
 /// Protocol name carried by every frame.
 pub const PROTO: &str = "ncclenv-preflight";
@@ -44,8 +123,8 @@ pub const PROTO: &str = "ncclenv-preflight";
 /// meet (each fails open with a warning naming both versions).
 pub const VERSION: u32 = 1;
 /// Largest frame body in bytes (64 KiB). The largest report ([`MAX_VARS`] variables of [`MAX_VALUE`]-byte
-/// names and values, [`MAX_DECIDED`] reasons of [`MAX_TEXT`] bytes, `networks::MAX_IFACES` interfaces of
-/// `networks::MAX_ADDRS` addresses) stays under 60 KiB; a verdict names at most [`MAX_LISTED`] nodes per
+/// names and values, [`MAX_DECIDED`] reasons of [`MAX_TEXT`] bytes, [`MAX_IFACES`] interfaces of
+/// [`MAX_ADDRS`] addresses) stays under 60 KiB; a verdict names at most [`MAX_LISTED`] nodes per
 /// finding.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Largest number of `NCCL_*` variables a node reports.
@@ -132,7 +211,7 @@ pub struct Figure {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetChoice {
     /// The network (`10.2.0.0/24`).
-    pub net: super::networks::Cidr,
+    pub net: Cidr,
     /// How it was chosen, for the plan's choice (`every pair proven: slowest 11.0 Gbit/s vs eth0
     /// 19.8 Mbit/s (…)`).
     pub how: String,
@@ -180,9 +259,9 @@ pub struct NodeReport {
     /// reports of older builds.
     #[serde(default)]
     pub node_rank: Option<u32>,
-    /// The node's usable interfaces (`super::networks::local`), for the networks every node shares.
+    /// The node's usable interfaces (the preflight's `networks::local`), for the networks every node shares.
     #[serde(default)]
-    pub ifaces: Vec<super::networks::Iface>,
+    pub ifaces: Vec<Iface>,
     /// The ports of its measurement listeners (`super::measure::Sink`), IPv4 and IPv6.
     #[serde(default)]
     pub sink_ports: (Option<u16>, Option<u16>),
@@ -231,7 +310,7 @@ impl NodeReport {
         }
         self.decided = decided;
         self.refused = self.refused.as_deref().map(|r| clean(r, MAX_TEXT));
-        super::networks::sanitize(&mut self.ifaces);
+        sanitize(&mut self.ifaces);
     }
 
     /// What makes two hellos the same node: host name, advertised address and node rank (the master adds
@@ -549,9 +628,9 @@ mod tests {
             strict: false,
             refused: None,
             node_rank: Some(1),
-            ifaces: vec![super::super::networks::Iface {
+            ifaces: vec![super::Iface {
                 name: "ens5".into(),
-                addrs: vec![super::super::networks::Cidr {
+                addrs: vec![super::Cidr {
                     addr: "10.2.0.1".parse().expect("ip"),
                     prefix: 24,
                 }],
@@ -624,7 +703,7 @@ mod tests {
                 strict_refuses: true,
             }],
             network: Some(NetChoice {
-                net: super::super::networks::Cidr {
+                net: super::Cidr {
                     addr: "10.2.0.0".parse().expect("ip"),
                     prefix: 24,
                 },
@@ -704,11 +783,11 @@ mod tests {
         let v6: std::net::IpAddr = "fd00:1234:5678:9abc:def0:1234:5678:9abc"
             .parse()
             .expect("ip");
-        r.ifaces = (0..super::super::networks::MAX_IFACES * 2)
-            .map(|i| super::super::networks::Iface {
+        r.ifaces = (0..super::MAX_IFACES * 2)
+            .map(|i| super::Iface {
                 name: format!("{i:x>40}"),
                 addrs: vec![
-                    super::super::networks::Cidr {
+                    super::Cidr {
                         addr: v6,
                         prefix: 128
                     };
