@@ -55,7 +55,7 @@ pub enum Mode {
         files: Vec<PathBuf>,
     },
     /// `ncclenv completions bash|zsh|fish`: print that shell's completion script (`crate::completions`).
-    Completions(crate::completions::Shell),
+    Completions(Shell),
     /// `--help`, `help`: the whole page (`None`), or one subcommand's (`ncclenv doctor --help`,
     /// `ncclenv help doctor`; the name is one of [`SUBCOMMANDS`]).
     Help(Option<&'static str>),
@@ -811,6 +811,32 @@ pub enum Arg {
     Files,
 }
 
+/// The shells `ncclenv completions` writes a script for.
+pub const SHELL_WORDS: &[&str] = &["bash", "zsh", "fish"];
+
+/// A shell `ncclenv completions` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    /// GNU bash 4.0 or later.
+    Bash,
+    /// zsh with compsys (`compinit`).
+    Zsh,
+    /// fish 3.
+    Fish,
+}
+
+impl Shell {
+    /// The shell named `word` (one of [`SHELL_WORDS`], exactly).
+    pub fn from_word(word: &str) -> Option<Shell> {
+        match word {
+            "bash" => Some(Shell::Bash),
+            "zsh" => Some(Shell::Zsh),
+            "fish" => Some(Shell::Fish),
+            _ => None,
+        }
+    }
+}
+
 /// Every subcommand, in the order of `--help`.
 pub const SUBCOMMANDS: &[Sub] = &[
     Sub {
@@ -876,7 +902,7 @@ pub const SUBCOMMANDS: &[Sub] = &[
                 completions from (bash: ~/.local/share/bash-completion/completions/ncclenv; zsh: a\n\
                 folder of $fpath as _ncclenv; fish: ~/.config/fish/completions/ncclenv.fish).",
         exits: "0 printed, 2 usage error",
-        args: Arg::Words(crate::completions::SHELL_WORDS),
+        args: Arg::Words(SHELL_WORDS),
     },
 ];
 
@@ -1160,18 +1186,10 @@ fn mode(words: &[String], json: bool, cmd: Option<Vec<OsString>>) -> Result<Mode
             json,
             cmd,
         },
-        "completions" if words.len() == 2 && cmd.is_empty() => {
-            match crate::completions::Shell::from_word(&words[1]) {
-                Some(shell) => Mode::Completions(shell),
-                None => {
-                    return Err(unknown_word(
-                        "completions",
-                        &words[1],
-                        crate::completions::SHELL_WORDS,
-                    ))
-                }
-            }
-        }
+        "completions" if words.len() == 2 && cmd.is_empty() => match Shell::from_word(&words[1]) {
+            Some(shell) => Mode::Completions(shell),
+            None => return Err(unknown_word("completions", &words[1], SHELL_WORDS)),
+        },
         "completions" => {
             return Err(UsageError(
                 "completions takes one shell: ncclenv completions bash|zsh|fish".into(),

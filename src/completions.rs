@@ -14,34 +14,8 @@
 //! the scripts (`NCCLENV_BLESS=1 cargo test --lib completions` rewrites them); tests/it/completions.rs loads
 //! each into the real shell.
 
-use crate::cli::{self, Accepts, Arg};
+use crate::cli::{self, Accepts, Arg, Shell};
 use std::fmt::Write as _;
-
-/// The shells `ncclenv completions` writes a script for.
-pub const SHELL_WORDS: &[&str] = &["bash", "zsh", "fish"];
-
-/// A shell `ncclenv completions` writes a script for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shell {
-    /// GNU bash 4.0 or later.
-    Bash,
-    /// zsh with compsys (`compinit`).
-    Zsh,
-    /// fish 3.
-    Fish,
-}
-
-impl Shell {
-    /// The shell named `word` (one of [`SHELL_WORDS`], exactly).
-    pub fn from_word(word: &str) -> Option<Shell> {
-        match word {
-            "bash" => Some(Shell::Bash),
-            "zsh" => Some(Shell::Zsh),
-            "fish" => Some(Shell::Fish),
-            _ => None,
-        }
-    }
-}
 
 /// The completion script for `shell`.
 pub fn script(shell: Shell) -> String {
@@ -384,6 +358,7 @@ complete -c ncclenv -n 'not __ncclenv_options; and not __ncclenv_command' -F
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::SHELL_WORDS;
 
     /// Every option that takes words has its list ([`crate::config::variable_values`]): a new one without a list
     /// would complete nothing.

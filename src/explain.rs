@@ -852,7 +852,7 @@ const CHECKS: &[Check] = &[
     net_transport_mixed,
 ];
 
-/// The job-wide findings (see `docs/explain.md` for each code): those of each of [`CHECKS`], in order.
+/// The job-wide findings (see `docs/explain.md` for each code): those of each of `CHECKS`, in order.
 pub fn analyse(r: &Report) -> Vec<Finding> {
     let job = Job::new(r);
     let mut out: Vec<Finding> = Vec::new();
