@@ -190,7 +190,7 @@ pub fn exec(cmd: &[OsString], env: &Environ) -> ExecError {
 /// Why `execve(path)` said `ENOENT` although `path` is a file: the interpreter of its `#!` line, or the
 /// dynamic loader of an ELF binary (`PT_INTERP`), does not exist. `None` when `path` is not a regular file
 /// (so the file itself is missing). Reads at most 64 KiB of the file's head (`probe::read`).
-pub fn missing_interpreter(path: &Path) -> Option<String> {
+pub(crate) fn missing_interpreter(path: &Path) -> Option<String> {
     let head = read::read_head(path, 64 << 10).ok()?;
     if let Some(line) = head.strip_prefix(b"#!") {
         // The kernel reads the interpreter from the first 256 bytes (BINPRM_BUF_SIZE, fs/binfmt_script.c).

@@ -471,18 +471,6 @@ fn explain_in_helper(
         );
         return ExitCode::from(exit::USAGE);
     };
-    // On a musl, scratch or distroless image the helper's glibc loader is missing: execve says ENOENT for a
-    // file that is there. Say what it needs, as `check` does (check::child), before trying.
-    if let Some(why) = exec::missing_interpreter(&helper) {
-        report::exit_error(
-            &format!(
-                "explain runs in the helper {}, which cannot start here ({why}): ncclenv-check needs glibc; run explain in a glibc image or on a copy of the log",
-                helper.display()
-            ),
-            exit::USAGE,
-        );
-        return ExitCode::from(exit::USAGE);
-    }
     let mut cmd: Vec<OsString> = vec![
         helper.into_os_string(),
         OsString::from(ncclenv::explain::HELPER_WORD),
