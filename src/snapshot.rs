@@ -247,27 +247,30 @@ pub fn is_link_local_ip(ip: &IpAddr) -> bool {
     }
 }
 
+/// The network address of `a`/`len`: the host bits cleared (`10.2.0.5`/24 → `10.2.0.0`); `len` beyond the
+/// family's width counts as the full width.
+pub fn network_of(a: &IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(v) => {
+            let len = u32::from(len.min(32));
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            IpAddr::V4((u32::from(*v) & mask).into())
+        }
+        IpAddr::V6(v) => {
+            let len = u32::from(len.min(128));
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            IpAddr::V6((u128::from(*v) & mask).into())
+        }
+    }
+}
+
 /// True when the prefix `net/len` contains `ip`; false across families.
 pub fn prefix_contains(net: &IpAddr, len: u8, ip: &IpAddr) -> bool {
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(i)) => {
-            let len = u32::from(len.min(32));
-            if len == 0 {
-                return true;
-            }
-            let mask = u32::MAX << (32 - len);
-            (u32::from(*n) & mask) == (u32::from(*i) & mask)
-        }
-        (IpAddr::V6(n), IpAddr::V6(i)) => {
-            let len = u32::from(len.min(128));
-            if len == 0 {
-                return true;
-            }
-            let mask = u128::MAX << (128 - len);
-            (u128::from(*n) & mask) == (u128::from(*i) & mask)
-        }
-        _ => false,
-    }
+    net.is_ipv4() == ip.is_ipv4() && network_of(net, len) == network_of(ip, len)
 }
 
 /// One route of the main table.

@@ -1709,35 +1709,11 @@ impl OmpiTarget {
                     .map(|x| (a, x.prefix_len))
             })
             .filter(|(a, len)| *len < if a.is_ipv4() { 32 } else { 128 })
-            .map(|(a, len)| format!("{}/{len}", network_of(&a, len)));
+            .map(|(a, len)| format!("{}/{len}", crate::snapshot::network_of(&a, len)));
         OmpiTarget {
             value: cidr.unwrap_or_else(|| c.ifname.to_string()),
             mpirun: snap.job.launcher == Some(Launcher::Mpi),
             rank: snap.env.contains_key("OMPI_COMM_WORLD_SIZE"),
-        }
-    }
-}
-
-/// The network address of `a`/`len` (host bits cleared).
-fn network_of(a: &IpAddr, len: u8) -> IpAddr {
-    match a {
-        IpAddr::V4(v) => {
-            let bits = u32::from(*v);
-            let mask = if len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(len.min(32)))
-            };
-            IpAddr::V4((bits & mask).into())
-        }
-        IpAddr::V6(v) => {
-            let bits = u128::from(*v);
-            let mask = if len == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(len.min(128)))
-            };
-            IpAddr::V6((bits & mask).into())
         }
     }
 }

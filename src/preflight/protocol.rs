@@ -33,10 +33,10 @@
 //! [`sanitize_verdict`]) before anything reaches a log.
 
 use crate::plan::Warning;
-use crate::snapshot::{prefix_contains, Family};
+use crate::snapshot::{network_of, prefix_contains, Family};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 // The interfaces a node's hello lists (#23), as they travel; `networks` groups them into shared networks.
 
@@ -58,24 +58,8 @@ pub struct Cidr {
 impl Cidr {
     /// The network: the address with the host bits cleared (`10.2.0.0/24`).
     pub fn network(&self) -> Cidr {
-        let addr = match self.addr {
-            IpAddr::V4(a) => {
-                let len = u32::from(self.prefix.min(32));
-                let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-                IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
-            }
-            IpAddr::V6(a) => {
-                let len = u32::from(self.prefix.min(128));
-                let mask = if len == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - len)
-                };
-                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
-            }
-        };
         Cidr {
-            addr,
+            addr: network_of(&self.addr, self.prefix),
             prefix: self.prefix,
         }
     }
