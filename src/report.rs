@@ -454,12 +454,6 @@ impl Serialize for Now {
     }
 }
 
-/// The time now as RFC 3339 in UTC with milliseconds (`2026-12-02T18:52:34.123Z`); the epoch when the clock
-/// reads before 1970.
-pub fn rfc3339_now() -> String {
-    Now::read().to_string()
-}
-
 /// `secs` since the epoch and `millis` as RFC 3339 UTC: the civil date from the day count (the proleptic
 /// Gregorian calendar, H. Hinnant's `civil_from_days`).
 pub fn rfc3339(secs: u64, millis: u32) -> String {
@@ -1280,7 +1274,7 @@ mod tests {
         // 2000-02-29 (a leap day of a century divisible by 400) 23:59:59.
         assert_eq!(rfc3339(951_868_799, 7), "2000-02-29T23:59:59.007Z");
         assert_eq!(rfc3339(4_107_542_400, 999), "2100-03-01T00:00:00.999Z");
-        let now = rfc3339_now();
+        let now = Now::read().to_string();
         assert_eq!(now.len(), 24, "{now}");
         let epoch = std::time::UNIX_EPOCH;
         assert_eq!(Now(epoch).to_string(), "1970-01-01T00:00:00.000Z");
