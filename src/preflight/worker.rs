@@ -3,8 +3,8 @@
 //!
 //! The worker never sends a byte before the master has greeted it: a worker that arrives after the master
 //! has exec'd its launcher meets the launcher's own server on that port (Paddle's HTTP master, torch's
-//! TCPStore), which waits for the client to speak; the worker sees no greeting within [`GREETING_BOUND`],
-//! says so and fails open, and the launcher never receives a stray byte.
+//! TCPStore), which waits for the client to speak; the worker sees no greeting within 3 s (5 and 7 s on the
+//! next connections), says so and fails open, and the launcher never receives a stray byte.
 
 use super::net::{self, recv, send, RecvError};
 use super::protocol::{sanitize_verdict, DecodeError, FleetVerdict, FrameBuf, Msg, NodeReport};
@@ -12,7 +12,8 @@ use super::Setup;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// How long a worker waits for the master's greeting after connecting.
+/// How long a worker waits for the master's greeting on its first connection; each silent connection after it
+/// waits 2 s more (`greeting_wait`).
 pub const GREETING_BOUND: Duration = Duration::from_secs(3);
 /// First pause between connection attempts; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(10);
@@ -21,9 +22,34 @@ const RETRY_FIRST: Duration = Duration::from_millis(10);
 /// answered by a reset (about 2.5 MB/s).
 const RETRY_MAX: Duration = Duration::from_millis(250);
 
-/// Connections in a row on which nothing spoke within [`GREETING_BOUND`] before the worker concludes that
+/// Connections in a row on which nothing spoke within [`greeting_wait`] before the worker concludes that
 /// the server is not a preflight master (each is a new chance for a greeting lost on a lossy link).
 const SILENT_TRIES: u32 = 3;
+
+/// How long to wait for the greeting on a connection after `silent` silent ones in a row: 3, 5, then 7 s
+/// (15 s in all before the worker concludes that the launcher serves the port).
+///
+/// Why it grows: when a handshake's last ACK is lost, the master's kernel accepts the connection only on its
+/// SYN-ACK retransmission (1 s, then 3 s) and then retransmits the greeting no sooner than 3 s after sending
+/// it (RFC 6298 §5.7, Linux `tcp_init_transfer` with `TCP_TIMEOUT_FALLBACK`). On a link losing 20 % of what
+/// it sends and 10 % of what it receives, 4 % of greetings took more than 3 s here (300 connections), so
+/// three flat 3 s waits refused a strict fleet about once in a few hundred runs (the CI of stop 30). 7 s
+/// covers an accept at 3 s and a greeting lost once.
+fn greeting_wait(silent: u32) -> Duration {
+    GREETING_BOUND + Duration::from_secs(2) * silent.min(SILENT_TRIES)
+}
+
+/// The greeting waits of [`SILENT_TRIES`] silent connections, in words: "3, 5 and 7".
+fn waits_words() -> String {
+    let w: Vec<String> = (0..SILENT_TRIES)
+        .map(|i| greeting_wait(i).as_secs().to_string())
+        .collect();
+    match w.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 /// How the worker's side ended.
 #[derive(Debug)]
@@ -243,7 +269,8 @@ fn connect(
                 let _ = stream.set_nonblocking(true);
                 let _ = stream.set_nodelay(true);
                 let mut buf = FrameBuf::default();
-                let until = (Instant::now() + GREETING_BOUND).min(deadline);
+                let waited = greeting_wait(silent);
+                let until = (Instant::now() + waited).min(deadline);
                 match recv(&mut stream, &mut buf, &s.key, until) {
                     Ok(Msg::Greeting) => return Ok((stream, buf, None)),
                     // This job's master endpoint with another node count: one of the two is misconfigured,
@@ -269,14 +296,14 @@ fn connect(
                     }
                     Err(RecvError::Timeout) => {
                         silent += 1;
-                        last = format!("nothing spoke within {} s", GREETING_BOUND.as_secs());
+                        last = format!("nothing spoke within {} s", waited.as_secs());
                         if silent >= SILENT_TRIES {
                             return Err(format!(
-                                "something that does not speak first serves {} (no greeting within {} s on {silent} \
-                                 connections): the master's launcher has started there (its preflight is over), or \
+                                "something that does not speak first serves {} (no greeting on {silent} connections \
+                                 waited {} s): the master's launcher has started there (its preflight is over), or \
                                  the link loses every packet",
                                 s.master,
-                                GREETING_BOUND.as_secs()
+                                waits_words()
                             ));
                         }
                         continue;
@@ -299,5 +326,19 @@ fn connect(
             .min(deadline.saturating_duration_since(Instant::now()));
         std::thread::sleep(sleep);
         pause = (pause * 2).min(RETRY_MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_greeting_wait_grows_on_each_silent_connection_and_is_said_as_waited() {
+        let waits: Vec<u64> = (0..SILENT_TRIES + 2)
+            .map(|i| greeting_wait(i).as_secs())
+            .collect();
+        assert_eq!(waits, [3, 5, 7, 9, 9]);
+        assert_eq!(waits_words(), "3, 5 and 7");
     }
 }

@@ -544,8 +544,8 @@ fn a_master_port_held_by_something_else_fails_open() {
         !done[0].has("preflight-no-master") && !done[1].has("preflight-listen-failed"),
         "{ctx}"
     );
-    // The worker gave up after the greeting bound, not at the 30 s deadline.
-    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    // The worker gave up after its three greeting waits (3 + 5 + 7 s), not at the 30 s deadline.
+    assert!(t0.elapsed() < Duration::from_secs(26), "{:?}", t0.elapsed());
     drop(holder);
 }
 
