@@ -884,7 +884,7 @@ pub const SUBCOMMANDS: &[Sub] = &[
         about: "Read NCCL debug logs (per-process files or a job's combined log; stdin when no FILE):\n\
                 per process the version, bootstrap interface, transport and every WARN with cause and\n\
                 fix; across processes what breaks jobs between ranks. Runs in ncclenv-check.",
-        exits: "0 nothing wrong found, 1 something wrong, 2 usage error (an unreadable file)",
+        exits: "0 nothing wrong found, 1 something wrong, 2 usage error (an unreadable file, no helper that can start)",
         args: Arg::Files,
     },
     Sub {

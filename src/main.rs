@@ -472,11 +472,26 @@ fn explain_in_helper(
         return ExitCode::from(exit::USAGE);
     };
     let mut cmd: Vec<OsString> = vec![
-        helper.into_os_string(),
+        helper.clone().into_os_string(),
         OsString::from(ncclenv::explain::HELPER_WORD),
     ];
     cmd.extend(args.iter().cloned());
-    exec_or_exit(&cmd, environ, environ)
+    let e = exec::exec_or_fallback(&cmd, environ, environ);
+    // Only after execve said ENOENT (127) for a helper that is there: on a musl, scratch or distroless image
+    // its glibc loader is missing (the message already names it, exec::missing_interpreter). Say what it
+    // needs, as `check` does (check::child), and that this is a usage error of explain (2).
+    if e.code == i32::from(exit::NOT_FOUND) && helper.is_file() {
+        let why = e.message.strip_prefix("ncclenv: ").unwrap_or(&e.message);
+        report::exit_error(
+            &format!(
+                "explain runs in the helper ncclenv-check, which cannot start here ({why}): ncclenv-check needs \
+                 glibc; run explain in a glibc image or on a copy of the log"
+            ),
+            exit::USAGE,
+        );
+        return ExitCode::from(exit::USAGE);
+    }
+    exit_with(e, &cmd)
 }
 
 /// Run a check with ncclenv's choice as the expected address and the other candidate interfaces as repair
@@ -526,7 +541,11 @@ fn raise_memlock() {
 /// Exec `cmd` with `env` (with `inherited` when `env` is too big for the kernel, see
 /// `exec::exec_or_fallback`); on failure report why and return its exit code.
 fn exec_or_exit(cmd: &[OsString], env: &Environ, inherited: &Environ) -> ExitCode {
-    let e = exec::exec_or_fallback(cmd, env, inherited);
+    exit_with(exec::exec_or_fallback(cmd, env, inherited), cmd)
+}
+
+/// Report why the exec of `cmd` failed (`e`, with the subcommand hint on a 127) and exit with its code.
+fn exit_with(e: exec::ExecError, cmd: &[OsString]) -> ExitCode {
     let mut message = e
         .message
         .strip_prefix("ncclenv: ")

@@ -164,6 +164,43 @@ fn exit_127_when_the_command_is_not_found() {
     );
 }
 
+/// On a musl, scratch or distroless image the helper's glibc loader is missing: `explain` says that the helper
+/// needs glibc (exit 2), not a bare "required file not found" (127). The helper here is the real
+/// ncclenv-check with the loader's name in its PT_INTERP changed to one that does not exist.
+#[test]
+fn explain_without_the_glibc_loader_says_the_helper_needs_glibc() {
+    let tmp = TempDir::new("explain-noloader");
+    let mut elf = std::fs::read(env!("CARGO_BIN_EXE_ncclenv-check")).expect("the helper");
+    let at = elf
+        .windows(8)
+        .position(|w| w == b"ld-linux")
+        .expect("a glibc ELF names its loader ld-linux-*.so.N");
+    let end = at
+        + elf[at..]
+            .iter()
+            .position(|b| *b == 0)
+            .expect("NUL-terminated");
+    elf[end - 1] = b'9';
+    let helper = tmp.join("ncclenv-check");
+    common::exe::write(&helper, &elf, 0o755);
+    let mut vars = base(&tmp);
+    vars.push(var("NCCLENV_CHECK_HELPER", &helper.display().to_string()));
+    let log = tmp.join("rank0.log");
+    std::fs::write(
+        &log,
+        "host:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n",
+    )
+    .expect("log");
+    let o = output(&mut ncclenv(&vars, &[os("explain"), log.into()]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("ncclenv-check needs glibc"), "{e}");
+    assert!(
+        e.contains("does not exist") || e.contains("not found"),
+        "{e}"
+    );
+}
+
 /// `docker run IMAGE doctor` with `ENTRYPOINT ["ncclenv", "--"]` runs `doctor` as the job's command: 127, and
 /// the line says how to run ncclenv's own subcommand (#24 item 7). Any other missing name gets no hint.
 #[test]
