@@ -2002,7 +2002,22 @@ impl Dns {
         let thread = std::thread::spawn(move || {
             let fd = std::fs::File::open(&path).expect("netns");
             nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-            let sock = std::net::UdpSocket::bind("127.0.0.1:53").expect("bind 127.0.0.1:53");
+            // Stop 31's CI once found the port taken inside this fresh namespace (cause not found): try
+            // again for up to 3 s and, if it stays taken, say who holds it (`ss` in the namespace).
+            let t0 = std::time::Instant::now();
+            let sock = loop {
+                match std::net::UdpSocket::bind("127.0.0.1:53") {
+                    Ok(s) => break s,
+                    Err(_) if t0.elapsed() < std::time::Duration::from_secs(3) => {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    Err(e) => {
+                        let ss = Command::new("ss").args(["-uapn"]).output();
+                        let ss = ss.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+                        panic!("bind 127.0.0.1:53: {e}; ss -uapn in the namespace: {ss:?}");
+                    }
+                }
+            };
             sock.set_read_timeout(Some(std::time::Duration::from_millis(50)))
                 .expect("timeout");
             ready_tx.send(()).expect("ready");
