@@ -251,6 +251,23 @@ fn first<'a>(
         })
 }
 
+/// The interface a platform names outright for the job (a row's `interface` variable, e.g. SageMaker's
+/// `SM_NETWORK_INTERFACE_NAME`, which aws/sagemaker-training-toolkit `src/sagemaker_training/environment.py`
+/// exposes as `network_interface_name` from the resource config): the variable, its value (trimmed) and the
+/// row's name. The first row (in table order) with such a variable set decides.
+pub fn named_interface(
+    env: &BTreeMap<String, String>,
+) -> Option<(&'static str, &str, &'static str)> {
+    ROWS.iter().find_map(|row| {
+        row.interface.iter().find_map(|n| {
+            env.get(*n)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(|v| (*n, v, row.name))
+        })
+    })
+}
+
 /// Fill what the launcher left unknown in `info` from the rows' variables (see the module docs). Problems
 /// (a value that does not parse) are added to `info.shape.problems`.
 pub fn read(env: &BTreeMap<String, String>, info: &mut LaunchInfo) {
@@ -821,6 +838,19 @@ mod tests {
             "{:?}",
             i.shape.problems
         );
+    }
+
+    #[test]
+    fn sagemaker_names_the_interface() {
+        assert_eq!(
+            named_interface(&env(&[("SM_NETWORK_INTERFACE_NAME", " eth0 ")])),
+            Some(("SM_NETWORK_INTERFACE_NAME", "eth0", "SageMaker"))
+        );
+        assert_eq!(
+            named_interface(&env(&[("SM_NETWORK_INTERFACE_NAME", "")])),
+            None
+        );
+        assert_eq!(named_interface(&env(&[("SM_HOSTS", "[]")])), None);
     }
 
     #[test]
