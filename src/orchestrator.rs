@@ -28,6 +28,9 @@ pub enum HostVar {
     /// Open MPI's ORTE contact URI (`OMPI_MCA_orte_hnp_uri`, see [`ompi_uri`]): the first address of
     /// mpirun's that is not loopback.
     OmpiUri,
+    /// A PMIx server URI (`PMIX_SERVER_URI*`, see [`pmix_uri`]): a peer only when the server is the PRRTE
+    /// launcher itself (rank 0 of the daemons' namespace `…@0`), at its first address that is not loopback.
+    PmixUri,
 }
 
 /// How a variable gives the node count.
@@ -169,6 +172,18 @@ pub const ROWS: &[Row] = &[
         interface: &[],
     },
     Row {
+        name: "Open MPI 5 (PRRTE) rank",
+        source: "openpmix/openpmix src/mca/ptl/base (the client tries PMIX_SERVER_URI51, 41, 4, 3, 2, 21 in that order; the value is `NSPACE.RANK;tcp4://ADDR:PORT` or `tcp6://[ADDR]:PORT`, as stored with \"%s.%u;%s\" in ptl_base_connection_hdlr.c / pmix_client.c); PRRTE's daemons form the namespace `prterun-HOST-PID@0`, rank 0 being prterun itself, any other rank a local prted",
+        master: Some((PMIX_URI_VARS, HostVar::PmixUri)),
+        port: &[],
+        nodes: Some((
+            &["OMPI_COMM_WORLD_SIZE"],
+            CountVar::Over("OMPI_COMM_WORLD_LOCAL_SIZE"),
+        )),
+        node_rank: None,
+        interface: &[],
+    },
+    Row {
         name: "MPICH/Hydra rank",
         source: "pmodels/mpich src/pm/hydra/proxy/pmip_cb.c (PMI_SIZE, PMI_RANK, MPI_LOCALNRANKS set by the Hydra proxy; its PMI_HOSTNAME is the proxy's own host and PMI_PORT/PMI_FD the local proxy, so no variable names the launching host)",
         master: None,
@@ -177,6 +192,18 @@ pub const ROWS: &[Row] = &[
         node_rank: None,
         interface: &[],
     },
+];
+
+/// The PMIx server URI variables in the order a PMIx client tries them (openpmix src/mca/ptl/base), then the
+/// unversioned one.
+const PMIX_URI_VARS: &[&str] = &[
+    "PMIX_SERVER_URI51",
+    "PMIX_SERVER_URI41",
+    "PMIX_SERVER_URI4",
+    "PMIX_SERVER_URI3",
+    "PMIX_SERVER_URI2",
+    "PMIX_SERVER_URI21",
+    "PMIX_SERVER_URI",
 ];
 
 /// Every variable a row of [`ROWS`] reads (recorded in the snapshot, see `probe::job::is_recorded`); a unit
@@ -202,6 +229,13 @@ pub const VARS: &[&str] = &[
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     "OMPI_MCA_orte_hnp_uri",
+    "PMIX_SERVER_URI51",
+    "PMIX_SERVER_URI41",
+    "PMIX_SERVER_URI4",
+    "PMIX_SERVER_URI3",
+    "PMIX_SERVER_URI2",
+    "PMIX_SERVER_URI21",
+    "PMIX_SERVER_URI",
     "PMI_SIZE",
     "MPI_LOCALNRANKS",
 ];
@@ -249,6 +283,23 @@ fn first<'a>(
                 .filter(|v| !v.is_empty())
                 .map(|v| (*n, v.as_str()))
         })
+}
+
+/// The interface a platform names outright for the job (a row's `interface` variable, e.g. SageMaker's
+/// `SM_NETWORK_INTERFACE_NAME`, which aws/sagemaker-training-toolkit `src/sagemaker_training/environment.py`
+/// exposes as `network_interface_name` from the resource config): the variable, its value (trimmed) and the
+/// row's name. The first row (in table order) with such a variable set decides.
+pub fn named_interface(
+    env: &BTreeMap<String, String>,
+) -> Option<(&'static str, &str, &'static str)> {
+    ROWS.iter().find_map(|row| {
+        row.interface.iter().find_map(|n| {
+            env.get(*n)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(|v| (*n, v, row.name))
+        })
+    })
 }
 
 /// Fill what the launcher left unknown in `info` from the rows' variables (see the module docs). Problems
@@ -367,6 +418,7 @@ fn master(v: &str, shape: HostVar) -> Result<Option<Endpoint>, String> {
         HostVar::JsonList => json_list(v)?.into_iter().next(),
         HostVar::VertexSpec => vertex(v)?.pools.first().and_then(|p| p.first().cloned()),
         HostVar::OmpiUri => ompi_uri(v)?.into_iter().next().map(|a| a.to_string()),
+        HostVar::PmixUri => pmix_uri(v)?.into_iter().next().map(|a| a.to_string()),
     };
     match host {
         Some(h) => parse_endpoint(&h).map(Some),
@@ -459,6 +511,41 @@ pub fn ompi_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
         return Err(bad());
     }
     out.sort_by_key(|ip| ip.is_ipv6());
+    Ok(out)
+}
+
+/// The addresses of a PMIx server URI (`PMIX_SERVER_URI*`) when that server is PRRTE's launcher itself, in
+/// the order tried: IPv4 before IPv6, Docker's default bridge 172.17.0.0/16 last (moby's first local-scope
+/// default network, a decoy every Docker host has). The value is `NSPACE.RANK;tcp4://ADDR:PORT` (or
+/// `tcp6://[ADDR]:PORT`; a comma-separated address list is read too), as openpmix stores it (`"%s.%u;%s"`,
+/// src/mca/ptl/base/ptl_base_connection_hdlr.c). Empty (no peer) when the server is not rank 0 of a PRRTE
+/// daemons' namespace (`…@0`: a local prted, Slurm's `pmix-server.PID`, a singleton's own server) or has only
+/// loopback and link-local addresses (PMIx serves local clients on loopback). The port is PMIx's, not the
+/// job's. An error when the value is not such a URI.
+pub fn pmix_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
+    use std::net::IpAddr;
+    let bad = || "not a PMIx server URI (NSPACE.RANK;tcp4://ADDR:PORT)".to_string();
+    let (id, uri) = v.trim().split_once(';').ok_or_else(bad)?;
+    let (nspace, rank) = id.rsplit_once('.').ok_or_else(bad)?;
+    let rank: u32 = rank.parse().map_err(|_| bad())?;
+    let (scheme, rest) = uri.split_once("://").ok_or_else(bad)?;
+    if nspace.is_empty() || !matches!(scheme, "tcp4" | "tcp6" | "tcp") {
+        return Err(bad());
+    }
+    let list = rest.rsplit_once(':').map_or(rest, |(l, _)| l);
+    let mut out: Vec<IpAddr> = Vec::new();
+    for a in list.split(',') {
+        let a = a.trim().trim_start_matches('[').trim_end_matches(']');
+        let ip: IpAddr = a.parse().map_err(|_| bad())?;
+        if !ip.is_loopback() && !crate::snapshot::is_link_local_ip(&ip) && !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    if rank != 0 || !nspace.ends_with("@0") {
+        return Ok(Vec::new());
+    }
+    let docker = |ip: &IpAddr| matches!(ip, IpAddr::V4(v4) if v4.octets()[..2] == [172, 17]);
+    out.sort_by_key(|ip| (docker(ip), ip.is_ipv6()));
     Ok(out)
 }
 
@@ -821,6 +908,92 @@ mod tests {
             "{:?}",
             i.shape.problems
         );
+    }
+
+    #[test]
+    fn pmix_uri_names_prterun_only() {
+        let ips =
+            |v: &str| pmix_uri(v).map(|a| a.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        // prterun itself (rank 0 of the daemons' namespace): its address; the Docker bridge last.
+        assert_eq!(
+            ips("prterun-node1.example-4242@0.0;tcp4://172.17.0.1,10.0.0.1:36017"),
+            Ok(vec!["10.0.0.1".to_string(), "172.17.0.1".to_string()])
+        );
+        assert_eq!(
+            ips("prterun-n1-4242@0.0;tcp6://[fd00::1]:36017"),
+            Ok(vec!["fd00::1".to_string()])
+        );
+        // A local prted (rank 1), Slurm's server, loopback only: no peer, no error.
+        assert_eq!(ips("prterun-n1-4242@0.1;tcp4://10.0.0.2:36017"), Ok(vec![]));
+        assert_eq!(ips("pmix-server.1050522;tcp4://10.0.0.2:60043"), Ok(vec![]));
+        assert_eq!(
+            ips("prterun-n1-4242@0.0;tcp4://127.0.0.1:36017"),
+            Ok(vec![])
+        );
+        for bad in [
+            "",
+            "garbage",
+            "x.0;usock://a",
+            "x@0.z;tcp4://1.2.3.4:5",
+            "x@0.0;tcp4://host:5",
+            ";;",
+        ] {
+            assert!(pmix_uri(bad).is_err(), "{bad:?}");
+        }
+        // Through the table: several versioned variables (the first PMIx tries wins), the node count from
+        // the Open MPI sizes.
+        let i = read_env(&[
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+            ("PMIX_SERVER_URI41", "prterun-n1-7@0.0;tcp4://10.0.0.1:5000"),
+            ("PMIX_SERVER_URI4", "prterun-n1-7@0.0;tcp4://10.9.9.9:5000"),
+            ("PMIX_SERVER_URI3", "prterun-n1-7@0.0;tcp4://10.9.9.9:5000"),
+        ]);
+        let m = i
+            .master
+            .as_ref()
+            .map(|m| (m.value.host.as_str(), m.value.port, m.source.as_str()));
+        assert_eq!(
+            m,
+            Some((
+                "10.0.0.1",
+                None,
+                "PMIX_SERVER_URI41 (Open MPI 5 (PRRTE) rank)"
+            ))
+        );
+        assert_eq!(i.shape.nnodes, Some(2));
+        let i = read_env(&[
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("PMIX_SERVER_URI41", "prterun-n1-7@0.3;tcp4://10.0.0.3:5000"),
+        ]);
+        assert!(
+            i.master.is_none() && i.shape.problems.is_empty(),
+            "{:?}",
+            i.shape.problems
+        );
+        let i = read_env(&[("PMIX_SERVER_URI41", "prterun@0.0;tcp4://x")]);
+        assert!(i.master.is_none());
+        assert!(
+            i.shape
+                .problems
+                .iter()
+                .any(|p| p.contains("PMIX_SERVER_URI41")),
+            "{:?}",
+            i.shape.problems
+        );
+    }
+
+    #[test]
+    fn sagemaker_names_the_interface() {
+        assert_eq!(
+            named_interface(&env(&[("SM_NETWORK_INTERFACE_NAME", " eth0 ")])),
+            Some(("SM_NETWORK_INTERFACE_NAME", "eth0", "SageMaker"))
+        );
+        assert_eq!(
+            named_interface(&env(&[("SM_NETWORK_INTERFACE_NAME", "")])),
+            None
+        );
+        assert_eq!(named_interface(&env(&[("SM_HOSTS", "[]")])), None);
     }
 
     #[test]

@@ -535,6 +535,11 @@ pub struct Spread {
     /// The MCA parameters given with `--mca NAME VALUE` on mpirun's command line (they win over `OMPI_MCA_*`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mca: Vec<String>,
+    /// `NCCL_SOCKET_IFNAME` as a DeepSpeed environment file sets it for every node (`~/.deepspeed_env`, then
+    /// `./.deepspeed_env`, the later winning; `crate::spread::deepspeed_env_ifname`): the file's path and the
+    /// value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file_ifname: Option<(String, String)>,
 }
 
 /// A training framework, as its launcher identifies it.

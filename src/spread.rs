@@ -141,11 +141,53 @@ fn deepspeed(args: &[String], stop: usize, opts: &[(String, String)], info: &mut
     }
     if active > 1 || force {
         let no_python = last(opts, &["--no_python"]).is_some();
+        // runner.py: DEEPSPEED_ENVIRONMENT_PATHS = [os.path.expanduser("~"), '.'], the file name from DS_ENV_FILE.
+        let name = std::env::var("DS_ENV_FILE").unwrap_or_else(|_| DEEPSPEED_ENV_FILE.to_string());
+        let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+        if let Some(home) = std::env::var_os("HOME") {
+            dirs.push(home.into());
+        }
+        dirs.push(".".into());
         info.shape.spread = Some(Spread {
             ranks_through_ncclenv: no_python && is_ncclenv(args.get(stop)),
+            env_file_ifname: deepspeed_env_ifname(&dirs, &name),
             ..Spread::default()
         });
     }
+}
+
+/// DeepSpeed's environment file name (`DEEPSPEED_ENVIRONMENT_NAME`, deepspeed/launcher/runner.py; `DS_ENV_FILE`
+/// replaces it).
+pub const DEEPSPEED_ENV_FILE: &str = ".deepspeed_env";
+
+/// `NCCL_SOCKET_IFNAME` as DeepSpeed's runner exports it from its environment files: `name` in each of `dirs`
+/// in order (runner.py reads `~` then `.`, each line `KEY=VALUE` split at the first `=` and passed to
+/// `add_export`, so a later file's value wins, and the files win over the launching node's own variables).
+/// The file's path and the value (its line end removed); `None` when no file sets it. A file that cannot be
+/// read, or is larger than 1 MiB, counts as absent.
+pub fn deepspeed_env_ifname(dirs: &[std::path::PathBuf], name: &str) -> Option<(String, String)> {
+    let mut found = None;
+    for d in dirs {
+        let path = d.join(name);
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > MAX_HOSTFILE {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for line in text.lines() {
+            if let Some(("NCCL_SOCKET_IFNAME", v)) = line.split_once('=') {
+                found = Some((
+                    path.display().to_string(),
+                    v.trim_end_matches('\r').to_string(),
+                ));
+            }
+        }
+    }
+    found
 }
 
 fn set_count(info: &mut LaunchInfo, n: usize, opt: &str, path: &str) {
@@ -216,6 +258,34 @@ mod tests {
         let p = std::env::temp_dir().join(format!("ncclenv-spread-{}-{name}", std::process::id()));
         std::fs::write(&p, text).expect("write temp hostfile");
         p.display().to_string()
+    }
+
+    #[test]
+    fn deepspeed_env_files_home_then_cwd() {
+        let base = std::env::temp_dir().join(format!("ncclenv-dsenv-{}", std::process::id()));
+        let (home, cwd) = (base.join("home"), base.join("cwd"));
+        for d in [&home, &cwd] {
+            std::fs::create_dir_all(d).expect("temp dir");
+        }
+        let dirs = vec![home.clone(), cwd.clone()];
+        assert_eq!(deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE), None);
+        std::fs::write(
+            home.join(DEEPSPEED_ENV_FILE),
+            "PYTHONPATH=/w\nNCCL_SOCKET_IFNAME=eth0\r\n",
+        )
+        .expect("write");
+        let got = deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE);
+        assert_eq!(got.as_ref().map(|g| g.1.as_str()), Some("eth0"));
+        // The current directory's file is read after the home one and wins.
+        std::fs::write(
+            cwd.join(DEEPSPEED_ENV_FILE),
+            "NCCL_SOCKET_IFNAME=enp1s0=x\nbad line\n",
+        )
+        .expect("write");
+        let got = deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE);
+        assert_eq!(got.as_ref().map(|g| g.1.as_str()), Some("enp1s0=x"));
+        assert!(got.is_some_and(|g| g.0.ends_with("cwd/.deepspeed_env")));
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! (`InheritedList`: absent, ignored, kept or fatal); the interface used (kept, own, or the loopback
 //! fallback or a refusal); the family export; the companions; warnings about the network's layout.
 //!
-//! The order of the own choice (`docs/policy.md`): the kernel's route to the peer (an IPv4
+//! The order of the own choice (`docs/policy.md`): the interface the platform names outright (SageMaker's
+//! `SM_NETWORK_INTERFACE_NAME`) when it is a candidate here; else the kernel's route to the peer (an IPv4
 //! link-local address counts when the peer is on that link); else the interface owning the address this node
 //! declares (`VLLM_HOST_IP`, Ray's `--node-ip-address`, …); else the kernel's route to an off-link
 //! destination when an `ip rule` takes it out of table main; else the IPv4 default route of table main with
@@ -302,6 +303,9 @@ fn choose<'a>(
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
+    if let Some(p) = platform_interface(snap, v, family, plan) {
+        return Some(p);
+    }
     if let Some(p) = peer_route(snap, v, family, plan) {
         return Some(p);
     }
@@ -312,6 +316,42 @@ fn choose<'a>(
         return Some(p);
     }
     ranked_candidate(snap, v, family)
+}
+
+/// Step 0, the interface the platform names outright (`crate::orchestrator::named_interface`: SageMaker's
+/// `SM_NETWORK_INTERFACE_NAME`, aws/sagemaker-training-toolkit `src/sagemaker_training/environment.py`): it
+/// decides when this host has it as a candidate (RUNNING, not excluded, a usable address of the family).
+/// Absent or unusable, a `launcher-argument` warning names the variable and the next step decides.
+fn platform_interface<'a>(
+    snap: &Snapshot,
+    v: &NetworkView<'a>,
+    family: Option<Family>,
+    plan: &mut Plan,
+) -> Option<Pick<'a>> {
+    let (var, name, row) = crate::orchestrator::named_interface(&snap.env)?;
+    let why = match v.link_by_name(name) {
+        Some(link) => match v.candidate(link, family) {
+            Some(addr) => {
+                return Some(Pick {
+                    link,
+                    addr: Some(addr),
+                    how: format!("{var}={name} ({row} names the job's interface)"),
+                    routed: true,
+                })
+            }
+            None => v.why_not(link, family),
+        },
+        None => "this host has no interface of that name".to_string(),
+    };
+    plan.finding(
+        Finding::LauncherArgument,
+        format!("{var}={name:?} ({row}) names the job's interface, but {why}; not used"),
+        format!(
+            "check the platform's network configuration; meanwhile ncclenv decides as without {var} (usable here: {})",
+            v.usable_list(family)
+        ),
+    );
+    None
 }
 
 /// The interface the preflight gives ([`crate::config::Config::interface_override`]: the network every node
@@ -2261,6 +2301,51 @@ pub fn nccl_model_json(snap: &Snapshot) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::test_snapshot::SnapshotBuilder;
+
+    /// #21 item 6: SageMaker's `SM_NETWORK_INTERFACE_NAME` decides when this host has it usable; absent or
+    /// unusable, a warning names it and the normal choice (the first-ranked `eth0` here) decides.
+    #[test]
+    fn sagemaker_interface_decides_when_usable() {
+        let run = |name: &str| {
+            let snap = SnapshotBuilder::new()
+                .plug("eth0", &["10.244.1.7/24"])
+                .plug("eth1", &["10.0.5.7/24"])
+                .plug("net1", &["fe80::6c:1/64"])
+                .env("SM_NETWORK_INTERFACE_NAME", name)
+                .build();
+            crate::decide::decide(&snap, &Config::default())
+        };
+        let p = run("eth1");
+        let c = p
+            .choice
+            .as_ref()
+            .map(|c| (c.ifname.as_str(), c.how.as_str()));
+        assert_eq!(c.map(|c| c.0), Some("eth1"));
+        assert!(
+            c.is_some_and(|c| c.1.contains("SM_NETWORK_INTERFACE_NAME")),
+            "{c:?}"
+        );
+        assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), Some("eth1"));
+        assert!(
+            !p.warnings.iter().any(|w| w.message.contains("SM_NETWORK")),
+            "{:?}",
+            p.warnings
+        );
+        for bad in ["eth9", "net1"] {
+            let p = run(bad);
+            assert_eq!(
+                p.choice.as_ref().map(|c| c.ifname.as_str()),
+                Some("eth0"),
+                "{bad}"
+            );
+            assert!(
+                p.warnings.iter().any(|w| w.code == "launcher-argument"
+                    && w.message.contains("SM_NETWORK_INTERFACE_NAME")),
+                "{bad}: {:?}",
+                p.warnings
+            );
+        }
+    }
 
     /// `eth0` 10.244.1.7/24 and `net1` UP with only fe80 (a Multus network whose IPAM has not delivered).
     fn fe80_net1() -> Snapshot {

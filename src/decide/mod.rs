@@ -329,6 +329,10 @@ fn no_master_note(snap: &Snapshot, plan: &mut Plan) {
         return;
     }
     let Some(c) = plan.choice.clone() else { return };
+    // The platform named the interface (SageMaker's SM_NETWORK_INTERFACE_NAME): the route did not override NCCL.
+    if crate::orchestrator::named_interface(&snap.env).is_some_and(|(_, n, _)| n == c.ifname) {
+        return;
+    }
     let Some((pick, _)) = crate::nccl_rules::nccl_alone(snap) else {
         return;
     };

@@ -62,7 +62,10 @@ pub fn decide_spread(snap: &Snapshot, plan: &mut Plan) {
     }
     match launcher {
         Some(Launcher::Mpi) => mpirun(snap, s, plan),
-        Some(Launcher::Deepspeed) => deepspeed(plan),
+        Some(Launcher::Deepspeed) => {
+            deepspeed(plan);
+            deepspeed_env_file(s, plan);
+        }
         _ => {}
     }
 }
@@ -212,6 +215,31 @@ fn deepspeed(plan: &mut Plan) {
             withheld.join(", ")
         ),
         "run ncclenv on every node: deepspeed --hostfile H --no_python --no_local_rank … ncclenv -- python train.py, or deepspeed --no_ssh --node_rank=N under ncclenv on each node",
+    );
+}
+
+/// A `.deepspeed_env` that sets `NCCL_SOCKET_IFNAME` (`Spread::env_file_ifname`): DeepSpeed's runner exports
+/// its lines to every node after the launching node's own variables (deepspeed/launcher/runner.py), so the value
+/// wins over anything ncclenv decides here. One name (or `=name`) is this node's NIC, which another node may
+/// lack ("Bootstrap : no socket interface found" there), and ncclenv cannot know the other nodes' names: a
+/// warning with the remedy. An exclusion list (`^docker,lo`) and a list of several names (the form NCCL's
+/// maintainers recommend for nodes whose names differ) are left alone.
+fn deepspeed_env_file(s: &crate::snapshot::Spread, plan: &mut Plan) {
+    let Some((path, value)) = &s.env_file_ifname else {
+        return;
+    };
+    let v = value.trim();
+    if v.is_empty() || v.starts_with('^') || v.contains(',') {
+        return;
+    }
+    plan.finding(
+        Finding::RunnerCopiesEnv,
+        format!(
+            "{path} sets NCCL_SOCKET_IFNAME={v}, which DeepSpeed's runner copies to every node over this node's choice; a node whose NIC has another name fails (\"Bootstrap : no socket interface found\"), and ncclenv cannot know the other nodes' names"
+        ),
+        format!(
+            "remove NCCL_SOCKET_IFNAME from {path} and run ncclenv on every node (deepspeed --hostfile H --no_python --no_local_rank … ncclenv -- python train.py, or through the node launcher with --launcher_args), or set there a prefix or list valid on every node (e.g. NCCL_SOCKET_IFNAME=en, or ^docker,lo)"
+        ),
     );
 }
 
@@ -385,5 +413,35 @@ mod tests {
             w.message.contains("enp179s0f0") && w.remedy.contains("--no_python --no_local_rank"),
             "{w:?}"
         );
+    }
+
+    /// #21 item 5: a `.deepspeed_env` naming one NIC is warned about with the remedy; an exclusion list, a
+    /// cross-node list, a single-node job and ranks through ncclenv are not.
+    #[test]
+    fn deepspeed_env_file_with_a_node_local_name_is_warned() {
+        let warned = |value: &str, nodes: u32, through: bool| {
+            let s = Spread {
+                ranks_through_ncclenv: through,
+                env_file_ifname: Some(("/home/u/.deepspeed_env".into(), value.into())),
+                ..Spread::default()
+            };
+            let mut p = plan_with(&[]);
+            decide_spread(&snap(Launcher::Deepspeed, Some(nodes), s, &[]), &mut p);
+            p.warnings
+                .into_iter()
+                .find(|w| w.message.contains(".deepspeed_env"))
+        };
+        let w = warned("enp179s0f0", 2, false).expect("warning");
+        assert!(
+            w.message.contains("NCCL_SOCKET_IFNAME=enp179s0f0")
+                && w.remedy.contains("--launcher_args")
+                && w.remedy.contains("prefix"),
+            "{w:?}"
+        );
+        assert!(warned("=eth0", 2, false).is_some());
+        assert!(warned("^docker,lo", 2, false).is_none());
+        assert!(warned("enp179s0f0,enp1s0", 2, false).is_none());
+        assert!(warned("enp179s0f0", 1, false).is_none());
+        assert!(warned("enp179s0f0", 2, true).is_none());
     }
 }
