@@ -493,19 +493,8 @@ pub fn ompi_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
             continue;
         }
         seen = true;
-        // Everything up to the last ':' lists the addresses; IPv6 ones are bracketed.
-        let list = rest.rsplit_once(':').map_or(rest, |(l, _)| l);
-        for a in list.split(',') {
-            let a = a.trim().trim_start_matches('[').trim_end_matches(']');
-            if let Ok(ip) = a.parse::<IpAddr>() {
-                if !ip.is_loopback()
-                    && !crate::snapshot::is_link_local_ip(&ip)
-                    && !out.contains(&ip)
-                {
-                    out.push(ip);
-                }
-            }
-        }
+        // ORTE lists only addresses it listens on: one that does not parse is skipped.
+        let _all_parsed = uri_addresses(rest, &mut out);
     }
     if !seen {
         return Err(bad());
@@ -532,14 +521,9 @@ pub fn pmix_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
     if nspace.is_empty() || !matches!(scheme, "tcp4" | "tcp6" | "tcp") {
         return Err(bad());
     }
-    let list = rest.rsplit_once(':').map_or(rest, |(l, _)| l);
     let mut out: Vec<IpAddr> = Vec::new();
-    for a in list.split(',') {
-        let a = a.trim().trim_start_matches('[').trim_end_matches(']');
-        let ip: IpAddr = a.parse().map_err(|_| bad())?;
-        if !ip.is_loopback() && !crate::snapshot::is_link_local_ip(&ip) && !out.contains(&ip) {
-            out.push(ip);
-        }
+    if !uri_addresses(rest, &mut out) {
+        return Err(bad());
     }
     if rank != 0 || !nspace.ends_with("@0") {
         return Ok(Vec::new());
@@ -547,6 +531,29 @@ pub fn pmix_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
     let docker = |ip: &IpAddr| matches!(ip, IpAddr::V4(v4) if v4.octets()[..2] == [172, 17]);
     out.sort_by_key(|ip| (docker(ip), ip.is_ipv6()));
     Ok(out)
+}
+
+/// The addresses of one `ADDR[,ADDR…]:PORT` entry of an Open MPI or PMIx contact URI (everything up to the
+/// last `:` lists them, IPv6 ones bracketed), appended to `out` in order, loopback, link-local and repeated
+/// ones left out. False when one of them is not an IP address (those are skipped).
+fn uri_addresses(entry: &str, out: &mut Vec<std::net::IpAddr>) -> bool {
+    let list = entry.rsplit_once(':').map_or(entry, |(l, _)| l);
+    let mut all = true;
+    for a in list.split(',') {
+        let a = a.trim().trim_start_matches('[').trim_end_matches(']');
+        match a.parse::<std::net::IpAddr>() {
+            Ok(ip) => {
+                if !ip.is_loopback()
+                    && !crate::snapshot::is_link_local_ip(&ip)
+                    && !out.contains(&ip)
+                {
+                    out.push(ip);
+                }
+            }
+            Err(_) => all = false,
+        }
+    }
+    all
 }
 
 /// A whole number of at least `min`.
