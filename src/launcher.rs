@@ -22,9 +22,10 @@
 //!   `POD_IP`, `PADDLE_TRAINER_ID`, `PADDLE_TRAINERS_NUM`, `PADDLE_TRAINERS`, `PADDLE_TRAINER_ENDPOINTS`
 //!   (`controllers/paddlejob_helper.go`); PyTorchJob sets `MASTER_ADDR`, `MASTER_PORT` and torchrun's `PET_*`.
 //! * **Accelerate** (`accelerate launch`, `python -m accelerate.commands.launch`; see `crate::accelerate`):
-//!   `--main_process_ip`, `--main_process_port` (default 29500), `--num_machines`, `--machine_rank`, each
+//!   `--main_process_ip` (the master only for more than one machine), `--main_process_port` (default 29500),
+//!   `--num_machines` (default 1, as Accelerate's), `--machine_rank`, `--num_processes` (the whole job's), each
 //!   flag winning over the same key of its config file (`--config_file`, else the default file under
-//!   `HF_HOME`/`XDG_CACHE_HOME`); torchrun's static rendezvous (TCPStore).
+//!   `HF_HOME`/`XDG_CACHE_HOME`); torchrun's rendezvous at it (`--rdzv_backend`, default static).
 //! * **DeepSpeed** (`deepspeed/launcher/runner.py`, `launch.py`): `--master_addr`, `--master_port` (default
 //!   29500), `--num_nodes`, `--node_rank`; PyTorch's `TCPStore`.
 //! * **Local ranks** (the processes started on this node; see [`local_ranks`]): torchrun
@@ -563,10 +564,17 @@ pub fn read_with(
     };
     empty_vars(env, &mut info);
     let launcher = info.shape.launcher;
-    let acc_file = match launcher {
-        Some(Launcher::Accelerate) => crate::accelerate::which(&opts, env)
-            .and_then(|(path, named)| crate::accelerate::load(&path, named, files)),
-        _ => None,
+    // Accelerate's config file, and whether Accelerate reads none (`--cpu`, or no default file).
+    let (acc_file, acc_no_file) = match launcher {
+        Some(Launcher::Accelerate) => match crate::accelerate::which(&opts, env) {
+            Some((path, named)) => {
+                let f = crate::accelerate::load(&path, named, files);
+                let none = f.is_none();
+                (f, none)
+            }
+            None => (None, opts.iter().any(|(n, _)| n == "--cpu")),
+        },
+        _ => (None, false),
     };
     let mut cands: Vec<Candidate> = Vec::new();
     let mut standalone: Option<String> = None;
@@ -576,7 +584,9 @@ pub fn read_with(
         }
         Some(Launcher::Paddle) => paddle(&opts, env, &mut cands, &mut info),
         Some(Launcher::Deepspeed) => deepspeed(&opts, &mut cands, &mut info),
-        Some(Launcher::Accelerate) => accelerate(&opts, acc_file.as_ref(), &mut cands, &mut info),
+        Some(Launcher::Accelerate) => {
+            accelerate(&opts, acc_file.as_ref(), acc_no_file, &mut cands, &mut info)
+        }
         Some(Launcher::Sglang) => sglang(&opts, &mut cands, &mut info),
         Some(Launcher::Ray) => ray(&opts, &mut cands, &mut info),
         Some(Launcher::Horovod) => hosts(&opts, &mut info),
@@ -613,6 +623,9 @@ pub fn read_with(
     if orchestrated && !master_unknown {
         crate::orchestrator::read(env, &mut info);
     }
+    // The platform's interface counts whatever the launcher says (a `--standalone` job too).
+    info.shape.platform_interface = crate::orchestrator::named_interface(env)
+        .map(|(var, name, row)| (var.to_string(), name.to_string(), row.to_string()));
     this_node(&opts, env, launcher, &mut info);
     info
 }
@@ -749,7 +762,10 @@ fn grammar(l: Launcher) -> (&'static [&'static str], &'static [&'static str]) {
         Launcher::Ray => (RAY_VALUED, &[]),
         Launcher::Horovod => (HOSTS_VALUED, &[]),
         Launcher::Mpi => (MPI_VALUED, &[]),
-        Launcher::Accelerate => (crate::accelerate::VALUED, &["--cpu"]),
+        Launcher::Accelerate => (
+            crate::accelerate::VALUED,
+            &["--cpu", "--same_network", "--same-network"],
+        ),
         // vLLM's options say nothing ncclenv reads (VLLM_HOST_IP does).
         Launcher::Vllm => (&[], &[]),
     }
@@ -1127,12 +1143,25 @@ fn deepspeed<'a>(
     }
 }
 
-/// Accelerate (`crate::accelerate`): each flag wins over the same key of the config file, which counts only
-/// for `compute_environment: LOCAL_MACHINE` (`_validate_launch_command`); the master is torchrun's static
-/// rendezvous at `main_process_ip:main_process_port` (`prepare_multi_gpu_env`), port 29500 by default.
+/// Accelerate (`crate::accelerate`), as huggingface/accelerate (commit 16cb6eb) resolves the job: each flag
+/// wins over the same key of the config file, which counts only for `compute_environment: LOCAL_MACHINE`
+/// (src/accelerate/commands/launch.py `_validate_launch_command`, lines 1257-1276). `no_file` is true when
+/// Accelerate reads no config file (`--cpu` without `--config_file`, or the default file does not exist).
+/// * Machines: `--num_machines`, else the file's `num_machines`, else 1 (`ClusterConfig.num_machines = 1`,
+///   config/config_args.py line 182, for a file without the key; launch.py line 1343 without a file).
+/// * The master: `main_process_ip`, only for more than one machine: `prepare_multi_gpu_env`
+///   (src/accelerate/utils/launch.py lines 216-228) gives torchrun `--rdzv_endpoint IP:PORT`, or `--master_addr
+///   IP` with `--same_network`, only when `num_machines > 1`; on one machine torchrun keeps its own
+///   127.0.0.1. The port defaults to 29500. Its rendezvous backend is `--rdzv_backend` (default `static`,
+///   launch.py line 329; etcd's speak HTTP), `static` with `--same_network`. A file's `rdzv_backend` and
+///   `same_network` never count: the flags' defaults (`"static"`, `False`) are not `None`, so the copy of
+///   the file's values (launch.py line 1274) skips them.
+/// * Ranks on this node: `--num_processes` (else the file's) divided by the machines (`num_processes //
+///   num_machines`, utils/launch.py line 217), all of them on one machine (line 226).
 fn accelerate<'a>(
     opts: &'a [(String, String)],
     file: Option<&'a crate::accelerate::ConfigFile>,
+    no_file: bool,
     cands: &mut Vec<Candidate<'a>>,
     info: &mut LaunchInfo,
 ) {
@@ -1149,11 +1178,43 @@ fn accelerate<'a>(
             .map(|(n, v)| (n.to_string(), v))
             .or_else(|| local.and_then(|f| f.get(key).map(|v| (format!("{}: {key}", f.path), v))))
     };
-    if let Some((n, v)) = get(&["--num_machines", "--num-machines"], "num_machines") {
-        set_nnodes(info, v, &n);
+    let machines = match get(&["--num_machines", "--num-machines"], "num_machines") {
+        Some((n, v)) => Some((n, v)),
+        None if local.is_some() => Some((
+            "Accelerate's default num_machines (ClusterConfig)".into(),
+            "1",
+        )),
+        None if no_file => Some((
+            "Accelerate's default num_machines (no config file)".into(),
+            "1",
+        )),
+        None => None,
+    };
+    if let Some((n, v)) = &machines {
+        set_nnodes(info, v, n);
     }
+    let machines: Option<u32> = machines.and_then(|(_, v)| v.trim().parse().ok());
     if let Some((n, v)) = get(&["--machine_rank", "--machine-rank"], "machine_rank") {
         set_rank(info, v, &n, false);
+    }
+    if let Some((n, v)) = get(&["--num_processes", "--num-processes"], "num_processes") {
+        let per_node = v.trim().parse::<u32>().ok().map(|p| match machines {
+            Some(m) if m > 1 => p / m,
+            _ => p,
+        });
+        match per_node {
+            Some(r) if r >= 1 && info.shape.local_ranks.is_none() => {
+                info.shape.local_ranks = Some(r);
+                info.shape.local_ranks_source = Some(match machines {
+                    Some(m) if m > 1 => format!("{n} / {m} machines"),
+                    _ => n,
+                });
+            }
+            _ => {}
+        }
+    }
+    if machines == Some(1) {
+        return;
     }
     if let Some((n, v)) = get(
         &["--main_process_ip", "--main-process-ip"],
@@ -1167,10 +1228,7 @@ fn accelerate<'a>(
             source: n,
             value: v,
             shape: Shape::One,
-            rdzv: Some((
-                RdzvProtocol::Tcp,
-                "Accelerate's main process (torchrun's static rendezvous, TCPStore)".into(),
-            )),
+            rdzv: Some(accelerate_rdzv(opts)),
             port: Some(match port {
                 Some((pn, pv)) => Sourced {
                     value: pv,
@@ -1184,6 +1242,36 @@ fn accelerate<'a>(
             clears: &[],
         });
     }
+}
+
+/// The rendezvous Accelerate gives torchrun at its main process (see [`accelerate`]): `--same_network` is
+/// `--master_addr` (static, TCPStore); else `--rdzv_endpoint` with `--rdzv_backend` (default `static`), an
+/// etcd backend speaking HTTP.
+fn accelerate_rdzv(opts: &[(String, String)]) -> (RdzvProtocol, String) {
+    if opts
+        .iter()
+        .any(|(n, _)| n == "--same_network" || n == "--same-network")
+    {
+        return (
+            RdzvProtocol::Tcp,
+            "Accelerate's main process (torchrun's --master_addr, static rendezvous, TCPStore)"
+                .into(),
+        );
+    }
+    let backend =
+        opt(opts, &["--rdzv_backend", "--rdzv-backend"]).map_or("static", |(_, v)| v.trim());
+    if matches!(backend, "etcd" | "etcd-v2") {
+        return (
+            RdzvProtocol::Http,
+            format!(
+                "Accelerate's main process (torchrun's {backend} rendezvous at --rdzv_endpoint)"
+            ),
+        );
+    }
+    (
+        RdzvProtocol::Tcp,
+        format!("Accelerate's main process (torchrun's {backend} rendezvous at --rdzv_endpoint, TCPStore)"),
+    )
 }
 
 fn sglang<'a>(opts: &'a [(String, String)], cands: &mut Vec<Candidate<'a>>, info: &mut LaunchInfo) {
@@ -2383,6 +2471,120 @@ mod tests {
         assert_eq!(master(&i), None);
     }
 
+    /// #21: what Accelerate itself makes of the machines, the master and the processes
+    /// (huggingface/accelerate 16cb6eb): one machine unless something says more (launch.py line 1343;
+    /// `ClusterConfig.num_machines = 1`, config_args.py line 182), and then `main_process_ip` is not the
+    /// master (utils/launch.py lines 216-228 read it only when `num_machines > 1`); `--num_processes` is the
+    /// whole job's, divided by the machines on each (line 217); `--same_network` makes it `--master_addr`,
+    /// `--rdzv_backend` its backend (etcd: HTTP); `--main_training_function` (TPU only) takes a value.
+    #[test]
+    fn accelerate_resolves_the_job_as_accelerate_does() {
+        let acc = |flags: &[&str]| {
+            let mut a = vec!["accelerate", "launch"];
+            a.extend_from_slice(flags);
+            a.push("t.py");
+            // HOME names the default file's place (`~/.cache/huggingface/…`), which does not exist here.
+            read(&argv(&a), &env(&[("HOME", "/root")]))
+        };
+        // No --num_machines, no config file: one machine, the IP unused.
+        let i = acc(&[
+            "--multi_gpu",
+            "--main_process_ip",
+            "10.0.0.1",
+            "--num_processes",
+            "8",
+        ]);
+        assert_eq!((master(&i), i.shape.nnodes), (None, Some(1)));
+        assert_eq!(
+            i.shape.source.as_deref(),
+            Some("Accelerate's default num_machines (no config file)")
+        );
+        assert_eq!(i.shape.local_ranks, Some(8));
+        // A config file without num_machines: ClusterConfig's 1.
+        let cfg = "/w/c.yaml";
+        let i = read_files(
+            &["accelerate", "launch", "--config_file", cfg, "t.py"],
+            &[],
+            &[(cfg, "main_process_ip: 10.0.0.2\nnum_processes: 4\n")],
+        );
+        assert_eq!(
+            (master(&i), i.shape.nnodes, i.shape.local_ranks),
+            (None, Some(1), Some(4))
+        );
+        // Two machines: 16 processes are 8 on each; the master is the IP, torchrun's static rendezvous.
+        let i = acc(&[
+            "--num_machines=2",
+            "--num-processes=16",
+            "--main_training_function",
+            "main",
+            "--main_process_ip=10.0.0.1",
+        ]);
+        assert_eq!(master(&i), m("--main_process_ip", "10.0.0.1"));
+        assert_eq!((i.shape.nnodes, i.shape.local_ranks), (Some(2), Some(8)));
+        assert_eq!(
+            i.shape.local_ranks_source.as_deref(),
+            Some("--num-processes / 2 machines")
+        );
+        let r = |i: &LaunchInfo| {
+            i.shape
+                .rendezvous
+                .as_ref()
+                .map(|r| (r.protocol, r.owner.clone()))
+        };
+        assert!(r(&i).is_some_and(|(p, o)| p == RdzvProtocol::Tcp && o.contains("static")));
+        let i = acc(&[
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "10.0.0.1",
+            "--same_network",
+        ]);
+        assert!(
+            r(&i).is_some_and(|(_, o)| o.contains("--master_addr")),
+            "{:?}",
+            r(&i)
+        );
+        let i = acc(&[
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "e.svc",
+            "--rdzv_backend",
+            "etcd-v2",
+        ]);
+        assert!(
+            r(&i).is_some_and(|(p, _)| p == RdzvProtocol::Http),
+            "{:?}",
+            r(&i)
+        );
+        let i = acc(&[
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "10.0.0.1",
+            "--rdzv-backend=c10d",
+        ]);
+        assert!(r(&i).is_some_and(|(p, o)| p == RdzvProtocol::Tcp && o.contains("c10d")));
+    }
+
+    /// A config file's `rdzv_backend` never counts for Accelerate: the copy of the file's values
+    /// (launch.py line 1274) fills only options that are `None`, and `--rdzv_backend` defaults to `"static"`.
+    #[test]
+    fn accelerate_config_rdzv_backend_does_not_count() {
+        let cfg = "/w/c.yaml";
+        let r = |i: &LaunchInfo| i.shape.rendezvous.as_ref().map(|r| r.protocol);
+        let i = read_files(
+            &["accelerate", "launch", "--config_file", cfg, "t.py"],
+            &[],
+            &[(
+                cfg,
+                "main_process_ip: e.svc\nnum_machines: 2\nrdzv_backend: etcd\n",
+            )],
+        );
+        assert_eq!(r(&i), Some(RdzvProtocol::Tcp));
+        assert_eq!(master(&i), m(&format!("{cfg}: main_process_ip"), "e.svc"));
+    }
+
     /// #21 item 2: Accelerate's config file, named or default (as Accelerate resolves it), flags winning.
     #[test]
     fn accelerate_config_files_fill_what_the_flags_leave() {
@@ -2422,13 +2624,14 @@ mod tests {
         );
         assert_eq!(master(&i), m(&format!("{hf}: main_process_ip"), "10.0.0.8"));
         assert_eq!(i.shape.master_port, Some(29500));
-        // --cpu: the default file is not read; a named file always is; a flag wins over it.
+        // --cpu: the default file is not read (so Accelerate's own num_machines 1 counts, launch.py line
+        // 1343); a named file always is; a flag wins over it.
         let i = read_files(
             &["accelerate", "launch", "--cpu", "t.py"],
             &[("HOME", "/root")],
             &[(default, yaml)],
         );
-        assert_eq!((master(&i), i.shape.nnodes), (None, None));
+        assert_eq!((master(&i), i.shape.nnodes), (None, Some(1)));
         let i = read_files(
             &[
                 "accelerate",

@@ -14,34 +14,51 @@ use crate::snapshot::{Addr, ConfFile, Family, Link, Network, Snapshot, EXPLICIT_
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+/// Where an inherited value that NCCL reads comes from: the process environment, or one of NCCL's
+/// configuration files (`NCCL_CONF_FILE`, `~/.nccl.conf`, `/etc/nccl.conf`; `initEnv` in src/misc/param.cc),
+/// named by its path. Displayed as `environment` or the path (how findings and doctor name it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The environment ncclenv received (and the command inherits).
+    Environment,
+    /// A configuration file NCCL applies under the environment, by its path.
+    ConfigFile(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Environment => f.write_str("environment"),
+            Origin::ConfigFile(path) => f.write_str(path),
+        }
+    }
+}
+
 /// The value NCCL sees for `name`: the environment's, else the first configuration file that sets it
 /// (`initEnv`/`setEnvFile` in src/misc/param.cc, NCCL 2.18–2.30, apply each file with `setenv(name, value, 0)`:
 /// the first applied wins, the environment always wins). `conf` lists the files in the order NCCL applies
-/// them ([`crate::snapshot::Snapshot::conf_files`]). Returns the value and where it came from (`environment`
-/// or the file's path).
+/// them ([`crate::snapshot::Snapshot::conf_files`]). Returns the value and where it came from.
 pub fn effective<'a>(
     name: &str,
     env: &'a BTreeMap<String, String>,
     conf: &'a [ConfFile],
-) -> Option<(&'a str, String)> {
+) -> Option<(&'a str, Origin)> {
     if let Some(v) = env.get(name) {
-        return Some((v.as_str(), "environment".to_string()));
+        return Some((v.as_str(), Origin::Environment));
     }
     for f in conf {
         if let Some((_, v)) = f.values.iter().find(|(k, _)| k == name) {
-            return Some((v.as_str(), f.path.clone()));
+            return Some((v.as_str(), Origin::ConfigFile(f.path.clone())));
         }
     }
     None
 }
 
-/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files
-/// (`origin` as [`effective`] gives it).
-pub fn kept_text(name: &str, value: &str, origin: &str) -> String {
-    if origin == "environment" {
-        format!("inherited {name}={value} kept")
-    } else {
-        format!("{name}={value} (from {origin}) kept")
+/// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" for a value from NCCL's config files.
+pub fn kept_text(name: &str, value: &str, origin: &Origin) -> String {
+    match origin {
+        Origin::Environment => format!("inherited {name}={value} kept"),
+        Origin::ConfigFile(path) => format!("{name}={value} (from {path}) kept"),
     }
 }
 
@@ -500,12 +517,18 @@ mod tests {
             },
         ];
         let mut env = BTreeMap::new();
-        assert_eq!(effective("A", &env, &conf), Some(("u", "/u".to_string())));
-        assert_eq!(effective("B", &env, &conf), Some(("e", "/etc".to_string())));
+        assert_eq!(
+            effective("A", &env, &conf),
+            Some(("u", Origin::ConfigFile("/u".to_string())))
+        );
+        assert_eq!(
+            effective("B", &env, &conf),
+            Some(("e", Origin::ConfigFile("/etc".to_string())))
+        );
         env.insert("A".to_string(), "x".to_string());
         assert_eq!(
             effective("A", &env, &conf),
-            Some(("x", "environment".to_string()))
+            Some(("x", Origin::Environment))
         );
         assert_eq!(effective("C", &env, &conf), None);
     }

@@ -25,11 +25,12 @@ pub enum HostVar {
     JsonList,
     /// Vertex AI's `CLUSTER_SPEC` JSON: `cluster.workerpool0[0]` (the primary replica).
     VertexSpec,
-    /// Open MPI's ORTE contact URI (`OMPI_MCA_orte_hnp_uri`, see [`ompi_uri`]): the first address of
-    /// mpirun's that is not loopback.
+    /// Open MPI's ORTE contact URI (`OMPI_MCA_orte_hnp_uri`, see [`ompi_uri`]): mpirun's addresses that are
+    /// not loopback, all kept in `JobShape::contact_addrs`; the peer is the one this host reaches best
+    /// (`crate::probe::job::order_contact`), the first until the network is known.
     OmpiUri,
     /// A PMIx server URI (`PMIX_SERVER_URI*`, see [`pmix_uri`]): a peer only when the server is the PRRTE
-    /// launcher itself (rank 0 of the daemons' namespace `…@0`), at its first address that is not loopback.
+    /// launcher itself (rank 0 of the daemons' namespace `…@0`); its addresses are read as [`HostVar::OmpiUri`]'s.
     PmixUri,
 }
 
@@ -375,6 +376,11 @@ fn read_master(
     let Some((name, v)) = first(env, names) else {
         return false;
     };
+    let contact = match shape {
+        HostVar::OmpiUri => ompi_uri(v).unwrap_or_default(),
+        HostVar::PmixUri => pmix_uri(v).unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let e = match master(v, shape) {
         Ok(Some(e)) => e,
         Ok(None) => return false,
@@ -400,6 +406,7 @@ fn read_master(
         info.shape.master_port_source = Some(s);
     }
     info.master = Some(Sourced { value: e, source });
+    info.shape.contact_addrs = contact;
     true
 }
 
@@ -470,10 +477,13 @@ fn rank(env: &BTreeMap<String, String>, v: &str, shape: RankVar) -> Result<Optio
     Ok(u32::try_from(r).ok())
 }
 
-/// The addresses of an Open MPI 4.x ORTE contact URI (`OMPI_MCA_orte_hnp_uri`), in order, loopback and
-/// link-local ones left out: `JOBID.VPID;tcp://A,B:PORT;tcp6://[V6],[V6]:PORT` (orte/mca/oob/tcp
-/// `component_get_addr`: one `tcp://` entry listing every IPv4 address mpirun listens on, comma-separated,
-/// then one `tcp6://`; the port is ORTE's, not the job's). Its IPv4 addresses come first. An error when the
+/// The addresses of an Open MPI 4.x ORTE contact URI (`OMPI_MCA_orte_hnp_uri`), in the URI's order,
+/// loopback and link-local ones left out: `JOBID.VPID;tcp://A,B:PORT;tcp6://[V6],[V6]:PORT` (open-mpi/ompi
+/// v4.1.8 orte/mca/oob/tcp/oob_tcp_component.c `component_get_addr`: one `tcp://` entry listing every IPv4
+/// address mpirun listens on, comma-separated, then one `tcp6://`; the port is ORTE's, not the job's). A rank
+/// keeps them in that order (`component_set_addr` appends each to the peer's list) and connects to the first
+/// that accepts (oob_tcp_connection.c `mca_oob_tcp_peer_try_connect`): which one this host reaches best is
+/// judged where its networks are known (`crate::probe::job::order_contact`), not here. An error when the
 /// value is not such a URI.
 pub fn ompi_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
     use std::net::IpAddr;
@@ -499,13 +509,12 @@ pub fn ompi_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
     if !seen {
         return Err(bad());
     }
-    out.sort_by_key(|ip| ip.is_ipv6());
     Ok(out)
 }
 
 /// The addresses of a PMIx server URI (`PMIX_SERVER_URI*`) when that server is PRRTE's launcher itself, in
-/// the order tried: IPv4 before IPv6, Docker's default bridge 172.17.0.0/16 last (moby's first local-scope
-/// default network, a decoy every Docker host has). The value is `NSPACE.RANK;tcp4://ADDR:PORT` (or
+/// the URI's order (ordered by this host's networks as [`ompi_uri`]'s are, by
+/// `crate::probe::job::order_contact`). The value is `NSPACE.RANK;tcp4://ADDR:PORT` (or
 /// `tcp6://[ADDR]:PORT`; a comma-separated address list is read too), as openpmix stores it (`"%s.%u;%s"`,
 /// src/mca/ptl/base/ptl_base_connection_hdlr.c). Empty (no peer) when the server is not rank 0 of a PRRTE
 /// daemons' namespace (`…@0`: a local prted, Slurm's `pmix-server.PID`, a singleton's own server) or has only
@@ -528,8 +537,6 @@ pub fn pmix_uri(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
     if rank != 0 || !nspace.ends_with("@0") {
         return Ok(Vec::new());
     }
-    let docker = |ip: &IpAddr| matches!(ip, IpAddr::V4(v4) if v4.octets()[..2] == [172, 17]);
-    out.sort_by_key(|ip| (docker(ip), ip.is_ipv6()));
     Ok(out)
 }
 
@@ -890,6 +897,15 @@ mod tests {
         );
         assert_eq!(i.shape.nnodes, Some(2));
         assert_eq!(i.shape.master_port, None, "ORTE's port is not the job's");
+        // Every address is kept, in the URI's order: which one this host reaches best is the probe's to say
+        // (probe::job::order_contact).
+        let all: Vec<String> = i
+            .shape
+            .contact_addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(all, ["10.81.0.1", "172.17.0.1", "fd00::2"]);
         let ips =
             |v: &str| ompi_uri(v).map(|a| a.iter().map(|a| a.to_string()).collect::<Vec<_>>());
         assert_eq!(
@@ -898,7 +914,7 @@ mod tests {
         );
         assert_eq!(
             ips("1.0;tcp6://[fd00::9]:6;tcp://10.0.0.2:5"),
-            Ok(vec!["10.0.0.2".into(), "fd00::9".into()])
+            Ok(vec!["fd00::9".into(), "10.0.0.2".into()])
         );
         assert!(ompi_uri("tcp://10.0.0.1:5").is_err());
         assert!(ompi_uri("1.0;usock://x").is_err());
@@ -921,10 +937,11 @@ mod tests {
     fn pmix_uri_names_prterun_only() {
         let ips =
             |v: &str| pmix_uri(v).map(|a| a.iter().map(|a| a.to_string()).collect::<Vec<_>>());
-        // prterun itself (rank 0 of the daemons' namespace): its address; the Docker bridge last.
+        // prterun itself (rank 0 of the daemons' namespace): its addresses in the URI's order, as
+        // ompi_uri's (the probe orders both by this host's networks).
         assert_eq!(
             ips("prterun-node1.example-4242@0.0;tcp4://172.17.0.1,10.0.0.1:36017"),
-            Ok(vec!["10.0.0.1".to_string(), "172.17.0.1".to_string()])
+            Ok(vec!["172.17.0.1".to_string(), "10.0.0.1".to_string()])
         );
         assert_eq!(
             ips("prterun-n1-4242@0.0;tcp6://[fd00::1]:36017"),
@@ -969,12 +986,19 @@ mod tests {
             ))
         );
         assert_eq!(i.shape.nnodes, Some(2));
+        assert_eq!(
+            i.shape.contact_addrs,
+            ["10.0.0.1".parse::<std::net::IpAddr>().ok()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+        );
         let i = read_env(&[
             ("OMPI_COMM_WORLD_SIZE", "4"),
             ("PMIX_SERVER_URI41", "prterun-n1-7@0.3;tcp4://10.0.0.3:5000"),
         ]);
         assert!(
-            i.master.is_none() && i.shape.problems.is_empty(),
+            i.master.is_none() && i.shape.problems.is_empty() && i.shape.contact_addrs.is_empty(),
             "{:?}",
             i.shape.problems
         );

@@ -273,6 +273,27 @@ pub fn prefix_contains(net: &IpAddr, len: u8, ip: &IpAddr) -> bool {
     net.is_ipv4() == ip.is_ipv4() && network_of(net, len) == network_of(ip, len)
 }
 
+/// Address blocks container engines hand to their NAT'd bridges by default: Docker's local address pools
+/// (moby libnetwork/ipamutils/utils.go `localScopeDefaultNetworks`: 172.17.0.0/16 … 172.28.0.0/14, i.e.
+/// 172.17.0.0–172.31.255.255, and 192.168.0.0/16 split into /20s) and Podman's default network
+/// (containers/common `default_subnet` 10.88.0.0/16). The one list: `decide::interface` (container-bridge-nat)
+/// and `probe::job::order_contact` (the MPI contact URI's addresses) read it.
+pub const NAT_BRIDGE_POOLS: &[([u8; 4], u8)] = &[
+    ([172, 17, 0, 0], 16),
+    ([172, 18, 0, 0], 15),
+    ([172, 20, 0, 0], 14),
+    ([172, 24, 0, 0], 13),
+    ([192, 168, 0, 0], 16),
+    ([10, 88, 0, 0], 16),
+];
+
+/// True when `ip` lies in one of the [`NAT_BRIDGE_POOLS`] (IPv4 only).
+pub fn in_nat_bridge_pool(ip: &IpAddr) -> bool {
+    NAT_BRIDGE_POOLS
+        .iter()
+        .any(|(net, len)| prefix_contains(&IpAddr::from(*net), *len, ip))
+}
+
 /// One route of the main table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Route {
@@ -520,6 +541,18 @@ pub struct JobShape {
     /// DeepSpeed's multinode runner; see `crate::spread`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// The addresses of the master's contact URI, in the URI's order, when an MPI rank's row
+    /// (`crate::orchestrator`: Open MPI's `OMPI_MCA_orte_hnp_uri`, PMIx's `PMIX_SERVER_URI*`) named the peer:
+    /// mpirun/prterun listens on each, and the peer is the one this host reaches best
+    /// (`crate::probe::job::order_contact`). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contact_addrs: Vec<IpAddr>,
+    /// The interface the platform names outright for the job (`crate::orchestrator::named_interface`:
+    /// SageMaker's `SM_NETWORK_INTERFACE_NAME`), read from the job's environment (the inherited one plus a
+    /// shell's leading assignments, `sh -c "SM_NETWORK_INTERFACE_NAME=eth1 torchrun …"`): the variable, the
+    /// interface's name and the orchestrator row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform_interface: Option<(String, String, String)>,
 }
 
 /// What a runner that carries the launching node's environment to every node (`mpirun`, DeepSpeed's

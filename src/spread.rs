@@ -8,7 +8,7 @@
 //!   `#` starts a comment (Open MPI's `hostfile(5)`, Hydra's `-f` file). `-x NAME[=VALUE]` copies a variable to
 //!   every rank (Open MPI's mpirun(1)); `--mca NAME VALUE` on the command line wins over `OMPI_MCA_NAME` in
 //!   the environment (Open MPI's MCA precedence, mpirun(1) "Setting MCA Parameters").
-//! * **DeepSpeed** (`deepspeed/launcher/runner.py`, 0.16.5): with a hostfile (`-H`/`--hostfile`, default
+//! * **DeepSpeed** (`deepspeed/launcher/runner.py`, 0.19.8): with a hostfile (`-H`/`--hostfile`, default
 //!   `/job/hostfile`; lines `NAME slots=N`, `_parse_hostfile`) of more than one active host, or
 //!   `--force_multi`, and without `--no_ssh`, the multinode runner starts every node's ranks over
 //!   pdsh/mpirun/srun and exports into each every variable of the launching node whose name starts with

@@ -18,8 +18,8 @@
 
 use crate::config::Config;
 use crate::findings::Finding;
-use crate::nccl_rules::effective;
 use crate::nccl_rules::{self, nccl_target, Era, Found, NcclTarget, PickSource};
+use crate::nccl_rules::{effective, Origin};
 use crate::plan::{Choice, Plan};
 use crate::snapshot::{
     is_link_local_ip, prefix_contains, Addr, Family, Launcher, Link, Network, Peer, RdzvProtocol,
@@ -318,8 +318,9 @@ fn choose<'a>(
     ranked_candidate(snap, v, family)
 }
 
-/// Step 0, the interface the platform names outright (`crate::orchestrator::named_interface`: SageMaker's
-/// `SM_NETWORK_INTERFACE_NAME`, aws/sagemaker-training-toolkit `src/sagemaker_training/environment.py`): it
+/// Step 0, the interface the platform names outright (`JobShape::platform_interface`, read from the job's
+/// environment by `crate::orchestrator::named_interface`: SageMaker's `SM_NETWORK_INTERFACE_NAME`,
+/// aws/sagemaker-training-toolkit `src/sagemaker_training/environment.py`): it
 /// decides when this host has it as a candidate (RUNNING, not excluded, a usable address of the family).
 /// Absent or unusable, a `launcher-argument` warning names the variable and the next step decides.
 fn platform_interface<'a>(
@@ -328,7 +329,7 @@ fn platform_interface<'a>(
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    let (var, name, row) = crate::orchestrator::named_interface(&snap.env)?;
+    let (var, name, row) = snap.job.platform_interface.as_ref()?;
     let why = match v.link_by_name(name) {
         Some(link) => match v.candidate(link, family) {
             Some(addr) => {
@@ -715,14 +716,14 @@ fn is_multi(snap: &Snapshot) -> bool {
 /// `NCCL_SOCKET_FAMILY` as inherited and as the choice uses it.
 struct InheritedFamily<'s> {
     /// The value NCCL sees and where it came from ([`effective`]).
-    value: Option<(&'s str, String)>,
+    value: Option<(&'s str, Origin)>,
     /// The family the choice is restricted to: the inherited one when it counts
     /// ([`nccl_rules::socket_family`]) and some candidate has it; `None` otherwise.
     used: Option<Family>,
     /// The inherited value and its origin when it counts but no candidate has that family (AF_INET6 on an
     /// IPv4-only host: NCCL would bootstrap on a link-local address or find nothing): ncclenv chooses
     /// without it and repairs it ([`export_family`]).
-    repair: Option<(String, String)>,
+    repair: Option<(String, Origin)>,
 }
 
 /// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`) when NCCL ignores its value.
@@ -764,20 +765,20 @@ enum InheritedList<'s> {
     /// NCCL would work with it: kept; `first` is NCCL's first match, the interface it bootstraps on.
     Kept {
         value: &'s str,
-        origin: String,
+        origin: Origin,
         first: Found,
     },
     /// NCCL would fail with it (`why`): repaired with ncclenv's own choice, or with `lo` when there is none.
     Fatal {
         value: &'s str,
-        origin: String,
+        origin: Origin,
         why: String,
     },
 }
 
 impl InheritedList<'_> {
     /// The value and its origin when NCCL takes it into account (kept or fatal).
-    fn counted(&self) -> Option<(&str, &str)> {
+    fn counted(&self) -> Option<(&str, &Origin)> {
         match self {
             InheritedList::Kept { value, origin, .. }
             | InheritedList::Fatal { value, origin, .. } => Some((value, origin)),
@@ -954,7 +955,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
 
 /// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
 /// every library uses; nothing is set for NCCL.
-fn kept_interface(v: &NetworkView, value: &str, origin: &str, first: &Found) -> Bound {
+fn kept_interface(v: &NetworkView, value: &str, origin: &Origin, first: &Found) -> Bound {
     Bound {
         ifname: v
             .link(first.index)
@@ -1326,7 +1327,7 @@ fn layout_warnings(v: &NetworkView, snap: &Snapshot, bound: &Bound, plan: &mut P
 fn risk_warnings(
     v: &NetworkView,
     val: &str,
-    origin: &str,
+    origin: &Origin,
     found: &[Found],
     dropped: &[&Found],
     fam: Family,
@@ -1367,7 +1368,7 @@ fn risky_match(v: &NetworkView, f: &Found) -> Option<&'static str> {
 /// interfaces NCCL keeps (`found`), naming those the exported family leaves out (`dropped`).
 fn prefix_warnings(
     val: &str,
-    origin: &str,
+    origin: &Origin,
     found: &[Found],
     dropped: &[&Found],
     fam: Family,
@@ -1440,7 +1441,7 @@ fn whitespace_hint(val: &str) -> String {
 /// that is a plain name matching nothing here is not reported: a list such as `enp179s0f0,enp1s0` names
 /// every node's NIC where the nodes' names differ (the form NCCL's maintainers recommend, and what a runner
 /// that copies the environment to every node carries), so the other entries may be another node's.
-fn unmatched_entries(v: &NetworkView, val: &str, origin: &str, plan: &mut Plan) {
+fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Plan) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
         return;
@@ -1987,24 +1988,11 @@ fn declared_differs(
     }
 }
 
-/// Address blocks container engines hand to their NAT'd bridges by default: Docker's local address pools
-/// (moby libnetwork/ipamutils/utils.go `localScopeDefaultNetworks`: 172.17.0.0/16 … 172.28.0.0/14, i.e.
-/// 172.17.0.0–172.31.255.255, and 192.168.0.0/16 split into /20s) and Podman's default network
-/// (containers/common `default_subnet` 10.88.0.0/16).
-const NAT_BRIDGE_POOLS: &[([u8; 4], u8)] = &[
-    ([172, 17, 0, 0], 16),
-    ([172, 18, 0, 0], 15),
-    ([172, 20, 0, 0], 14),
-    ([172, 24, 0, 0], 13),
-    ([192, 168, 0, 0], 16),
-    ([10, 88, 0, 0], 16),
-];
-
 /// A multi-node job whose address sits on a container bridge behind NAT cannot be connected back to by the
 /// other nodes (they would need this container's address, which only its host can reach): warn
 /// `container-bridge-nat`. Seen from inside the container (the NAT itself lives in the host's namespace):
 /// the chosen interface is a veth, its IPv4 address lies in a container engine's default bridge pool
-/// ([`NAT_BRIDGE_POOLS`]), and the route to the master leaves through it via a gateway (the master is on
+/// (`crate::snapshot::NAT_BRIDGE_POOLS`), and the route to the master leaves through it via a gateway (the master is on
 /// another host). A heuristic: a warning, never a refusal.
 fn container_bridge_nat(
     v: &NetworkView,
@@ -2020,9 +2008,7 @@ fn container_bridge_nat(
     if link.kind.as_deref() != Some("veth") {
         return;
     }
-    let in_pool = NAT_BRIDGE_POOLS
-        .iter()
-        .any(|(net, len)| prefix_contains(&IpAddr::from(*net), *len, &IpAddr::V4(a)));
+    let in_pool = crate::snapshot::in_nat_bridge_pool(&IpAddr::V4(a));
     let Some(peer) = snap.peer.as_ref() else {
         return;
     };
@@ -2313,6 +2299,9 @@ mod tests {
                 .plug("net1", &["fe80::6c:1/64"])
                 .env("SM_NETWORK_INTERFACE_NAME", name)
                 .build();
+            // As the probe reads it: the job's environment through the launcher and orchestrator readings.
+            let mut snap = snap;
+            snap.job = crate::launcher::read(&[], &snap.env).shape;
             crate::decide::decide(&snap, &Config::default())
         };
         let p = run("eth1");

@@ -15,7 +15,7 @@ pub use vendor::vendor_profile;
 
 use crate::config::Config;
 use crate::findings::Finding;
-use crate::nccl_rules::effective;
+use crate::nccl_rules::{effective, Origin};
 use crate::plan::{Plan, Warning};
 use crate::snapshot::Snapshot;
 
@@ -62,7 +62,7 @@ pub enum Regime<'a> {
         /// The value of `NCCL_COMM_ID`.
         value: &'a str,
         /// Where it came from.
-        origin: String,
+        origin: Origin,
         /// A vendor network profile is set too: its plugin carries the traffic.
         vendor: bool,
     },
@@ -216,7 +216,7 @@ fn probe_failed(snap: &Snapshot, cfg: &Config, failures: &[(String, &str)]) -> P
 
 /// [`Regime::HandsOff`]: `comm-id`, the defects that apply with `NCCL_COMM_ID` set, its subnet and the
 /// inherited `NCCL_SOCKET_IFNAME` checked, then `/dev/shm`.
-fn comm_id(snap: &Snapshot, cfg: &Config, v: &str, origin: &str, vendor: bool) -> Plan {
+fn comm_id(snap: &Snapshot, cfg: &Config, v: &str, origin: &Origin, vendor: bool) -> Plan {
     let mut plan = preamble(snap, cfg);
     plan.hands_off = true;
     let defects = crate::nccl_defects::applying(snap);
@@ -264,7 +264,7 @@ fn vendor(snap: &Snapshot, cfg: &Config, keys: &[String]) -> Plan {
         rdma::decide_rdma(snap, cfg, &mut plan);
     }
     shm::decide_shm(snap, cfg, &mut plan);
-    spread::decide_spread(snap, &mut plan);
+    spread::decide_spread(snap, cfg, &mut plan);
     finish(plan, snap, cfg)
 }
 
@@ -279,7 +279,7 @@ fn normal(snap: &Snapshot, cfg: &Config) -> Plan {
     faster::faster_interface(snap, cfg, &mut plan);
     rdma::decide_rdma(snap, cfg, &mut plan);
     shm::decide_shm(snap, cfg, &mut plan);
-    spread::decide_spread(snap, &mut plan);
+    spread::decide_spread(snap, cfg, &mut plan);
     finish(plan, snap, cfg)
 }
 
@@ -330,7 +330,12 @@ fn no_master_note(snap: &Snapshot, plan: &mut Plan) {
     }
     let Some(c) = plan.choice.clone() else { return };
     // The platform named the interface (SageMaker's SM_NETWORK_INTERFACE_NAME): the route did not override NCCL.
-    if crate::orchestrator::named_interface(&snap.env).is_some_and(|(_, n, _)| n == c.ifname) {
+    if snap
+        .job
+        .platform_interface
+        .as_ref()
+        .is_some_and(|(_, n, _)| *n == c.ifname)
+    {
         return;
     }
     let Some((pick, _)) = crate::nccl_rules::nccl_alone(snap) else {

@@ -30,9 +30,9 @@ use crate::config::Config;
 use crate::decide::gid;
 use crate::decide::vendor::vendor_plugin;
 use crate::findings::Finding;
-use crate::nccl_rules::effective;
 use crate::nccl_rules::kept_text;
 use crate::nccl_rules::param_value;
+use crate::nccl_rules::{effective, Origin};
 use crate::plan::Plan;
 use crate::snapshot::{Mib, NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
 use serde::Serialize;
@@ -392,6 +392,22 @@ fn entries_and_exclusions(
     (entries, excluded)
 }
 
+/// True when ncclenv's `NCCL_IB_DISABLE=1` here only skips a probe that finds nothing: no device under
+/// `class/infiniband`, or no ACTIVE port (`Assessment::NoDevice`, `Assessment::NoActivePort`). NCCL on this
+/// node then uses sockets with or without it (net_ib.cc `ncclIbInitDevices` finds no device), so a runner
+/// that copies it to other nodes (`decide::spread`) may be denied it at no cost here; on a node with HCAs it
+/// would switch InfiniBand off.
+pub fn ib_disable_only_skips_probe(snap: &Snapshot, cfg: &Config) -> bool {
+    let Some(rdma) = &snap.rdma else {
+        return false;
+    };
+    let links = link_names(snap);
+    matches!(
+        assess(rdma, links.as_ref(), cfg),
+        Assessment::NoDevice(_) | Assessment::NoActivePort(_)
+    )
+}
+
 /// Apply the assessment when `NCCL_IB_DISABLE` is not inherited. Returns true when IB stays on.
 fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPlugin>) -> bool {
     match a {
@@ -580,7 +596,7 @@ fn inherited(
     plan: &mut Plan,
     a: &Assessment,
     value: &str,
-    origin: &str,
+    origin: &Origin,
     snap: &Snapshot,
     plugin: Option<&NetPlugin>,
 ) -> bool {

@@ -13,10 +13,12 @@
 //!   "Open MPI does not support mixing these two methods"), and a `--mca mca_base_env_list` on the command
 //!   line wins over the variable: then ncclenv forwards nothing and warns (`runner-forward-blocked`).
 //! * **DeepSpeed's multinode runner** exports every `NCCL*` variable of this node to every node
-//!   (deepspeed/launcher/runner.py `EXPORT_ENVS` + the CUDA accelerator's `export_envs()`, 0.16.5), even to
-//!   this node's own ranks (started over pdsh/ssh, not as ncclenv's children). ncclenv leaves the node-local
-//!   names to each node: it does not set `NCCL_SOCKET_IFNAME` or `NCCL_IB_HCA` (DeepSpeed's own
-//!   `EXCLUDE_ENVS` withholds `NCCL_IB_HCA` from copying for the same reason on AISC), and says how to run
+//!   (deepspeed/launcher/runner.py `EXPORT_ENVS` + the CUDA accelerator's `export_envs()`, 0.19.8; measured
+//!   with the real CLI in tests/it/launcher_forms.rs), even to this node's own ranks (started over pdsh/ssh,
+//!   not as ncclenv's children). ncclenv leaves the node-local values to each node: it does not set
+//!   `NCCL_SOCKET_IFNAME` or `NCCL_IB_HCA` (DeepSpeed's own `EXCLUDE_ENVS` withholds `NCCL_IB_HCA` from
+//!   copying for the same reason on AISC) nor an `NCCL_IB_DISABLE=1` that only skips a probe finding no HCA
+//!   here; it names what else it sets with the `NCCL_` prefix as copied to every node, and says how to run
 //!   ncclenv on every node (`deepspeed --no_python --no_local_rank … ncclenv -- python train.py`, or
 //!   `deepspeed --no_ssh --node_rank=N` under ncclenv on each node).
 
@@ -43,7 +45,7 @@ pub const DEEPSPEED_WITHHOLD: &[&str] = &["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"];
 
 /// Step "runners that copy the environment" (see the module docs). Runs after the interface and RDMA
 /// decisions, on their changes.
-pub fn decide_spread(snap: &Snapshot, plan: &mut Plan) {
+pub fn decide_spread(snap: &Snapshot, cfg: &crate::config::Config, plan: &mut Plan) {
     let Some(s) = &snap.job.spread else { return };
     if plan.hands_off || snap.job.is_single_node() {
         return;
@@ -63,7 +65,7 @@ pub fn decide_spread(snap: &Snapshot, plan: &mut Plan) {
     match launcher {
         Some(Launcher::Mpi) => mpirun(snap, s, plan),
         Some(Launcher::Deepspeed) => {
-            deepspeed(plan);
+            deepspeed(snap, cfg, plan);
             deepspeed_env_file(s, plan);
         }
         _ => {}
@@ -197,22 +199,52 @@ fn mpirun(snap: &Snapshot, s: &crate::snapshot::Spread, plan: &mut Plan) {
     );
 }
 
-fn deepspeed(plan: &mut Plan) {
-    let withheld: Vec<String> = DEEPSPEED_WITHHOLD
-        .iter()
-        .filter_map(|n| set_value(plan, n).map(|v| format!("{n}={v}")))
-        .collect();
-    if withheld.is_empty() {
+/// DeepSpeed's multinode runner copies every `NCCL*` variable: ncclenv does not set the node-local names
+/// ([`DEEPSPEED_WITHHOLD`]) nor an `NCCL_IB_DISABLE=1` that only skips a probe finding nothing here
+/// (`rdma::ib_disable_only_skips_probe`: on a node with HCAs it would switch InfiniBand off, here it changes
+/// nothing); what else it sets with the `NCCL_` prefix (the family, a repair such as `NCCL_SHM_DISABLE=1` or
+/// an `NCCL_IB_DISABLE=1` that this node needs) stays, and the finding names it as copied to every node.
+fn deepspeed(snap: &Snapshot, cfg: &crate::config::Config, plan: &mut Plan) {
+    let skip_only = super::rdma::ib_disable_only_skips_probe(snap, cfg);
+    let withhold =
+        |name: &str| DEEPSPEED_WITHHOLD.contains(&name) || (name == "NCCL_IB_DISABLE" && skip_only);
+    let mut withheld = Vec::new();
+    let mut copied = Vec::new();
+    for c in &plan.changes {
+        let Action::Set { value } = &c.action else {
+            continue;
+        };
+        if withhold(&c.name) {
+            withheld.push(format!("{}={value}", c.name));
+        } else if c.name.starts_with("NCCL_") {
+            copied.push(format!("{}={value}", c.name));
+        }
+    }
+    if withheld.is_empty() && copied.is_empty() {
         return;
     }
-    plan.changes.retain(|c| {
-        !(DEEPSPEED_WITHHOLD.contains(&c.name.as_str()) && matches!(c.action, Action::Set { .. }))
-    });
+    plan.changes
+        .retain(|c| !(withhold(&c.name) && matches!(c.action, Action::Set { .. })));
+    let left = if withheld.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "ncclenv leaves {} (this node's choices) to each node and does not set them; ",
+            withheld.join(", ")
+        )
+    };
+    let kept = if copied.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "it sets {}, which the runner copies to every node as this node's values; ",
+            copied.join(", ")
+        )
+    };
     plan.finding(
         Finding::RunnerCopiesEnv,
         format!(
-            "DeepSpeed's multinode runner copies every NCCL* variable of this node to every node: ncclenv leaves {} (this node's choice) to each node and does not set it; to decide on every node, run deepspeed --no_python --no_local_rank … ncclenv -- python train.py",
-            withheld.join(", ")
+            "DeepSpeed's multinode runner copies every NCCL* variable of this node to every node: {left}{kept}to decide on every node, run deepspeed --no_python --no_local_rank … ncclenv -- python train.py"
         ),
         "run ncclenv on every node: deepspeed --hostfile H --no_python --no_local_rank … ncclenv -- python train.py, or deepspeed --no_ssh --node_rank=N under ncclenv on each node",
     );
@@ -246,7 +278,8 @@ fn deepspeed_env_file(s: &crate::snapshot::Spread, plan: &mut Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Spread;
+    use crate::config::Config;
+    use crate::snapshot::{RdmaDevice, RdmaPort, RdmaSnapshot, Spread};
 
     fn plan_with(sets: &[(&str, &str)]) -> Plan {
         let mut p = Plan::default();
@@ -274,7 +307,7 @@ mod tests {
             ("NCCL_SOCKET_IFNAME", "eth0"),
             ("GLOO_SOCKET_IFNAME", "eth0"),
         ]);
-        decide_spread(&s, &mut p);
+        decide_spread(&s, &Config::default(), &mut p);
         assert_eq!(
             p.value_of("OMPI_MCA_mca_base_env_list"),
             Some("NCCL_SOCKET_IFNAME;GLOO_SOCKET_IFNAME")
@@ -302,7 +335,7 @@ mod tests {
             ("NCCL_SOCKET_IFNAME", "eth0"),
             ("NCCL_SOCKET_FAMILY", "AF_INET"),
         ]);
-        decide_spread(&s, &mut p);
+        decide_spread(&s, &Config::default(), &mut p);
         assert_eq!(
             p.value_of("OMPI_MCA_mca_base_env_list"),
             Some("FOO,NCCL_SOCKET_IFNAME=ib0,NCCL_SOCKET_FAMILY")
@@ -314,6 +347,7 @@ mod tests {
         let mut p = plan_with(&[("NCCL_SOCKET_IFNAME", "eth0")]);
         decide_spread(
             &snap(Launcher::Mpi, Some(1), Spread::default(), &[]),
+            &Config::default(),
             &mut p,
         );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
@@ -321,7 +355,11 @@ mod tests {
             ranks_through_ncclenv: true,
             ..Spread::default()
         };
-        decide_spread(&snap(Launcher::Mpi, Some(2), through, &[]), &mut p);
+        decide_spread(
+            &snap(Launcher::Mpi, Some(2), through, &[]),
+            &Config::default(),
+            &mut p,
+        );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
         assert!(p
             .warnings
@@ -336,7 +374,11 @@ mod tests {
             ..Spread::default()
         };
         let mut p = plan_with(&[("NCCL_SOCKET_IFNAME", "eth0")]);
-        decide_spread(&snap(Launcher::Mpi, Some(2), s, &[]), &mut p);
+        decide_spread(
+            &snap(Launcher::Mpi, Some(2), s, &[]),
+            &Config::default(),
+            &mut p,
+        );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
         let w = p
             .warnings
@@ -354,7 +396,11 @@ mod tests {
             ..Spread::default()
         };
         let mut p = plan_with(&[("NCCL_SOCKET_IFNAME", "eth0")]);
-        decide_spread(&snap(Launcher::Mpi, Some(2), s, &[]), &mut p);
+        decide_spread(
+            &snap(Launcher::Mpi, Some(2), s, &[]),
+            &Config::default(),
+            &mut p,
+        );
         assert!(p
             .warnings
             .iter()
@@ -372,6 +418,7 @@ mod tests {
         let mut p = plan_with(&[("NCCL_SOCKET_IFNAME", "eth0")]);
         decide_spread(
             &snap(Launcher::Mpi, Some(2), Spread::default(), &env),
+            &Config::default(),
             &mut p,
         );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
@@ -399,6 +446,7 @@ mod tests {
         ]);
         decide_spread(
             &snap(Launcher::Deepspeed, Some(2), Spread::default(), &[]),
+            &Config::default(),
             &mut p,
         );
         assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), None);
@@ -426,7 +474,11 @@ mod tests {
                 ..Spread::default()
             };
             let mut p = plan_with(&[]);
-            decide_spread(&snap(Launcher::Deepspeed, Some(nodes), s, &[]), &mut p);
+            decide_spread(
+                &snap(Launcher::Deepspeed, Some(nodes), s, &[]),
+                &Config::default(),
+                &mut p,
+            );
             p.warnings
                 .into_iter()
                 .find(|w| w.message.contains(".deepspeed_env"))
@@ -443,5 +495,62 @@ mod tests {
         assert!(warned("enp179s0f0,enp1s0", 2, false).is_none());
         assert!(warned("enp179s0f0", 1, false).is_none());
         assert!(warned("enp179s0f0", 2, true).is_none());
+    }
+
+    /// This node's RDMA: `hca` adds one InfiniBand HCA with an ACTIVE port and no verbs node (`uverbs`), which
+    /// NCCL cannot open (a repair); none: no device (a probe that finds nothing).
+    fn rdma(hca: bool) -> RdmaSnapshot {
+        let port = RdmaPort {
+            port: 1,
+            state: 4,
+            phys_state: 5,
+            link_layer: "InfiniBand".into(),
+            rate: "200 Gb/sec (4X HDR)".into(),
+            gids: Vec::new(),
+            gid_tbl_len: 0,
+        };
+        RdmaSnapshot {
+            devices: if hca {
+                vec![RdmaDevice {
+                    name: "mlx5_0".into(),
+                    ports: vec![port],
+                    verbs: None,
+                }]
+            } else {
+                Vec::new()
+            },
+            ..RdmaSnapshot::default()
+        }
+    }
+
+    /// The real DeepSpeed 0.19.8 runner exports this node's `NCCL_IB_DISABLE=1` into every node
+    /// (tests/it/launcher_forms.rs): withheld when it only skips a probe that finds no device here, kept (and
+    /// named as copied) when it repairs an HCA this node cannot open.
+    #[test]
+    fn deepspeed_withholds_an_ib_disable_that_only_skips_the_probe() {
+        for (hca, withheld) in [(false, true), (true, false)] {
+            let mut p = plan_with(&[("NCCL_IB_DISABLE", "1"), ("NCCL_SOCKET_FAMILY", "AF_INET")]);
+            let mut s = snap(Launcher::Deepspeed, Some(2), Spread::default(), &[]);
+            s.rdma = Some(rdma(hca));
+            decide_spread(&s, &Config::default(), &mut p);
+            let w = p
+                .warnings
+                .iter()
+                .find(|w| w.code == "runner-copies-env")
+                .expect("note");
+            assert_eq!(
+                p.value_of("NCCL_IB_DISABLE").is_none(),
+                withheld,
+                "hca {hca}: {w:?}"
+            );
+            // What ncclenv leaves to each node comes first, what the runner copies after "it sets".
+            let (left, copied) = w.message.split_once("it sets ").expect("copied part");
+            assert!(
+                copied.contains("NCCL_SOCKET_FAMILY=AF_INET")
+                    && left.contains("leaves NCCL_IB_DISABLE=1") == withheld
+                    && copied.contains("NCCL_IB_DISABLE=1") != withheld,
+                "{w:?}"
+            );
+        }
     }
 }

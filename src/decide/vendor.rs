@@ -2,7 +2,7 @@
 //! once ([`VENDOR_KEYS`]), read by the regime ([`super::Regime::VendorProfile`]), by the RDMA rules
 //! (`rdma-vendor-plugin`) and by the fleet preflight.
 
-use crate::nccl_rules::effective;
+use crate::nccl_rules::{effective, Origin};
 use crate::snapshot::Snapshot;
 
 /// Variables (or prefixes, ending in `_`) that mean a vendor network plugin manages NCCL's transport: an
@@ -62,7 +62,7 @@ pub fn vendor_plugin(snap: &Snapshot) -> Option<String> {
             if !counts(k, v) {
                 continue;
             }
-            return Some(if origin == "environment" {
+            return Some(if origin == Origin::Environment {
                 format!("{k}={v}")
             } else {
                 format!("{k}={v} from {origin}")

@@ -63,6 +63,24 @@ pub struct Meeting {
     /// When nobody came and the master's own connections to the master endpoint never reached it: that, in
     /// words (`node … listens as the master (…), but its own connection … did not reach it (…)`).
     pub not_reached: Option<String>,
+    /// What else came to the master port, so that a node is called "missing: nothing came from it" only when
+    /// nothing did.
+    pub heard: Heard,
+}
+
+/// What came to the master port besides the members present: nodes that said hello and left, connections
+/// that never sent a whole hello, and preflights of another master endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Heard {
+    /// Nodes that said hello and left before the meeting ended and did not come back, each by name and how it
+    /// left (`n3 (10.0.0.3) (connection closed)`), in order of arrival.
+    pub left: Vec<String>,
+    /// Connections that never sent a whole, valid hello (silent, closed, pushed out, cut at the end): a
+    /// stranger, or a node whose hello a lossy link held back.
+    pub unheard: u32,
+    /// Connections that spoke the preflight with another master endpoint in the job key, or another protocol
+    /// version: another job on this port, or a node of this job whose master address resolves differently.
+    pub foreign: u32,
 }
 
 /// The ring successor of node `i` among `n` nodes: node `i` probes `(i + 1) % n`, so every node opens one
@@ -291,7 +309,7 @@ fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) 
         plan.finding(
             Finding::PreflightMasterUnreachable,
             format!(
-                "{text}, and no node came: the master endpoint leads elsewhere or nowhere (another node that says \
+                "{text}, and no other node said hello here: the master endpoint leads elsewhere or nowhere (another node that says \
                  node rank 0, a Service without this node as its endpoint, or a network that does not let a pod \
                  reach itself through its Service)"
             ),
@@ -305,8 +323,8 @@ fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) 
 
 /// Absence: fail open, strict refuses.
 fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
-    // Absence: fail open, strict refuses. Nodes that say another count are not missing: the node count is
-    // in dispute once they reach the smallest count any node says.
+    // Nodes that say another count are not missing: the node count is in dispute once they reach the smallest
+    // count any node says.
     let least = m
         .misfits
         .iter()
@@ -319,29 +337,68 @@ fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
             .iter()
             .filter_map(|&i| names.get(i).cloned())
             .collect();
-        let mut lost_text = if lost.is_empty() {
-            String::new()
-        } else {
-            format!("; lost after arriving: {}", list(&lost))
-        };
-        if misfits > 0 {
-            lost_text.push_str(&format!(
-                "; {misfits} more came that say another node count"
-            ));
-        }
         plan.finding(
             Finding::PreflightAbsent,
             format!(
-                "{present} of {} nodes met within {} s ({} missing{lost_text}); running anyway: a node may start late, \
-                 but NCCL waits for every rank",
+                "{present} of {} nodes met within {} s ({}); running anyway: a node may start late, but NCCL \
+                 waits for every rank",
                 m.expected,
                 m.waited_s,
-                m.expected.saturating_sub(present + misfits)
+                absence_parts(m, &lost, present + misfits)
             ),
             "look at the missing nodes (scheduled? started? can they reach the master port?); \
              NCCLENV_STRICT=1 refuses instead",
         );
     }
+}
+
+/// What became of the nodes that did not meet, in words, each part said only as observed: `2 missing: nothing
+/// came from them` only when nothing else came to the master port; else what did (nodes that said hello and
+/// left, lost after arriving, connections without a whole hello, another master endpoint's preflight, nodes
+/// that say another node count). `counted`: the members present and the misfits.
+fn absence_parts(m: &Meeting, lost: &[String], counted: u32) -> String {
+    let h = &m.heard;
+    let known = (lost.len() + h.left.len()) as u32;
+    let missing = m.expected.saturating_sub(counted + known);
+    let mut parts = Vec::new();
+    if missing > 0 {
+        let them = if missing == 1 { "it" } else { "them" };
+        parts.push(if h.unheard == 0 && h.foreign == 0 {
+            format!("{missing} missing: nothing came from {them}")
+        } else {
+            format!("{missing} missing: no hello came from {them}")
+        });
+    }
+    if !h.left.is_empty() {
+        parts.push(format!(
+            "said hello and left before the meeting ended: {}",
+            list(&h.left)
+        ));
+    }
+    if !lost.is_empty() {
+        parts.push(format!("lost after arriving: {}", list(lost)));
+    }
+    if h.unheard > 0 {
+        parts.push(format!(
+            "{} connection(s) to the master port sent no whole hello (strangers, or a node on a link that lost \
+             it)",
+            h.unheard
+        ));
+    }
+    if h.foreign > 0 {
+        parts.push(format!(
+            "{} connection(s) spoke the preflight of another master endpoint or version (another job on this \
+             port, or this job's master address resolving differently on that node)",
+            h.foreign
+        ));
+    }
+    if !m.misfits.is_empty() {
+        parts.push(format!(
+            "{} more came that say another node count",
+            m.misfits.len()
+        ));
+    }
+    parts.join("; ")
 }
 
 /// IB disabled on some nodes: disabled on all (a repair every node applies).
@@ -673,7 +730,9 @@ pub fn outcome_text(p: &ProbeReport) -> String {
         Outcome::Connected => "connected".into(),
         Outcome::Refused => "connection refused".into(),
         Outcome::TimedOut => "no answer (connection timed out)".into(),
-        Outcome::NoRoute => format!("no route ({e})"),
+        // The connect error in words (`net::connect_words`: `no route to host`, `network unreachable`).
+        Outcome::NoRoute if e.is_empty() => "no route".into(),
+        Outcome::NoRoute => e.to_string(),
         Outcome::WrongNode => "another node or process answered".into(),
         Outcome::NoListener => "the node could not listen on its bootstrap address".into(),
         Outcome::Failed => format!("connection failed ({e})"),
@@ -706,11 +765,16 @@ fn likely_cause(o: Outcome, target: &Member, tname: &str, pname: &str) -> (Strin
             REMEDY_NAT,
         );
     }
+    // The master holds the meeting (it reached no master port); every other member said hello on it.
+    let up = if target.seen_from.is_none() {
+        "the node is up: it is the preflight master"
+    } else {
+        "the node is up: it reached the master port"
+    };
     match o {
         Outcome::TimedOut => (
             format!(
-                "a firewall on {tname} drops new inbound connections to ephemeral ports, where NCCL listens (the node \
-                 is up: it reached the master port)"
+                "a firewall on {tname} drops new inbound connections to ephemeral ports, where NCCL listens ({up})"
             ),
             REMEDY_FIREWALL,
         ),
@@ -849,6 +913,7 @@ mod tests {
             waited_s: 60,
             misfits: vec![],
             not_reached: None,
+            heard: Heard::default(),
         }
     }
 
@@ -930,6 +995,22 @@ mod tests {
             .map(|r| r.remedy.clone())
             .unwrap_or_default();
         assert!(remedy.contains("ip_local_port_range"), "{remedy}");
+        assert!(r.contains("it reached the master port"), "{r}");
+        // The master timed out on: it holds the meeting, it reached no master port.
+        let mut m = fleet(3);
+        m.members[2].probe = Some(ProbeReport {
+            target: 0,
+            outcome: Outcome::TimedOut,
+            error: None,
+            ms: 5000,
+        });
+        let r = refused(&agree(&m)).expect("refused").to_string();
+        assert!(
+            r.contains("firewall on n1 (10.0.0.1)")
+                && r.contains("(the node is up: it is the preflight master)")
+                && !r.contains("reached the master port"),
+            "{r}"
+        );
         // Other outcomes name other causes.
         for (o, want) in [
             (Outcome::Refused, "nothing listens"),
@@ -947,6 +1028,30 @@ mod tests {
             let r = refused(&agree(&m)).expect("refused").to_string();
             assert!(r.contains(want), "{o:?}: {r}");
         }
+    }
+
+    /// A probe's connect error is said as observed (`net::connect_words`), once.
+    #[test]
+    fn probe_outcomes_are_said_as_observed() {
+        let p = |outcome, error: Option<&str>| ProbeReport {
+            target: 1,
+            outcome,
+            error: error.map(String::from),
+            ms: 1,
+        };
+        assert_eq!(
+            outcome_text(&p(Outcome::NoRoute, Some("no route to host"))),
+            "no route to host"
+        );
+        assert_eq!(outcome_text(&p(Outcome::NoRoute, None)), "no route");
+        assert_eq!(
+            outcome_text(&p(Outcome::Refused, None)),
+            "connection refused"
+        );
+        assert_eq!(
+            outcome_text(&p(Outcome::TimedOut, None)),
+            "no answer (connection timed out)"
+        );
     }
 
     #[test]
@@ -1040,6 +1145,72 @@ mod tests {
         assert!(!codes(&agree(&fleet(3))).contains(&"preflight-absent"));
     }
 
+    /// Issue 22 item 5: "missing: nothing came from it" only when nothing came; a node that said hello and
+    /// left, connections without a whole hello and another master endpoint's preflight are said apart.
+    #[test]
+    fn absence_says_what_came_and_calls_missing_only_what_sent_nothing() {
+        let absent = |m: &Meeting| {
+            agree(m)
+                .findings
+                .iter()
+                .find(|w| w.code == "preflight-absent")
+                .map(|w| w.message.clone())
+                .expect("absent")
+        };
+        let mut m = fleet(2);
+        m.expected = 3;
+        let w = absent(&m);
+        assert!(
+            w.starts_with(
+                "2 of 3 nodes met within 60 s (1 missing: nothing came from it); running anyway"
+            ),
+            "{w}"
+        );
+        // Strangers or a node whose hello was held back: not "nothing came".
+        m.heard.unheard = 2;
+        let w = absent(&m);
+        assert!(
+            w.contains("(1 missing: no hello came from it; 2 connection(s) to the master port sent no whole hello")
+                && !w.contains("nothing came"),
+            "{w}"
+        );
+        m.heard.unheard = 0;
+        m.heard.foreign = 1;
+        let w = absent(&m);
+        assert!(
+            w.contains("1 missing: no hello came from it; 1 connection(s) spoke the preflight of another master \
+                        endpoint or version (another job on this port, or this job's master address resolving \
+                        differently")
+                && !w.contains("nothing came"),
+            "{w}"
+        );
+        // The node that is not there said hello and left: it is named, and nobody is "missing".
+        m.heard.foreign = 0;
+        m.heard.left = vec!["n3 (10.0.0.3) (connection closed)".into()];
+        let w = absent(&m);
+        assert!(
+            w.contains(
+                "(said hello and left before the meeting ended: n3 (10.0.0.3) (connection closed))"
+            ) && !w.contains("missing"),
+            "{w}"
+        );
+        // One left, one never came.
+        m.expected = 4;
+        let w = absent(&m);
+        assert!(
+            w.contains("(1 missing: nothing came from it; said hello and left"),
+            "{w}"
+        );
+        // Two never came.
+        let mut m = fleet(1);
+        m.expected = 3;
+        assert!(
+            absent(&m).contains("(2 missing: nothing came from them)"),
+            "{}",
+            absent(&m)
+        );
+    }
+
     /// Issue 22 item 3: a node of this master endpoint that says 4 nodes in a 3-node job is named with its
     /// count; the meeting of the others is complete (nobody is "missing"), it did not pass, and strict refuses.
     #[test]
@@ -1110,8 +1281,9 @@ mod tests {
             .expect("absent");
         assert!(
             w.message.contains("1 of 3 nodes met")
-                && w.message
-                    .contains("(1 missing; 1 more came that say another node count)"),
+                && w.message.contains(
+                    "(1 missing: nothing came from it; 1 more came that say another node count)"
+                ),
             "{}",
             w.message
         );
@@ -1333,6 +1505,7 @@ mod tests {
             waited_s: 1,
             misfits: vec![],
             not_reached: None,
+            heard: Heard::default(),
         };
         for x in &mut m.members {
             x.report.addr = "10.9.9.9".parse().expect("ip");
@@ -1348,6 +1521,7 @@ mod tests {
             waited_s: 1,
             misfits: vec![],
             not_reached: None,
+            heard: Heard::default(),
         };
         for x in &mut m.members {
             x.probe = Some(ProbeReport {

@@ -111,7 +111,7 @@ fn run(endpoint: SocketAddr, key: &str, nonce: u64, stop: &AtomicBool, out: &Mut
 fn once(endpoint: SocketAddr, key: &str, nonce: u64) -> Found {
     let mut s = match TcpStream::connect_timeout(&endpoint, STEP) {
         Ok(s) => s,
-        Err(e) => return Found::Nowhere(e.to_string()),
+        Err(e) => return Found::Nowhere(super::net::connect_words(&e)),
     };
     let _ = s.set_nonblocking(true);
     let _ = s.set_nodelay(true);
@@ -145,6 +145,7 @@ fn next(s: &mut TcpStream, buf: &mut FrameBuf, key: &str) -> Result<(Msg, Option
     match recv_any(s, buf, key, Instant::now() + STEP) {
         Ok(x) => Ok(x),
         Err(RecvError::Timeout) => Err(format!("nothing spoke within {} ms", STEP.as_millis())),
+        Err(RecvError::Io(e)) => Err(super::net::connect_words(&e)),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -7,7 +7,7 @@
 //! `SO_LINGER` 0 ([`super::net::close_after_peer`]): when the command starts, nothing of the preflight
 //! holds the master port.
 
-use super::agree::{agree, ring_target, Meeting, Member, Misfit};
+use super::agree::{agree, ring_target, Heard, Meeting, Member, Misfit};
 use super::net::{self, close_after_peer, drain, send, send_frame, slice_ms};
 use super::protocol::{DecodeError, FleetVerdict, FrameBuf, Msg, NodeReport, ProbeReport, Target};
 use super::Setup;
@@ -48,6 +48,21 @@ pub struct MasterEnd {
     pub verdict: FleetVerdict,
     /// From the last node's arrival (or the deadline) to the last verdict sent.
     pub after_last: Duration,
+    /// Every node met (the meeting ended at the last arrival); false: it ended at its deadline, and
+    /// [`MasterEnd::after_last`] counts from there.
+    pub complete: bool,
+}
+
+impl MasterEnd {
+    /// `12.3 ms after the last arrival`, or `… after the meeting's deadline` when not every node met.
+    pub fn after_words(&self) -> String {
+        let from = if self.complete {
+            "the last arrival"
+        } else {
+            "the meeting's deadline"
+        };
+        format!("{:.1} ms after {from}", self.after_last.as_secs_f64() * 1e3)
+    }
 }
 
 /// One connection on the master port.
@@ -129,6 +144,17 @@ impl Strangers {
         }
     }
 
+    /// What the meeting's verdict says of them ([`Heard`]): connections that never sent a whole hello (silent,
+    /// closed, pushed out, cut at the end: a stranger, or a node whose hello a lossy link held back) and
+    /// another master endpoint's or version's preflight; those that spoke another protocol are no node.
+    fn heard(&self, left: Vec<String>) -> Heard {
+        Heard {
+            left,
+            unheard: self.silent + self.closed + self.evicted + self.cut,
+            foreign: self.foreign,
+        }
+    }
+
     /// The one line that counts them, or `None` when there were none.
     fn line(&self) -> Option<String> {
         if self.total() == 0 {
@@ -141,7 +167,11 @@ impl Strangers {
             ),
             (self.closed, "closed before a hello"),
             (self.garbage, "spoke another protocol"),
-            (self.foreign, "were another job's or version's preflight"),
+            (
+                self.foreign,
+                "spoke the preflight of another master endpoint or version (another job on this port, or this \
+                 job's master address resolving differently on that node)",
+            ),
             (self.evicted, "were pushed out by newer connections"),
             (self.cut, "had said nothing yet when the meeting ended"),
         ]
@@ -324,9 +354,32 @@ struct Roll {
     /// address checks): reached here at least once, and the last failure.
     reached_here: bool,
     nowhere: Option<String>,
+    /// How each member whose connection ended before the meeting did left (`connection closed`), by member
+    /// index; a hello from it again takes it out.
+    left_how: std::collections::BTreeMap<usize, &'static str>,
 }
 
 impl Roll {
+    /// The meeting at its start: the master `me` alone, since `started`.
+    fn new(me: NodeReport, started: Instant) -> Roll {
+        let id = me.identity();
+        Roll {
+            members: vec![Member {
+                report: me,
+                seen_from: None,
+                probe: None,
+            }],
+            conn_of: vec![None],
+            ids: vec![(id.0, id.1, id.2, None)],
+            last_arrival: started,
+            strangers: Strangers::default(),
+            misfits: Vec::new(),
+            reached_here: false,
+            nowhere: None,
+            left_how: Default::default(),
+        }
+    }
+
     /// Members that count: the master and those whose connection is open.
     fn present(&self) -> usize {
         1 + self.conn_of.iter().skip(1).filter(|c| c.is_some()).count()
@@ -369,21 +422,7 @@ pub fn run(
         expected.saturating_sub(1),
         s.timeout_s
     ));
-    let id = me.identity();
-    let mut roll = Roll {
-        members: vec![Member {
-            report: me,
-            seen_from: None,
-            probe: None,
-        }],
-        conn_of: vec![None],
-        ids: vec![(id.0, id.1, id.2, None)],
-        last_arrival: started,
-        strangers: Strangers::default(),
-        misfits: Vec::new(),
-        reached_here: false,
-        nowhere: None,
-    };
+    let mut roll = Roll::new(me, started);
 
     // 1. Meet; a master on the wildcard address checks where the master endpoint leads.
     let check = s
@@ -414,7 +453,8 @@ pub fn run(
         }
         return Ok(MasterOutcome::Yield(why));
     }
-    let end_of_meeting = if roll.complete(expected) {
+    let complete = roll.complete(expected);
+    let end_of_meeting = if complete {
         roll.last_arrival
     } else {
         Instant::now()
@@ -437,6 +477,7 @@ pub fn run(
         waited_s: s.timeout_s,
         misfits: met.misfits,
         not_reached: met.not_reached,
+        heard: met.heard,
     });
     super::networks::conclude(&mut verdict, &met.members, cands, measured, skipped);
     deliver(s, &mut hub, &verdict);
@@ -445,6 +486,7 @@ pub fn run(
     Ok(MasterOutcome::Verdict(MasterEnd {
         verdict,
         after_last,
+        complete,
     }))
 }
 
@@ -473,6 +515,7 @@ struct Met {
     conn_of: Vec<Option<usize>>,
     misfits: Vec<Misfit>,
     not_reached: Option<String>,
+    heard: Heard,
 }
 
 /// Connections that never said who they are leave now (counted as strangers, in one line); those told they
@@ -503,12 +546,22 @@ fn close_strangers(hub: &mut Hub, roll: &mut Roll) {
 fn settle(s: &Setup, hub: &mut Hub, roll: Roll) -> Met {
     let mut members = Vec::new();
     let mut conn_of = Vec::new();
+    // Members whose connection closed and that did not say hello again: they said hello and left.
+    let mut left = Vec::new();
     for (k, m) in roll.members.into_iter().enumerate() {
         if k == 0 || roll.conn_of[k].is_some() {
             members.push(m);
             conn_of.push(roll.conn_of[k]);
+        } else {
+            let how = roll
+                .left_how
+                .get(&k)
+                .copied()
+                .unwrap_or("connection closed");
+            left.push(format!("{} ({how})", m.report.name()));
         }
     }
+    let heard = roll.strangers.heard(left);
     let misfits: Vec<Misfit> = roll.misfits.into_iter().map(|(m, _)| m).collect();
     // Nobody came, and the master endpoint never led here: say so (the others cannot reach it either).
     let not_reached = roll
@@ -533,6 +586,7 @@ fn settle(s: &Setup, hub: &mut Hub, roll: Roll) -> Met {
         conn_of,
         misfits,
         not_reached,
+        heard,
     }
 }
 
@@ -893,15 +947,16 @@ fn leave(roll: &mut Roll, id: usize, c: &Conn, why: Why, expected: usize) {
     match c.member {
         Some(k) => {
             roll.conn_of[k] = None;
+            let (how, its) = if why == Why::Closed {
+                ("connection closed", "closed")
+            } else {
+                ("it sent something unexpected", "sent something unexpected")
+            };
+            roll.left_how.insert(k, how);
             super::log(format!(
-                "preflight: node {} left the meeting before it ended (its connection {}); {} of {expected} \
+                "preflight: node {} left the meeting before it ended (its connection {its}); {} of {expected} \
                  present",
                 roll.members[k].report.name(),
-                if why == Why::Closed {
-                    "closed"
-                } else {
-                    "sent something unexpected"
-                },
                 roll.present()
             ));
         }
@@ -1000,6 +1055,7 @@ fn admit(
             ));
             roll.members[k].report = *report;
             roll.members[k].seen_from = Some(from);
+            roll.left_how.remove(&k);
             roll.last_arrival = Instant::now();
             return;
         }
@@ -1089,5 +1145,184 @@ impl Drop for NofileRaise {
                 hard,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preflight::{Role, Setup};
+    use crate::snapshot::Family;
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+
+    fn report(host: &str, addr: &str, rank: u32) -> NodeReport {
+        NodeReport {
+            hostname: host.into(),
+            ifname: "lo".into(),
+            addr: addr.parse().expect("ip"),
+            family: Family::Inet,
+            mtu: Some(65536),
+            data_mtus: Vec::new(),
+            probe_port: None,
+            listen_error: None,
+            nonce: u64::from(rank) + 7,
+            nccl_version: None,
+            ncclenv_version: "0.1.0".into(),
+            nccl_env: BTreeMap::new(),
+            decided: BTreeMap::new(),
+            vendor_profile: false,
+            strict: false,
+            refused: None,
+            node_rank: Some(rank),
+            ifaces: Vec::new(),
+            sink_ports: (None, None),
+            measure: false,
+            ib_usable: false,
+            own_ifname: true,
+        }
+    }
+
+    fn setup(master: SocketAddr, nnodes: u32) -> Setup {
+        Setup {
+            role: Role::Master,
+            role_reason: "this node owns the master address 127.0.0.1".into(),
+            master_host: "127.0.0.1".into(),
+            master,
+            listen: master,
+            port_source: "test".into(),
+            nnodes,
+            node_rank: Some(0),
+            key: super::super::protocol::job_key(master, nnodes),
+            ifname: "lo".into(),
+            bootstrap: master.ip(),
+            timeout_s: 1,
+        }
+    }
+
+    /// A connection to `at` that got the master's greeting (retried until the master listens).
+    fn greeted(at: SocketAddr, key: &str) -> TcpStream {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(mut c) = TcpStream::connect(at) {
+                let _ = c.set_nonblocking(true);
+                let mut buf = FrameBuf::default();
+                let got = net::recv(
+                    &mut c,
+                    &mut buf,
+                    key,
+                    Instant::now() + Duration::from_secs(2),
+                );
+                assert!(matches!(got, Ok(Msg::Greeting)), "{got:?}");
+                return c;
+            }
+            assert!(Instant::now() < until, "the master never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Issue 22 item 5, on real sockets: of a 3-node job, one node says hello and closes, one connection is
+    /// greeted and says nothing, the third node never comes. The verdict names the node that left, counts
+    /// the silent connection apart, and does not claim that nothing came; the meeting ended at its deadline.
+    #[test]
+    fn a_node_that_left_and_a_silent_connection_are_not_called_missing() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let at = SocketAddr::new("127.0.0.1".parse().expect("ip"), port);
+        let s = setup(at, 3);
+        let key = s.key.clone();
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let master = std::thread::spawn(move || {
+            run(
+                &s,
+                report("m", "127.0.0.1", 0),
+                deadline,
+                Duration::from_millis(200),
+            )
+        });
+        let mut w = greeted(at, &key);
+        let hello = Msg::Hello(report("w1", "127.0.0.2", 1));
+        net::send(
+            &mut w,
+            &key,
+            &hello,
+            Instant::now() + Duration::from_secs(2),
+        )
+        .expect("hello");
+        std::thread::sleep(Duration::from_millis(100));
+        drop(w);
+        let silent = greeted(at, &key);
+        let end = match master.join().expect("master thread") {
+            Ok(MasterOutcome::Verdict(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        drop(silent);
+        let absent = end
+            .verdict
+            .findings
+            .iter()
+            .find(|w| w.code == "preflight-absent")
+            .map(|w| w.message.clone())
+            .unwrap_or_else(|| panic!("{:?}", end.verdict));
+        assert!(
+            absent.starts_with(
+                "1 of 3 nodes met within 1 s (1 missing: no hello came from it; said hello and left before the \
+                 meeting ended: w1 (127.0.0.2) (connection closed); 1 connection(s) to the master port sent no \
+                 whole hello"
+            ),
+            "{absent}"
+        );
+        assert!(!absent.contains("nothing came"), "{absent}");
+        assert!(!end.complete);
+        assert!(
+            end.after_words()
+                .ends_with("ms after the meeting's deadline"),
+            "{}",
+            end.after_words()
+        );
+    }
+
+    #[test]
+    fn the_verdict_counts_from_the_last_arrival_only_when_every_node_met() {
+        let mut end = MasterEnd {
+            verdict: FleetVerdict {
+                present: 3,
+                expected: 3,
+                refuse: None,
+                repairs: Vec::new(),
+                findings: Vec::new(),
+                network: None,
+            },
+            after_last: Duration::from_micros(1500),
+            complete: true,
+        };
+        assert_eq!(end.after_words(), "1.5 ms after the last arrival");
+        end.complete = false;
+        assert_eq!(end.after_words(), "1.5 ms after the meeting's deadline");
+    }
+
+    /// What the strangers' counts give the verdict: connections without a whole hello (a node may be among
+    /// them) and another master endpoint's preflight; another protocol's bytes are no node.
+    #[test]
+    fn strangers_are_counted_for_the_verdict_as_observed() {
+        let st = Strangers {
+            silent: 1,
+            closed: 2,
+            garbage: 5,
+            foreign: 3,
+            evicted: 4,
+            cut: 1,
+        };
+        let h = st.heard(vec!["n3 (10.0.0.3) (connection closed)".into()]);
+        assert_eq!((h.unheard, h.foreign, h.left.len()), (8, 3, 1));
+        let line = st.line().expect("a line");
+        assert!(
+            line.contains("3 spoke the preflight of another master endpoint or version (another job on this port, or this job's master address resolving differently on that node)"),
+            "{line}"
+        );
+        assert_eq!(Strangers::default().heard(Vec::new()), Heard::default());
+        assert_eq!(Strangers::default().line(), None);
     }
 }

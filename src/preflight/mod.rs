@@ -301,10 +301,10 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
         Role::Master => match master::run(&s, me.clone(), deadline, probe_timeout) {
             Ok(master::MasterOutcome::Verdict(m)) => {
                 log(format!(
-                    "preflight: verdict for {} of {} nodes, {:.1} ms after the last arrival: {}",
+                    "preflight: verdict for {} of {} nodes, {}: {}",
                     m.verdict.present,
                     m.verdict.expected,
-                    m.after_last.as_secs_f64() * 1e3,
+                    m.after_words(),
                     verdict_word(&m.verdict)
                 ));
                 Ok(m.verdict)
@@ -329,18 +329,30 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
         Err((code, why)) => {
             let remedy = "check that the master node runs ncclenv with NCCLENV_PREFLIGHT=1 and that this node \
                           reaches its master port; NCCLENV_STRICT=1 refuses instead of running";
-            let message = format!("preflight: no verdict, running without it: {why}");
-            plan.finding(code, message.clone(), remedy);
             // A verdict lost on the way is no observed failure: never a refusal (docs/preflight.md).
-            if cfg.strict && code != Finding::PreflightVerdictLost {
+            let refusing = cfg.strict && code != Finding::PreflightVerdictLost;
+            let message = no_verdict_words(&why, refusing);
+            plan.finding(code, message.clone(), remedy);
+            if refusing {
                 plan.refuse(
                     code.code(),
-                    format!("preflight [{code}]: NCCLENV_STRICT=1 refuses: {message}"),
+                    format!("preflight [{code}]: {message}"),
                     remedy,
                 );
             }
         }
     }
+}
+
+/// The finding of a node that got no verdict (`why`, the observed cause first): what the node does with it,
+/// `running without it`, or `refusing (NCCLENV_STRICT=1)` when strict mode refuses.
+fn no_verdict_words(why: &str, refusing: bool) -> String {
+    let does = if refusing {
+        "refusing (NCCLENV_STRICT=1)"
+    } else {
+        "running without it"
+    };
+    format!("preflight: no verdict, {does}: {why}")
 }
 
 /// Move this node to the network the fleet chose (#23): its own interface holding an address there (from the

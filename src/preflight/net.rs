@@ -250,6 +250,28 @@ pub fn classify(e: &io::Error) -> Outcome {
     }
 }
 
+/// A failed connect or socket error in the words of what was observed: `connection refused` (a reset answered
+/// the SYN), `connection timed out` (nothing answered), `no route to host` (`EHOSTUNREACH`: no ARP/ND
+/// answer, or an ICMP host unreachable), `network unreachable`, `connection reset`; any other error as the
+/// system says it (connect(2), tcp(7)).
+pub fn connect_words(e: &io::Error) -> String {
+    let words = match e.raw_os_error() {
+        Some(nix::libc::EHOSTUNREACH) => "no route to host",
+        Some(nix::libc::ENETUNREACH) => "network unreachable",
+        Some(nix::libc::ECONNREFUSED) => "connection refused",
+        Some(nix::libc::ETIMEDOUT) => "connection timed out",
+        Some(nix::libc::ECONNRESET) => "connection reset",
+        _ => match e.kind() {
+            io::ErrorKind::ConnectionRefused => "connection refused",
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "connection timed out",
+            io::ErrorKind::ConnectionReset => "connection reset",
+            io::ErrorKind::ConnectionAborted => "connection aborted",
+            _ => return e.to_string(),
+        },
+    };
+    words.to_string()
+}
+
 /// How long a prober waits for the answer on one connection before it tries a new one (within its timeout).
 const ANSWER_BOUND: Duration = Duration::from_secs(2);
 /// Pause between two probe connections that got no answer.
@@ -282,7 +304,7 @@ pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
                     break Outcome::Unanswered;
                 }
                 if matches!(o, Outcome::NoRoute | Outcome::Failed) {
-                    error = Some(e.to_string());
+                    error = Some(connect_words(&e));
                 }
                 break o;
             }
@@ -603,6 +625,52 @@ mod tests {
         )
         .expect("socket");
         socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr)).expect("the port is free again");
+    }
+
+    #[test]
+    fn connect_errors_are_said_as_observed() {
+        for (e, want) in [
+            (
+                io::Error::from_raw_os_error(nix::libc::ECONNREFUSED),
+                "connection refused",
+            ),
+            (
+                io::Error::from(io::ErrorKind::ConnectionRefused),
+                "connection refused",
+            ),
+            // std's connect_timeout says a timeout so.
+            (
+                io::Error::new(io::ErrorKind::TimedOut, "connection timed out"),
+                "connection timed out",
+            ),
+            (
+                io::Error::from_raw_os_error(nix::libc::ETIMEDOUT),
+                "connection timed out",
+            ),
+            (
+                io::Error::from_raw_os_error(nix::libc::EHOSTUNREACH),
+                "no route to host",
+            ),
+            (
+                io::Error::from_raw_os_error(nix::libc::ENETUNREACH),
+                "network unreachable",
+            ),
+            (
+                io::Error::from_raw_os_error(nix::libc::ECONNRESET),
+                "connection reset",
+            ),
+        ] {
+            assert_eq!(connect_words(&e), want, "{e:?}");
+        }
+        // Anything else as the system says it.
+        let other = io::Error::from_raw_os_error(nix::libc::EACCES);
+        assert_eq!(connect_words(&other), other.to_string());
+        // A real refusal: nothing listens on a port just freed.
+        let l = listen(SocketAddr::new(lo(), 0)).expect("listen");
+        let addr = l.local_addr().expect("addr");
+        drop(l);
+        let e = TcpStream::connect(addr).expect_err("refused");
+        assert_eq!(connect_words(&e), "connection refused");
     }
 
     #[test]

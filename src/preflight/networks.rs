@@ -224,7 +224,8 @@ impl Measured {
     }
 }
 
-/// `11.0 Gbit/s`, `19.8 Mbit/s`, `850 kbit/s`: a throughput in kbit/s, in words.
+/// `11.0 Gbit/s`, `19.8 Mbit/s`, `850 kbit/s`: a throughput in kbit/s, in words. Every rate the preflight
+/// says goes through it (a sysfs link speed in Mbit/s through [`link_rate`]).
 pub fn rate(kbps: u64) -> String {
     if kbps >= 1_000_000 {
         format!("{:.1} Gbit/s", kbps as f64 / 1e6)
@@ -233,6 +234,12 @@ pub fn rate(kbps: u64) -> String {
     } else {
         format!("{kbps} kbit/s")
     }
+}
+
+/// A link speed as sysfs says it (`class/net/<name>/speed`, Mbit/s: the speed the port negotiated, not a
+/// measurement) in the words of [`rate`]: `10000` is `10.0 Gbit/s`.
+pub fn link_rate(mbps: u64) -> String {
+    rate(mbps.saturating_mul(1000))
 }
 
 /// `eth0 (10.1.0.0/24): slowest pair 19.8 Mbit/s` or `…: not proven (why)`: one network's figure in words.
@@ -294,7 +301,7 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
             let pred = (k + n - 1) % n;
             out.push(format!(
                 "node {} ({}) measured {} to {} and {} from {}, under a quarter of the fleet's median {} on {}; \
-                 nominal speeds: {speeds}",
+                 {speeds}",
                 name(k),
                 m.cand.legs[k].ifname,
                 rate(f(k)),
@@ -309,7 +316,7 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
         for i in (0..n).filter(|&i| slow(i) && !named[i] && !named[(i + 1) % n]) {
             out.push(format!(
                 "the pair {} ({}) to {} ({}) measured {}, under a quarter of the fleet's median pair {} on {}; \
-                 nominal speeds: {speeds}",
+                 {speeds}",
                 name(i),
                 m.cand.legs[i].ifname,
                 name((i + 1) % n),
@@ -324,17 +331,18 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
     for (i, l) in m.cand.legs.iter().enumerate() {
         if let (Some(s), Some(top)) = (l.speed_mbps, top) {
             if s < top {
-                let measured = fig
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .map_or_else(|| "not measured".to_string(), rate);
+                let measured = fig.get(i).copied().flatten().map_or_else(
+                    || "not measured".to_string(),
+                    |k| format!("measured {}", rate(k)),
+                );
                 out.push(format!(
-                    "node {} ({}) links at {s} Mbit/s where the fastest node on {} links at {top} Mbit/s (a port \
-                     that negotiated a lower speed); measured {measured}; nominal speeds: {speeds}",
+                    "node {} ({}) links at {} where the fastest node on {} links at {} (negotiated link speed, \
+                     sysfs, not a measurement: a port that negotiated a lower speed); {measured}; {speeds}",
                     name(i),
                     l.ifname,
-                    m.cand.label()
+                    link_rate(s),
+                    m.cand.label(),
+                    link_rate(top)
                 ));
             }
         }
@@ -342,8 +350,8 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
     out
 }
 
-/// The nominal speeds of a network's legs in words: `ens5 25000 Mbit/s on 2 nodes, 10000 on 1` (or
-/// `unknown`).
+/// The link speeds of a network's legs as sysfs says them, in words: `link speeds (sysfs, negotiated, not
+/// measured): 25.0 Gbit/s on 2 node(s), 10.0 Gbit/s on 1 node(s)` (or `… unknown: sysfs reports none`).
 fn nominal(c: &Candidate) -> String {
     let mut counts: Vec<(u64, usize)> = Vec::new();
     for s in c.legs.iter().filter_map(|l| l.speed_mbps) {
@@ -352,15 +360,16 @@ fn nominal(c: &Candidate) -> String {
             None => counts.push((s, 1)),
         }
     }
+    let head = "link speeds (sysfs, negotiated, not measured)";
     if counts.is_empty() {
-        return "unknown (sysfs reports none)".into();
+        return format!("{head}: unknown (sysfs reports none)");
     }
     counts.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-    counts
+    let each: Vec<String> = counts
         .iter()
-        .map(|(s, n)| format!("{s} Mbit/s on {n} node(s)"))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|(s, n)| format!("{} on {n} node(s)", link_rate(*s)))
+        .collect();
+    format!("{head}: {}", each.join(", "))
 }
 
 /// Why the fleet does not measure, when it does not (`None`: measure): nothing to compare (fewer than two
@@ -805,15 +814,41 @@ mod tests {
         let s = slow_links(&m, &names);
         assert_eq!(s.len(), 1, "{s:?}");
         assert!(
-            s[0].contains("node b (x) links at 10000 Mbit/s"),
+            s[0].contains(
+                "node b (x) links at 10.0 Gbit/s where the fastest node on x (10.2.0.0/24) links at 100.0 Gbit/s \
+                 (negotiated link speed, sysfs, not a measurement"
+            ),
             "{}",
             s[0]
         );
         assert!(
-            s[0].contains("100000 Mbit/s on 2 node(s), 10000 Mbit/s on 1 node(s)"),
+            s[0].contains("measured 8.0 Gbit/s; link speeds (sysfs, negotiated, not measured): 100.0 Gbit/s on 2 node(s), 10.0 Gbit/s on 1 node(s)"),
             "{}",
             s[0]
         );
+        // Without a measurement the figure is said to be missing, not a rate.
+        let mut m = measured("10.2.0.0/24", false, &[9_000_000, 8_000_000, 9_100_000]);
+        m.pairs.clear();
+        for (i, l) in m.cand.legs.iter_mut().enumerate() {
+            l.speed_mbps = Some(if i == 1 { 10_000 } else { 100_000 });
+        }
+        let s = slow_links(&m, &names);
+        assert!(
+            s[0].contains("a lower speed); not measured; link speeds (sysfs"),
+            "{}",
+            s[0]
+        );
+        // A measured slow node says its figure is measured, and sysfs' speeds are not.
+        let m = measured("10.2.0.0/24", false, &[200_000, 210_000, 9_000_000]);
+        let s = slow_links(&m, &names);
+        assert!(
+            s[0].ends_with(
+                "; link speeds (sysfs, negotiated, not measured): unknown (sysfs reports none)"
+            ),
+            "{}",
+            s[0]
+        );
+        assert_eq!(link_rate(25_000), "25.0 Gbit/s");
     }
 
     #[test]

@@ -480,7 +480,8 @@ impl std::fmt::Display for DecodeError {
             }
             DecodeError::ForeignJob => write!(
                 f,
-                "a preflight of another job (another master endpoint: the job key differs)"
+                "a preflight of another master endpoint (the job key differs: another job on this port, or this \
+                 job's master address resolving differently there)"
             ),
             DecodeError::OtherShape { nnodes, .. } => write!(
                 f,

@@ -243,24 +243,97 @@ fn misfit(s: &Setup, mut stream: TcpStream, mut buf: FrameBuf, n: u32, key: &str
     })
 }
 
+/// What one connection's wait for the greeting found, when it found no greeting.
+enum NoGreeting {
+    /// Try again: what was observed (a clause that `at ADDRESS` can follow) and why, when worth saying.
+    Again(String, Option<&'static str>),
+    /// Nothing spoke within the wait.
+    Silent,
+    /// The end of the attempts: why.
+    End(String),
+}
+
+/// Why a connection to the master endpoint `master` gave no greeting (`e`), in words of what was observed.
+fn no_greeting(master: std::net::SocketAddr, e: RecvError) -> NoGreeting {
+    match e {
+        RecvError::Decode(DecodeError::ForeignJob) => NoGreeting::Again(
+            "the preflight of another master endpoint answered".into(),
+            Some(
+                "another job on this port, or this job's master address resolving differently on the master \
+                 (the job key is made of the resolved master endpoint)",
+            ),
+        ),
+        RecvError::Decode(DecodeError::Version(v)) => NoGreeting::End(format!(
+            "the master at {master} speaks preflight protocol version {v}, this ncclenv {}: the nodes run \
+             different ncclenv versions",
+            super::protocol::VERSION
+        )),
+        RecvError::Closed => NoGreeting::Again("the connection was closed before a greeting".into(), None),
+        RecvError::Io(e) => NoGreeting::Again(
+            format!("{} before a greeting", net::connect_words(&e)),
+            None,
+        ),
+        RecvError::Timeout => NoGreeting::Silent,
+        // Only another server's bytes are left (OtherShape is a meeting): a non-preflight service answered.
+        RecvError::Decode(_) => NoGreeting::End(format!(
+            "something other than a preflight answered at {master}: the master's launcher has started there (its \
+             preflight is over)"
+        )),
+    }
+}
+
+/// The worker's words when no preflight master answered by the deadline: what the last attempt observed
+/// first (`connection refused at 10.0.0.1:29500, the last of 14 attempts in 2 s`), so that the default
+/// 200-character finding line keeps it (`report::brief_finding` cuts at the last clause boundary), then
+/// why, when known.
+fn no_master_words(
+    master: std::net::SocketAddr,
+    last: &str,
+    why: Option<&str>,
+    attempts: u64,
+    timeout_s: u64,
+) -> String {
+    let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+    format!(
+        "{last} at {master}, the last of {attempts} attempt(s) in {timeout_s} s: no preflight master of this \
+         job answered{why}"
+    )
+}
+
+/// The worker's words when `n` connections in a row to `master` were accepted and nothing spoke: a server
+/// that waits for the client to speak (the launcher's own, Paddle's HTTP master or torch's TCPStore, once the
+/// master's preflight is over), or a link that loses every packet; which one is not observed.
+fn silent_words(master: std::net::SocketAddr, n: u32) -> String {
+    format!(
+        "{master} accepted {n} connections but sent no greeting (waited {} s): a server that waits for the \
+         client to speak holds the port (the launcher's, once the master's preflight is over), or the link \
+         loses every packet",
+        waits_words()
+    )
+}
+
 /// Connect to the master and read its greeting, retrying until `deadline`. A server that answers with
 /// something that is not a preflight ends the attempts (the master's launcher has started: the preflight
-/// there is over), as do [`SILENT_TRIES`] connections in a row on which nothing spoke.
+/// there is over), as do [`SILENT_TRIES`] connections in a row that were accepted and on which nothing spoke
+/// ([`silent_words`]).
 fn connect(
     s: &Setup,
     deadline: Instant,
     seed: u64,
 ) -> Result<(TcpStream, FrameBuf, OtherCount), String> {
     let mut pause = RETRY_FIRST;
-    let mut last = String::from("no attempt");
+    let mut last = (String::from("no attempt"), None);
     let mut attempt: u64 = 0;
     let mut silent = 0;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!(
-                "no preflight master answered at {} within {} s (last: {last})",
-                s.master, s.timeout_s
+            return Err(no_master_words(
+                s.master,
+                &last.0,
+                last.1,
+                attempt,
+                s.timeout_s,
             ));
         }
         attempt += 1;
@@ -271,53 +344,38 @@ fn connect(
                 let mut buf = FrameBuf::default();
                 let waited = greeting_wait(silent);
                 let until = (Instant::now() + waited).min(deadline);
-                match recv(&mut stream, &mut buf, &s.key, until) {
+                let e = match recv(&mut stream, &mut buf, &s.key, until) {
                     Ok(Msg::Greeting) => return Ok((stream, buf, None)),
                     // This job's master endpoint with another node count: one of the two is misconfigured,
                     // and the master names it to every node.
                     Err(RecvError::Decode(DecodeError::OtherShape { nnodes, key })) => {
                         return Ok((stream, buf, Some((nnodes, key))))
                     }
-                    Err(RecvError::Decode(DecodeError::ForeignJob)) => {
-                        last = "the preflight of another job answered (another master endpoint)".into();
-                        silent = 0;
-                    }
-                    Err(RecvError::Decode(DecodeError::Version(v))) => {
+                    Ok(_) => {
                         return Err(format!(
-                            "the master at {} speaks preflight protocol version {v}, this ncclenv {}: \
-                             the nodes run different ncclenv versions",
-                            s.master,
-                            super::protocol::VERSION
-                        ))
-                    }
-                    Err(RecvError::Closed) | Err(RecvError::Io(_)) => {
-                        last = "the master closed the connection".into();
-                        silent = 0;
-                    }
-                    Err(RecvError::Timeout) => {
-                        silent += 1;
-                        last = format!("nothing spoke within {} s", waited.as_secs());
-                        if silent >= SILENT_TRIES {
-                            return Err(format!(
-                                "something that does not speak first serves {} (no greeting on {silent} connections \
-                                 waited {} s): the master's launcher has started there (its preflight is over), or \
-                                 the link loses every packet",
-                                s.master,
-                                waits_words()
-                            ));
-                        }
-                        continue;
-                    }
-                    Err(RecvError::Decode(_)) | Ok(_) => {
-                        return Err(format!(
-                            "something other than a preflight master answered at {} (the master's launcher has \
-                             started: its preflight is over)",
+                            "the preflight master at {} sent something else than its greeting",
                             s.master
                         ))
                     }
+                    Err(e) => e,
+                };
+                match no_greeting(s.master, e) {
+                    NoGreeting::Again(what, why) => {
+                        last = (what, why);
+                        silent = 0;
+                    }
+                    NoGreeting::End(why) => return Err(why),
+                    NoGreeting::Silent => {
+                        silent += 1;
+                        last = (format!("no greeting within {} s", waited.as_secs()), None);
+                        if silent >= SILENT_TRIES {
+                            return Err(silent_words(s.master, silent));
+                        }
+                        continue;
+                    }
                 }
             }
-            Err(e) => last = e.to_string(),
+            Err(e) => last = (net::connect_words(&e), None),
         }
         // Jitter of up to a quarter of the pause, so that many workers do not retry in step.
         let jitter =
@@ -332,6 +390,7 @@ fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
 
     #[test]
     fn the_greeting_wait_grows_on_each_silent_connection_and_is_said_as_waited() {
@@ -340,5 +399,76 @@ mod tests {
             .collect();
         assert_eq!(waits, [3, 5, 7, 9, 9]);
         assert_eq!(waits_words(), "3, 5 and 7");
+    }
+
+    fn at() -> std::net::SocketAddr {
+        "10.0.0.1:29500".parse().expect("sa")
+    }
+
+    /// Issue 22 item 5: a silent server is said as observed (accepted, no greeting), never as "the launcher
+    /// has started"; that is only said when something other than a preflight answered.
+    #[test]
+    fn a_silent_server_is_said_as_observed() {
+        let w = silent_words(at(), 3);
+        assert!(
+            w.starts_with(
+                "10.0.0.1:29500 accepted 3 connections but sent no greeting (waited 3, 5 and 7 s)"
+            ) && w.contains("a server that waits for the client to speak")
+                && w.contains("or the link loses every packet")
+                && !w.contains("has started"),
+            "{w}"
+        );
+        let NoGreeting::End(w) = no_greeting(at(), RecvError::Decode(DecodeError::NotPreflight))
+        else {
+            panic!("not the end")
+        };
+        assert!(
+            w.starts_with("something other than a preflight answered at 10.0.0.1:29500: the master's launcher has started"),
+            "{w}"
+        );
+        assert!(matches!(
+            no_greeting(at(), RecvError::Timeout),
+            NoGreeting::Silent
+        ));
+    }
+
+    /// Issue 22 item 5: the observed cause comes first and survives the default line's cut; another master
+    /// endpoint is "another job on this port, or this job's master address resolving differently".
+    #[test]
+    fn no_master_says_the_observed_cause_first() {
+        let w = no_master_words(at(), "connection refused", None, 14, 2);
+        assert_eq!(
+            w,
+            "connection refused at 10.0.0.1:29500, the last of 14 attempt(s) in 2 s: no preflight master of \
+             this job answered"
+        );
+        let line = crate::report::brief_finding(
+            &format!("preflight: no verdict, running without it: {w}"),
+            "preflight-no-master",
+            Some("check that the master node runs ncclenv"),
+            "warning: ".len(),
+        );
+        assert!(
+            line.contains("connection refused at 10.0.0.1:29500"),
+            "{line}"
+        );
+        let NoGreeting::Again(what, why) =
+            no_greeting(at(), RecvError::Decode(DecodeError::ForeignJob))
+        else {
+            panic!("not again")
+        };
+        let w = no_master_words(at(), &what, why, 3, 30);
+        assert!(
+            w.starts_with("the preflight of another master endpoint answered at 10.0.0.1:29500")
+                && w.contains(
+                    "(another job on this port, or this job's master address resolving differently on the master"
+                ),
+            "{w}"
+        );
+        let reset = io::Error::from_raw_os_error(nix::libc::ECONNRESET);
+        let NoGreeting::Again(what, None) = no_greeting(at(), RecvError::Io(reset)) else {
+            panic!("not again")
+        };
+        assert_eq!(what, "connection reset before a greeting");
     }
 }

@@ -38,7 +38,143 @@ pub fn job(
             source: source.into(),
         })
     });
+    if own.is_some() {
+        // The peer is the one configured, not the contact URI's.
+        shape.contact_addrs.clear();
+    }
     (own.or(info.master), shape)
+}
+
+/// How this host reaches an address of the master's contact URI, best first (the order of
+/// [`order_contact`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reach {
+    /// On a prefix of one of this host's addresses (the kernel's route has no gateway), through the link
+    /// with that index when known.
+    Connected(Option<u32>),
+    /// Through a gateway of a route to that destination's network that is not the default route.
+    Gateway,
+    /// Only through the default route.
+    Default,
+    /// This host's own address (the kernel answers `local`): the master would be this host.
+    Own,
+    /// No route (the kernel's lookup failed), or nothing known about it.
+    Other,
+}
+
+/// How this host reaches `ip` ([`Reach`]), from the network probe: the kernel's route lookup of `ip` when
+/// the probe made one (`Network::peer_routes`), else this host's addresses and main-table routes.
+pub fn reach(ip: &IpAddr, net: &crate::snapshot::Network) -> Reach {
+    let lookup = net.peer_routes.iter().find(|l| l.dest == *ip);
+    if net.addrs.iter().any(|a| a.addr == *ip) || lookup.is_some_and(|l| l.local) {
+        return Reach::Own;
+    }
+    let specific = |gw: bool| {
+        net.routes.iter().any(|r| {
+            r.kind == 1
+                && r.dst
+                    .is_some_and(|(n, l)| l > 0 && crate::snapshot::prefix_contains(&n, l, ip))
+                && r.paths().iter().any(|p| p.gateway.is_some() == gw)
+        })
+    };
+    let covered = || {
+        net.addrs
+            .iter()
+            .find(|a| !a.is_loopback() && a.covers(ip))
+            .map(|a| a.index)
+    };
+    match lookup {
+        Some(l) if l.error.is_some() => Reach::Other,
+        Some(l) if l.gateway.is_none() => Reach::Connected(l.oif),
+        Some(_) if specific(true) => Reach::Gateway,
+        Some(_) => Reach::Default,
+        None => match covered() {
+            Some(i) => Reach::Connected(Some(i)),
+            None if specific(true) => Reach::Gateway,
+            None if net.routes.iter().any(|r| {
+                r.kind == 1 && r.is_default() && r.family == crate::snapshot::Family::of(ip)
+            }) =>
+            {
+                Reach::Default
+            }
+            None => Reach::Other,
+        },
+    }
+}
+
+/// The addresses of the master's contact URI (`JobShape::contact_addrs`: Open MPI's `OMPI_MCA_orte_hnp_uri`,
+/// PMIx's `PMIX_SERVER_URI*`) ordered by how this host reaches each ([`reach`]): connected, through a
+/// gateway route that is not the default, through the default route, this host's own address, the others;
+/// an address in a container engine's NAT bridge pool (`crate::snapshot::NAT_BRIDGE_POOLS`: Docker's
+/// `docker0` 172.17.0.1, which every Docker host owns) after all of them unless it is connected through a
+/// link that is not a container bridge (a Compose network's `eth0`); IPv4 before IPv6 within each; otherwise
+/// the URI's order (Open MPI tries them in that order, open-mpi/ompi v4.1.8
+/// orte/mca/oob/tcp/oob_tcp_connection.c `mca_oob_tcp_peer_try_connect`). Without a network (`None`: the
+/// probe failed) only the pools and the families order them.
+pub fn order_contact(addrs: &[IpAddr], net: Option<&crate::snapshot::Network>) -> Vec<IpAddr> {
+    let key = |ip: &IpAddr| {
+        let r = net.map_or(Reach::Other, |n| reach(ip, n));
+        let direct = match (r, net) {
+            (Reach::Connected(Some(i)), Some(n)) => n
+                .links
+                .iter()
+                .find(|l| l.index == i)
+                .is_none_or(|l| !l.is_bridge_like()),
+            _ => false,
+        };
+        let decoy = crate::snapshot::in_nat_bridge_pool(ip) && !direct;
+        (decoy, rank_of(r), ip.is_ipv6())
+    };
+    let mut out = addrs.to_vec();
+    out.sort_by_key(key);
+    out
+}
+
+/// The place of a [`Reach`] in [`order_contact`]'s order (the link does not count).
+fn rank_of(r: Reach) -> u8 {
+    match r {
+        Reach::Connected(_) => 0,
+        Reach::Gateway => 1,
+        Reach::Default => 2,
+        Reach::Own => 3,
+        Reach::Other => 4,
+    }
+}
+
+/// The peer named by a contact URI (`contact`, `JobShape::contact_addrs`; empty for any other peer) once the
+/// network is probed: the address [`order_contact`] puts first, alone, as if the URI had named only it (so
+/// that an address every host owns, `docker0`'s, never makes this host the master), its source naming the
+/// others (`OMPI_MCA_orte_hnp_uri (Open MPI rank), the one of 172.17.0.1, 10.81.0.1 this host reaches
+/// best`), and the network's route lookups narrowed to it. Anything else is returned unchanged.
+pub fn contact_peer(
+    peer: Option<Peer>,
+    contact: &[IpAddr],
+    net: Result<crate::snapshot::Network, String>,
+) -> (Option<Peer>, Result<crate::snapshot::Network, String>) {
+    if contact.is_empty() {
+        return (peer, net);
+    }
+    let Some(mut p) = peer else {
+        return (None, net);
+    };
+    let Some(best) = order_contact(contact, net.as_ref().ok()).first().copied() else {
+        return (Some(p), net);
+    };
+    if contact.len() > 1 {
+        let all: Vec<String> = contact.iter().map(IpAddr::to_string).collect();
+        p.source = format!(
+            "{}, the one of {} this host reaches best",
+            p.source,
+            all.join(", ")
+        );
+    }
+    p.host = best.to_string();
+    p.addrs = vec![best];
+    let net = net.map(|mut n| {
+        n.peer_routes.retain(|l| l.dest == best);
+        n
+    });
+    (Some(p), net)
 }
 
 /// The job's command as its facts are read: through shells and prefix programs (`crate::shell`), with the
@@ -560,6 +696,355 @@ mod tests {
 
     fn argv(s: &[&str]) -> Vec<OsString> {
         s.iter().map(OsString::from).collect()
+    }
+
+    /// A host's network as plain values: links `(index, name)`, addresses `"A/LEN"` on a link index, main
+    /// routes `(dst/len or "default", gateway, oif)` and route lookups `(dest, gateway, local, error)`.
+    mod net {
+        use crate::snapshot::{Addr, Family, Link, Network, Route, RouteLookup};
+        use std::net::IpAddr;
+
+        pub fn ip(s: &str) -> IpAddr {
+            s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+        }
+        pub fn host(
+            links: &[(u32, &str)],
+            addrs: &[(u32, &str)],
+            routes: &[(&str, Option<&str>, u32)],
+        ) -> Network {
+            let links = links
+                .iter()
+                .map(|(i, n)| Link {
+                    index: *i,
+                    name: n.to_string(),
+                    up: true,
+                    running: true,
+                    ..Link::default()
+                })
+                .collect();
+            let addrs = addrs
+                .iter()
+                .map(|(i, a)| {
+                    let (a, l) = a.split_once('/').unwrap_or((a, "32"));
+                    Addr {
+                        index: *i,
+                        addr: ip(a),
+                        prefix_len: l.parse().unwrap_or(32),
+                        scope: 0,
+                        tentative: false,
+                        deprecated: false,
+                        dad_failed: false,
+                        label: None,
+                    }
+                })
+                .collect();
+            let routes = routes
+                .iter()
+                .map(|(d, gw, oif)| {
+                    let dst = (*d != "default").then(|| {
+                        let (a, l) = d.split_once('/').unwrap_or((d, "32"));
+                        (ip(a), l.parse().unwrap_or(32))
+                    });
+                    let gateway = gw.map(ip);
+                    Route {
+                        family: Family::of(&gateway.or(dst.map(|d| d.0)).unwrap_or(ip("0.0.0.0"))),
+                        dst,
+                        metric: 0,
+                        oif: Some(*oif),
+                        gateway,
+                        linkdown: false,
+                        nexthops: vec![],
+                        kind: 1,
+                        scope: if gateway.is_some() { 0 } else { 253 },
+                        prefsrc: None,
+                    }
+                })
+                .collect();
+            Network {
+                links,
+                addrs,
+                routes,
+                ..Network::default()
+            }
+        }
+        pub fn lookup(
+            dest: &str,
+            gw: Option<&str>,
+            oif: u32,
+            local: bool,
+            err: bool,
+        ) -> RouteLookup {
+            RouteLookup {
+                dest: ip(dest),
+                oif: (!err).then_some(oif),
+                prefsrc: None,
+                gateway: gw.map(ip),
+                local,
+                error: err.then(|| "Network is unreachable".to_string()),
+                table: (!err).then_some(254),
+            }
+        }
+    }
+
+    fn ordered(addrs: &[&str], n: Option<&crate::snapshot::Network>) -> Vec<String> {
+        let a: Vec<IpAddr> = addrs.iter().map(|a| net::ip(a)).collect();
+        order_contact(&a, n).iter().map(|a| a.to_string()).collect()
+    }
+
+    /// A node with eth0 (10.0.0.2/24, the default route), eth1 (10.81.0.2/24, the job's network), a route to
+    /// 10.90.0.0/16 through 10.81.0.254, and Docker's docker0 (172.17.0.1/16).
+    fn two_nics_and_docker() -> crate::snapshot::Network {
+        net::host(
+            &[(1, "lo"), (2, "eth0"), (3, "eth1"), (4, "docker0")],
+            &[
+                (1, "127.0.0.1/8"),
+                (2, "10.0.0.2/24"),
+                (3, "10.81.0.2/24"),
+                (4, "172.17.0.1/16"),
+            ],
+            &[
+                ("default", Some("10.0.0.1"), 2),
+                ("10.0.0.0/24", None, 2),
+                ("10.81.0.0/24", None, 3),
+                ("10.90.0.0/16", Some("10.81.0.254"), 3),
+                ("172.17.0.0/16", None, 4),
+            ],
+        )
+    }
+
+    #[test]
+    fn contact_addresses_ordered_by_this_hosts_networks() {
+        let n = two_nics_and_docker();
+        // connected > non-default gateway > default route > own > no route; docker0's pool after all.
+        assert_eq!(
+            ordered(
+                &[
+                    "172.17.0.1",
+                    "10.0.0.2",
+                    "8.8.8.8",
+                    "10.90.1.1",
+                    "10.81.0.1"
+                ],
+                Some(&n)
+            ),
+            [
+                "10.81.0.1",
+                "10.90.1.1",
+                "8.8.8.8",
+                "10.0.0.2",
+                "172.17.0.1"
+            ]
+        );
+        // Measured Open MPI 4.1.4 URI order on the mpirun node: eth1's address, then docker0's (which this
+        // node owns too): eth1's first; the URI's order kept for equals.
+        assert_eq!(
+            ordered(&["172.17.0.1", "10.81.0.1"], Some(&n)),
+            ["10.81.0.1", "172.17.0.1"]
+        );
+        assert_eq!(
+            ordered(&["10.81.0.7", "10.81.0.1", "fd00::1"], Some(&n)),
+            ["10.81.0.7", "10.81.0.1", "fd00::1"]
+        );
+        // Without a default route an address off every network is "other", after this host's own.
+        let mut bare = two_nics_and_docker();
+        bare.routes.retain(|r| !r.is_default());
+        assert_eq!(
+            ordered(&["8.8.8.8", "10.0.0.2"], Some(&bare)),
+            ["10.0.0.2", "8.8.8.8"]
+        );
+        // A Compose network in a Docker pool, connected through the container's veth eth0: not a decoy.
+        let compose = net::host(
+            &[(1, "lo"), (2, "eth0")],
+            &[(2, "172.18.0.3/16")],
+            &[
+                ("default", Some("172.18.0.1"), 2),
+                ("172.18.0.0/16", None, 2),
+            ],
+        );
+        assert_eq!(
+            ordered(&["10.99.0.1", "172.18.0.2"], Some(&compose)),
+            ["172.18.0.2", "10.99.0.1"]
+        );
+        // A pool address reached only through the default route is a decoy; so is one connected through a
+        // bridge.
+        assert_eq!(
+            ordered(&["192.168.5.5", "10.99.0.1"], Some(&compose)),
+            ["10.99.0.1", "192.168.5.5"]
+        );
+        // No network known: the pools last, IPv4 before IPv6, else the URI's order.
+        assert_eq!(
+            ordered(&["172.17.0.1", "fd00::2", "10.81.0.1"], None),
+            ["10.81.0.1", "fd00::2", "172.17.0.1"]
+        );
+    }
+
+    #[test]
+    fn the_kernels_lookup_decides_the_reach() {
+        let mut n = two_nics_and_docker();
+        n.peer_routes = vec![
+            // Policy routing sends 10.81.0.1 through a gateway, though eth1's prefix covers it.
+            net::lookup("10.81.0.1", Some("10.0.0.1"), 2, false, false),
+            net::lookup("10.7.0.1", None, 3, false, false),
+            net::lookup("10.90.1.1", None, 0, false, true),
+            net::lookup("10.0.0.9", None, 1, true, false),
+        ];
+        assert_eq!(reach(&net::ip("10.81.0.1"), &n), Reach::Default);
+        assert_eq!(reach(&net::ip("10.7.0.1"), &n), Reach::Connected(Some(3)));
+        assert_eq!(reach(&net::ip("10.90.1.1"), &n), Reach::Other);
+        assert_eq!(reach(&net::ip("10.0.0.9"), &n), Reach::Own);
+        assert_eq!(reach(&net::ip("10.81.0.5"), &n), Reach::Connected(Some(3)));
+        assert_eq!(reach(&net::ip("10.90.2.2"), &n), Reach::Gateway);
+    }
+
+    #[test]
+    fn the_contact_uris_best_address_is_the_peer() {
+        let n = two_nics_and_docker();
+        let uri: Vec<IpAddr> = ["172.17.0.1", "10.81.0.1"]
+            .iter()
+            .map(|a| net::ip(a))
+            .collect();
+        let mut with_lookups = n.clone();
+        with_lookups.peer_routes = vec![
+            net::lookup("172.17.0.1", None, 1, true, false),
+            net::lookup("10.81.0.1", None, 3, false, false),
+        ];
+        let peer = resolve_peer(
+            "OMPI_MCA_orte_hnp_uri (Open MPI rank)".into(),
+            "172.17.0.1".into(),
+            None,
+            Duration::ZERO,
+        );
+        let (p, net) = contact_peer(Some(peer.clone()), &uri, Ok(with_lookups));
+        let p = p.unwrap_or_else(|| panic!("a peer"));
+        assert_eq!(
+            (p.host.as_str(), p.addrs.clone()),
+            ("10.81.0.1", vec![net::ip("10.81.0.1")])
+        );
+        assert_eq!(
+            p.source,
+            "OMPI_MCA_orte_hnp_uri (Open MPI rank), the one of 172.17.0.1, 10.81.0.1 this host reaches best"
+        );
+        let dests: Vec<IpAddr> = net
+            .map(|n| n.peer_routes.iter().map(|l| l.dest).collect())
+            .unwrap_or_default();
+        assert_eq!(dests, [net::ip("10.81.0.1")]);
+        // A peer not named by a contact URI is left as it is; so is the network.
+        let (q, _) = contact_peer(Some(peer.clone()), &[], Ok(n.clone()));
+        assert_eq!(q, Some(peer.clone()));
+        // The probe failed: the pools last still.
+        let (p, net) = contact_peer(Some(peer), &uri, Err("netlink".into()));
+        assert_eq!(p.map(|p| p.host), Some("10.81.0.1".to_string()));
+        assert!(net.is_err());
+    }
+
+    /// The job's facts read as `probe::collect` reads them: `cmd` through its shells, with the inherited
+    /// `vars` (recorded as the snapshot records them).
+    fn through_shell(cmd: &[&str], vars: &[(&str, &str)]) -> (Option<Sourced<Endpoint>>, JobShape) {
+        let vars: Vec<(OsString, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        let env = record_env(vars.iter().cloned());
+        let jc = job_command(&argv(cmd), &vars, &env);
+        job(None, None, &jc.argv, jc.env.as_ref().unwrap_or(&env))
+    }
+
+    /// #21 item 1: a shell's leading `VAR=value` assignments are the job's environment for the orchestrator
+    /// table too: SageMaker's interface, the LeaderWorkerSet, Slurm and AWS Batch rows; an exported
+    /// `MASTER_ADDR` in front of `srun` still wins over Slurm's node list.
+    #[test]
+    fn shell_assignments_reach_the_orchestrator_table() {
+        let (_, s) = through_shell(
+            &[
+                "sh",
+                "-c",
+                "SM_NETWORK_INTERFACE_NAME=eth1 torchrun --nnodes=2 t.py",
+            ],
+            &[],
+        );
+        assert_eq!(
+            s.platform_interface,
+            Some((
+                "SM_NETWORK_INTERFACE_NAME".into(),
+                "eth1".into(),
+                "SageMaker".into()
+            ))
+        );
+        // The assignment wins over the inherited value, as the shell exports it.
+        let (_, s) = through_shell(
+            &["bash", "-c", "SM_NETWORK_INTERFACE_NAME=eth1 python t.py"],
+            &[("SM_NETWORK_INTERFACE_NAME", "eth0")],
+        );
+        assert_eq!(s.platform_interface.map(|p| p.1), Some("eth1".to_string()));
+        // A value the shell computes is unknown: not the interface.
+        let (_, s) = through_shell(
+            &[
+                "sh",
+                "-c",
+                "SM_NETWORK_INTERFACE_NAME=$(cat /x) python t.py",
+            ],
+            &[],
+        );
+        assert_eq!(s.platform_interface, None);
+        let host = |p: Option<Sourced<Endpoint>>| p.map(|p| (p.value.host, p.source));
+        let (p, s) = through_shell(
+            &["sh", "-c", "MASTER_ADDR=10.0.0.1 srun python t.py"],
+            &[
+                ("SLURM_JOB_NODELIST", "gpu[01-02]"),
+                ("SLURM_NNODES", "2"),
+                ("SLURM_NODEID", "1"),
+            ],
+        );
+        assert_eq!(host(p), Some(("10.0.0.1".into(), "MASTER_ADDR".into())));
+        assert_eq!((s.nnodes, s.node_rank), (Some(2), Some(1)));
+        let (p, s) = through_shell(
+            &[
+                "sh",
+                "-c",
+                "SLURM_JOB_NODELIST=gpu[07-08] SLURM_JOB_NUM_NODES=2 python t.py",
+            ],
+            &[],
+        );
+        assert_eq!(
+            host(p),
+            Some(("gpu07".into(), "SLURM_JOB_NODELIST (Slurm)".into()))
+        );
+        assert_eq!(s.nnodes, Some(2));
+        let (p, s) = through_shell(
+            &["sh", "-c", "cd /w && LWS_LEADER_ADDRESS=lead.svc LWS_GROUP_SIZE=4 LWS_WORKER_INDEX=2 python t.py"],
+            &[],
+        );
+        assert_eq!(
+            host(p),
+            Some((
+                "lead.svc".into(),
+                "LWS_LEADER_ADDRESS (LeaderWorkerSet)".into()
+            ))
+        );
+        assert_eq!((s.nnodes, s.node_rank), (Some(4), Some(2)));
+        let (p, s) = through_shell(
+            &["sh", "-c", "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=10.3.0.4 AWS_BATCH_JOB_NUM_NODES=3 python t.py"],
+            &[],
+        );
+        assert_eq!(host(p).map(|h| h.0), Some("10.3.0.4".to_string()));
+        assert_eq!(s.nnodes, Some(3));
+    }
+
+    #[test]
+    fn a_configured_peer_drops_the_contact_uri() {
+        let env: BTreeMap<String, String> = [
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("OMPI_MCA_orte_hnp_uri", "1.0;tcp://172.17.0.1,10.81.0.1:5"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (_, shape) = job(None, None, &[], &env);
+        assert_eq!(shape.contact_addrs.len(), 2);
+        let (p, shape) = job(Some(("10.5.0.1", "NCCLENV_PEER")), None, &[], &env);
+        assert_eq!(p.map(|p| p.value.host), Some("10.5.0.1".to_string()));
+        assert!(shape.contact_addrs.is_empty());
     }
     fn find_peer_checked(
         cfg: Option<&str>,

@@ -62,9 +62,16 @@ pub fn collect(
     shape.wrapper = jc.wrapper;
     shape.script = jc.script;
     shape.problems.extend(jc.problems);
-    let peer_addrs = peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default();
+    // A contact URI (an MPI rank's) lists every address of mpirun's: each is looked up, and the one this host
+    // reaches best becomes the peer (`job::contact_peer`).
+    let peer_addrs = if shape.contact_addrs.is_empty() {
+        peer.as_ref().map(|p| p.addrs.clone()).unwrap_or_default()
+    } else {
+        shape.contact_addrs.clone()
+    };
     let rdma = rdma::probe(&cfg.sysfs, &cfg.devfs);
     let net = probe_network(cfg, depth, &peer_addrs, &rdma, &env, &conf_files);
+    let (peer, net) = job::contact_peer(peer, &shape.contact_addrs, net);
     // Net plugins matter only where RDMA devices exist (they run their own IB transport); doctor lists them
     // always.
     let net_plugins = if depth == Depth::Doctor || !rdma.devices.is_empty() {

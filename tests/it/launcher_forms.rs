@@ -272,8 +272,82 @@ fn open_mpi_rank_routes_to_mpirun() {
     );
 }
 
+/// #21 item 1: a shell's leading assignment of the platform's interface variable counts as the job's
+/// environment (`sh -c "SM_NETWORK_INTERFACE_NAME=eth1 …"`): SageMaker's row names `eth1`, which is not the
+/// default route's; the control without it takes `eth0`.
+#[test]
+fn shell_assignment_names_the_platform_interface() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    let line = "SM_NETWORK_INTERFACE_NAME=eth1 python train.py --nnodes=2";
+    let r = run(&ns, &tmp, &["sh", "-c", line], &[]);
+    assert_eq!(
+        (r.code, r.ifname.as_deref()),
+        (Some(0), Some("eth1")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("SM_NETWORK_INTERFACE_NAME=eth1"),
+        "{}",
+        r.stderr
+    );
+    let r = run(&ns, &tmp, &["sh", "-c", "python train.py --nnodes=2"], &[]);
+    assert_eq!(r.ifname.as_deref(), Some("eth0"), "control: {}", r.stderr);
+}
+
+/// #21: the contact URI's addresses are ordered by this host's networks. mpirun's URI lists `docker0`'s
+/// 172.17.0.1 first, an address this node owns too (every Docker host has it): read in the URI's order, the
+/// peer would be this host and the rank would take `docker0`; ordered, it is mpirun's address on `eth1`'s
+/// network (connected). The same for prterun's `PMIX_SERVER_URI41`.
+#[test]
+fn mpi_rank_takes_the_contact_address_on_this_hosts_network() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    ns.bridge("docker0");
+    ns.addr("docker0", "172.17.0.1/16");
+    let tmp = job_dir();
+    let sizes = [
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+    ];
+    for (var, uri) in [
+        (
+            "OMPI_MCA_orte_hnp_uri",
+            "3773956096.0;tcp://172.17.0.1,10.62.0.9:41234",
+        ),
+        (
+            "PMIX_SERVER_URI41",
+            "prterun-node1-4242@0.0;tcp4://172.17.0.1,10.62.0.9:36017",
+        ),
+    ] {
+        let mut vars = sizes.to_vec();
+        vars.push((var, uri));
+        let r = run(&ns, &tmp, &["python", "train.py"], &vars);
+        assert_eq!(r.ifname.as_deref(), Some("eth1"), "{var}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("route to peer 10.62.0.9"),
+            "{var}: {}",
+            r.stderr
+        );
+    }
+    // Control: a URI naming only docker0's address makes this host the master, on docker0.
+    let mut vars = sizes.to_vec();
+    vars.push((
+        "OMPI_MCA_orte_hnp_uri",
+        "3773956096.0;tcp://172.17.0.1:41234",
+    ));
+    let r = run(&ns, &tmp, &["python", "train.py"], &vars);
+    assert_ne!(r.ifname.as_deref(), Some("eth1"), "control: {}", r.stderr);
+}
+
 /// #21 item 5: DeepSpeed's multinode runner copies every `NCCL*` variable to every node (runner.py
-/// `EXPORT_ENVS`, its real CLI needs torch, so a stand-in here): in front of it, ncclenv leaves
+/// `EXPORT_ENVS`; a stand-in here, the real CLI in `deepspeed_real_runner_copies_no_node_local_value`): in front of it, ncclenv leaves
 /// `NCCL_SOCKET_IFNAME` to each node and says how to run ncclenv on every node; a one-host hostfile (no
 /// copying) gets it as usual.
 #[test]
@@ -309,4 +383,95 @@ fn deepspeed_multinode_runner_gets_no_node_local_name() {
     std::fs::write(&hosts, "w1 slots=8\n").unwrap_or_else(|e| panic!("hostfile: {e}"));
     let r = run(&ns, &tmp, &["deepspeed", "--hostfile", &h, "train.py"], &[]);
     assert_eq!(r.ifname.as_deref(), Some("eth0"), "one host: {}", r.stderr);
+}
+
+/// #21 item 5 with the real DeepSpeed 0.19.8 CLI (torch 2.15.0, scripts/install-deepspeed.sh), no GPU:
+/// `DS_ACCELERATOR=cuda` makes it the runner of a GPU node, whose multinode command exports every `NCCL*`
+/// variable of this node into every node (runner.py `EXPORT_ENVS` + `CUDA_Accelerator.export_envs()`).
+/// Stand-ins only for the other machines: `ssh` (the runner's reachability check and `hostname -I`, which names
+/// the master) and `pdsh`, which records the command it would run on each node. The control (the runner
+/// without ncclenv) shows that the runner does copy an inherited name; in front of it ncclenv sets neither the
+/// node-local name nor an `NCCL_IB_DISABLE=1` that only skips a probe finding no HCA here; with one host the
+/// runner starts the rank itself and ncclenv's choice reaches it.
+#[test]
+fn deepspeed_real_runner_copies_no_node_local_value() {
+    if !common::require_root() {
+        return;
+    }
+    let Some(ds_bin) = common::needs::deepspeed("0.19.8") else {
+        return;
+    };
+    let ns = two_nics();
+    let tmp = job_dir();
+    let pdsh_out = tmp.join("pdsh.out");
+    exe::write(
+        &tmp.join("bin/ssh"),
+        "#!/bin/sh
+case \"$*\" in *\"hostname -I\"*) echo 10.62.0.9;; esac\nexit 0\n",
+        0o755,
+    );
+    exe::write(
+        &tmp.join("bin/pdsh"),
+        format!("#!/bin/sh\necho \"$*\" > {}\n", pdsh_out.display()),
+        0o755,
+    );
+    let script = tmp.join("t.py");
+    std::fs::write(
+        &script,
+        "import os\nprint('GLOO_SOCKET_IFNAME=' + os.environ.get('NCCL_SOCKET_IFNAME', 'unset'))\n",
+    )
+    .unwrap_or_else(|e| panic!("t.py: {e}"));
+    let hosts = tmp.join("hostfile");
+    std::fs::write(&hosts, "w1 slots=1\nw2 slots=1\n").unwrap_or_else(|e| panic!("hostfile: {e}"));
+    let path = format!("{}:{}:{PATH}", tmp.join("bin").display(), ds_bin.display());
+    let home = tmp.path.display().to_string();
+    let vars = [
+        ("PATH", path.as_str()),
+        ("HOME", home.as_str()),
+        ("DS_ACCELERATOR", "cuda"),
+    ];
+    let argv = [
+        "deepspeed".to_string(),
+        "--hostfile".into(),
+        hosts.display().to_string(),
+        script.display().to_string(),
+    ];
+    let recorded = || std::fs::read_to_string(&pdsh_out).unwrap_or_default();
+    // Control: the real runner alone copies an inherited NCCL_SOCKET_IFNAME into every node's command.
+    let out = ns
+        .command(&ds_bin.join("deepspeed").display().to_string())
+        .env_clear()
+        .envs(vars)
+        .env("NCCL_SOCKET_IFNAME", "eth1")
+        .args(&argv[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("deepspeed: {e}"));
+    assert!(
+        recorded().contains("export NCCL_SOCKET_IFNAME=eth1;"),
+        "the control did not copy: {:?}\n{}",
+        recorded(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&pdsh_out).unwrap_or_else(|e| panic!("rm: {e}"));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let r = run(&ns, &tmp, &argv, &vars);
+    let cmd = recorded();
+    assert!(
+        cmd.contains("-w w1,w2")
+            && cmd.contains("export NCCL_SOCKET_FAMILY=AF_INET;")
+            && !cmd.contains("NCCL_SOCKET_IFNAME")
+            && !cmd.contains("NCCL_IB_DISABLE"),
+        "{cmd}\n{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("[runner-copies-env]"), "{}", r.stderr);
+    // One host: the runner starts the rank here, as ncclenv's child, with ncclenv's choice.
+    std::fs::write(&hosts, "w1 slots=1\n").unwrap_or_else(|e| panic!("hostfile: {e}"));
+    let r = run(&ns, &tmp, &argv, &vars);
+    assert_eq!(
+        (r.code, r.ifname.as_deref()),
+        (Some(0), Some("eth0")),
+        "{}",
+        r.stderr
+    );
 }

