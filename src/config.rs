@@ -173,7 +173,7 @@ impl Config {
             Some(ms) => (ms, "set by NCCLENV_RESOLVE_TIMEOUT_MS"),
             None if may_span_nodes => (
                 RESOLVE_WAIT_MULTI_NODE_MS,
-                "torchrun's own wait; NCCLENV_RESOLVE_TIMEOUT_MS sets it",
+                "a launcher's usual wait; NCCLENV_RESOLVE_TIMEOUT_MS sets it",
             ),
             None => (
                 RESOLVE_WAIT_DEFAULT_MS,

@@ -170,6 +170,9 @@ findings! {
     /// ncclenv cannot forward its interface variables through `mpirun` (`-x` or `--mca mca_base_env_list` given).
     RunnerForwardBlocked = "runner-forward-blocked", Warn, false,
         "`mpirun -x` or `--mca mca_base_env_list` is given, so ncclenv cannot forward its interface variables to the ranks on other nodes";
+    /// The command's wrapper (`env -i`, `env -u NAME`) drops variables ncclenv sets.
+    EnvRemovedByWrapper = "env-removed-by-wrapper", Warn, false,
+        "the command's wrapper (`env -i …`, `env -u NAME …`, also inside `sh -c`) removes variables ncclenv sets: the job does not see them";
     /// A launcher argument or variable could not be parsed.
     LauncherArgument = "launcher-argument", Warn, false,
         "a launcher argument or variable (`--nnodes 2:1`, `MASTER_ADDR='a b'`) could not be parsed and was ignored";

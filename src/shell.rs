@@ -467,6 +467,9 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
                 i += 2;
                 continue;
             }
+            // A `(` inside a substitution opens a group that its own `)` closes: `$((RANK+1))`,
+            // `$(f (x))` stay one word (POSIX 2.6.3/2.6.4: the substitution ends at its matching `)`).
+            (_, '(') if depth > 0 && q != Q::Single => depth += 1,
             (_, ')') if depth > 0 => depth -= 1,
             (Q::None, '#') if depth == 0 && !tick && word_start => {
                 while i < chars.len() && chars[i] != '\n' {
@@ -731,6 +734,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn arithmetic_and_nested_substitutions_stay_one_word() {
+        // A break-it finding: `$((RANK))` ended the substitution at its first `)`, the second `)` cut the
+        // command there, and the master named after it was lost (a 2-node job ran on lo).
+        let u = un(
+            &[
+                "bash",
+                "-c",
+                "torchrun --node_rank=$((RANK)) --nnodes=2 --master_addr=m t.py",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv.len(), 5, "{:?}", u.argv);
+        assert_eq!(u.argv[4], "t.py");
+        assert_eq!(u.argv[3], "--master_addr=m");
+        assert!(u.problems.is_empty(), "{:?}", u.problems);
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "N=$(( (1+2)*$(nproc) )) torchrun --nnodes=2 t.py",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv, words(&["torchrun", "--nnodes=2", "t.py"]));
+        assert!(u.problems.is_empty(), "{:?}", u.problems);
     }
 
     #[test]

@@ -533,6 +533,11 @@ pub struct JobShape {
     /// The script file a shell runs (`bash run.sh`), which ncclenv does not read.
     #[serde(default)]
     pub script: Option<String>,
+    /// What the command's wrapper removes from the job's environment (`crate::shell`): `["*"]` for
+    /// `env -i` (everything but its own assignments), else the names `env -u NAME` removes; `None` when
+    /// nothing is removed. `decide` warns when that drops a variable ncclenv sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_removed: Option<Vec<String>>,
     /// The orchestrator row (`crate::orchestrator::ROWS`) whose variables named the master, the node count or
     /// the node rank, when the launcher's own arguments and variables did not.
     #[serde(default)]

@@ -16,7 +16,7 @@ pub use vendor::vendor_profile;
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::{effective, Origin};
-use crate::plan::{Plan, Warning};
+use crate::plan::{Action, Plan, Warning};
 use crate::snapshot::Snapshot;
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
@@ -447,6 +447,7 @@ fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
 /// `strict_refuses` becomes the refusal.
 fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     debug::decide_debug(snap, cfg, &mut plan);
+    env_removed(snap, &mut plan);
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             // Nothing is applied for a command that does not run: the findings say what a repair would do.
@@ -472,4 +473,77 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
         }
     }
     plan
+}
+
+/// `env-removed-by-wrapper`: the command's wrapper (`env -i`, `env -u NAME`, read by `crate::shell`, also
+/// inside `sh -c`) removes variables the plan sets, so the job never sees ncclenv's value (GNU coreutils
+/// `env(1)`: `-i` starts with an empty environment, `-u` removes one name). A warning, not a refusal: the
+/// wrapper is the user's, and NCCL may still choose right on its own.
+fn env_removed(snap: &Snapshot, plan: &mut Plan) {
+    let Some(removed) = &snap.job.env_removed else {
+        return;
+    };
+    let all = removed.iter().any(|n| n == "*");
+    let lost: Vec<String> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Set { .. }))
+        .filter(|c| all || removed.contains(&c.name))
+        .map(|c| c.name.clone())
+        .collect();
+    if lost.is_empty() {
+        return;
+    }
+    let message = if all {
+        format!(
+            "env -i in the command drops what ncclenv sets: the job never sees {}",
+            lost.join(", ")
+        )
+    } else {
+        format!(
+            "env -u in the command drops {}, which ncclenv sets: the job never sees ncclenv's value",
+            lost.join(", ")
+        )
+    };
+    plan.finding(
+        Finding::EnvRemovedByWrapper,
+        message,
+        "put ncclenv after the wrapper (env -i … ncclenv -- torchrun …, or sh -c \"… ncclenv -- torchrun …\"), or keep these variables",
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_snapshot::SnapshotBuilder;
+
+    #[test]
+    fn a_wrapper_that_drops_what_ncclenv_sets_is_a_warning() {
+        let mut plan = Plan::default();
+        plan.set("NCCL_SOCKET_IFNAME", "=eth1", "the route to the master");
+        plan.set("GLOO_SOCKET_IFNAME", "eth1", "companion");
+        let mut snap = SnapshotBuilder::new().build();
+        env_removed(&snap, &mut plan);
+        assert!(plan.warnings.is_empty(), "nothing removed: no finding");
+        snap.job.env_removed = Some(vec!["GLOO_SOCKET_IFNAME".into()]);
+        env_removed(&snap, &mut plan);
+        let w = &plan.warnings[0];
+        assert_eq!(w.code, "env-removed-by-wrapper");
+        assert!(
+            w.message
+                .contains("env -u in the command drops GLOO_SOCKET_IFNAME,"),
+            "{}",
+            w.message
+        );
+        assert!(!w.message.contains("NCCL_SOCKET_IFNAME"), "{}", w.message);
+        let mut plan2 = Plan::default();
+        plan2.set("NCCL_SOCKET_IFNAME", "=eth1", "r");
+        snap.job.env_removed = Some(vec!["*".into()]);
+        env_removed(&snap, &mut plan2);
+        let m = &plan2.warnings[0].message;
+        assert!(
+            m.starts_with("env -i") && m.ends_with("never sees NCCL_SOCKET_IFNAME"),
+            "{m}"
+        );
+    }
 }

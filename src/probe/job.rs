@@ -192,6 +192,9 @@ pub struct JobCommand {
     pub script: Option<String>,
     /// What could not be read (an unclosed quote), one sentence each.
     pub problems: Vec<String>,
+    /// What the wrapper removes from the command's environment: `["*"]` for `env -i`, else the names of
+    /// `env -u NAME`; `None` when nothing is removed (see `JobShape::env_removed`).
+    pub env_removed: Option<Vec<String>>,
 }
 
 /// Read `cmd` through its shells and prefix programs (`crate::shell::unwrap`), expanding from `vars` (the
@@ -219,6 +222,7 @@ pub fn job_command(
             wrapper: None,
             script: u.script,
             problems: u.problems,
+            env_removed: None,
         };
     }
     let mut job_env = env.clone();
@@ -233,12 +237,26 @@ pub fn job_command(
             job_env.insert(n.clone(), launcher::redact_userinfo(v));
         }
     }
+    let env_removed = removed_names(&u);
     JobCommand {
         argv: u.argv.iter().map(OsString::from).collect(),
         env: Some(job_env),
         wrapper: Some(wrapper_text(&u)),
         script: u.script,
         problems: u.problems,
+        env_removed,
+    }
+}
+
+/// What `u`'s wrappers remove from the command's environment: `["*"]` for `env -i`, else the names of
+/// `env -u NAME`, `None` when nothing.
+fn removed_names(u: &crate::shell::Unwrapped) -> Option<Vec<String>> {
+    if u.cleared {
+        Some(vec!["*".to_string()])
+    } else if u.unset.is_empty() {
+        None
+    } else {
+        Some(u.unset.clone())
     }
 }
 

@@ -61,6 +61,7 @@ pub fn collect(
     shape.launcher_log_level = launcher::launcher_value(cmd, "--log_level");
     shape.wrapper = jc.wrapper;
     shape.script = jc.script;
+    shape.env_removed = jc.env_removed;
     shape.problems.extend(jc.problems);
     // A contact URI (an MPI rank's) lists every address of mpirun's: each is looked up, and the one this host
     // reaches best becomes the peer (`job::contact_peer`).

@@ -260,7 +260,7 @@ fn a_late_master_name_is_waited_for_then_routed_to() {
         r.took
     );
     let lines: Vec<&str> = r.stderr.lines().collect();
-    let first = "ncclenv: waiting up to 600 s for the master's name late-master.test (from --master_addr) to resolve (torchrun's own wait; NCCLENV_RESOLVE_TIMEOUT_MS sets it); last: Name or service not known";
+    let first = "ncclenv: waiting up to 600 s for the master's name late-master.test (from --master_addr) to resolve (a launcher's usual wait; NCCLENV_RESOLVE_TIMEOUT_MS sets it); last: Name or service not known";
     assert!(lines.iter().any(|l| l == &first), "{}", r.stderr);
     assert!(
         lines

@@ -163,6 +163,68 @@ fn shell_wrapped_torchrun_routes_to_its_master() {
 }
 
 #[test]
+fn shell_arithmetic_keeps_the_master_and_a_dropping_wrapper_is_named() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    // Break-it finding: `$((…))` ended the substitution at its first `)`, the master after it was lost and
+    // the job took the default route.
+    let r = run(
+        &ns,
+        &tmp,
+        &[
+            "sh",
+            "-c",
+            "torchrun --node_rank=$((0)) --nnodes=2 --master_addr=10.62.0.9 t.py",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (r.code, r.ifname.as_deref()),
+        (Some(0), Some("eth1")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("[env-removed-by-wrapper]"),
+        "{}",
+        r.stderr
+    );
+    // `env -u` inside the shell removes what ncclenv set: the job sees nothing, and the warning names it.
+    let line = "env -u GLOO_SOCKET_IFNAME torchrun --nnodes=2 --master_addr=10.62.0.9 t.py";
+    let r = run(&ns, &tmp, &["sh", "-c", line], &[]);
+    assert_eq!(
+        (r.code, r.ifname.as_deref()),
+        (Some(0), Some("")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("[env-removed-by-wrapper]")
+                && l.contains("env -u in the command drops GLOO_SOCKET_IFNAME,")),
+        "{}",
+        r.stderr
+    );
+    // `env -i` (with the PATH it needs): every variable ncclenv set is dropped.
+    let line = "env -i PATH=\"$PATH\" torchrun --nnodes=2 --master_addr=10.62.0.9 t.py";
+    let r = run(&ns, &tmp, &["sh", "-c", line], &[]);
+    assert_eq!(r.ifname.as_deref(), Some(""), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("[env-removed-by-wrapper]")
+                && l.contains("env -i in the command drops")
+                && l.contains("never sees NCCL_SOCKET_IFNAME")),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn shell_wrapped_two_node_job_is_refused_on_lo_only() {
     if !common::require_root() {
         return;
