@@ -55,6 +55,10 @@ pub struct Unwrapped {
     pub script: Option<String>,
     /// Strings that could not be read, one sentence each.
     pub problems: Vec<String>,
+    /// The working directory the command starts in when a wrapper changes it (`cd DIR`, `pushd DIR`,
+    /// `env -C DIR`; bash(1) `cd`, coreutils env(1) `--chdir`): absolute, or relative to ncclenv's own; it
+    /// holds [`UNKNOWN`] when it is not known (`cd -`, `cd "$(…)"`, `popd`). `None` when unchanged.
+    pub cwd: Option<String>,
 }
 
 impl Unwrapped {
@@ -86,8 +90,10 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
         via: Vec::new(),
         script: None,
         problems: Vec::new(),
+        cwd: None,
     };
-    let cmd = command(argv.to_vec(), false, &mut st, 0);
+    let mut cmd = command(argv.to_vec(), false, &mut st, 0);
+    place(&mut cmd, &st);
     let mut assignments = st.exports;
     assignments.extend(cmd.assigns);
     Unwrapped {
@@ -98,7 +104,50 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
         via: st.via,
         script: st.script,
         problems: st.problems,
+        cwd: cmd.cwd,
     }
+}
+
+/// `dir` taken from `base` (`None`: ncclenv's own working directory) as `cd` takes it: an absolute `dir`
+/// replaces it, a relative one is joined; unknown (holding [`UNKNOWN`]) when either is unknown.
+fn join_dir(base: Option<&str>, dir: &str) -> String {
+    let unknown = |s: &str| s.contains(UNKNOWN);
+    match base {
+        _ if unknown(dir) => UNKNOWN.to_string(),
+        _ if dir.starts_with('/') => dir.to_string(),
+        Some(b) if unknown(b) => UNKNOWN.to_string(),
+        Some(b) => format!("{}/{dir}", b.trim_end_matches('/')),
+        None => dir.to_string(),
+    }
+}
+
+/// Give `cmd` the working directory it starts in: the one an inner shell already found, else the shell's
+/// current one (`State::cwd`), changed by `env -C DIR`.
+fn place(cmd: &mut Cmd, st: &State) {
+    if cmd.cwd.is_some() {
+        return;
+    }
+    cmd.cwd = match cmd.chdir.take() {
+        Some(d) => Some(join_dir(st.cwd.as_deref(), &d)),
+        None => st.cwd.clone(),
+    };
+}
+
+/// `cd`/`pushd`/`popd` with `args` (after the builtin's name) change the shell's directory: `cd` alone goes
+/// to `$HOME`; `cd -`, `popd` and a `pushd` without a directory go where ncclenv cannot follow (unknown).
+fn change_dir(builtin: &str, args: &[String], st: &mut State) {
+    let dir = args
+        .iter()
+        .find(|a| !(a.starts_with('-') && a.len() > 1) || a.as_str() == "-");
+    let next = match (builtin, dir.map(String::as_str)) {
+        ("popd", _) | (_, Some("-")) | ("pushd", None) => UNKNOWN.to_string(),
+        (_, Some(d)) => join_dir(st.cwd.as_deref(), d),
+        (_, None) => match st.lookup("HOME") {
+            Some(Some(h)) => h,
+            _ => UNKNOWN.to_string(),
+        },
+    };
+    st.cwd = Some(next);
 }
 
 /// The reading's state: the environment, the shell's own variables, what was exported.
@@ -112,6 +161,8 @@ struct State<'e> {
     via: Vec<String>,
     script: Option<String>,
     problems: Vec<String>,
+    /// The shell's working directory after its `cd`s (`None`: ncclenv's own).
+    cwd: Option<String>,
 }
 
 impl State<'_> {
@@ -134,6 +185,10 @@ struct Cmd {
     assigns: Vec<(String, String)>,
     cleared: bool,
     unset: Vec<String>,
+    /// `env -C DIR`: the directory the command starts in, relative to the shell's.
+    chdir: Option<String>,
+    /// Where the command starts ([`place`]).
+    cwd: Option<String>,
 }
 
 fn basename(p: &str) -> &str {
@@ -172,6 +227,9 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
                 st.locals.insert(n.clone(), known);
             }
             st.cleared |= cmd.cleared;
+            if let Some(d) = cmd.chdir.take() {
+                st.cwd = Some(join_dir(st.cwd.as_deref(), &d));
+            }
             if let Some(mut inner) = read_string(&s, st, depth + 1) {
                 // No launcher in the string: its positional parameters (after `$0`) may be the
                 // launcher's arguments a wrapper passes on (`sh -c 'exec "$0" "$@"' …`); they are read
@@ -314,6 +372,12 @@ fn prefix_len(base: &str, rest: &[String], cmd: &mut Cmd) -> Option<usize> {
         if let Some(n) = a.strip_prefix("--unset=") {
             cmd.unset.push(n.to_string());
         }
+        if base == "env" && (a == "-C" || a == "--chdir") {
+            cmd.chdir = rest.get(i + 1).cloned();
+        }
+        if let Some(d) = a.strip_prefix("--chdir=").filter(|_| base == "env") {
+            cmd.chdir = Some(d.to_string());
+        }
         if valued.contains(&a.as_str()) {
             i += 1;
         }
@@ -358,7 +422,8 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
         if words.is_empty() || builtin(&words, st) {
             continue;
         }
-        let cmd = command(words, true, st, depth);
+        let mut cmd = command(words, true, st, depth);
+        place(&mut cmd, st);
         if cmd.words.is_empty() {
             // Assignments alone (`A=b`): shell variables.
             for (n, v) in cmd.assigns {
@@ -417,11 +482,13 @@ fn builtin(words: &[String], st: &mut State) -> bool {
             }
             true
         }
-        "cd" | "pushd" | "popd" | "set" | "shopt" | "ulimit" | "umask" | "source" | "."
-        | "echo" | "printf" | "true" | "false" | ":" | "trap" | "wait" | "sleep" | "mkdir"
-        | "unset" | "hostname" | "nvidia-smi" | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => {
+        "cd" | "pushd" | "popd" => {
+            change_dir(first, &words[1..], st);
             true
         }
+        "set" | "shopt" | "ulimit" | "umask" | "source" | "." | "echo" | "printf" | "true"
+        | "false" | ":" | "trap" | "wait" | "sleep" | "mkdir" | "unset" | "hostname"
+        | "nvidia-smi" | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => true,
         _ => false,
     }
 }
@@ -762,6 +829,54 @@ mod tests {
         );
         assert_eq!(u.argv, words(&["torchrun", "--nnodes=2", "t.py"]));
         assert!(u.problems.is_empty(), "{:?}", u.problems);
+    }
+
+    #[test]
+    fn the_working_directory_follows_cd_pushd_and_env_chdir() {
+        let cwd = |line: &str, env: &[(&str, &str)]| un(&["sh", "-c", line], env).cwd;
+        assert_eq!(cwd("torchrun t.py", &[]), None);
+        assert_eq!(cwd("cd /w && torchrun t.py", &[]).as_deref(), Some("/w"));
+        assert_eq!(
+            cwd("cd /w; cd sub/ && cd x && torchrun t.py", &[]).as_deref(),
+            Some("/w/sub/x")
+        );
+        assert_eq!(cwd("cd rel && torchrun t.py", &[]).as_deref(), Some("rel"));
+        assert_eq!(
+            cwd("cd && torchrun t.py", &[("HOME", "/h")]).as_deref(),
+            Some("/h")
+        );
+        assert_eq!(
+            cwd("cd -L -- /a && torchrun t.py", &[]).as_deref(),
+            Some("/a")
+        );
+        assert_eq!(
+            cwd("pushd /p >/dev/null && torchrun t.py", &[]).as_deref(),
+            Some("/p")
+        );
+        assert_eq!(
+            cwd("cd \"$W\" && torchrun t.py", &[("W", "/from-env")]).as_deref(),
+            Some("/from-env")
+        );
+        assert_eq!(cwd("env -C /e torchrun t.py", &[]).as_deref(), Some("/e"));
+        assert_eq!(
+            cwd("cd /a && env --chdir=b torchrun t.py", &[]).as_deref(),
+            Some("/a/b")
+        );
+        for unknown in [
+            "cd /a && cd - && torchrun t.py",
+            "cd $(mktemp -d) && torchrun t.py",
+            "pushd /a && popd && torchrun t.py",
+            "cd $UNSET_DIR/x && torchrun t.py",
+        ] {
+            let d = cwd(unknown, &[]);
+            assert!(d.as_deref().is_some_and(is_unknown), "{unknown}: {d:?}");
+        }
+        // Unknown stays unknown through a relative cd; an absolute one is known again.
+        assert!(cwd("cd - && cd rel && torchrun t.py", &[]).is_some_and(|d| is_unknown(&d)));
+        assert_eq!(
+            cwd("cd - && cd /abs && torchrun t.py", &[]).as_deref(),
+            Some("/abs")
+        );
     }
 
     #[test]

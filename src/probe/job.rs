@@ -20,10 +20,23 @@ pub fn job(
     cfg_nnodes: Option<u32>,
     argv: &[OsString],
     env: &BTreeMap<String, String>,
+    cwd: Option<&str>,
 ) -> (Option<Sourced<Endpoint>>, JobShape) {
-    // The launcher's own config file (Accelerate's), read bounded and only when it is a regular file.
+    // The launcher's own config file (Accelerate's), read bounded and only when it is a regular file; a
+    // relative path from the directory the command starts in (`cd /w && accelerate launch --config_file
+    // a.yaml`), which the wrapper may hide.
     let files = |path: &str| {
-        read::read_file(Path::new(path), crate::accelerate::FILE_MAX)
+        let path = match cwd {
+            Some(d) if !path.starts_with('/') && d.contains(crate::shell::UNKNOWN) => {
+                return Err((
+                    false,
+                    "it is relative to a working directory the command's wrapper changes in a way ncclenv cannot follow (cd -, cd $(…), popd)".to_string(),
+                ))
+            }
+            Some(d) if !path.starts_with('/') => format!("{}/{path}", d.trim_end_matches('/')),
+            _ => path.to_string(),
+        };
+        read::read_file(Path::new(&path), crate::accelerate::FILE_MAX)
             .map_err(|e| (e.is_missing(), e.to_string()))
     };
     let info = launcher::read_with(argv, env, &files);
@@ -192,6 +205,9 @@ pub struct JobCommand {
     pub script: Option<String>,
     /// What could not be read (an unclosed quote), one sentence each.
     pub problems: Vec<String>,
+    /// The working directory the command starts in when its wrapper changes it (`crate::shell::Unwrapped::cwd`;
+    /// it may hold `crate::shell::UNKNOWN`); `None` when unchanged.
+    pub cwd: Option<String>,
     /// What the wrapper removes from the command's environment: `["*"]` for `env -i`, else the names of
     /// `env -u NAME`; `None` when nothing is removed (see `JobShape::env_removed`).
     pub env_removed: Option<Vec<String>>,
@@ -223,6 +239,7 @@ pub fn job_command(
             script: u.script,
             problems: u.problems,
             env_removed: None,
+            cwd: None,
         };
     }
     let mut job_env = env.clone();
@@ -245,6 +262,7 @@ pub fn job_command(
         script: u.script,
         problems: u.problems,
         env_removed,
+        cwd: u.cwd,
     }
 }
 
@@ -955,6 +973,57 @@ mod tests {
         assert!(net.is_err());
     }
 
+    /// Break-it finding: `sh -c "cd /w && accelerate launch --config_file acc.yaml"` read `acc.yaml` from
+    /// ncclenv's own directory, not from `/w`.
+    #[test]
+    fn a_relative_config_file_is_read_where_the_shell_cds_to() {
+        let dir = std::env::temp_dir().join(format!("ncclenv-cwd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        std::fs::write(
+            dir.join("acc.yaml"),
+            "main_process_ip: 10.9.0.1\nnum_machines: 2\n",
+        )
+        .expect("the config file");
+        let (parent, name) = (
+            dir.parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        let vars = [("HOME", "/nonexistent")];
+        for line in [
+            format!("cd {} && accelerate launch --config_file acc.yaml t.py", dir.display()),
+            format!("cd {parent}; cd -P {name} && exec accelerate launch --config_file=acc.yaml t.py"),
+            format!("env -C {parent} sh -c 'cd {name} && accelerate launch --config_file acc.yaml t.py'"),
+            format!("env --chdir={} accelerate launch --config_file acc.yaml t.py", dir.display()),
+        ] {
+            let (p, s) = through_shell(&["sh", "-c", &line], &vars);
+            assert_eq!(p.map(|p| p.value.host).as_deref(), Some("10.9.0.1"), "{line}");
+            assert_eq!(s.nnodes, Some(2), "{line}");
+        }
+        // Control: without the cd the file is not found (named, so a problem), and no master.
+        let (p, s) = through_shell(
+            &["sh", "-c", "accelerate launch --config_file acc.yaml t.py"],
+            &vars,
+        );
+        assert!(p.is_none() && !s.problems.is_empty(), "{:?}", s.problems);
+        // A directory ncclenv cannot follow: said, never guessed.
+        let line = format!(
+            "cd {} && cd - && accelerate launch --config_file acc.yaml t.py",
+            dir.display()
+        );
+        let (p, s) = through_shell(&["sh", "-c", &line], &vars);
+        assert!(p.is_none(), "{line}");
+        assert!(
+            s.problems.iter().any(|m| m.contains("cannot follow (cd -")),
+            "{:?}",
+            s.problems
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The job's facts read as `probe::collect` reads them: `cmd` through its shells, with the inherited
     /// `vars` (recorded as the snapshot records them).
     fn through_shell(cmd: &[&str], vars: &[(&str, &str)]) -> (Option<Sourced<Endpoint>>, JobShape) {
@@ -964,7 +1033,13 @@ mod tests {
             .collect();
         let env = record_env(vars.iter().cloned());
         let jc = job_command(&argv(cmd), &vars, &env);
-        job(None, None, &jc.argv, jc.env.as_ref().unwrap_or(&env))
+        job(
+            None,
+            None,
+            &jc.argv,
+            jc.env.as_ref().unwrap_or(&env),
+            jc.cwd.as_deref(),
+        )
     }
 
     /// #21 item 1: a shell's leading `VAR=value` assignments are the job's environment for the orchestrator
@@ -1058,9 +1133,9 @@ mod tests {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let (_, shape) = job(None, None, &[], &env);
+        let (_, shape) = job(None, None, &[], &env, None);
         assert_eq!(shape.contact_addrs.len(), 2);
-        let (p, shape) = job(Some(("10.5.0.1", "NCCLENV_PEER")), None, &[], &env);
+        let (p, shape) = job(Some(("10.5.0.1", "NCCLENV_PEER")), None, &[], &env, None);
         assert_eq!(p.map(|p| p.value.host), Some("10.5.0.1".to_string()));
         assert!(shape.contact_addrs.is_empty());
     }
@@ -1069,7 +1144,7 @@ mod tests {
         cmd: &[OsString],
         env: &BTreeMap<String, String>,
     ) -> (Option<(String, String)>, Vec<String>) {
-        let (peer, shape) = job(cfg.map(|c| (c, "NCCLENV_PEER")), None, cmd, env);
+        let (peer, shape) = job(cfg.map(|c| (c, "NCCLENV_PEER")), None, cmd, env, None);
         (peer.map(|p| (p.source, p.value.host)), shape.problems)
     }
     fn find_peer(
@@ -1080,7 +1155,7 @@ mod tests {
         find_peer_checked(cfg, cmd, env).0
     }
     fn job_shape(cfg: Option<u32>, cmd: &[OsString], env: &BTreeMap<String, String>) -> JobShape {
-        job(None, cfg, cmd, env).1
+        job(None, cfg, cmd, env, None).1
     }
 
     #[test]

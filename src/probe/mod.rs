@@ -42,7 +42,8 @@ pub fn collect(
     });
     let jc = job::job_command(cmd, vars, &env);
     let cmd = jc.argv.as_slice();
-    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, jc.env.as_ref().unwrap_or(&env));
+    let job_env = jc.env.as_ref().unwrap_or(&env);
+    let (peer, shape) = job::job(peer_given, cfg.nnodes, cmd, job_env, jc.cwd.as_deref());
     // A job that may span nodes, started by ncclenv, waits for its master's name as long as its launcher
     // would (`Config::resolve_timeout`); doctor and single-node jobs keep the short bound.
     let (timeout, bound) = cfg.resolve_timeout(depth == Depth::Start && !shape.is_single_node());

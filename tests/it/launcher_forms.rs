@@ -27,7 +27,7 @@ fn job_dir() -> TempDir {
     for d in ["bin", "sys", "dev"] {
         std::fs::create_dir_all(tmp.join(d)).unwrap_or_else(|e| panic!("mkdir {d}: {e}"));
     }
-    for name in ["torchrun", "python", "mpirun"] {
+    for name in ["torchrun", "python", "mpirun", "accelerate"] {
         exe::write(
             &tmp.join(&format!("bin/{name}")),
             "#!/bin/sh\necho \"GLOO_SOCKET_IFNAME=$GLOO_SOCKET_IFNAME\"\n",
@@ -222,6 +222,43 @@ fn shell_arithmetic_keeps_the_master_and_a_dropping_wrapper_is_named() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn shell_cd_then_accelerate_reads_its_config_file_there() {
+    if !common::require_root() {
+        return;
+    }
+    let ns = two_nics();
+    let tmp = job_dir();
+    let w = tmp.join("w");
+    std::fs::create_dir_all(&w).unwrap_or_else(|e| panic!("mkdir w: {e}"));
+    std::fs::write(
+        w.join("acc.yaml"),
+        "main_process_ip: 10.62.0.9\nnum_machines: 2\n",
+    )
+    .unwrap_or_else(|e| panic!("acc.yaml: {e}"));
+    // Break-it finding: the file was read from ncclenv's own directory, so the master was lost.
+    let line = format!(
+        "cd {} && accelerate launch --config_file acc.yaml t.py",
+        w.display()
+    );
+    let r = run(&ns, &tmp, &["sh", "-c", &line], &[]);
+    assert_eq!(
+        (r.code, r.ifname.as_deref()),
+        (Some(0), Some("eth1")),
+        "{}",
+        r.stderr
+    );
+    // Control: without the cd the named file is not there: a warning, and the default route.
+    let r = run(
+        &ns,
+        &tmp,
+        &["sh", "-c", "accelerate launch --config_file acc.yaml t.py"],
+        &[],
+    );
+    assert_eq!(r.ifname.as_deref(), Some("eth0"), "{}", r.stderr);
+    assert!(r.stderr.contains("[launcher-argument]"), "{}", r.stderr);
 }
 
 #[test]
