@@ -381,7 +381,17 @@ impl<'a> Report<'a> {
     fn peer_text(&self, o: &mut String) {
         let job = self.job;
         match &self.peer {
-            None => o.push_str("  none named (single node, or no launcher variable seen)\n"),
+            // Break-it finding 7: "single node" beside "nodes: 2" contradicted the job section.
+            None => match job.nnodes {
+                Some(n) if n > 1 => {
+                    let _ = writeln!(
+                        o,
+                        "  none named, though the job has {n} nodes: NCCLENV_PEER=HOST (or the launcher's master flag) names it"
+                    );
+                }
+                Some(1) => o.push_str("  none named (a single-node job)\n"),
+                _ => o.push_str("  none named (single node, or no launcher variable seen)\n"),
+            },
             Some(pr) => {
                 let p = pr.peer;
                 let addrs: Vec<String> = p.addrs.iter().map(|a| a.to_string()).collect();
@@ -1269,6 +1279,30 @@ mod tests {
             section.contains("  faster:     ens5 (100 Gbit/s) is faster\n"),
             "{t}"
         );
+    }
+
+    /// Break-it finding 7: with no master named, the peer section agrees with the job's node count.
+    #[test]
+    fn no_peer_says_what_the_node_count_says() {
+        let (snap, plan) = sample();
+        let speeds = BTreeMap::new();
+        let mut snap = Snapshot { peer: None, ..snap };
+        for (nnodes, says) in [
+            (
+                Some(2),
+                "none named, though the job has 2 nodes: NCCLENV_PEER=HOST",
+            ),
+            (Some(1), "none named (a single-node job)"),
+            (
+                None,
+                "none named (single node, or no launcher variable seen)",
+            ),
+        ] {
+            snap.job.nnodes = nnodes;
+            let t = render_text(&snap, &plan, None, &speeds, &no_preflight());
+            assert!(t.contains(says), "{nnodes:?}: {t}");
+            assert_eq!(t.matches("none named").count(), 1, "{t}");
+        }
     }
 
     #[test]

@@ -254,7 +254,8 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
     }
 }
 
-fn is_shell(base: &str) -> bool {
+/// True when `base` (a program's file name) is a POSIX-family shell ncclenv reads `-c` strings of.
+pub fn is_shell(base: &str) -> bool {
     matches!(
         base,
         "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash" | "mksh"
@@ -425,8 +426,16 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
         let mut cmd = command(words, true, st, depth);
         place(&mut cmd, st);
         if cmd.words.is_empty() {
-            // Assignments alone (`A=b`): shell variables.
+            // Assignments alone (`A=b`): shell variables. A variable the shell received in its environment,
+            // or exported earlier, stays exported with its new value (POSIX 2.9.1 and `export`: "the
+            // variables in the environment are marked for export"), so `MASTER_ADDR=m; torchrun` gives
+            // torchrun `m`.
             for (n, v) in cmd.assigns {
+                let exported = st.exports.iter().any(|(e, _)| *e == n)
+                    || (!st.cleared && !st.locals.contains_key(&n) && (st.env)(&n).is_some());
+                if exported {
+                    st.exports.push((n.clone(), v.clone()));
+                }
                 let known = (!v.contains(UNKNOWN)).then_some(v);
                 st.locals.insert(n, known);
             }
@@ -829,6 +838,36 @@ mod tests {
         );
         assert_eq!(u.argv, words(&["torchrun", "--nnodes=2", "t.py"]));
         assert!(u.problems.is_empty(), "{:?}", u.problems);
+    }
+
+    #[test]
+    fn reassigning_an_inherited_variable_exports_the_new_value() {
+        // Break-it finding 4: the new value was a shell variable only, and the inherited one was read.
+        let env = [("MASTER_ADDR", "old")];
+        let u = un(
+            &["sh", "-c", "MASTER_ADDR=new; torchrun --nnodes=2 t.py"],
+            &env,
+        );
+        assert_eq!(
+            u.assignments,
+            vec![("MASTER_ADDR".to_string(), "new".to_string())]
+        );
+        // Control: a variable the shell did not receive stays the shell's own.
+        let u = un(
+            &["sh", "-c", "MASTER_ADDR=new; torchrun --nnodes=2 t.py"],
+            &[],
+        );
+        assert!(u.assignments.is_empty(), "{:?}", u.assignments);
+        // Exported earlier in the string, then changed: the last value.
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "export MASTER_ADDR=a; MASTER_ADDR=b; torchrun t.py",
+            ],
+            &[],
+        );
+        assert_eq!(u.assignments.last().map(|(_, v)| v.as_str()), Some("b"));
     }
 
     #[test]

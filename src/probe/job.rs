@@ -230,7 +230,11 @@ pub fn job_command(
             .find(|(k, _)| k.as_encoded_bytes() == name.as_bytes())
             .map(|(_, v)| v.to_string_lossy().into_owned())
     };
-    let u = crate::shell::unwrap(&args, &lookup);
+    let mut u = crate::shell::unwrap(&args, &lookup);
+    // A launcher is read by its name whatever its file is (a wrapper script called `torchrun` is torchrun).
+    if u.script.is_none() && u.cwd.is_none() && launcher::detect(&u.argv).is_none() {
+        u.script = u.argv.first().and_then(|p| shell_script(p));
+    }
     if !u.wrapped() {
         return JobCommand {
             argv: cmd.to_vec(),
@@ -264,6 +268,25 @@ pub fn job_command(
         env_removed,
         cwd: u.cwd,
     }
+}
+
+/// `path` when it names a shell script run directly (`./run.sh`, `/w/train.sh`): a path (it holds a `/`, so
+/// the kernel runs it without a `PATH` search) to a file whose `#!` line names a shell, directly or through
+/// `env` (execve(2): the interpreter line). Break-it finding 6: such a script got no "not read" hint, only
+/// `bash run.sh` did. Reads at most 256 bytes; any error is `None`.
+fn shell_script(path: &str) -> Option<String> {
+    if !path.contains('/') || path.contains(crate::shell::UNKNOWN) {
+        return None;
+    }
+    let head = read::read_head(Path::new(path), 256).ok()?;
+    let line = String::from_utf8_lossy(&head);
+    let line = line.strip_prefix("#!")?.lines().next()?.to_string();
+    let mut words = line.split_whitespace();
+    let mut prog = words.next()?.rsplit('/').next()?;
+    if prog == "env" {
+        prog = words.find(|w| !w.starts_with('-'))?;
+    }
+    crate::shell::is_shell(prog).then(|| path.to_string())
 }
 
 /// What `u`'s wrappers remove from the command's environment: `["*"]` for `env -i`, else the names of
@@ -971,6 +994,36 @@ mod tests {
         let (p, net) = contact_peer(Some(peer), &uri, Err("netlink".into()));
         assert_eq!(p.map(|p| p.host), Some("10.81.0.1".to_string()));
         assert!(net.is_err());
+    }
+
+    #[test]
+    fn a_shell_script_run_directly_is_named_as_not_read() {
+        let dir = std::env::temp_dir().join(format!("ncclenv-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let file = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).expect("a script");
+            p.display().to_string()
+        };
+        let bash = file("run.sh", "#!/bin/bash\ntorchrun --nnodes=2 t.py\n");
+        let envsh = file("env.sh", "#!/usr/bin/env -S bash -e\ntorchrun t.py\n");
+        let py = file("run.py", "#!/usr/bin/env python3\nprint(1)\n");
+        let none = dir.join("absent.sh").display().to_string();
+        let script = |words: &[&str]| job_command(&argv(words), &[], &BTreeMap::new()).script;
+        assert_eq!(script(&[&bash]), Some(bash.clone()));
+        assert_eq!(script(&["nohup", &envsh]), Some(envsh.clone()));
+        assert_eq!(
+            script(&[&py]),
+            None,
+            "a Python script is not a shell script"
+        );
+        assert_eq!(script(&[&none]), None, "a file that is not there");
+        assert_eq!(
+            script(&["run.sh"]),
+            None,
+            "a bare name is found through PATH, not read"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Break-it finding: `sh -c "cd /w && accelerate launch --config_file acc.yaml"` read `acc.yaml` from
