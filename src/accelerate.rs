@@ -177,7 +177,11 @@ pub fn which(opts: &[(String, String)], env: &BTreeMap<String, String>) -> Optio
 /// Read the config file at `path` through `read` (the file's bytes, or `Err((missing, reason))`). A default
 /// file that does not exist is not read (`None`), as Accelerate reads it only when it exists; a named one
 /// that does not exist, cannot be read or does not parse is a [`ConfigFile::problem`].
-pub fn load(path: &str, named: bool, read: &crate::launcher::ReadFile<'_>) -> Option<ConfigFile> {
+pub fn load(
+    path: &str,
+    named: bool,
+    read: &crate::launch_facts::ReadFile<'_>,
+) -> Option<ConfigFile> {
     let mut file = ConfigFile {
         path: path.to_string(),
         ..ConfigFile::default()

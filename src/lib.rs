@@ -22,6 +22,7 @@ pub mod exit;
 pub mod explain;
 pub mod findings;
 pub mod install;
+pub mod launch_facts;
 pub mod launcher;
 pub mod nccl_defects;
 pub mod nccl_errors;

@@ -11,13 +11,13 @@
 //! by [`hostlist`], exactly as Slurm's `src/common/hostlist.c` expands them. A value that does not parse is a
 //! problem (a `launcher-argument` warning naming the variable) and is not used.
 
-use crate::launcher::{parse_endpoint, Endpoint, LaunchInfo, Sourced};
+use crate::launch_facts::{parse_endpoint, Endpoint, LaunchInfo, Sourced};
 use std::collections::BTreeMap;
 
 /// How a variable names the master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostVar {
-    /// `host`, `host:port`, `[v6]:port` or a URL (`crate::launcher::parse_endpoint`).
+    /// `host`, `host:port`, `[v6]:port` or a URL (`crate::launch_facts::parse_endpoint`).
     Endpoint,
     /// A Slurm host list (`gpu[01-04],login1`): its first host.
     SlurmHostlist,
@@ -271,14 +271,14 @@ fn row_names(r: &Row) -> Vec<&'static str> {
 }
 
 /// The first of `names` that is set (and not empty), with its value. The launcher's own variables
-/// (`crate::launcher::VARS`) are skipped: the launcher reading has read them already.
+/// (`crate::launch_facts::VARS`) are skipped: the launcher reading has read them already.
 fn first<'a>(
     env: &'a BTreeMap<String, String>,
     names: &[&'static str],
 ) -> Option<(&'static str, &'a str)> {
     names
         .iter()
-        .filter(|n| !crate::launcher::VARS.contains(n))
+        .filter(|n| !crate::launch_facts::VARS.contains(n))
         .find_map(|n| {
             env.get(*n)
                 .filter(|v| !v.is_empty())
@@ -396,7 +396,7 @@ fn read_master(
     let mut port = e.port.map(|p| (p, source.clone()));
     if port.is_none() {
         if let Some((pn, pv)) = first(env, row.port) {
-            if let Ok(p) = crate::launcher::parse_port(pv.trim()) {
+            if let Ok(p) = crate::launch_facts::parse_port(pv.trim()) {
                 port = Some((p, pn.to_string()));
             }
         }
@@ -781,7 +781,7 @@ mod tests {
             assert!(!r.source.is_empty() && !r.name.is_empty());
             for n in row_names(r) {
                 assert!(
-                    is_var(n) || crate::launcher::VARS.contains(&n),
+                    is_var(n) || crate::launch_facts::VARS.contains(&n),
                     "{n} of {} is in neither VARS",
                     r.name
                 );

@@ -12,7 +12,7 @@
 //!   and `-O NAME` take a value) read the command string (the first argument that is not an option, as bash
 //!   and dash read it). The string is cut into simple commands at the control operators `&&`, `||`, `;`, `&`,
 //!   `|` and newlines (outside quotes and `$(…)`), `cd DIR` and other builtins are passed over, `export
-//!   VAR=value` is remembered, and the first simple command in which `crate::launcher::detect` recognises a
+//!   VAR=value` is remembered, and the first simple command in which `crate::launch_facts::detect` recognises a
 //!   launcher is the job's (else the last one). Words are split by the `shlex` crate (POSIX quoting,
 //!   backslashes, `#` comments);
 //! * parameters are expanded from the environment the shell receives (and the string's own assignments):
@@ -234,7 +234,7 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
                 // No launcher in the string: its positional parameters (after `$0`) may be the
                 // launcher's arguments a wrapper passes on (`sh -c 'exec "$0" "$@"' …`); they are read
                 // after the command's own words, as a command ncclenv does not recognise is read.
-                if crate::launcher::detect(&inner.words).is_none() {
+                if crate::launch_facts::detect(&inner.words).is_none() {
                     inner.words.extend(positional.into_iter().skip(1));
                 }
                 let mut assigns = std::mem::take(&mut cmd.assigns);
@@ -441,7 +441,7 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
             }
             continue;
         }
-        if crate::launcher::detect(&cmd.words).is_some() {
+        if crate::launch_facts::detect(&cmd.words).is_some() {
             return Some(cmd);
         }
         last = Some(cmd);

@@ -18,7 +18,7 @@
 //! The program a runner starts on every node is "ncclenv" when the command is `mpirun … ncclenv -- PROG` or
 //! `deepspeed --no_python … ncclenv -- PROG`: then every rank decides on its own node.
 
-use crate::launcher::LaunchInfo;
+use crate::launch_facts::LaunchInfo;
 use crate::snapshot::{Launcher, Spread};
 use std::path::Path;
 

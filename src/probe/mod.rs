@@ -9,7 +9,7 @@ pub mod read;
 
 use crate::config::Config;
 use crate::launcher;
-use crate::snapshot::{ConfFile, NcclInstall, Network, RdmaSnapshot, Snapshot};
+use crate::snapshot::{ConfFile, JobShape, NcclInstall, Network, RdmaSnapshot, Snapshot};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
@@ -92,10 +92,32 @@ pub fn collect(
     // inherited and such an interface exists. `NCCLENV_DEBUG=1` also needs them: it picks NCCL's debug
     // subsystems by that version.
     let nccl_installs = nccl_installs(cfg, depth, &net, &env, &conf_files);
-    // Link speeds: doctor shows every link's. The start path reads them only where `decide::faster` can use
-    // them: a job not known to be single-node with two or more RUNNING, non-loopback links that hold a usable
-    // address (one sysfs read each, a few microseconds).
-    let link_speeds = match (&net, depth) {
+    let link_speeds = link_speeds(cfg, depth, &net, &shape);
+    Snapshot {
+        net,
+        peer,
+        job: shape,
+        env,
+        conf_files,
+        rdma,
+        shm,
+        gpus,
+        nccl_installs,
+        net_plugins,
+        link_speeds,
+    }
+}
+
+/// Link speeds (`/sys/class/net/*/speed`, Mbit/s by name): doctor shows every link's. The start path reads
+/// them only where `decide::faster` can use them: a job not known to be single-node with two or more
+/// RUNNING, non-loopback links that hold a usable address (one sysfs read each, a few microseconds).
+fn link_speeds(
+    cfg: &Config,
+    depth: Depth,
+    net: &Result<Network, String>,
+    shape: &JobShape,
+) -> BTreeMap<String, u64> {
+    match (net, depth) {
         (Ok(n), Depth::Doctor) => {
             let names: Vec<String> = n.links.iter().map(|l| l.name.clone()).collect();
             host::link_speeds(&cfg.sysfs, &names)
@@ -115,19 +137,6 @@ pub fn collect(
             }
         }
         _ => Default::default(),
-    };
-    Snapshot {
-        net,
-        peer,
-        job: shape,
-        env,
-        conf_files,
-        rdma,
-        shm,
-        gpus,
-        nccl_installs,
-        net_plugins,
-        link_speeds,
     }
 }
 
