@@ -110,7 +110,7 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
 
 /// `dir` taken from `base` (`None`: ncclenv's own working directory) as `cd` takes it: an absolute `dir`
 /// replaces it, a relative one is joined; unknown (holding [`UNKNOWN`]) when either is unknown.
-fn join_dir(base: Option<&str>, dir: &str) -> String {
+pub fn join_dir(base: Option<&str>, dir: &str) -> String {
     let unknown = |s: &str| s.contains(UNKNOWN);
     match base {
         _ if unknown(dir) => UNKNOWN.to_string(),

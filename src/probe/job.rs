@@ -33,8 +33,7 @@ pub fn job(
                     "it is relative to a working directory the command's wrapper changes in a way ncclenv cannot follow (cd -, cd $(…), popd)".to_string(),
                 ))
             }
-            Some(d) if !path.starts_with('/') => format!("{}/{path}", d.trim_end_matches('/')),
-            _ => path.to_string(),
+            _ => crate::shell::join_dir(cwd, path),
         };
         read::read_file(Path::new(&path), crate::accelerate::FILE_MAX)
             .map_err(|e| (e.is_missing(), e.to_string()))
@@ -230,11 +229,7 @@ pub fn job_command(
             .find(|(k, _)| k.as_encoded_bytes() == name.as_bytes())
             .map(|(_, v)| v.to_string_lossy().into_owned())
     };
-    let mut u = crate::shell::unwrap(&args, &lookup);
-    // A launcher is read by its name whatever its file is (a wrapper script called `torchrun` is torchrun).
-    if u.script.is_none() && u.cwd.is_none() && launcher::detect(&u.argv).is_none() {
-        u.script = u.argv.first().and_then(|p| shell_script(p));
-    }
+    let u = crate::shell::unwrap(&args, &lookup);
     if !u.wrapped() {
         return JobCommand {
             argv: cmd.to_vec(),
@@ -270,10 +265,25 @@ pub fn job_command(
     }
 }
 
-/// `path` when it names a shell script run directly (`./run.sh`, `/w/train.sh`): a path (it holds a `/`, so
-/// the kernel runs it without a `PATH` search) to a file whose `#!` line names a shell, directly or through
-/// `env` (execve(2): the interpreter line). Break-it finding 6: such a script got no "not read" hint, only
-/// `bash run.sh` did. Reads at most 256 bytes; any error is `None`.
+/// The shell script `jc` runs directly (`./run.sh`, `/w/train.sh`), when its wrappers named none (`bash
+/// run.sh`), changed no directory and its program is no launcher (a wrapper script called `torchrun` is
+/// torchrun): read for doctor only (`crate::probe::Depth::Doctor`), so a job's start reads no file of its
+/// command. Break-it finding 6: such a script got no "not read" hint, only `bash run.sh` did.
+pub fn direct_script(jc: &JobCommand) -> Option<String> {
+    let argv: Vec<String> = jc
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if jc.script.is_some() || jc.cwd.is_some() || launcher::detect(&argv).is_some() {
+        return None;
+    }
+    shell_script(argv.first()?)
+}
+
+/// `path` when it names a shell script: a path (it holds a `/`, so the kernel runs it without a `PATH`
+/// search) to a file whose `#!` line names a shell, directly or through `env` (execve(2): the interpreter
+/// line). Reads at most 256 bytes; any error is `None`.
 fn shell_script(path: &str) -> Option<String> {
     if !path.contains('/') || path.contains(crate::shell::UNKNOWN) {
         return None;
@@ -1009,7 +1019,13 @@ mod tests {
         let envsh = file("env.sh", "#!/usr/bin/env -S bash -e\ntorchrun t.py\n");
         let py = file("run.py", "#!/usr/bin/env python3\nprint(1)\n");
         let none = dir.join("absent.sh").display().to_string();
-        let script = |words: &[&str]| job_command(&argv(words), &[], &BTreeMap::new()).script;
+        let jc = |words: &[&str]| job_command(&argv(words), &[], &BTreeMap::new());
+        let script = |words: &[&str]| direct_script(&jc(words));
+        assert_eq!(
+            jc(&[&bash]).script,
+            None,
+            "a job's start reads no file of its command"
+        );
         assert_eq!(script(&[&bash]), Some(bash.clone()));
         assert_eq!(script(&["nohup", &envsh]), Some(envsh.clone()));
         assert_eq!(

@@ -60,8 +60,13 @@ pub fn collect(
     let mut shape = shape;
     shape.framework = launcher::framework(cmd);
     shape.launcher_log_level = launcher::launcher_value(cmd, "--log_level");
+    // Doctor alone reads the first line of a script the command runs directly (`./run.sh`).
+    let script = match depth {
+        Depth::Doctor => jc.script.clone().or_else(|| job::direct_script(&jc)),
+        Depth::Start => jc.script.clone(),
+    };
     shape.wrapper = jc.wrapper;
-    shape.script = jc.script;
+    shape.script = script;
     shape.env_removed = jc.env_removed;
     shape.problems.extend(jc.problems);
     // A contact URI (an MPI rank's) lists every address of mpirun's: each is looked up, and the one this host

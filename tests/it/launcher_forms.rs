@@ -574,3 +574,38 @@ case \"$*\" in *\"hostname -I\"*) echo 10.62.0.9;; esac\nexit 0\n",
         r.stderr
     );
 }
+
+/// Break-it finding 6: a shell script run directly (`./run.sh`) gets doctor's "not read" hint, as `bash
+/// run.sh` does; a Python script does not. Only doctor reads the script's `#!` line.
+#[test]
+fn doctor_names_a_shell_script_run_directly_as_not_read() {
+    let tmp = job_dir();
+    let script = tmp.join("run.sh");
+    exe::write(&script, "#!/bin/bash\ntorchrun --nnodes=2 t.py\n", 0o755);
+    let py = tmp.join("run.py");
+    exe::write(&py, "#!/usr/bin/env python3\nprint(1)\n", 0o755);
+    let doctor = |argv: &[&str]| {
+        let out = Command::new(BIN)
+            .env_clear()
+            .env("PATH", PATH)
+            .env("NCCLENV_SYSFS", tmp.join("sys"))
+            .env("NCCLENV_DEVFS", tmp.join("dev"))
+            .arg("doctor")
+            .arg("--")
+            .args(argv)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run doctor: {e}"));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let hint = "which ncclenv does not read";
+    let s = script.display().to_string();
+    for argv in [vec![s.as_str()], vec!["bash", s.as_str()]] {
+        let text = doctor(&argv);
+        assert!(text.contains(hint), "{argv:?}: no hint\n{text}");
+    }
+    let text = doctor(&[&py.display().to_string()]);
+    assert!(
+        !text.contains(hint),
+        "a Python script is no shell script\n{text}"
+    );
+}
