@@ -40,4 +40,6 @@ pub mod spread;
 pub mod text;
 
 #[cfg(test)]
+mod doc_table;
+#[cfg(test)]
 mod test_snapshot;
