@@ -14,6 +14,7 @@ pub mod check;
 pub mod cli;
 pub mod completions;
 pub mod config;
+pub mod cross_node;
 pub mod decide;
 pub mod doctor;
 pub mod environ;

@@ -2,6 +2,7 @@
 //! [`Code`]), and against this node's decision ([`compare_local`]).
 
 use super::{Code, Endpoint, Finding, Local, LocalView, Process, Report, Warn};
+use crate::cross_node::Rule;
 use crate::nccl_errors;
 use crate::nccl_log;
 use crate::plan::Severity;
@@ -271,7 +272,7 @@ fn bootstrap_family_mixed(job: &Job, out: &mut Vec<Finding>) {
                 descs(&v4),
                 descs(&v6)
             ),
-            remedy: "set the same NCCL_SOCKET_FAMILY (AF_INET or AF_INET6) for every rank, or let ncclenv set it from the interface that routes to the master".into(),
+            remedy: Rule::FamiliesDiffer.remedy().into(),
             processes: names(&job.with_boot),
             known: None,
         });
@@ -342,7 +343,7 @@ fn bootstrap_address_shared(job: &Job, out: &mut Vec<Finding>) {
                     hs.len(),
                     descs(&owners)
                 ),
-                remedy: "run the containers with --network=host (or a routed pod network) and let ncclenv choose the uplink".into(),
+                remedy: Rule::NatAddress.remedy().into(),
                 processes: names(&owners),
                 known: None,
             });
@@ -423,7 +424,7 @@ fn nccl_versions_differ(job: &Job, out: &mut Vec<Finding>) {
         out.push(Finding {
             code: Code::NcclVersionsDiffer,
             message: msg,
-            remedy: "use one NCCL version on every node and in every image (ncclenv doctor lists the libnccl files a command can load)".into(),
+            remedy: Rule::NcclVersionsDiffer.remedy().into(),
             processes: names(ps),
             known: None,
         });
@@ -453,7 +454,7 @@ fn net_transport_mixed(job: &Job, out: &mut Vec<Finding>) {
                 names(&ib).join(", "),
                 names(&sock).join(", ")
             ),
-            remedy: "give every node the same RDMA access (--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1), or set NCCL_IB_DISABLE=1 everywhere".into(),
+            remedy: Rule::IbMixed.remedy().into(),
             processes: names(ps),
             known: None,
         });
