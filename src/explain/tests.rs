@@ -300,3 +300,45 @@ fn long_lines_are_cut_and_non_utf8_survives() {
     assert_eq!(r.inputs[0].lines, 3);
     assert_eq!(r.processes.len(), 1);
 }
+
+/// Every code of [`Code::ALL`] (the table of `docs/explain.md`) is made by some log: no code in the table is
+/// dead.
+#[test]
+fn every_code_is_made_by_some_log() {
+    let boot = |h: &str, a: &str| format!("{h}:1:1 [0] NCCL INFO Bootstrap: Using eth0:{a}<0>\n");
+    let logs = [
+        format!("{NODE_A_IB}{NODE_B_SOCKET}"),
+        format!("{NODE_A_IB}x1:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.13<0>\n"),
+        boot("n1", "172.17.0.2") + &boot("n2", "172.17.0.2"),
+        boot("n1", "10.1.0.11") + &boot("n2", "172.18.0.1"),
+        boot("n1", "10.1.0.11") + &boot("n2", "fd00::12"),
+        boot("n1", "10.1.0.11") + &boot("n2", "127.0.0.1"),
+        boot("n1", "10.1.0.11") + &boot("n2", "169.254.3.4"),
+        "n1:7:9 [0] bootstrap.cc:115 NCCL WARN Bootstrap : no socket interface found\n\
+         gloo: Unable to find address for: ^lo\n"
+            .to_string(),
+        "hello\n".to_string(),
+        "n1:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n".to_string(),
+    ];
+    let mut made: std::collections::BTreeSet<&'static str> = std::collections::BTreeSet::new();
+    for l in &logs {
+        made.extend(codes(&report(&[("x", l)])));
+    }
+    let mut r = report(&[(
+        "x",
+        &(boot("vm", "172.17.0.1") + &boot("other", "10.0.0.3")),
+    )]);
+    compare_local(
+        &mut r,
+        Local {
+            host: "vm".into(),
+            choice: Some(("eth1".into(), None, "default route".into())),
+            no_choice: None,
+            peer: None,
+        },
+    );
+    made.extend(codes(&r));
+    let all: std::collections::BTreeSet<&'static str> =
+        Code::ALL.iter().map(|c| c.code()).collect();
+    assert_eq!(made, all);
+}
