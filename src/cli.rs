@@ -1308,20 +1308,13 @@ mod tests {
     #[test]
     fn variables_table_is_the_options_table() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let path = root.join("docs/configuration.md");
-        let doc = std::fs::read_to_string(&path).expect("docs/configuration.md");
-        let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
-            panic!("docs/configuration.md lacks the markers {BEGIN:?} … {END:?}");
-        };
-        let want = readme_table();
-        if doc[b + BEGIN.len()..e] != want {
-            if std::env::var("NCCLENV_BLESS").as_deref() == Ok("1") {
-                let new = format!("{}{BEGIN}{want}{}", &doc[..b], &doc[e..]);
-                std::fs::write(&path, new).expect("write docs/configuration.md");
-            } else {
-                panic!("docs/configuration.md's variables differ from cli::OPTIONS; run NCCLENV_BLESS=1 cargo test --lib cli");
-            }
-        }
+        crate::doc_table::check_or_bless(
+            "docs/configuration.md",
+            BEGIN,
+            END,
+            &readme_table(),
+            "docs/configuration.md's variables differ from cli::OPTIONS; run NCCLENV_BLESS=1 cargo test --lib cli",
+        );
         let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
         let mut named = 0;
         for word in readme.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {

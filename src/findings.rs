@@ -408,20 +408,13 @@ mod tests {
     /// failing.
     #[test]
     fn docs_findings_table_is_the_enum() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/findings.md");
-        let doc = std::fs::read_to_string(&path).expect("docs/findings.md");
-        let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
-            panic!("docs/findings.md lacks the markers {BEGIN:?} … {END:?}");
-        };
-        let want = table();
-        if doc[b + BEGIN.len()..e] != want {
-            if std::env::var("NCCLENV_BLESS").as_deref() == Ok("1") {
-                let new = format!("{}{BEGIN}{want}{}", &doc[..b], &doc[e..]);
-                std::fs::write(&path, new).expect("write docs/findings.md");
-            } else {
-                panic!("docs/findings.md's table differs from src/findings.rs; run NCCLENV_BLESS=1 cargo test --lib findings");
-            }
-        }
+        crate::doc_table::check_or_bless(
+            "docs/findings.md",
+            BEGIN,
+            END,
+            &table(),
+            "docs/findings.md's table differs from src/findings.rs; run NCCLENV_BLESS=1 cargo test --lib findings",
+        );
     }
 
     /// `doctor --json`'s schema lists exactly the codes a plan can carry (every finding but the log lines).

@@ -14,6 +14,7 @@ pub mod check;
 pub mod cli;
 pub mod completions;
 pub mod config;
+pub mod cross_node;
 pub mod decide;
 pub mod doctor;
 pub mod environ;
@@ -39,5 +40,7 @@ pub mod snapshot;
 pub mod spread;
 pub mod text;
 
+#[cfg(test)]
+mod doc_table;
 #[cfg(test)]
 mod test_snapshot;

@@ -15,8 +15,12 @@
 //! | warn (strict) | `preflight-absent` | fewer nodes met than the job has (fail open: a pod may be late) |
 //! | warn | `preflight-nat`, `preflight-mtu-differs`, `preflight-nccl-env-differs`, `preflight-ncclenv-version-differs` | risky |
 //! | info | `preflight-passed` | every node met and the fleet agrees |
+//!
+//! The remedies of the disagreements `ncclenv explain` also judges from NCCL's logs (NAT'd addresses,
+//! families, NCCL versions, IB on some nodes) are [`crate::cross_node`]'s, one text for both.
 
 use super::protocol::{FleetVerdict, NodeReport, Outcome, ProbeReport, Repair, MAX_LISTED};
+use crate::cross_node::Rule;
 use crate::findings::Finding;
 use crate::plan::{Plan, Severity, Verdict, Warning};
 use std::collections::BTreeMap;
@@ -103,10 +107,8 @@ pub fn list(names: &[String]) -> String {
     s
 }
 
-/// Remedy for a node behind NAT.
-const REMEDY_NAT: &str =
-    "give every node an address the others can connect to: run the container with \
-    --network=host, or use a routable pod network or a Multus/macvlan interface for NCCL";
+/// Remedy for a node behind NAT: the cross-node rule's, shared with `explain` ([`Rule::NatAddress`]).
+const REMEDY_NAT: &str = Rule::NatAddress.remedy();
 /// Remedy for a firewall on ephemeral ports.
 const REMEDY_FIREWALL: &str = "allow inbound TCP between the nodes on the ephemeral port range \
     (net.ipv4.ip_local_port_range, 32768-60999 by default), not only on the master port: NCCL listens on \
@@ -231,8 +233,7 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
                 "the nodes bootstrap on different address families ({}); NCCL cannot connect an IPv4 node to an IPv6 one",
                 describe_groups(&families)
             ),
-            "give every node an address of one family (NCCL_SOCKET_FAMILY, and an interface with such an address)"
-                .into(),
+            Rule::FamiliesDiffer.remedy().into(),
         ));
     }
     let versions = group(m, |x| x.report.nccl_version.clone());
@@ -243,8 +244,7 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
                 "the nodes load different NCCL versions ({}); NCCL refuses mismatched versions only after init (NVIDIA/nccl#1267)",
                 describe_groups(&versions)
             ),
-            "install one NCCL version in every node's image (the same nvidia-nccl wheel, torch or paddle build)"
-                .into(),
+            Rule::NcclVersionsDiffer.remedy().into(),
         ));
     }
     let n = m.members.len();
@@ -434,7 +434,7 @@ fn ib_repair(plan: &mut Plan, repairs: &mut Vec<Repair>, m: &Meeting, names: &[S
         plan.finding(
             Finding::PreflightIbDisabled,
             reason.clone(),
-            "give every node the same RDMA access (devices, IPC_LOCK, memlock) to use InfiniBand on all",
+            Rule::IbMixed.remedy(),
         );
         repairs.push(Repair {
             name: "NCCL_IB_DISABLE".to_string(),

@@ -3,7 +3,7 @@
 //! `ncclenv-check` helper with `NCCL_DEBUG=INFO`) in network namespaces laid out as field cases (a good bootstrap,
 //! `NCCL_SOCKET_IFNAME` matching nothing, IPv6 with a link-local tunnel first, decoy bridges, several "hosts"
 //! made with `unshare --uts` so that NCCL logs distinct host names), read back by `ncclenv explain --json`.
-//! Lines no machine here can produce (IB, transports: they need GPUs) are unit-tested in `src/explain.rs`,
+//! Lines no machine here can produce (IB, transports: they need GPUs) are unit-tested in `src/explain/tests.rs`,
 //! written after NCCL's format strings; here a few are mixed into a combined log of real lines.
 //!
 //! Needs root, `ip`, `unshare` and the wheels; skips with a message otherwise, except under `CI=true`.

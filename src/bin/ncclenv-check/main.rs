@@ -8,7 +8,8 @@
 //!
 //! Files: `main.rs` (the command line), `output.rs` (the protocol output), `libsearch.rs` (where the
 //! libraries are looked for), `ffi.rs`, `nccl.rs` and `cuda.rs` (every C call, and the only `unsafe`),
-//! `bootstrap.rs` (the bootstrap check), `allreduce.rs` (the orchestrator), `rank.rs` (one rank).
+//! `bootstrap.rs` (the bootstrap check), `allreduce.rs` (the orchestrator), `rank.rs` (one rank),
+//! `explain.rs` (the shell of `ncclenv explain`: inputs, this node's decision, output).
 
 // Errors and messages carry the full report (codes, texts, places looked); they are made once per process.
 #![allow(clippy::result_large_err, clippy::large_enum_variant)]
@@ -17,6 +18,7 @@ mod allreduce;
 mod bootstrap;
 mod cuda;
 mod decls;
+mod explain;
 mod ffi;
 mod libsearch;
 mod nccl;
@@ -79,7 +81,7 @@ fn main() {
         .first()
         .is_some_and(|a| a == ncclenv::explain::HELPER_WORD)
     {
-        let code = ncclenv::explain::main_in_helper(&raw[1..], std::env::vars_os().collect());
+        let code = explain::main_in_helper(&raw[1..], std::env::vars_os().collect());
         std::process::exit(i32::from(code));
     }
     output::setup();
