@@ -186,7 +186,7 @@ pub fn load(
         path: path.to_string(),
         ..ConfigFile::default()
     };
-    let bytes = match read(path) {
+    let bytes = match read(path, FILE_MAX) {
         Ok(b) => b,
         Err((true, _)) if !named => return None,
         Err((_, why)) => {

@@ -275,5 +275,7 @@ pub struct LaunchInfo {
     pub shape: JobShape,
 }
 
-/// Reads a file a launcher reads (Accelerate's config file) by path: its bytes, or `Err((missing, reason))`.
-pub type ReadFile<'a> = dyn Fn(&str) -> Result<Vec<u8>, (bool, String)> + 'a;
+/// Reads a file a launcher reads (Accelerate's config file, an mpirun or DeepSpeed hostfile, a
+/// `.deepspeed_env`) by path, at most the given number of bytes: its bytes, or `Err((missing, reason))` (a
+/// longer file is an error). A relative path is taken from the directory the command starts in.
+pub type ReadFile<'a> = dyn Fn(&str, usize) -> Result<Vec<u8>, (bool, String)> + 'a;

@@ -259,7 +259,7 @@ struct Candidate<'a> {
 
 /// [`read_with`] reading no file (every file missing): a pure function of `argv` and `env`.
 pub fn read(argv: &[OsString], env: &BTreeMap<String, String>) -> LaunchInfo {
-    read_with(argv, env, &|_| Err((true, "not read".into())))
+    read_with(argv, env, &|_, _| Err((true, "not read".into())))
 }
 
 /// Read what the command `argv` (program first; empty when there is none), the variables `env` (only
@@ -278,7 +278,7 @@ pub fn read_with(
     let detected = detect(&args);
     let mut info = LaunchInfo::default();
     info.shape.launcher = detected.map(|(l, _)| l);
-    let opts = options(&args, detected, &mut info);
+    let opts = options(&args, detected, (env, files), &mut info);
     let (opts, mut master_unknown) = drop_unknown(opts, &mut info);
     for (k, v) in env.iter().filter(|(_, v)| crate::shell::is_unknown(v)) {
         master_unknown |= MASTER_NAMES.contains(&k.as_str());
@@ -397,10 +397,12 @@ fn this_node(
 
 /// The command's options as [`scan`] reads them for the launcher `detected` (its name and position), plus, for
 /// the runners that copy the environment to every node, what `crate::spread` reads of their command line
-/// (mpirun's `-H` first, then its hostfile).
+/// (mpirun's `-H` first, then its hostfile; the files read through `job`'s reader, `HOME` and `DS_ENV_FILE`
+/// from its variables).
 fn options(
     args: &[String],
     detected: Option<(Launcher, usize)>,
+    job: crate::spread::Job<'_, '_>,
     info: &mut LaunchInfo,
 ) -> Vec<(String, String)> {
     match detected {
@@ -410,7 +412,7 @@ fn options(
             if l == Launcher::Mpi {
                 hosts(&opts, info);
             }
-            crate::spread::read(l, args, at, stop, &opts, info);
+            crate::spread::read(l, (args, at, stop), &opts, job, info);
             opts
         }
         None if args.is_empty() => Vec::new(),
@@ -2137,7 +2139,7 @@ mod tests {
             .iter()
             .map(|(p, t)| (p.to_string(), t.to_string()))
             .collect();
-        read_with(&argv(argv_), &env(vars), &|p: &str| {
+        read_with(&argv(argv_), &env(vars), &|p: &str, _| {
             files
                 .get(p)
                 .map(|t| t.clone().into_bytes())

@@ -18,8 +18,9 @@
 //! The program a runner starts on every node is "ncclenv" when the command is `mpirun … ncclenv -- PROG` or
 //! `deepspeed --no_python … ncclenv -- PROG`: then every rank decides on its own node.
 
-use crate::launch_facts::LaunchInfo;
+use crate::launch_facts::{LaunchInfo, ReadFile};
 use crate::snapshot::{Launcher, Spread};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// mpirun's hostfile options (Open MPI 4.1 mpirun(1); Hydra `-f`).
@@ -39,23 +40,28 @@ const MCA_PAIRS: &[&str] = &["--mca", "-mca", "--gmca", "-gmca"];
 pub const DEEPSPEED_DEFAULT_HOSTFILE: &str = "/job/hostfile";
 
 /// The largest hostfile read (bytes); a longer one counts as unreadable.
-const MAX_HOSTFILE: u64 = 1 << 20;
+const MAX_HOSTFILE: usize = 1 << 20;
 
-/// The command line of a runner that spreads the environment: `args` the whole command, `at` where the
-/// launcher's name is, `stop` where its own options end (the program, or `args.len()`), `opts` its options as
-/// `crate::launcher` read them. Fills `info.shape.spread` and, when no other source gave one, the node count
-/// from a hostfile (a hostfile that cannot be read is a problem).
+/// What a runner's reading needs of the job beyond its command line: the variables the command receives
+/// (`HOME`, `DS_ENV_FILE`) and the reader of its files (hostfiles, `.deepspeed_env`: bounded, non-blocking,
+/// relative paths from the directory the command starts in; `crate::launch_facts::ReadFile`).
+pub type Job<'e, 'f> = (&'e BTreeMap<String, String>, &'f ReadFile<'f>);
+
+/// The command line of a runner that spreads the environment: `cmd` is the whole command, where the
+/// launcher's name is, and where its own options end (the program, or the command's length); `opts` its
+/// options as `crate::launcher` read them. Fills `info.shape.spread` and, when no other source gave one, the
+/// node count from a hostfile (a hostfile that cannot be read is a problem).
 pub fn read(
     l: Launcher,
-    args: &[String],
-    at: usize,
-    stop: usize,
+    cmd: (&[String], usize, usize),
     opts: &[(String, String)],
+    job: Job<'_, '_>,
     info: &mut LaunchInfo,
 ) {
+    let (args, at, stop) = cmd;
     match l {
-        Launcher::Mpi => mpi(args, at, stop, opts, info),
-        Launcher::Deepspeed => deepspeed(args, stop, opts, info),
+        Launcher::Mpi => mpi(args, at, stop, opts, job.1, info),
+        Launcher::Deepspeed => deepspeed(args, stop, opts, job, info),
         _ => {}
     }
 }
@@ -74,7 +80,14 @@ fn is_ncclenv(program: Option<&String>) -> bool {
         .is_some_and(|n| n == "ncclenv")
 }
 
-fn mpi(args: &[String], at: usize, stop: usize, opts: &[(String, String)], info: &mut LaunchInfo) {
+fn mpi(
+    args: &[String],
+    at: usize,
+    stop: usize,
+    opts: &[(String, String)],
+    files: &ReadFile<'_>,
+    info: &mut LaunchInfo,
+) {
     let mut s = Spread {
         ranks_through_ncclenv: is_ncclenv(args.get(stop)),
         ..Spread::default()
@@ -98,7 +111,7 @@ fn mpi(args: &[String], at: usize, stop: usize, opts: &[(String, String)], info:
     }
     if info.shape.nnodes.is_none() {
         if let Some((n, path)) = last(opts, MPI_HOSTFILE) {
-            match hostfile(path, false) {
+            match hostfile(path, false, files) {
                 Ok(hosts) if !hosts.is_empty() => set_count(info, hosts.len(), n, path),
                 Ok(_) => problem(
                     info,
@@ -114,13 +127,19 @@ fn mpi(args: &[String], at: usize, stop: usize, opts: &[(String, String)], info:
     info.shape.spread = Some(s);
 }
 
-fn deepspeed(args: &[String], stop: usize, opts: &[(String, String)], info: &mut LaunchInfo) {
+fn deepspeed(
+    args: &[String],
+    stop: usize,
+    opts: &[(String, String)],
+    (env, files): Job<'_, '_>,
+    info: &mut LaunchInfo,
+) {
     if last(opts, &["--no_ssh"]).is_some() {
         return; // every node runs its own `deepspeed --no_ssh --node_rank=N`: nothing is copied.
     }
     let given = last(opts, &["--hostfile", "-H"]);
     let (src, path) = given.unwrap_or(("the default hostfile", DEEPSPEED_DEFAULT_HOSTFILE));
-    let hosts = match hostfile(path, true) {
+    let hosts = match hostfile(path, true, files) {
         Ok(h) => h,
         Err(e) => {
             // runner.py's fetch_hostfile: a missing file means local resources only (a warning there too).
@@ -141,16 +160,20 @@ fn deepspeed(args: &[String], stop: usize, opts: &[(String, String)], info: &mut
     }
     if active > 1 || force {
         let no_python = last(opts, &["--no_python"]).is_some();
-        // runner.py: DEEPSPEED_ENVIRONMENT_PATHS = [os.path.expanduser("~"), '.'], the file name from DS_ENV_FILE.
-        let name = std::env::var("DS_ENV_FILE").unwrap_or_else(|_| DEEPSPEED_ENV_FILE.to_string());
-        let mut dirs: Vec<std::path::PathBuf> = Vec::new();
-        if let Some(home) = std::env::var_os("HOME") {
-            dirs.push(home.into());
-        }
-        dirs.push(".".into());
+        // runner.py: DEEPSPEED_ENVIRONMENT_PATHS = [os.path.expanduser("~"), '.'], the file name from
+        // DS_ENV_FILE, both as the command (the runner) receives them; `.` is the directory it starts in.
+        let name = env
+            .get("DS_ENV_FILE")
+            .map_or(DEEPSPEED_ENV_FILE, String::as_str);
+        let dirs: Vec<&str> = env
+            .get("HOME")
+            .map(String::as_str)
+            .into_iter()
+            .chain(["."])
+            .collect();
         info.shape.spread = Some(Spread {
             ranks_through_ncclenv: no_python && is_ncclenv(args.get(stop)),
-            env_file_ifname: deepspeed_env_ifname(&dirs, &name),
+            env_file_ifname: deepspeed_env_ifname(&dirs, name, files),
             ..Spread::default()
         });
     }
@@ -163,27 +186,26 @@ pub const DEEPSPEED_ENV_FILE: &str = ".deepspeed_env";
 /// `NCCL_SOCKET_IFNAME` as DeepSpeed's runner exports it from its environment files: `name` in each of `dirs`
 /// in order (runner.py reads `~` then `.`, each line `KEY=VALUE` split at the first `=` and passed to
 /// `add_export`, so a later file's value wins, and the files win over the launching node's own variables).
-/// The file's path and the value (its line end removed); `None` when no file sets it. A file that cannot be
-/// read, or is larger than 1 MiB, counts as absent.
-pub fn deepspeed_env_ifname(dirs: &[std::path::PathBuf], name: &str) -> Option<(String, String)> {
+/// The file's path and the value (its line end removed); `None` when no file sets it. Each file is read
+/// through `files`; one that cannot be read, or is larger than 1 MiB, counts as absent.
+pub fn deepspeed_env_ifname(
+    dirs: &[&str],
+    name: &str,
+    files: &ReadFile<'_>,
+) -> Option<(String, String)> {
     let mut found = None;
     for d in dirs {
-        let path = d.join(name);
-        let Ok(meta) = std::fs::metadata(&path) else {
+        let path = if name.starts_with('/') {
+            name.to_string()
+        } else {
+            format!("{}/{name}", d.trim_end_matches('/'))
+        };
+        let Ok(bytes) = files(&path, MAX_HOSTFILE) else {
             continue;
         };
-        if !meta.is_file() || meta.len() > MAX_HOSTFILE {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        for line in text.lines() {
+        for line in String::from_utf8_lossy(&bytes).lines() {
             if let Some(("NCCL_SOCKET_IFNAME", v)) = line.split_once('=') {
-                found = Some((
-                    path.display().to_string(),
-                    v.trim_end_matches('\r').to_string(),
-                ));
+                found = Some((path.clone(), v.trim_end_matches('\r').to_string()));
             }
         }
     }
@@ -205,18 +227,11 @@ fn problem(info: &mut LaunchInfo, text: String) {
 
 /// The distinct hosts of a hostfile at `path`, in order. A line's first word is the host (`host:N` →
 /// `host`); blank lines and `#` comments are skipped. `slots_only` keeps only lines DeepSpeed accepts
-/// (`^(\S+)\s+slots=(\d+)`, runner.py `_parse_hostfile`). Errors: the file cannot be read or is over 1 MiB.
-pub fn hostfile(path: &str, slots_only: bool) -> Result<Vec<String>, String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    f.take(MAX_HOSTFILE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > MAX_HOSTFILE {
-        return Err(format!("longer than {MAX_HOSTFILE} bytes"));
-    }
-    Ok(hostfile_hosts(&text, slots_only))
+/// (`^(\S+)\s+slots=(\d+)`, runner.py `_parse_hostfile`), read through `files`. Errors: the file cannot be
+/// read or is over 1 MiB (the reader's reason).
+pub fn hostfile(path: &str, slots_only: bool, files: &ReadFile<'_>) -> Result<Vec<String>, String> {
+    let bytes = files(path, MAX_HOSTFILE).map_err(|(_, why)| why)?;
+    Ok(hostfile_hosts(&String::from_utf8_lossy(&bytes), slots_only))
 }
 
 /// [`hostfile`] over the file's text.
@@ -249,9 +264,18 @@ mod tests {
     use super::*;
     use std::ffi::OsString;
 
+    /// The files on disk, as the probe reads them for the command (bounded; a longer one is an error).
+    fn disk(path: &str, max: usize) -> Result<Vec<u8>, (bool, String)> {
+        match std::fs::read(path) {
+            Ok(b) if b.len() > max => Err((false, "too large".into())),
+            Ok(b) => Ok(b),
+            Err(e) => Err((e.kind() == std::io::ErrorKind::NotFound, e.to_string())),
+        }
+    }
+
     fn read(argv: &[&str]) -> LaunchInfo {
         let a: Vec<OsString> = argv.iter().map(OsString::from).collect();
-        crate::launcher::read(&a, &Default::default())
+        crate::launcher::read_with(&a, &Default::default(), &disk)
     }
 
     fn tmp(name: &str, text: &str) -> String {
@@ -267,14 +291,15 @@ mod tests {
         for d in [&home, &cwd] {
             std::fs::create_dir_all(d).expect("temp dir");
         }
-        let dirs = vec![home.clone(), cwd.clone()];
-        assert_eq!(deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE), None);
+        let (h, c) = (home.display().to_string(), cwd.display().to_string());
+        let dirs = [h.as_str(), c.as_str()];
+        assert_eq!(deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE, &disk), None);
         std::fs::write(
             home.join(DEEPSPEED_ENV_FILE),
             "PYTHONPATH=/w\nNCCL_SOCKET_IFNAME=eth0\r\n",
         )
         .expect("write");
-        let got = deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE);
+        let got = deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE, &disk);
         assert_eq!(got.as_ref().map(|g| g.1.as_str()), Some("eth0"));
         // The current directory's file is read after the home one and wins.
         std::fs::write(
@@ -282,7 +307,7 @@ mod tests {
             "NCCL_SOCKET_IFNAME=enp1s0=x\nbad line\n",
         )
         .expect("write");
-        let got = deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE);
+        let got = deepspeed_env_ifname(&dirs, DEEPSPEED_ENV_FILE, &disk);
         assert_eq!(got.as_ref().map(|g| g.1.as_str()), Some("enp1s0=x"));
         assert!(got.is_some_and(|g| g.0.ends_with("cwd/.deepspeed_env")));
         let _ = std::fs::remove_dir_all(&base);

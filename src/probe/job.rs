@@ -25,7 +25,7 @@ pub fn job(
     // The launcher's own config file (Accelerate's), read bounded and only when it is a regular file; a
     // relative path from the directory the command starts in (`cd /w && accelerate launch --config_file
     // a.yaml`), which the wrapper may hide.
-    let files = |path: &str| {
+    let files = |path: &str, max: usize| {
         let path = match cwd {
             Some(d) if !path.starts_with('/') && d.contains(crate::shell::UNKNOWN) => {
                 return Err((
@@ -35,8 +35,7 @@ pub fn job(
             }
             _ => crate::shell::join_dir(cwd, path),
         };
-        read::read_file(Path::new(&path), crate::accelerate::FILE_MAX)
-            .map_err(|e| (e.is_missing(), e.to_string()))
+        read::read_file(Path::new(&path), max).map_err(|e| (e.is_missing(), e.to_string()))
     };
     let info = launcher::read_with(argv, env, &files);
     let mut shape = info.shape;
@@ -367,6 +366,8 @@ const RECORDED: &[&str] = &[
     "VIRTUAL_ENV",
     "CONDA_PREFIX",
     "HOME",
+    // DeepSpeed's environment file name (`crate::spread::deepspeed_env_ifname`).
+    "DS_ENV_FILE",
     "TORCH_DISTRIBUTED_DEBUG",
     "TORCH_CPP_LOG_LEVEL",
     "PADDLE_LOG_LEVEL",
@@ -1089,6 +1090,39 @@ mod tests {
             s.problems.iter().any(|m| m.contains("cannot follow (cd -")),
             "{:?}",
             s.problems
+        );
+        // The runners' files too: mpirun's relative hostfile, DeepSpeed's `./.deepspeed_env` and its
+        // `~/.deepspeed_env` from the HOME the command receives (they were read from ncclenv's own directory
+        // and HOME).
+        std::fs::write(dir.join("hf"), "a slots=1\nb slots=1\nc\n").expect("the hostfile");
+        std::fs::write(dir.join("ds"), "a slots=1\nb slots=1\n").expect("the DeepSpeed hostfile");
+        std::fs::write(dir.join(".deepspeed_env"), "NCCL_SOCKET_IFNAME=ens5\n")
+            .expect("the env file");
+        let line = format!(
+            "cd {} && mpirun --hostfile hf -np 3 python t.py",
+            dir.display()
+        );
+        let (_, s) = through_shell(&["sh", "-c", &line], &vars);
+        assert_eq!(s.nnodes, Some(3), "{line}: {:?}", s.problems);
+        let line = format!("cd {} && deepspeed --hostfile ds t.py", dir.display());
+        let (_, s) = through_shell(&["sh", "-c", &line], &vars);
+        let file = s.spread.and_then(|sp| sp.env_file_ifname);
+        assert_eq!(file.map(|f| f.1).as_deref(), Some("ens5"), "{line}");
+        let home = [("HOME", dir.to_str().unwrap_or_default())];
+        let (_, s) = through_shell(
+            &[
+                "deepspeed",
+                "--hostfile",
+                &format!("{}/ds", dir.display()),
+                "t.py",
+            ],
+            &home,
+        );
+        let file = s.spread.and_then(|sp| sp.env_file_ifname);
+        assert_eq!(
+            file.map(|f| f.1).as_deref(),
+            Some("ens5"),
+            "~/.deepspeed_env from the job's HOME"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
