@@ -35,7 +35,9 @@ mod queries;
 mod view;
 
 pub use layout::no_proxy_exempts;
-pub use queries::{candidate_names, nccl_alone, nccl_model_json, unwritable_choice};
+pub use queries::{
+    candidate_names, nccl_alone, nccl_model, unwritable_choice, NcclBootstrap, NcclModel,
+};
 
 use crate::config::Config;
 use crate::nccl_rules::nccl_target;
