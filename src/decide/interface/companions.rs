@@ -1,8 +1,9 @@
-//! The companions: the frameworks' and launchers' own interface variables (`GLOO_SOCKET_IFNAME`,
-//! `TP_SOCKET_IFNAME`, `HOROVOD_GLOO_IFACE`, Open MPI's `OMPI_MCA_*_tcp_if_include`, `UCX_NET_DEVICES`),
-//! each judged by its own library's rule against the bound interface ([`companions`]; `docs/policy.md`).
+//! The companions: the frameworks' and launchers' own interface variables and Paddle's `POD_IP`, one table
+//! ([`COMPANIONS`], `docs/policy.md`'s "Companions" table, checked against it by a test) of uniform entries
+//! (the variable, how its value is read, what it gets, when an unset one is set, whose words its findings
+//! use), judged by one generic step ([`companions`], [`Companion::judge`]) against the bound interface.
 
-use super::advertised::{declared_differs, ips_differ, pod_ip};
+use super::advertised::{declared_differs, ips_differ};
 use super::fix::{Fix, Repair};
 use super::view::NetworkView;
 use super::{is_multi, Bound};
@@ -12,8 +13,220 @@ use crate::plan::Plan;
 use crate::snapshot::{is_link_local_ip, prefix_contains, Launcher, Snapshot};
 use std::net::IpAddr;
 
-/// Step "companions": the frameworks' and launchers' own interface variables (exact names only), `POD_IP`,
-/// and the addresses the launcher declares or advertises, checked against the bound interface.
+/// One companion variable: a row of `docs/policy.md`'s "Companions" table (variables that share a row share
+/// its `Doc`) and the rule ncclenv applies to it.
+pub(super) struct CompanionVar {
+    /// The variable (exact name).
+    pub(super) var: &'static str,
+    /// How an inherited value is read and judged.
+    pub(super) read: Read,
+    /// What ncclenv writes: the value set when unset, and the value a repair puts in.
+    pub(super) gives: Gives,
+    /// When an unset variable is set (and the change's reason).
+    pub(super) unset: WhenUnset,
+    /// Whose words the findings use: the code of a repair and the wording of a difference.
+    pub(super) voice: Voice,
+    /// The row of `docs/policy.md`'s table (compared with it by a test; left out of the binary).
+    #[cfg(test)]
+    pub(super) doc: Doc,
+}
+
+/// The cells of a row of `docs/policy.md`'s "Companions" table after the variables.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Doc {
+    /// "read by".
+    pub(super) read_by: &'static str,
+    /// "syntax".
+    pub(super) syntax: &'static str,
+    /// "when unset".
+    pub(super) when_unset: &'static str,
+    /// "repaired when inherited".
+    pub(super) repaired: &'static str,
+}
+
+/// How an inherited value is read, each by its own library's rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Read {
+    /// Exact names, a comma list: Gloo's lookup of each ([`gloo_name_fails`]); the first failing name fails.
+    GlooNames,
+    /// One exact name, judged by Gloo's rule (Horovod hands it to Gloo unchanged); a list fails.
+    GlooOne,
+    /// Open MPI's `*_tcp_if_include`: exact names ([`netdev_unusable`]) or CIDR networks.
+    OmpiInclude,
+    /// UCX's devices: netdevs ([`netdev_unusable`]), RDMA `device:port` entries, or `all`.
+    UcxDevices,
+    /// An address (Paddle's own, IPv4): a loopback one fails in a multi-node job.
+    Address,
+}
+
+/// The value ncclenv writes for a companion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gives {
+    /// The bound address's `getifaddrs` name ([`Bound::gname`]).
+    Gname,
+    /// The bound link's name ([`Bound::ifname`]).
+    Ifname,
+    /// [`OmpiTarget::value`]: the interface's network as a CIDR, or its name.
+    OmpiValue,
+    /// The bound address when it is IPv4 and not loopback; none otherwise (a repair then unsets).
+    Ipv4Address,
+}
+
+/// When an unset companion is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WhenUnset {
+    /// Always, to the same name as NCCL's ("takes exact names").
+    Always,
+    /// When the job's command is this launcher, with this reason.
+    Launcher(Launcher, &'static str),
+    /// For `mpirun` ([`OmpiTarget::mpirun`]), and with `rank` also for an Open MPI rank
+    /// ([`OmpiTarget::rank`]).
+    Mpi {
+        /// Also for an Open MPI rank (`btl_tcp_if_include`, read by the rank's `MPI_Init`).
+        rank: bool,
+    },
+    /// When there is an address to give ([`Gives::Ipv4Address`]): Paddle advertises it.
+    Address,
+    /// Never (UCX: setting it would take UCX off RDMA).
+    Never,
+}
+
+/// Whose words a companion's findings use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Voice {
+    /// Gloo's variables: `gloo-ifname-repaired`; a difference "names another interface than NCCL's" gname.
+    Gloo,
+    /// Another launcher's: `launcher-ifname-repaired`; a difference "selects another interface than NCCL's".
+    Launcher,
+    /// Paddle's `POD_IP`: `pod-ip-repaired`; a difference is `advertised-address-differs`.
+    Paddle,
+}
+
+#[cfg(test)]
+const GLOO_DOC: Doc = Doc {
+    read_by: "PyTorch's Gloo and TensorPipe, Paddle's Gloo",
+    syntax: "exact names (PyTorch: a list; Paddle: one)",
+    when_unset: "set",
+    repaired: "Gloo's: a name with no address; multi-node: first address loopback or link-local",
+};
+
+#[cfg(test)]
+const OMPI_DOC: Doc = Doc {
+    read_by: "Open MPI's TCP transports",
+    syntax: "exact names or CIDR networks (no `^`: exclusions are `*_if_exclude`'s)",
+    when_unset: "set for `mpirun` (both) and for an Open MPI rank (`btl`); the interface's network as a CIDR unless the job is known to be single-node",
+    repaired: "empty; a missing name or one with no address; a network holding no address here; multi-node: a name with only loopback or link-local addresses",
+};
+
+/// The companions, in the order they are judged (F26; #26 item 4; `docs/policy.md`, "Companions"):
+///
+/// * `GLOO_SOCKET_IFNAME`, `TP_SOCKET_IFNAME`: exact interface names only (PyTorch: a comma list; Paddle: one
+///   name), each resolved as Gloo resolves it ([`gloo_name_fails`]). Set when unset, to the name of the bound
+///   address ([`Bound::gname`]); repaired when it holds NCCL syntax, a name with no address, or, in a
+///   multi-node job, a name whose first address is loopback or link-local (not on a link-local master's
+///   link): the same grounds as NCCL's (`fatal_reason`). Warned when it names another interface than NCCL's.
+/// * `HOROVOD_GLOO_IFACE`: one exact name (horovod/common/utils/env_parser.cc `ParseGlooIface`; horovodrun
+///   sets it to the first of its NICs, horovod/runner/gloo_run.py), which Horovod hands to Gloo unchanged
+///   (`attr.iface` of `gloo::transport::tcp::CreateDevice`, horovod/common/gloo/gloo_context.cc
+///   `GlooContext::Initialize`), so Gloo's own rule judges it; a list is repaired too. Repaired to the bound
+///   address's `getifaddrs` name; unset, it is set for `horovodrun`.
+/// * `OMPI_MCA_btl_tcp_if_include`, `OMPI_MCA_oob_tcp_if_include`: comma-separated exact names or CIDR
+///   networks (Open MPI's `btl_tcp_if_include`/`oob_tcp_if_include` MCA parameters; no `^` exclusions:
+///   those are `*_if_exclude`'s, and `^eth0` here is a name that does not exist). Set for `mpirun` (both)
+///   and for an Open MPI rank (`btl`), [`OmpiTarget`]. Open MPI forwards `OMPI_MCA_*` to every node: the
+///   name must be the same there.
+/// * `UCX_NET_DEVICES`: comma-separated devices: netdev names, RDMA `device:port` entries, or `all`. Only
+///   evaluated (never set: it would take UCX off RDMA); a value with RDMA entries is warned, not repaired.
+/// * `POD_IP`, Paddle's node address (IPv4 only): set when unset; a loopback value in a multi-node job is a
+///   certain failure (Paddle advertises it and the other nodes connect to their own loopback): repaired to
+///   the chosen address, or unset when that is not IPv4 (`pod-ip-repaired`); any other difference is warned.
+pub(super) const COMPANIONS: &[CompanionVar] = &[
+    CompanionVar {
+        var: "GLOO_SOCKET_IFNAME",
+        read: Read::GlooNames,
+        gives: Gives::Gname,
+        unset: WhenUnset::Always,
+        voice: Voice::Gloo,
+        #[cfg(test)]
+        doc: GLOO_DOC,
+    },
+    CompanionVar {
+        var: "TP_SOCKET_IFNAME",
+        read: Read::GlooNames,
+        gives: Gives::Gname,
+        unset: WhenUnset::Always,
+        voice: Voice::Gloo,
+        #[cfg(test)]
+        doc: GLOO_DOC,
+    },
+    CompanionVar {
+        var: "HOROVOD_GLOO_IFACE",
+        read: Read::GlooOne,
+        gives: Gives::Gname,
+        unset: WhenUnset::Launcher(
+            Launcher::Horovod,
+            "the same interface as NCCL, for horovodrun's Gloo (one exact name)",
+        ),
+        voice: Voice::Launcher,
+        #[cfg(test)]
+        doc: Doc {
+            read_by: "Horovod's Gloo (`ParseGlooIface`, horovod/common/utils/env_parser.cc; handed unchanged to Gloo's `tcp::CreateDevice`, horovod/common/gloo/gloo_context.cc)",
+            syntax: "one exact name",
+            when_unset: "set for `horovodrun`",
+            repaired: "Gloo's (as above); a list",
+        },
+    },
+    CompanionVar {
+        var: "OMPI_MCA_btl_tcp_if_include",
+        read: Read::OmpiInclude,
+        gives: Gives::OmpiValue,
+        unset: WhenUnset::Mpi { rank: true },
+        voice: Voice::Launcher,
+        #[cfg(test)]
+        doc: OMPI_DOC,
+    },
+    CompanionVar {
+        var: "OMPI_MCA_oob_tcp_if_include",
+        read: Read::OmpiInclude,
+        gives: Gives::OmpiValue,
+        unset: WhenUnset::Mpi { rank: false },
+        voice: Voice::Launcher,
+        #[cfg(test)]
+        doc: OMPI_DOC,
+    },
+    CompanionVar {
+        var: "UCX_NET_DEVICES",
+        read: Read::UcxDevices,
+        gives: Gives::Ifname,
+        unset: WhenUnset::Never,
+        voice: Voice::Launcher,
+        #[cfg(test)]
+        doc: Doc {
+            read_by: "UCX",
+            syntax: "netdev names, RDMA `device:port`, or `all`",
+            when_unset: "never (it would take UCX off RDMA)",
+            repaired: "netdevs as Open MPI's names (`all` always kept); beside RDMA entries only warned",
+        },
+    },
+    CompanionVar {
+        var: "POD_IP",
+        read: Read::Address,
+        gives: Gives::Ipv4Address,
+        unset: WhenUnset::Address,
+        voice: Voice::Paddle,
+        #[cfg(test)]
+        doc: Doc {
+            read_by: "Paddle (its own address, IPv4)",
+            syntax: "an address",
+            when_unset: "set (IPv4, not loopback)",
+            repaired: "multi-node: loopback",
+        },
+    },
+];
+
+/// Step "companions": every entry of [`COMPANIONS`] in order, then the addresses the launcher declares or
+/// advertises ([`declared_differs`], [`ips_differ`]), checked against the bound interface.
 pub(super) fn companions(
     v: &NetworkView,
     snap: &Snapshot,
@@ -22,70 +235,354 @@ pub(super) fn companions(
     plan: &mut Plan,
 ) {
     let (ifname, addr) = (bound.ifname.as_str(), bound.addr);
-    for var in ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"] {
-        companion(v, snap, var, bound, fix, plan);
+    let c = Companion {
+        v,
+        snap,
+        ifname,
+        gname: &bound.gname,
+        addr,
+        multi: is_multi(snap),
+        fix,
+        ompi: OmpiTarget::of(v, ifname, snap, addr),
+    };
+    for e in COMPANIONS {
+        c.judge(e, plan);
     }
-    other_launchers(v, snap, bound, fix, plan);
-    pod_ip(snap, ifname, addr, is_multi(snap), fix, plan);
     declared_differs(v, snap, ifname, addr, plan);
     ips_differ(snap, ifname, addr, plan);
 }
 
-/// `GLOO_SOCKET_IFNAME` / `TP_SOCKET_IFNAME`: exact interface names only (PyTorch: a comma list; Paddle: one
-/// name), each resolved as Gloo resolves it: the first `getifaddrs` entry whose `ifa_name` equals the name
-/// (`strcmp`, so an IPv4 address label is a name of its own) and that has an IPv4 or IPv6 address, with no
-/// check of its flags, scope or reachability (`lookupAddrForIface`, pytorch/gloo
-/// gloo/transport/tcp/device.cc). Set when unset, to the name of the bound address ([`Bound::gname`]);
-/// repaired when it holds NCCL syntax, a name with no address (Gloo fails with "Unable to find address
-/// for: …"), or, in a multi-node job, a name whose first address is loopback or link-local (not on a
-/// link-local master's link): the same grounds as NCCL's (`fatal_reason`; #26 item 4). Warned when it
-/// names another interface than NCCL's.
-fn companion(
-    v: &NetworkView,
-    snap: &Snapshot,
-    var: &str,
-    bound: &Bound,
-    fix: &Fix,
-    plan: &mut Plan,
-) {
-    let gname = bound.gname.as_str();
-    let Some(val) = snap.env.get(var) else {
-        plan.set(
-            var,
-            gname,
-            format!("the same interface as NCCL ({var} takes exact names)"),
-        );
-        return;
-    };
-    let names: Vec<&str> = val.split(',').collect();
-    if let Some(why) = names
-        .iter()
-        .find_map(|n| gloo_name_fails(v, n, is_multi(snap)).map(|w| (n, w)))
-        .map(|(_, w)| w.replace("{var}", var))
-    {
-        fix.apply(
+/// What the companions' checks share: the network, the job, the bound interface and how to repair.
+struct Companion<'a, 'n> {
+    v: &'a NetworkView<'n>,
+    snap: &'a Snapshot,
+    /// The bound link's name ([`Bound::ifname`]).
+    ifname: &'a str,
+    /// The bound address's `getifaddrs` name ([`Bound::gname`]), for the variables Gloo resolves.
+    gname: &'a str,
+    /// The bound address ([`Bound::addr`]).
+    addr: Option<IpAddr>,
+    /// The job may span nodes ([`is_multi`]): a loopback or link-local-only interface is a failure.
+    multi: bool,
+    fix: &'a Fix,
+    /// What Open MPI's variables get.
+    ompi: OmpiTarget,
+}
+
+/// What an inherited value's reading says.
+enum Verdict {
+    /// It works and selects the bound interface: kept, nothing said.
+    Works,
+    /// It works but selects another interface: kept, warned.
+    Differs,
+    /// It would fail (why): repaired ([`Fix`]).
+    Fails(String),
+    /// Part of it fails but the rest must be kept (UCX's RDMA devices): `companion-differs` with this message
+    /// and remedy.
+    Warned(String, String),
+}
+
+impl Companion<'_, '_> {
+    /// One entry: set when unset (if [`CompanionVar::unset`] says so), else read ([`CompanionVar::read`])
+    /// and kept, warned or repaired.
+    fn judge(&self, e: &CompanionVar, plan: &mut Plan) {
+        let new = self.gives(e.gives);
+        let Some(val) = self.snap.env.get(e.var) else {
+            if let (Some(value), Some(reason)) = (new, self.set_reason(e)) {
+                plan.set(e.var, value, reason);
+            }
+            return;
+        };
+        match self.read(e.read, e.var, val) {
+            Verdict::Works => {}
+            Verdict::Differs => self.differs(e, val, plan),
+            Verdict::Fails(why) => self.repair(e, val, new, why, plan),
+            Verdict::Warned(message, remedy) => {
+                plan.finding(Finding::CompanionDiffers, message, remedy)
+            }
+        }
+    }
+
+    /// The value [`Gives`] names here.
+    fn gives(&self, g: Gives) -> Option<String> {
+        match g {
+            Gives::Gname => Some(self.gname.to_string()),
+            Gives::Ifname => Some(self.ifname.to_string()),
+            Gives::OmpiValue => Some(self.ompi.value.clone()),
+            Gives::Ipv4Address => self
+                .addr
+                .filter(|a| a.is_ipv4() && !a.is_loopback())
+                .map(|a| a.to_string()),
+        }
+    }
+
+    /// The reason of setting the unset `e`, when it is set for this job.
+    fn set_reason(&self, e: &CompanionVar) -> Option<String> {
+        let var = e.var;
+        match e.unset {
+            WhenUnset::Always => Some(format!(
+                "the same interface as NCCL ({var} takes exact names)"
+            )),
+            WhenUnset::Launcher(l, reason) if self.snap.job.launcher == Some(l) => {
+                Some(reason.to_string())
+            }
+            WhenUnset::Mpi { rank } => {
+                let how = if self.ompi.value == self.ifname {
+                    self.ifname.to_string()
+                } else {
+                    format!("{}'s network", self.ifname)
+                };
+                if self.ompi.mpirun {
+                    Some(format!("the same interface as NCCL ({how}), for Open MPI's TCP transport (Open MPI forwards it to every node)"))
+                } else if self.ompi.rank && rank {
+                    Some(format!("the same interface as NCCL ({how}), for this Open MPI rank's TCP transport (read by MPI_Init)"))
+                } else {
+                    None
+                }
+            }
+            WhenUnset::Address => Some(format!(
+                "Paddle advertises POD_IP as this node's address: {}'s address",
+                self.ifname
+            )),
+            WhenUnset::Launcher(..) | WhenUnset::Never => None,
+        }
+    }
+
+    /// The inherited `val` of `var` read by `read`'s rule.
+    fn read(&self, read: Read, var: &str, val: &str) -> Verdict {
+        match read {
+            Read::GlooNames => self.gloo_names(var, val),
+            Read::GlooOne => self.gloo_one(var, val),
+            Read::OmpiInclude => self.ompi_if_include(val),
+            Read::UcxDevices => self.ucx_net_devices(val),
+            Read::Address => self.address(val),
+        }
+    }
+
+    /// `companion-differs` (`advertised-address-differs` for Paddle's address): `val` works but selects
+    /// another interface than NCCL's.
+    fn differs(&self, e: &CompanionVar, val: &str, plan: &mut Plan) {
+        let (var, ifname, gname) = (e.var, self.ifname, self.gname);
+        match e.voice {
+            Voice::Gloo => plan.finding(
+                Finding::CompanionDiffers,
+                format!("{var}={val} names another interface than NCCL's {gname}"),
+                format!("set {var}={gname} so that every library of the job uses one interface"),
+            ),
+            Voice::Launcher => plan.finding(
+                Finding::CompanionDiffers,
+                format!("{var}={val} selects another interface than NCCL's {ifname}"),
+                format!(
+                    "set {var} to {ifname} so that every library of the job uses one interface"
+                ),
+            ),
+            Voice::Paddle => {
+                if let Some(a) = self.addr {
+                    plan.finding(
+                        Finding::AdvertisedAddressDiffers,
+                        format!(
+                            "{var}={val} is what Paddle advertises, but NCCL binds {a} on {ifname}"
+                        ),
+                        format!("unset {var} or make it the address of the chosen interface"),
+                    )
+                }
+            }
+        }
+    }
+
+    /// The inherited `val` would fail (`why`): replaced by `new` ([`CompanionVar::gives`]), or unset when
+    /// there is none, through [`Fix`], with the code and words of [`CompanionVar::voice`].
+    fn repair(
+        &self,
+        e: &CompanionVar,
+        val: &str,
+        new: Option<String>,
+        why: String,
+        plan: &mut Plan,
+    ) {
+        let var = e.var;
+        let to = new.clone().unwrap_or_default();
+        let (reason, code, message, remedy) = match e.voice {
+            Voice::Gloo => (
+                format!("inherited {var}={val:?} would fail: {why}"),
+                Finding::GlooIfnameRepaired,
+                format!("{var}={val:?} replaced by {to:?}: {why}"),
+                format!("set {var} to one plain interface name, e.g. {to}"),
+            ),
+            Voice::Launcher => (
+                format!("inherited {var}={val:?} would fail: {why}"),
+                Finding::LauncherIfnameRepaired,
+                format!("{var}={val:?} replaced by {to:?}: {why}"),
+                format!("set {var} to an interface that exists here, e.g. {to}"),
+            ),
+            Voice::Paddle => {
+                let nodes = self.snap.job.nnodes.unwrap_or(2);
+                (
+                    format!("inherited {var}={val} is {why} in a {nodes}-node job: Paddle would advertise it to the other nodes"),
+                    Finding::PodIpRepaired,
+                    format!(
+                        "{var}={val} is {why}, which Paddle advertises as this node's address in a {nodes}-node job: the other nodes would connect to themselves; {}",
+                        match &new {
+                            Some(a) => format!("replaced by {}'s address {a}", self.ifname),
+                            None => "unset (the chosen address is not IPv4)".to_string(),
+                        }
+                    ),
+                    format!("do not set {var} to a loopback address (Kubernetes: status.podIP; under host networking, give the host name its real address in /etc/hosts)"),
+                )
+            }
+        };
+        self.fix.apply(
             plan,
             Repair {
                 name: var,
                 old: val,
-                new: Some(gname.to_string()),
-                reason: format!("inherited {var}={val:?} would fail: {why}"),
-                code: Finding::GlooIfnameRepaired,
-                message: format!("{var}={val:?} replaced by {gname:?}: {why}"),
-                remedy: format!("set {var} to one plain interface name, e.g. {gname}"),
+                new,
+                reason,
+                code,
+                message,
+                remedy,
             },
         );
-    } else if !names.contains(&gname) && !names.contains(&bound.ifname.as_str()) {
-        plan.finding(
-            Finding::CompanionDiffers,
-            format!("{var}={val} names another interface than NCCL's {gname}"),
-            format!("set {var}={gname} so that every library of the job uses one interface"),
-        );
+    }
+
+    /// [`Read::GlooNames`]: the first name Gloo cannot use fails the value ([`gloo_name_fails`]); a value
+    /// naming neither the bound address's name nor the link's differs.
+    fn gloo_names(&self, var: &str, val: &str) -> Verdict {
+        let names: Vec<&str> = val.split(',').collect();
+        if let Some(why) = names
+            .iter()
+            .find_map(|n| gloo_name_fails(self.v, n, self.multi))
+        {
+            return Verdict::Fails(why.replace("{var}", var));
+        }
+        if !names.contains(&self.gname) && !names.contains(&self.ifname) {
+            Verdict::Differs
+        } else {
+            Verdict::Works
+        }
+    }
+
+    /// [`Read::GlooOne`] (`HOROVOD_GLOO_IFACE`): a list fails (Horovod takes one name), and so does a name
+    /// Gloo cannot use ([`gloo_name_fails`]); another interface differs.
+    fn gloo_one(&self, var: &str, val: &str) -> Verdict {
+        let fails: Vec<String> = val
+            .split(',')
+            .filter_map(|n| gloo_name_fails(self.v, n, self.multi))
+            .map(|w| w.replace("{var}", var))
+            .collect();
+        let list = val.contains(',');
+        if list || !fails.is_empty() {
+            return Verdict::Fails(match (list, fails.is_empty()) {
+                (true, true) => format!("{var} takes one interface name, not a list"),
+                (true, false) => format!(
+                    "{var} takes one interface name, not a list (and {})",
+                    fails.join("; ")
+                ),
+                _ => fails.join("; "),
+            });
+        }
+        if val != self.ifname && val != self.gname {
+            Verdict::Differs
+        } else {
+            Verdict::Works
+        }
+    }
+
+    /// [`Read::OmpiInclude`]: an empty value, a name Open MPI cannot use ([`netdev_unusable`]: missing,
+    /// without an address, or link-local only in a multi-node job) or a network holding no address here
+    /// fails; one that does not select the bound interface (by name or by its address) differs.
+    fn ompi_if_include(&self, val: &str) -> Verdict {
+        let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+        let mut bad: Vec<String> = Vec::new();
+        let mut selects = false;
+        for e in &entries {
+            match e.split_once('/') {
+                Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
+                    (Ok(n), Ok(l)) => {
+                        if !self
+                            .v
+                            .net
+                            .addrs
+                            .iter()
+                            .any(|a| prefix_contains(&n, l, &a.addr))
+                        {
+                            bad.push(format!("{e} (no address here is in it)"));
+                        }
+                        selects |= self.addr.is_some_and(|a| prefix_contains(&n, l, &a));
+                    }
+                    _ => bad.push(format!("{e} (not a CIDR network)")),
+                },
+                None => {
+                    bad.extend(netdev_unusable(self.v, e, self.multi));
+                    selects |= *e == self.ifname;
+                }
+            }
+        }
+        if entries.is_empty() {
+            Verdict::Fails("it names nothing".to_string())
+        } else if !bad.is_empty() {
+            Verdict::Fails(format!("Open MPI cannot use {}", bad.join(", ")))
+        } else if !selects {
+            Verdict::Differs
+        } else {
+            Verdict::Works
+        }
+    }
+
+    /// [`Read::UcxDevices`]: netdevs UCX's TCP transport cannot use ([`netdev_unusable`]) fail the value
+    /// when it has no RDMA entry, else are warned; a value that names netdevs but not the bound interface
+    /// differs; `all` works.
+    fn ucx_net_devices(&self, val: &str) -> Verdict {
+        let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
+        if entries.contains(&"all") {
+            return Verdict::Works;
+        }
+        let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
+        let missing: Vec<String> = netdevs
+            .iter()
+            .filter_map(|n| netdev_unusable(self.v, n, self.multi))
+            .collect();
+        if !missing.is_empty() && rdma.is_empty() {
+            Verdict::Fails(format!(
+                "UCX's TCP transport cannot use {}",
+                missing.join(", ")
+            ))
+        } else if !missing.is_empty() {
+            Verdict::Warned(
+                format!(
+                    "UCX_NET_DEVICES={val} names {}, which UCX's TCP transport cannot use (its RDMA devices are kept)",
+                    missing.join(", ")
+                ),
+                format!("remove those names or use {}", self.ifname),
+            )
+        } else if rdma.is_empty() && !netdevs.contains(&self.ifname) {
+            Verdict::Differs
+        } else {
+            Verdict::Works
+        }
+    }
+
+    /// [`Read::Address`] (`POD_IP`): a loopback address in a multi-node job fails (Paddle advertises it and
+    /// the other nodes connect to their own loopback); another address than the bound one differs.
+    fn address(&self, val: &str) -> Verdict {
+        let ip = val.parse::<IpAddr>().ok();
+        if self.multi && ip.is_some_and(|ip| ip.is_loopback()) {
+            return Verdict::Fails("a loopback address".to_string());
+        }
+        match self.addr {
+            Some(a) if ip != Some(a) => Verdict::Differs,
+            _ => Verdict::Works,
+        }
     }
 }
 
-/// Why Gloo fails, or binds where another node cannot connect, with the interface name `n` (see
-/// [`companion`]; `{var}` stands for the variable's name). `None` when it works.
+/// Why Gloo fails, or binds where another node cannot connect, with the interface name `n`; `{var}` stands
+/// for the variable's name. `None` when it works. Gloo resolves a name as the first `getifaddrs` entry whose
+/// `ifa_name` equals it (`strcmp`, so an IPv4 address label is a name of its own) and that has an IPv4 or
+/// IPv6 address, with no check of its flags, scope or reachability (`lookupAddrForIface`, pytorch/gloo
+/// gloo/transport/tcp/device.cc): a name with no address fails ("Unable to find address for: …"), and in a
+/// multi-node job so does one whose first address is loopback or link-local (not on a link-local master's
+/// link), the grounds on which NCCL's value is repaired (`fatal_reason`; #26 item 4).
 fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
     let entries = nccl_rules::ifaddrs(v.net);
     let first = entries.iter().find(|e| e.name == n);
@@ -118,120 +615,6 @@ fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
     }
 }
 
-/// The other launchers' interface variables, each in its own syntax and by its own library's rule (F26;
-/// #26 item 4). An inherited value naming an interface that library cannot use (missing, without an
-/// address, or link-local only in a multi-node job: [`gloo_name_fails`] for Horovod's Gloo,
-/// [`netdev_unusable`] for Open MPI and UCX) is repaired (`launcher-ifname-repaired`), one that selects
-/// another interface than NCCL's is warned (`companion-differs`); an unset one is set only for the launcher
-/// that reads it (its command is the job's):
-///
-/// * `HOROVOD_GLOO_IFACE`: one exact name (horovod/common/utils/env_parser.cc `ParseGlooIface`;
-///   horovodrun sets it to the first of its NICs, horovod/runner/gloo_run.py). Set for `horovodrun`.
-/// * `OMPI_MCA_btl_tcp_if_include`, `OMPI_MCA_oob_tcp_if_include`: comma-separated exact names or CIDR
-///   networks (Open MPI's `btl_tcp_if_include`/`oob_tcp_if_include` MCA parameters). Set for `mpirun`. Open
-///   MPI forwards `OMPI_MCA_*` to every node: the name must be the same there.
-/// * `UCX_NET_DEVICES`: comma-separated devices: netdev names, RDMA `device:port` entries, or `all`. Only
-///   evaluated (never set: it would take UCX off RDMA); a value with RDMA entries is warned, not repaired.
-fn other_launchers(v: &NetworkView, snap: &Snapshot, bound: &Bound, fix: &Fix, plan: &mut Plan) {
-    let addr = bound.addr;
-    let c = Companion {
-        v,
-        ifname: &bound.ifname,
-        gname: &bound.gname,
-        multi: is_multi(snap),
-        fix,
-    };
-    let launcher = snap.job.launcher;
-    horovod_iface(&c, snap.env.get("HOROVOD_GLOO_IFACE"), launcher, plan);
-    let ompi = OmpiTarget::of(&c, snap, addr);
-    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
-        ompi_if_include(&c, var, snap.env.get(var), &ompi, addr, plan);
-    }
-    if let Some(val) = snap.env.get("UCX_NET_DEVICES") {
-        ucx_net_devices(&c, val, plan);
-    }
-}
-
-/// What the launcher variables' checks share: the network, the bound interface and how to repair.
-struct Companion<'a, 'n> {
-    v: &'a NetworkView<'n>,
-    ifname: &'a str,
-    /// The bound address's `getifaddrs` name ([`Bound::gname`]), for the variables Gloo resolves.
-    gname: &'a str,
-    /// The job may span nodes ([`is_multi`]): a loopback or link-local-only interface is a failure.
-    multi: bool,
-    fix: &'a Fix,
-}
-
-impl Companion<'_, '_> {
-    /// `companion-differs`: `var` selects another interface than NCCL's.
-    fn differs(&self, plan: &mut Plan, var: &str, val: &str) {
-        let ifname = self.ifname;
-        plan.finding(
-            Finding::CompanionDiffers,
-            format!("{var}={val} selects another interface than NCCL's {ifname}"),
-            format!("set {var} to {ifname} so that every library of the job uses one interface"),
-        )
-    }
-    /// `launcher-ifname-repaired`: `var` would fail (`why`); replaced by the bound interface ([`Fix`]).
-    fn repair(&self, plan: &mut Plan, var: &'static str, val: &str, why: String) {
-        self.repair_to(plan, var, val, why, self.ifname)
-    }
-    /// [`Companion::repair`] with `ifname` as the new value (a CIDR network for Open MPI).
-    fn repair_to(&self, plan: &mut Plan, var: &'static str, val: &str, why: String, ifname: &str) {
-        self.fix.apply(
-            plan,
-            Repair {
-                name: var,
-                old: val,
-                new: Some(ifname.to_string()),
-                reason: format!("inherited {var}={val:?} would fail: {why}"),
-                code: Finding::LauncherIfnameRepaired,
-                message: format!("{var}={val:?} replaced by {ifname:?}: {why}"),
-                remedy: format!("set {var} to an interface that exists here, e.g. {ifname}"),
-            },
-        )
-    }
-}
-
-/// `HOROVOD_GLOO_IFACE`: one exact interface name, which Horovod hands to Gloo unchanged (`attr.iface` of
-/// `gloo::transport::tcp::CreateDevice`, horovod/common/gloo/gloo_context.cc `GlooContext::Initialize`), so
-/// Gloo's own rule judges it ([`gloo_name_fails`]; #26 item 4: a name whose first address is link-local in a
-/// multi-node job is repaired like `GLOO_SOCKET_IFNAME`). A list is repaired too (Horovod takes one name).
-/// Repaired to the bound address's `getifaddrs` name ([`Bound::gname`]); another interface is warned; unset,
-/// it is set for `horovodrun`.
-fn horovod_iface(c: &Companion, val: Option<&String>, launcher: Option<Launcher>, plan: &mut Plan) {
-    const VAR: &str = "HOROVOD_GLOO_IFACE";
-    match val {
-        Some(val) => {
-            let fails: Vec<String> = val
-                .split(',')
-                .filter_map(|n| gloo_name_fails(c.v, n, c.multi))
-                .map(|w| w.replace("{var}", VAR))
-                .collect();
-            if val.contains(',') || !fails.is_empty() {
-                let why = match (val.contains(','), fails.is_empty()) {
-                    (true, true) => format!("{VAR} takes one interface name, not a list"),
-                    (true, false) => format!(
-                        "{VAR} takes one interface name, not a list (and {})",
-                        fails.join("; ")
-                    ),
-                    _ => fails.join("; "),
-                };
-                c.repair_to(plan, VAR, val, why, c.gname);
-            } else if val != c.ifname && val != c.gname {
-                c.differs(plan, VAR, val);
-            }
-        }
-        None if launcher == Some(Launcher::Horovod) => plan.set(
-            VAR,
-            c.gname,
-            "the same interface as NCCL, for horovodrun's Gloo (one exact name)",
-        ),
-        None => {}
-    }
-}
-
 /// What ncclenv gives Open MPI's `*_tcp_if_include` and for which process.
 struct OmpiTarget {
     /// The value: the bound interface's network as a CIDR (`10.79.0.0/24`) when the job may span nodes
@@ -247,11 +630,11 @@ struct OmpiTarget {
 }
 
 impl OmpiTarget {
-    fn of(c: &Companion, snap: &Snapshot, addr: Option<IpAddr>) -> OmpiTarget {
+    fn of(v: &NetworkView, ifname: &str, snap: &Snapshot, addr: Option<IpAddr>) -> OmpiTarget {
         let cidr = addr
             .filter(|_| !snap.job.is_single_node())
             .and_then(|a| {
-                c.v.net
+                v.net
                     .addrs
                     .iter()
                     .find(|x| x.addr == a)
@@ -260,83 +643,10 @@ impl OmpiTarget {
             .filter(|(a, len)| *len < if a.is_ipv4() { 32 } else { 128 })
             .map(|(a, len)| format!("{}/{len}", crate::snapshot::network_of(&a, len)));
         OmpiTarget {
-            value: cidr.unwrap_or_else(|| c.ifname.to_string()),
+            value: cidr.unwrap_or_else(|| ifname.to_string()),
             mpirun: snap.job.launcher == Some(Launcher::Mpi),
             rank: snap.env.contains_key("OMPI_COMM_WORLD_SIZE"),
         }
-    }
-}
-
-/// Open MPI's `OMPI_MCA_{btl,oob}_tcp_if_include` (`var`): exact names or CIDR networks (no `^` exclusions:
-/// those are `*_if_exclude`'s, and `^eth0` here is a name that does not exist). An empty value, a name
-/// Open MPI cannot use ([`netdev_unusable`]: missing, without an address, or link-local only in a
-/// multi-node job) or a network holding no address here is repaired; one that does not select the bound
-/// interface (by name or by its address `addr`) is warned; unset, both are set for `mpirun` and
-/// `btl_tcp_if_include` for an Open MPI rank ([`OmpiTarget`]).
-fn ompi_if_include(
-    c: &Companion,
-    var: &'static str,
-    val: Option<&String>,
-    t: &OmpiTarget,
-    addr: Option<IpAddr>,
-    plan: &mut Plan,
-) {
-    let Some(val) = val else {
-        let how = if t.value == c.ifname {
-            c.ifname.to_string()
-        } else {
-            format!("{}'s network", c.ifname)
-        };
-        if t.mpirun {
-            plan.set(
-                var,
-                t.value.clone(),
-                format!("the same interface as NCCL ({how}), for Open MPI's TCP transport (Open MPI forwards it to every node)"),
-            );
-        } else if t.rank && var == "OMPI_MCA_btl_tcp_if_include" {
-            plan.set(
-                var,
-                t.value.clone(),
-                format!("the same interface as NCCL ({how}), for this Open MPI rank's TCP transport (read by MPI_Init)"),
-            );
-        }
-        return;
-    };
-    let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
-    let mut bad: Vec<String> = Vec::new();
-    let mut selects = false;
-    for e in &entries {
-        match e.split_once('/') {
-            Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
-                (Ok(n), Ok(l)) => {
-                    if !c
-                        .v
-                        .net
-                        .addrs
-                        .iter()
-                        .any(|a| prefix_contains(&n, l, &a.addr))
-                    {
-                        bad.push(format!("{e} (no address here is in it)"));
-                    }
-                    selects |= addr.is_some_and(|a| prefix_contains(&n, l, &a));
-                }
-                _ => bad.push(format!("{e} (not a CIDR network)")),
-            },
-            None => {
-                bad.extend(netdev_unusable(c.v, e, c.multi));
-                selects |= *e == c.ifname;
-            }
-        }
-    }
-    if entries.is_empty() || !bad.is_empty() {
-        let why = if entries.is_empty() {
-            "it names nothing".to_string()
-        } else {
-            format!("Open MPI cannot use {}", bad.join(", "))
-        };
-        c.repair_to(plan, var, val, why, &t.value);
-    } else if !selects {
-        c.differs(plan, var, val);
     }
 }
 
@@ -366,41 +676,6 @@ fn netdev_unusable(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
             "{n} (only loopback or link-local addresses, which another node cannot reach)"
         )),
         Some(_) => None,
-    }
-}
-
-/// `UCX_NET_DEVICES`: netdev names and RDMA `device:port` entries, or `all`. Only judged, never set. Netdevs
-/// that UCX's TCP transport cannot use ([`netdev_unusable`]: missing, without an address, or link-local only
-/// in a multi-node job) are repaired when the value has no RDMA entry, else warned; a value that names
-/// netdevs but not the bound interface is warned.
-fn ucx_net_devices(c: &Companion, val: &str, plan: &mut Plan) {
-    let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
-    if entries.contains(&"all") {
-        return;
-    }
-    let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
-    let missing: Vec<String> = netdevs
-        .iter()
-        .filter_map(|n| netdev_unusable(c.v, n, c.multi))
-        .collect();
-    if !missing.is_empty() && rdma.is_empty() {
-        c.repair(
-            plan,
-            "UCX_NET_DEVICES",
-            val,
-            format!("UCX's TCP transport cannot use {}", missing.join(", ")),
-        );
-    } else if !missing.is_empty() {
-        plan.finding(
-            Finding::CompanionDiffers,
-            format!(
-                "UCX_NET_DEVICES={val} names {}, which UCX's TCP transport cannot use (its RDMA devices are kept)",
-                missing.join(", ")
-            ),
-            format!("remove those names or use {}", c.ifname),
-        );
-    } else if rdma.is_empty() && !netdevs.contains(&c.ifname) {
-        c.differs(plan, "UCX_NET_DEVICES", val);
     }
 }
 
@@ -444,39 +719,38 @@ mod tests {
     /// kept on one node; `eth0` (NCCL's interface) is kept.
     #[test]
     fn companions_repaired_when_fe80_only_kept_when_they_work() {
-        let snap = fe80_net1();
-        let Ok(net) = &snap.net else {
-            panic!("no network")
-        };
-        let v = NetworkView::new(net, &[]);
         let fix = Fix { vendor: false };
         let run = |var: &'static str, val: &str, multi: bool| {
+            let snap = SnapshotBuilder::new()
+                .plug("eth0", &["10.244.1.7/24"])
+                .plug("net1", &["fe80::6c:1/64"])
+                .plug("net2", &[])
+                .env(var, val)
+                .build();
+            let Ok(net) = &snap.net else {
+                panic!("no network")
+            };
+            let v = NetworkView::new(net, &[]);
             let c = Companion {
                 v: &v,
+                snap: &snap,
                 ifname: "eth0",
                 gname: "eth0",
+                addr: "10.244.1.7".parse().ok(),
                 multi,
                 fix: &fix,
+                ompi: OmpiTarget {
+                    value: "10.244.1.0/24".into(),
+                    mpirun: false,
+                    rank: false,
+                },
             };
             let mut plan = Plan::default();
-            let val = val.to_string();
-            let t = OmpiTarget {
-                value: "10.244.1.0/24".into(),
-                mpirun: false,
-                rank: false,
-            };
-            match var {
-                "HOROVOD_GLOO_IFACE" => horovod_iface(&c, Some(&val), None, &mut plan),
-                "UCX_NET_DEVICES" => ucx_net_devices(&c, &val, &mut plan),
-                _ => ompi_if_include(
-                    &c,
-                    var,
-                    Some(&val),
-                    &t,
-                    "10.244.1.7".parse().ok(),
-                    &mut plan,
-                ),
-            }
+            let e = COMPANIONS
+                .iter()
+                .find(|e| e.var == var)
+                .expect("in the table");
+            c.judge(e, &mut plan);
             plan
         };
         for (var, repaired) in [
@@ -497,5 +771,44 @@ mod tests {
             assert_eq!(p.value_of(var), None, "{var}=eth0");
             assert!(p.warnings.is_empty(), "{var}=eth0: {:?}", p.warnings);
         }
+    }
+
+    /// [`COMPANIONS`] is `docs/policy.md`'s "Companions" table: the same variables in the same order, and each
+    /// variable's cells (read by, syntax, when unset, repaired when inherited) are its entry's [`Doc`].
+    #[test]
+    fn table_is_the_policy_docs_companions_table() {
+        let policy = include_str!("../../../docs/policy.md");
+        let section = policy
+            .split("\n## Companions\n")
+            .nth(1)
+            .expect("docs/policy.md has a Companions section");
+        let mut vars: Vec<&str> = Vec::new();
+        for row in section
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+        {
+            let cells: Vec<&str> = row
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
+            assert_eq!(cells.len(), 5, "{row}");
+            let doc = Doc {
+                read_by: cells[1],
+                syntax: cells[2],
+                when_unset: cells[3],
+                repaired: cells[4],
+            };
+            for var in cells[0].split(", ").map(|v| v.trim_matches('`')) {
+                let e = COMPANIONS.iter().find(|e| e.var == var);
+                assert_eq!(e.map(|e| e.doc), Some(doc), "{var}");
+                vars.push(var);
+            }
+        }
+        let table: Vec<&str> = COMPANIONS.iter().map(|e| e.var).collect();
+        assert_eq!(vars, table);
     }
 }

@@ -20,7 +20,8 @@
 //! (ncclenv's own choice, `Pick`), `inherited` (the inherited `NCCL_SOCKET_FAMILY` and
 //! `NCCL_SOCKET_IFNAME`, read as NCCL reads them), `bind` (the interface used, the loopback fallback or the
 //! refusal, the family export), `fix` (repairs of inherited values, `Fix`), `companions` (the frameworks'
-//! and launchers' interface variables), `advertised` (the addresses the launcher advertises), `layout`
+//! and launchers' interface variables and `POD_IP`: one table, one generic step), `advertised` (the
+//! addresses the launcher declares or advertises), `layout`
 //! (warnings about the network's layout) and `queries` (what doctor, the check's repair and the regime ask
 //! without deciding).
 
