@@ -5,6 +5,7 @@
 //! Rendering only: the caller probes (at doctor depth, which also reads the link speeds into
 //! [`Snapshot::link_speeds`]), decides, and passes the preflight outlook. Nothing here does I/O.
 
+use crate::decide::interface::NcclModel;
 use crate::decide::rdma::HcaReport;
 use crate::decide::shm::ShmNeed;
 use crate::exit;
@@ -170,8 +171,8 @@ pub struct Decision<'a> {
     pub choice: Option<&'a Choice>,
     /// What NCCL alone would choose (ncclenv's model of NCCL's rules, `decide::interface::nccl_alone`).
     pub nccl_alone: Option<String>,
-    /// That model as data.
-    pub nccl_model: Value,
+    /// That model as data (`decide::interface::nccl_model`); `None` when the network probe failed.
+    pub nccl_model: Option<NcclModel>,
     /// Raise the soft memlock limit before exec.
     pub raise_memlock: bool,
     /// ncclenv changes nothing.
@@ -275,7 +276,7 @@ impl<'a> Report<'a> {
                 verdict: &plan.verdict,
                 choice: plan.choice.as_ref(),
                 nccl_alone: crate::decide::interface::nccl_alone(snap),
-                nccl_model: crate::decide::interface::nccl_model_json(snap),
+                nccl_model: crate::decide::interface::nccl_model(snap),
                 raise_memlock: plan.raise_memlock,
                 hands_off: plan.hands_off,
                 exit_code: exit_code(plan),

@@ -1,0 +1,133 @@
+//! The companions' rules and table, against fe80-only links and `docs/policy.md`.
+
+use super::reads::{gloo_name_fails, netdev_unusable, OmpiTarget};
+use super::*;
+use crate::test_snapshot::SnapshotBuilder;
+
+/// `eth0` 10.244.1.7/24 and `net1` UP with only fe80 (a Multus network whose IPAM has not delivered).
+fn fe80_net1() -> Snapshot {
+    SnapshotBuilder::new()
+        .plug("eth0", &["10.244.1.7/24"])
+        .plug("net1", &["fe80::6c:1/64"])
+        .plug("net2", &[])
+        .build()
+}
+
+/// #26 item 4: each companion's own rule on an fe80-only `net1`: unusable in a multi-node job, fine on
+/// one node; `eth0` always fine; a link without address and a missing one fail everywhere.
+#[test]
+fn companion_rules_on_an_fe80_only_link() {
+    let snap = fe80_net1();
+    let Ok(net) = &snap.net else {
+        panic!("no network")
+    };
+    let v = NetworkView::new(net, &[]);
+    for multi in [true, false] {
+        assert_eq!(gloo_name_fails(&v, "eth0", multi), None);
+        assert_eq!(netdev_unusable(&v, "eth0", multi), None);
+        assert!(gloo_name_fails(&v, "net2", multi).is_some());
+        assert!(netdev_unusable(&v, "net2", multi).is_some_and(|w| w.contains("no address")));
+        assert!(netdev_unusable(&v, "eth9", multi).is_some_and(|w| w.contains("no such")));
+    }
+    assert!(gloo_name_fails(&v, "net1", true).is_some_and(|w| w.contains("fe80::6c:1")));
+    assert!(netdev_unusable(&v, "net1", true).is_some_and(|w| w.contains("link-local")));
+    assert_eq!(gloo_name_fails(&v, "net1", false), None);
+    assert_eq!(netdev_unusable(&v, "net1", false), None);
+}
+
+/// #26 item 4 through each companion's step: `net1` (fe80 only) is repaired in a multi-node job and
+/// kept on one node; `eth0` (NCCL's interface) is kept.
+#[test]
+fn companions_repaired_when_fe80_only_kept_when_they_work() {
+    let fix = Fix { vendor: false };
+    let run = |var: &'static str, val: &str, multi: bool| {
+        let snap = SnapshotBuilder::new()
+            .plug("eth0", &["10.244.1.7/24"])
+            .plug("net1", &["fe80::6c:1/64"])
+            .plug("net2", &[])
+            .env(var, val)
+            .build();
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let v = NetworkView::new(net, &[]);
+        let c = Companion {
+            v: &v,
+            snap: &snap,
+            ifname: "eth0",
+            gname: "eth0",
+            addr: "10.244.1.7".parse().ok(),
+            multi,
+            fix: &fix,
+            ompi: OmpiTarget {
+                value: "10.244.1.0/24".into(),
+                mpirun: false,
+                rank: false,
+            },
+        };
+        let mut plan = Plan::default();
+        let e = COMPANIONS
+            .iter()
+            .find(|e| e.var == var)
+            .expect("in the table");
+        c.judge(e, &mut plan);
+        plan
+    };
+    for (var, repaired) in [
+        ("HOROVOD_GLOO_IFACE", "eth0"),
+        ("OMPI_MCA_btl_tcp_if_include", "10.244.1.0/24"),
+        ("OMPI_MCA_oob_tcp_if_include", "10.244.1.0/24"),
+        ("UCX_NET_DEVICES", "eth0"),
+    ] {
+        let p = run(var, "net1", true);
+        assert_eq!(p.value_of(var), Some(repaired), "{var}");
+        assert!(p
+            .warnings
+            .iter()
+            .any(|w| w.code == "launcher-ifname-repaired" && w.message.contains("link-local")));
+        let p = run(var, "net1", false);
+        assert_eq!(p.value_of(var), None, "{var} on one node");
+        let p = run(var, "eth0", true);
+        assert_eq!(p.value_of(var), None, "{var}=eth0");
+        assert!(p.warnings.is_empty(), "{var}=eth0: {:?}", p.warnings);
+    }
+}
+
+/// [`COMPANIONS`] is `docs/policy.md`'s "Companions" table: the same variables in the same order, and each
+/// variable's cells (read by, syntax, when unset, repaired when inherited) are its entry's [`Doc`].
+#[test]
+fn table_is_the_policy_docs_companions_table() {
+    let policy = include_str!("../../../../docs/policy.md");
+    let section = policy
+        .split("\n## Companions\n")
+        .nth(1)
+        .expect("docs/policy.md has a Companions section");
+    let mut vars: Vec<&str> = Vec::new();
+    for row in section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+    {
+        let cells: Vec<&str> = row
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        assert_eq!(cells.len(), 5, "{row}");
+        let doc = Doc {
+            read_by: cells[1],
+            syntax: cells[2],
+            when_unset: cells[3],
+            repaired: cells[4],
+        };
+        for var in cells[0].split(", ").map(|v| v.trim_matches('`')) {
+            let e = COMPANIONS.iter().find(|e| e.var == var);
+            assert_eq!(e.map(|e| e.doc), Some(doc), "{var}");
+            vars.push(var);
+        }
+    }
+    let table: Vec<&str> = COMPANIONS.iter().map(|e| e.var).collect();
+    assert_eq!(vars, table);
+}
