@@ -23,7 +23,7 @@ pub const MODE: u32 = 0o755;
 
 /// What happened to one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum FileAction {
     /// Copied (new, or replacing a different file).
     Copied,
     /// DIR already held an identical file (its mode set to 0755, or left as it is when the file is
@@ -43,19 +43,19 @@ pub struct Installed {
     /// Its size in bytes.
     pub bytes: u64,
     /// What was done.
-    pub outcome: Outcome,
+    pub outcome: FileAction,
 }
 
 impl Installed {
     /// One line for the user: `copied /ncclenv to /shared/ncclenv (1345328 bytes, mode 755)`.
     pub fn line(&self) -> String {
         let what = match self.outcome {
-            Outcome::Copied => "copied",
-            Outcome::Unchanged => "already up to date:",
-            Outcome::InPlace => "already in place:",
+            FileAction::Copied => "copied",
+            FileAction::Unchanged => "already up to date:",
+            FileAction::InPlace => "already in place:",
         };
         match self.outcome {
-            Outcome::Copied => format!(
+            FileAction::Copied => format!(
                 "{what} {} to {} ({} bytes, mode {:o})",
                 self.source.display(),
                 self.dest.display(),
@@ -69,7 +69,7 @@ impl Installed {
 
 /// The report of [`install`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub struct Installation {
     /// The files installed, `ncclenv` first.
     pub files: Vec<Installed>,
     /// Set when no `ncclenv-check` sits beside `exe`: the path looked at.
@@ -80,7 +80,7 @@ pub struct Report {
 /// `DIR/ncclenv-check`. Errors: one message naming the path and the OS error (DIR's parent missing, a file in
 /// the way, DIR not writable, a directory in the way of a binary, a read failure); nothing half-written is
 /// left behind.
-pub fn install(exe: &Path, dir: &Path) -> Result<Report, String> {
+pub fn install(exe: &Path, dir: &Path) -> Result<Installation, String> {
     prepare_dir(dir)?;
     let mut files = vec![install_one(exe, &dir.join(NAMES[0]))?];
     let helper = exe
@@ -92,7 +92,7 @@ pub fn install(exe: &Path, dir: &Path) -> Result<Report, String> {
     } else {
         Some(helper)
     };
-    Ok(Report {
+    Ok(Installation {
         files,
         helper_missing,
     })
@@ -168,11 +168,11 @@ fn install_one(src: &Path, dest: &Path) -> Result<Installed, String> {
             ))
         }
         Ok(d) if d.dev() == smeta.dev() && d.ino() == smeta.ino() => {
-            return Ok(installed(Outcome::InPlace))
+            return Ok(installed(FileAction::InPlace))
         }
         Ok(d) if d.is_file() && d.len() == smeta.len() && same_content(src, dest) => {
             set_mode_of_identical(dest, &d)?;
-            return Ok(installed(Outcome::Unchanged));
+            return Ok(installed(FileAction::Unchanged));
         }
         _ => {}
     }
@@ -186,7 +186,7 @@ fn install_one(src: &Path, dest: &Path) -> Result<Installed, String> {
         let _ = fs::remove_file(&tmp);
         return Err(format!("cannot write {}: {e}", dest.display()));
     }
-    Ok(installed(Outcome::Copied))
+    Ok(installed(FileAction::Copied))
 }
 
 /// Write `src`'s bytes to a new file `tmp` (mode 0755, whatever the umask), flushed to disk.
@@ -267,7 +267,7 @@ mod tests {
         exe(&src, "ncclenv-check", b"helper");
         let r = install(&e, &dst).expect("install");
         assert_eq!(r.files.len(), 2);
-        assert!(r.files.iter().all(|f| f.outcome == Outcome::Copied));
+        assert!(r.files.iter().all(|f| f.outcome == FileAction::Copied));
         assert_eq!(
             fs::read(dst.join("ncclenv-check")).unwrap_or_default(),
             b"helper"
@@ -276,11 +276,11 @@ mod tests {
         assert_eq!(mode.ok(), Some(0o755));
 
         let r = install(&e, &dst).expect("again");
-        assert!(r.files.iter().all(|f| f.outcome == Outcome::Unchanged));
+        assert!(r.files.iter().all(|f| f.outcome == FileAction::Unchanged));
 
         let _ = fs::write(dst.join("ncclenv"), b"older");
         let r = install(&e, &dst).expect("replace");
-        assert_eq!(r.files[0].outcome, Outcome::Copied);
+        assert_eq!(r.files[0].outcome, FileAction::Copied);
         assert_eq!(fs::read(dst.join("ncclenv")).unwrap_or_default(), b"main");
         let leftovers: Vec<_> = fs::read_dir(&dst)
             .map(|d| d.flatten().map(|e| e.file_name()).collect())
@@ -324,7 +324,7 @@ mod tests {
         let src = tmpdir("inplace");
         let e = exe(&src, "ncclenv", b"main");
         let r = install(&e, &src).expect("in place");
-        assert_eq!(r.files[0].outcome, Outcome::InPlace);
+        assert_eq!(r.files[0].outcome, FileAction::InPlace);
         let dst = tmpdir("dir-in-way");
         let _ = fs::create_dir_all(dst.join("ncclenv"));
         let err = install(&e, &dst).expect_err("directory");

@@ -280,12 +280,12 @@ pub enum Era {
     Before2_28,
     /// NCCL 2.28 and later: interfaces without `IFF_RUNNING` are skipped; the chain excludes `virbr*` in its
     /// main step and tries it last.
-    Current,
+    Since2_28,
 }
 
 impl Era {
     /// The era of an NCCL version written `X.Y.Z` (or `X.Y`): [`Era::Before2_28`] below 2.28, else
-    /// [`Era::Current`]. `None` when the text is not a version.
+    /// [`Era::Since2_28`]. `None` when the text is not a version.
     pub fn of_version(version: &str) -> Option<Era> {
         let mut parts = version.trim().split('.');
         let major: u32 = parts.next()?.parse().ok()?;
@@ -293,7 +293,7 @@ impl Era {
         Some(if (major, minor) < (2, 28) {
             Era::Before2_28
         } else {
-            Era::Current
+            Era::Since2_28
         })
     }
 
@@ -301,7 +301,7 @@ impl Era {
     pub fn describe(self) -> &'static str {
         match self {
             Era::Before2_28 => "before 2.28: interfaces without carrier count",
-            Era::Current => "2.28+: interfaces without carrier are skipped",
+            Era::Since2_28 => "2.28+: interfaces without carrier are skipped",
         }
     }
 }
@@ -323,7 +323,7 @@ pub struct Found {
 
 /// `findInterfaces(prefixList, …)`: walk the addresses, keep the first acceptable address of each interface
 /// that passes the list, at most `max`. Skips non-IP entries, the other family when `family` is set, IPv6
-/// `::1`, and (in [`Era::Current`]) interfaces without `IFF_RUNNING`. IPv6 link-local addresses are NOT
+/// `::1`, and (in [`Era::Since2_28`]) interfaces without `IFF_RUNNING`. IPv6 link-local addresses are NOT
 /// skipped (NCCL does not skip them).
 pub fn find_interfaces(
     entries: &[IfAddr],
@@ -347,7 +347,7 @@ pub fn find_interfaces(
                 continue;
             }
         }
-        if era == Era::Current && !e.running {
+        if era == Era::Since2_28 && !e.running {
             continue;
         }
         if !list.accepts(&e.name) {
@@ -404,7 +404,7 @@ pub fn nccl_pick(
         };
     }
     let chain: &[&'static str] = match era {
-        Era::Current => &["ib", "^docker,lo,virbr", "docker", "lo", "virbr"],
+        Era::Since2_28 => &["ib", "^docker,lo,virbr", "docker", "lo", "virbr"],
         Era::Before2_28 => &["ib", "^docker,lo", "docker", "lo"],
     };
     for step in chain {
@@ -427,7 +427,7 @@ pub fn nccl_pick(
 /// of NCCL applies where versions differ ([`Era`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NcclTarget {
-    /// The rules applied: [`Era::Current`] only when every version found is 2.28 or later; otherwise (an
+    /// The rules applied: [`Era::Since2_28`] only when every version found is 2.28 or later; otherwise (an
     /// older one, or none known) [`Era::Before2_28`], under which more inherited values fail.
     pub era: Era,
     /// The distinct versions found (`X.Y.Z`), sorted; empty when unknown.
@@ -712,7 +712,7 @@ mod tests {
 
     #[test]
     fn auto_chain_skips_docker_and_lo_and_keeps_fe80_veths() {
-        let p = nccl_pick(&net(), None, None, Era::Current);
+        let p = nccl_pick(&net(), None, None, Era::Since2_28);
         assert_eq!(p.source, PickSource::Auto("^docker,lo,virbr"));
         let n: Vec<_> = p.found.iter().map(|f| f.name.as_str()).collect();
         // IPv4 first: eth0 10.0.0.2; then veth1's fe80 (IPv6 link-local is not skipped).
@@ -724,9 +724,9 @@ mod tests {
     fn era_follows_the_version() {
         assert_eq!(Era::of_version("2.21.5"), Some(Era::Before2_28));
         assert_eq!(Era::of_version("2.27.7"), Some(Era::Before2_28));
-        assert_eq!(Era::of_version("2.28.3"), Some(Era::Current));
-        assert_eq!(Era::of_version("2.30"), Some(Era::Current));
-        assert_eq!(Era::of_version("3.0.1"), Some(Era::Current));
+        assert_eq!(Era::of_version("2.28.3"), Some(Era::Since2_28));
+        assert_eq!(Era::of_version("2.30"), Some(Era::Since2_28));
+        assert_eq!(Era::of_version("3.0.1"), Some(Era::Since2_28));
         assert_eq!(Era::of_version("1.3.4"), Some(Era::Before2_28));
         assert_eq!(Era::of_version("x.28"), None);
         assert_eq!(Era::of_version("2"), None);
@@ -738,7 +738,7 @@ mod tests {
         n.links.push(link(6, "virbr0", true));
         n.addrs.insert(4, addr(6, "192.168.122.1", 24));
         // 2.28+: virbr0 is excluded from the main step, eth0 (index 4) is first.
-        let p = nccl_pick(&n, None, None, Era::Current);
+        let p = nccl_pick(&n, None, None, Era::Since2_28);
         assert_eq!(p.found[0].name, "eth0");
         // Before: the chain's main step is ^docker,lo, and enp3s0 (no carrier) and virbr0 count too.
         let p = nccl_pick(&n, None, None, Era::Before2_28);
@@ -752,19 +752,19 @@ mod tests {
         let p = nccl_pick(&net(), Some("en"), None, Era::Before2_28);
         assert_eq!(p.found.len(), 1);
         assert_eq!(p.found[0].name, "enp3s0");
-        let p = nccl_pick(&net(), Some("en"), None, Era::Current);
+        let p = nccl_pick(&net(), Some("en"), None, Era::Since2_28);
         assert!(p.found.is_empty());
     }
 
     #[test]
     fn user_list_is_find_or_fail_and_family_filters() {
-        let p = nccl_pick(&net(), Some("eth2"), None, Era::Current);
+        let p = nccl_pick(&net(), Some("eth2"), None, Era::Since2_28);
         assert!(p.found.is_empty());
         assert_eq!(p.source, PickSource::User("eth2".into()));
-        let p = nccl_pick(&net(), Some("eth0"), Some(Family::Inet6), Era::Current);
+        let p = nccl_pick(&net(), Some("eth0"), Some(Family::Inet6), Era::Since2_28);
         assert_eq!(p.found[0].addr, "fe80::2".parse::<IpAddr>().expect("ip"));
         // A one-character value does not count: the auto chain runs.
-        let p = nccl_pick(&net(), Some("^"), None, Era::Current);
+        let p = nccl_pick(&net(), Some("^"), None, Era::Since2_28);
         assert!(matches!(p.source, PickSource::Auto(_)));
     }
 
@@ -772,7 +772,7 @@ mod tests {
     fn loopback_is_the_last_resort() {
         let mut n = net();
         n.links.retain(|l| l.name == "lo");
-        let p = nccl_pick(&n, None, None, Era::Current);
+        let p = nccl_pick(&n, None, None, Era::Since2_28);
         assert_eq!(p.source, PickSource::Auto("lo"));
         assert_eq!(p.found.len(), 1);
         assert_eq!(p.found[0].addr, "127.0.0.1".parse::<IpAddr>().expect("ip"));

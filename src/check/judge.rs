@@ -1,4 +1,4 @@
-//! Judging one attempt: which [`Outcome`] it had, and for each outcome one function that writes its verdict
+//! Judging one attempt: which [`Judged`] it had, and for each outcome one function that writes its verdict
 //! (summary, detail, whether another environment could make it pass).
 
 use super::attempt::{Attempt, Ending};
@@ -15,9 +15,9 @@ const REPORTED_EVENTS: usize = 256;
 /// Characters of the helper's last stderr line quoted when it ended without a verdict.
 const LAST_LINE_CHARS: usize = 300;
 
-/// Verdict of one attempt, before repair.
+/// The verdict of one attempt, before repair.
 #[derive(Debug)]
-pub(super) struct Verdict {
+pub(super) struct AttemptVerdict {
     /// The check that ran (the requested one when the helper gave no result).
     pub mode: CheckMode,
     /// True when the check passed.
@@ -31,7 +31,7 @@ pub(super) struct Verdict {
 }
 
 /// How an attempt ended, in the order they are judged.
-enum Outcome<'a> {
+enum Judged<'a> {
     /// The helper could not be started.
     NotStarted(&'a str),
     /// A signal reached ncclenv.
@@ -58,38 +58,38 @@ pub(super) fn judge(
     mode: CheckMode,
     expected: Chosen<'_>,
     timeout: Duration,
-) -> Verdict {
+) -> AttemptVerdict {
     let detail = attempt_detail(att, mode);
     match outcome(att, expected) {
-        Outcome::NotStarted(why) => not_started(detail, mode, why),
-        Outcome::Interrupted(sig) => interrupted(detail, mode, sig, att.elapsed_ms),
-        Outcome::Hung => hung(detail, mode, att, timeout),
-        Outcome::NoVerdict => no_verdict(detail, mode, att),
-        Outcome::Failed(res) => failed(with_result(detail, res, expected), res),
-        Outcome::WrongAddress(res, got) => {
+        Judged::NotStarted(why) => not_started(detail, mode, why),
+        Judged::Interrupted(sig) => interrupted(detail, mode, sig, att.elapsed_ms),
+        Judged::Hung => hung(detail, mode, att, timeout),
+        Judged::NoVerdict => no_verdict(detail, mode, att),
+        Judged::Failed(res) => failed(with_result(detail, res, expected), res),
+        Judged::WrongAddress(res, got) => {
             wrong_address(with_result(detail, res, expected), res, got, expected)
         }
-        Outcome::Passed(res) => passed(with_result(detail, res, expected), res, mode, expected),
+        Judged::Passed(res) => passed(with_result(detail, res, expected), res, mode, expected),
     }
 }
 
-fn outcome<'a>(att: &'a Attempt, expected: Chosen<'_>) -> Outcome<'a> {
+fn outcome<'a>(att: &'a Attempt, expected: Chosen<'_>) -> Judged<'a> {
     match &att.ending {
-        Ending::NotStarted(why) => return Outcome::NotStarted(why),
-        Ending::Interrupted(sig) => return Outcome::Interrupted(*sig),
-        Ending::Hung => return Outcome::Hung,
+        Ending::NotStarted(why) => return Judged::NotStarted(why),
+        Ending::Interrupted(sig) => return Judged::Interrupted(*sig),
+        Ending::Hung => return Judged::Hung,
         Ending::Ran => {}
     }
     let Some(res) = &att.result else {
-        return Outcome::NoVerdict;
+        return Judged::NoVerdict;
     };
     if !res.ok {
-        return Outcome::Failed(res);
+        return Judged::Failed(res);
     }
     let decoded: Option<IpAddr> = res.addr.as_deref().and_then(|a| a.parse().ok());
     match (decoded, expected) {
-        (Some(got), Some((_, want))) if got != want => Outcome::WrongAddress(res, got),
-        _ => Outcome::Passed(res),
+        (Some(got), Some((_, want))) if got != want => Judged::WrongAddress(res, got),
+        _ => Judged::Passed(res),
     }
 }
 
@@ -138,8 +138,8 @@ fn attempt_detail(att: &Attempt, mode: CheckMode) -> CheckDetail {
 }
 
 /// A failed verdict of the requested `mode`.
-fn fail(mode: CheckMode, detail: CheckDetail, summary: String, repairable: bool) -> Verdict {
-    Verdict {
+fn fail(mode: CheckMode, detail: CheckDetail, summary: String, repairable: bool) -> AttemptVerdict {
+    AttemptVerdict {
         mode,
         passed: false,
         summary,
@@ -148,7 +148,7 @@ fn fail(mode: CheckMode, detail: CheckDetail, summary: String, repairable: bool)
     }
 }
 
-fn not_started(mut d: CheckDetail, mode: CheckMode, why: &str) -> Verdict {
+fn not_started(mut d: CheckDetail, mode: CheckMode, why: &str) -> AttemptVerdict {
     d.error = Some(ErrorDetail::Own(OwnError::new(
         OwnStage::Spawn,
         why.to_string(),
@@ -156,7 +156,7 @@ fn not_started(mut d: CheckDetail, mode: CheckMode, why: &str) -> Verdict {
     fail(mode, d, format!("check could not run: {why}"), false)
 }
 
-fn interrupted(mut d: CheckDetail, mode: CheckMode, sig: i32, elapsed_ms: u64) -> Verdict {
+fn interrupted(mut d: CheckDetail, mode: CheckMode, sig: i32, elapsed_ms: u64) -> AttemptVerdict {
     d.interrupted_by = Some(sig);
     let summary = format!(
         "check interrupted by {} after {elapsed_ms} ms; helper processes killed",
@@ -165,7 +165,7 @@ fn interrupted(mut d: CheckDetail, mode: CheckMode, sig: i32, elapsed_ms: u64) -
     fail(mode, d, summary, false)
 }
 
-fn hung(mut d: CheckDetail, mode: CheckMode, att: &Attempt, timeout: Duration) -> Verdict {
+fn hung(mut d: CheckDetail, mode: CheckMode, att: &Attempt, timeout: Duration) -> AttemptVerdict {
     let steps = last_steps(&att.events);
     let where_ = if steps.is_empty() {
         "helper before its first step".to_string()
@@ -195,7 +195,7 @@ fn hung(mut d: CheckDetail, mode: CheckMode, att: &Attempt, timeout: Duration) -
     fail(mode, d, summary, true)
 }
 
-fn no_verdict(mut d: CheckDetail, mode: CheckMode, att: &Attempt) -> Verdict {
+fn no_verdict(mut d: CheckDetail, mode: CheckMode, att: &Attempt) -> AttemptVerdict {
     let said = if att.stderr_tail.is_empty() {
         String::new()
     } else {
@@ -225,7 +225,7 @@ fn with_result(mut d: CheckDetail, res: &HelperResult, expected: Chosen<'_>) -> 
     d
 }
 
-fn failed(mut d: CheckDetail, res: &HelperResult) -> Verdict {
+fn failed(mut d: CheckDetail, res: &HelperResult) -> AttemptVerdict {
     let ran = CheckMode::from(res.mode);
     let e = res.error.clone().unwrap_or_else(|| {
         HelperError::new(
@@ -273,7 +273,7 @@ fn wrong_address(
     res: &HelperResult,
     got: IpAddr,
     expected: Chosen<'_>,
-) -> Verdict {
+) -> AttemptVerdict {
     let ran = CheckMode::from(res.mode);
     let (ifname, want) = match expected {
         Some((i, w)) => (i, w.to_string()),
@@ -294,7 +294,12 @@ fn wrong_address(
     fail(ran, d, summary, false)
 }
 
-fn passed(d: CheckDetail, res: &HelperResult, mode: CheckMode, expected: Chosen<'_>) -> Verdict {
+fn passed(
+    d: CheckDetail,
+    res: &HelperResult,
+    mode: CheckMode,
+    expected: Chosen<'_>,
+) -> AttemptVerdict {
     let ran = CheckMode::from(res.mode);
     let vtxt = res
         .nccl_version
@@ -339,7 +344,7 @@ fn passed(d: CheckDetail, res: &HelperResult, mode: CheckMode, expected: Chosen<
             )
         }
     };
-    Verdict {
+    AttemptVerdict {
         mode: ran,
         passed: true,
         summary,

@@ -50,7 +50,7 @@ mod repair;
 
 pub use lines::{Line, LineSplitter, MAX_LINE};
 pub use outcome::{
-    CheckDetail, CheckReport, ErrorDetail, Expected, Hang, OwnError, OwnStage, Repair,
+    CheckDetail, CheckReport, ErrorDetail, Expected, ExtraVar, Hang, OwnError, OwnStage,
     RepairAttempt, ReportedError, EXIT_CHECK_FAILED, EXIT_CHECK_UNAVAILABLE, EXIT_SIGNAL_BASE,
 };
 pub use process::signal_name;
@@ -58,7 +58,7 @@ pub use render::render_check;
 
 use crate::config::{CheckMode, Config};
 use crate::environ::Environ;
-use judge::{Chosen, Verdict};
+use judge::{AttemptVerdict, Chosen};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -253,7 +253,12 @@ impl Check<'_> {
 
     /// Run the helper once with the `extra` variables set, for at most `timeout`, and judge it (comparing the
     /// bootstrap address with ncclenv's choice when `compare`).
-    fn attempt(&self, extra: &[(String, String)], timeout: Duration, compare: bool) -> Verdict {
+    fn attempt(
+        &self,
+        extra: &[(String, String)],
+        timeout: Duration,
+        compare: bool,
+    ) -> AttemptVerdict {
         let env = check_env(self.cfg, self.env, extra);
         let att = child::run_helper(&self.helper, &self.args, &env, timeout);
         let expected = if compare { self.expected } else { None };

@@ -23,7 +23,7 @@ pub struct CheckReport {
     pub detail: CheckDetail,
     /// Variables to add to the command's environment: set when `NCCLENV_CHECK_REPAIR=1` found a setting with
     /// which a failed allreduce passes.
-    pub extra_env: Vec<Repair>,
+    pub extra_env: Vec<ExtraVar>,
 }
 
 impl CheckReport {
@@ -65,7 +65,7 @@ impl CheckReport {
 
 /// A variable the check's repair adds to the command's environment (`extra_env` in the JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Repair {
+pub struct ExtraVar {
     // Fields in alphabetical order, as CheckDetail's.
     /// Its name, e.g. `NCCL_SHM_DISABLE`.
     pub name: String,
@@ -110,7 +110,7 @@ pub struct CheckDetail {
     pub expected: Option<Expected>,
     /// The variables repair adds to the command's environment.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra_env: Option<Vec<Repair>>,
+    pub extra_env: Option<Vec<ExtraVar>>,
     /// Where the check hung.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hang: Option<Hang>,

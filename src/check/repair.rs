@@ -1,7 +1,7 @@
 //! `NCCLENV_CHECK_REPAIR=1`: after a failed allreduce, retry with one setting changed at a time, within the
 //! check's one deadline; the first setting with which it passes goes into the command's environment.
 
-use super::outcome::{CheckReport, Repair, RepairAttempt};
+use super::outcome::{CheckReport, ExtraVar, RepairAttempt};
 use super::Check;
 use std::time::Duration;
 
@@ -12,8 +12,8 @@ const MIN_RETRY: Duration = Duration::from_secs(1);
 
 /// The settings tried, in order: the SHM transport off, GPU peer-to-peer off, InfiniBand/RoCE off, then each
 /// of the next candidate interfaces (at most [`MAX_OTHER_IFACES`]), each alone.
-fn tries(other_ifaces: &[String]) -> Vec<Repair> {
-    let repair = |name: &str, value: String, reason: String| Repair {
+fn tries(other_ifaces: &[String]) -> Vec<ExtraVar> {
+    let repair = |name: &str, value: String, reason: String| ExtraVar {
         name: name.into(),
         value,
         reason,

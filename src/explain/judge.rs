@@ -1,7 +1,7 @@
 //! Judging the report: per process and across ranks (the job-wide checks of [`analyse`], each one
 //! [`Code`]), and against this node's decision ([`compare_local`]).
 
-use super::{Code, Endpoint, Finding, Local, LocalView, Process, Report, Warn};
+use super::{Code, Diagnosis, Endpoint, Explanation, Local, LocalView, Process, Warn};
 use crate::cross_node::Rule;
 use crate::nccl_errors;
 use crate::nccl_log;
@@ -62,7 +62,7 @@ fn names(ps: &[&Process]) -> Vec<String> {
 /// use.
 struct Job<'a> {
     /// The report the checks read.
-    r: &'a Report,
+    r: &'a Explanation,
     /// Its processes, in order of their first line.
     ps: Vec<&'a Process>,
     /// More than one host, or NCCL counted more than one node (`nNodes` of the communicator line).
@@ -72,7 +72,7 @@ struct Job<'a> {
 }
 
 impl<'a> Job<'a> {
-    fn new(r: &'a Report) -> Self {
+    fn new(r: &'a Explanation) -> Self {
         let ps: Vec<&Process> = r.processes.iter().collect();
         let hosts: BTreeSet<&str> = ps.iter().map(|p| p.host.as_str()).collect();
         let multi_host = hosts.len() > 1 || ps.iter().any(|p| p.nnodes.is_some_and(|n| n > 1));
@@ -113,7 +113,7 @@ fn descs(ps: &[&Process]) -> String {
 }
 
 /// One job-wide check of [`analyse`]: it appends its findings.
-type Check = fn(&Job, &mut Vec<Finding>);
+type Check = fn(&Job, &mut Vec<Diagnosis>);
 
 /// The job-wide checks, in the order their findings are reported: NCCL's own messages first, then the
 /// bootstrap, then what differs between processes.
@@ -133,9 +133,9 @@ const CHECKS: &[Check] = &[
 ];
 
 /// The job-wide findings (see `docs/explain.md` for each code): those of each of `CHECKS`, in order.
-pub fn analyse(r: &Report) -> Vec<Finding> {
+pub fn analyse(r: &Explanation) -> Vec<Diagnosis> {
     let job = Job::new(r);
-    let mut out: Vec<Finding> = Vec::new();
+    let mut out: Vec<Diagnosis> = Vec::new();
     for check in CHECKS {
         check(&job, &mut out);
     }
@@ -143,9 +143,9 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
 }
 
 /// `no-nccl-lines`: the input holds no line with NCCL's prefix.
-fn no_nccl_lines(job: &Job, out: &mut Vec<Finding>) {
+fn no_nccl_lines(job: &Job, out: &mut Vec<Diagnosis>) {
     if job.ps.is_empty() {
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::NoNcclLines,
             message: "no line with NCCL's prefix (host:pid:tid [dev] NCCL INFO|WARN) in the input".into(),
             remedy: "rerun the job with NCCLENV_DEBUG=1 (or NCCL_DEBUG=INFO) and give ncclenv explain NCCL's files or the job's log".into(),
@@ -157,7 +157,7 @@ fn no_nccl_lines(job: &Job, out: &mut Vec<Finding>) {
 
 /// `nccl-warn`: NCCL's own errors, one finding per known entry (or distinct unknown text), naming the
 /// processes that logged it.
-fn nccl_warnings(job: &Job, out: &mut Vec<Finding>) {
+fn nccl_warnings(job: &Job, out: &mut Vec<Diagnosis>) {
     let mut groups: Vec<(String, Vec<String>, &Warn)> = Vec::new();
     for p in &job.ps {
         for w in &p.warnings {
@@ -187,7 +187,7 @@ fn nccl_warnings(job: &Job, out: &mut Vec<Finding>) {
             .as_deref()
             .map(|s| format!(" ({s})"))
             .unwrap_or_default();
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::NcclWarn,
             message: format!("{}: NCCL WARN {}{at}{cause}", procs.join(", "), w.text),
             remedy,
@@ -198,10 +198,10 @@ fn nccl_warnings(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `error-quoted`: known errors found outside NCCL's lines (Gloo's, or NCCL's text quoted by a framework).
-fn errors_quoted(job: &Job, out: &mut Vec<Finding>) {
+fn errors_quoted(job: &Job, out: &mut Vec<Diagnosis>) {
     for q in &job.r.quoted {
         let Some(k) = q.known else { continue };
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::ErrorQuoted,
             message: format!(
                 "{} line {}: {}: {}",
@@ -218,7 +218,7 @@ fn errors_quoted(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `nccl-info`: silent fallbacks NCCL logs at INFO, one finding per knowledge-base entry.
-fn info_fallbacks(job: &Job, out: &mut Vec<Finding>) {
+fn info_fallbacks(job: &Job, out: &mut Vec<Diagnosis>) {
     let mut notes: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     for p in &job.ps {
         for id in &p.notes {
@@ -227,7 +227,7 @@ fn info_fallbacks(job: &Job, out: &mut Vec<Finding>) {
     }
     for (id, procs) in notes {
         if let Some(k) = nccl_errors::by_id(id) {
-            out.push(Finding {
+            out.push(Diagnosis {
                 code: Code::NcclInfo,
                 message: format!("{}: {}: {}", procs.join(", "), k.message, k.cause),
                 remedy: k.remedy.to_string(),
@@ -239,7 +239,7 @@ fn info_fallbacks(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `bootstrap-not-logged`: processes with neither a bootstrap line nor a WARN.
-fn bootstrap_not_logged(job: &Job, out: &mut Vec<Finding>) {
+fn bootstrap_not_logged(job: &Job, out: &mut Vec<Diagnosis>) {
     let silent: Vec<&Process> = job
         .ps
         .iter()
@@ -247,7 +247,7 @@ fn bootstrap_not_logged(job: &Job, out: &mut Vec<Finding>) {
         .filter(|p| p.bootstrap.is_none() && p.bootstrap_device.is_none() && p.warnings.is_empty())
         .collect();
     if !silent.is_empty() {
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::BootstrapNotLogged,
             message: format!(
                 "{}: no bootstrap line (NCCL 2.23+ logs it under NCCL_DEBUG_SUBSYS=BOOTSTRAP, older versions under INIT; or the process never initialised NCCL's network)",
@@ -261,11 +261,11 @@ fn bootstrap_not_logged(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `bootstrap-family-mixed`: some processes bootstrap over IPv4, others over IPv6.
-fn bootstrap_family_mixed(job: &Job, out: &mut Vec<Finding>) {
+fn bootstrap_family_mixed(job: &Job, out: &mut Vec<Diagnosis>) {
     let v4 = job.booting_on(IpAddr::is_ipv4);
     let v6 = job.booting_on(IpAddr::is_ipv6);
     if !v4.is_empty() && !v6.is_empty() {
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::BootstrapFamilyMixed,
             message: format!(
                 "bootstraps in both families: IPv4 ({}), IPv6 ({}); ranks of one job must reach each other in one family",
@@ -280,13 +280,13 @@ fn bootstrap_family_mixed(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `bootstrap-loopback`: a loopback bootstrap in a multi-host job.
-fn bootstrap_loopback(job: &Job, out: &mut Vec<Finding>) {
+fn bootstrap_loopback(job: &Job, out: &mut Vec<Diagnosis>) {
     if !job.multi_host {
         return;
     }
     let lo = job.booting_on(IpAddr::is_loopback);
     if !lo.is_empty() {
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::BootstrapLoopback,
             message: format!(
                 "loopback bootstrap in a multi-host job: {}; no other host can reach it",
@@ -300,13 +300,13 @@ fn bootstrap_loopback(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `bootstrap-link-local`: a link-local bootstrap (IPv4 169.254, IPv6 fe80) in a multi-host job.
-fn bootstrap_link_local(job: &Job, out: &mut Vec<Finding>) {
+fn bootstrap_link_local(job: &Job, out: &mut Vec<Diagnosis>) {
     if !job.multi_host {
         return;
     }
     let ll = job.booting_on(crate::snapshot::is_link_local_ip);
     if !ll.is_empty() {
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::BootstrapLinkLocal,
             message: format!(
                 "link-local bootstrap in a multi-host job: {}; it reaches only hosts on the same link (an IPv6 fe80 address needs its scope, which the other hosts lack)",
@@ -321,7 +321,7 @@ fn bootstrap_link_local(job: &Job, out: &mut Vec<Finding>) {
 
 /// `bootstrap-address-shared`: the same (routable-looking) address on two hosts of a multi-host job, as
 /// NAT'd container bridges give.
-fn bootstrap_address_shared(job: &Job, out: &mut Vec<Finding>) {
+fn bootstrap_address_shared(job: &Job, out: &mut Vec<Diagnosis>) {
     if !job.multi_host {
         return;
     }
@@ -336,7 +336,7 @@ fn bootstrap_address_shared(job: &Job, out: &mut Vec<Finding>) {
     for (addr, owners) in by_addr {
         let hs: BTreeSet<&str> = owners.iter().map(|p| p.host.as_str()).collect();
         if hs.len() > 1 {
-            out.push(Finding {
+            out.push(Diagnosis {
                 code: Code::BootstrapAddressShared,
                 message: format!(
                     "{} hosts bootstrap on the same address {addr} ({}): each is a private address behind NAT (a container bridge), the others cannot reach it",
@@ -353,7 +353,7 @@ fn bootstrap_address_shared(job: &Job, out: &mut Vec<Finding>) {
 
 /// `bootstrap-networks-differ`: the hosts of a multi-host job bootstrap in different address blocks
 /// ([`block`]) of one family.
-fn bootstrap_networks_differ(job: &Job, out: &mut Vec<Finding>) {
+fn bootstrap_networks_differ(job: &Job, out: &mut Vec<Diagnosis>) {
     if !job.multi_host {
         return;
     }
@@ -379,7 +379,7 @@ fn bootstrap_networks_differ(job: &Job, out: &mut Vec<Finding>) {
             .iter()
             .map(|(k, v)| format!("{k}: {}", descs(v)))
             .collect();
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::BootstrapNetworksDiffer,
             message: format!(
                 "the hosts bootstrap in different address blocks, which do not route to each other unless a router joins them: {}",
@@ -394,7 +394,7 @@ fn bootstrap_networks_differ(job: &Job, out: &mut Vec<Finding>) {
 
 /// `nccl-versions-differ`: the processes logged different NCCL versions (or bootstrap spellings of
 /// different eras, [`nccl_log::BOOTSTRAP_NO_SPACE_SINCE`]).
-fn nccl_versions_differ(job: &Job, out: &mut Vec<Finding>) {
+fn nccl_versions_differ(job: &Job, out: &mut Vec<Diagnosis>) {
     let (ps, r) = (&job.ps, job.r);
     let explicit: BTreeSet<&str> = ps
         .iter()
@@ -421,7 +421,7 @@ fn nccl_versions_differ(job: &Job, out: &mut Vec<Finding>) {
                     .join(", ")
             ));
         }
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::NcclVersionsDiffer,
             message: msg,
             remedy: Rule::NcclVersionsDiffer.remedy().into(),
@@ -432,7 +432,7 @@ fn nccl_versions_differ(job: &Job, out: &mut Vec<Finding>) {
 }
 
 /// `net-transport-mixed`: InfiniBand/RoCE on some processes, sockets on others ([`Process::net_kind`]).
-fn net_transport_mixed(job: &Job, out: &mut Vec<Finding>) {
+fn net_transport_mixed(job: &Job, out: &mut Vec<Diagnosis>) {
     let ps = &job.ps;
     let kinds: Vec<(&Process, String)> = ps
         .iter()
@@ -447,7 +447,7 @@ fn net_transport_mixed(job: &Job, out: &mut Vec<Finding>) {
     };
     let (ib, sock) = (of_kind("IB"), of_kind("Socket"));
     if !ib.is_empty() && !sock.is_empty() {
-        out.push(Finding {
+        out.push(Diagnosis {
             code: Code::NetTransportMixed,
             message: format!(
                 "InfiniBand/RoCE on {} but sockets on {}: the job runs at the sockets' speed, or fails to connect",
@@ -463,7 +463,7 @@ fn net_transport_mixed(job: &Job, out: &mut Vec<Finding>) {
 
 /// Compare the processes of this host in the report with ncclenv's decision here (see [`Local`]), adding
 /// `local-choice-differs` when NCCL bootstrapped elsewhere. Does nothing when no process ran on this host.
-pub fn compare_local(r: &mut Report, local: Local) {
+pub fn compare_local(r: &mut Explanation, local: Local) {
     let here: Vec<&Process> = r
         .processes
         .iter()
@@ -498,7 +498,7 @@ pub fn compare_local(r: &mut Report, local: Local) {
                 Some(a) => format!("{ifname} ({a})"),
                 None => ifname.clone(),
             };
-            r.findings.push(Finding {
+            r.findings.push(Diagnosis {
                 code: Code::LocalChoiceDiffers,
                 message: format!(
                     "NCCL bootstrapped on {} here ({}); ncclenv would choose {want}: {how}",
@@ -522,7 +522,7 @@ pub fn compare_local(r: &mut Report, local: Local) {
 }
 
 /// Exit status: 1 when a finding is a warning, else 0.
-pub fn exit_code(r: &Report) -> u8 {
+pub fn exit_code(r: &Explanation) -> u8 {
     if r.findings.iter().any(|f| f.severity() == Severity::Warn) {
         1
     } else {
@@ -531,7 +531,7 @@ pub fn exit_code(r: &Report) -> u8 {
 }
 
 /// The other hosts' bootstrap addresses (for the comparison's stand-in peer), in order.
-pub fn other_bootstraps(r: &Report, host: &str) -> Vec<IpAddr> {
+pub fn other_bootstraps(r: &Explanation, host: &str) -> Vec<IpAddr> {
     let mut v: Vec<IpAddr> = Vec::new();
     for p in r.processes.iter().filter(|p| p.host != host) {
         if let Some(b) = &p.bootstrap {

@@ -7,7 +7,7 @@
 //! NCCL versions, IB on some ranks and sockets on others); and, run on a node of the job, how NCCL's choice there
 //! compares with ncclenv's ([`compare_local`]). The JSON shape is documented in `docs/explain.md`.
 //!
-//! Everything here is pure: fed lines, it builds the [`Report`]. One concern per file: `parse.rs` (the
+//! Everything here is pure: fed lines, it builds the [`Explanation`]. One concern per file: `parse.rs` (the
 //! [`Explainer`] that reads lines into processes, bounded per line by [`read_lines`]), `judge.rs` (per process
 //! and across ranks: [`analyse`], [`compare_local`]), `render.rs` (text and JSON), `codes.rs` (every finding's
 //! [`Code`], the table of `docs/explain.md`). The shell that reads the inputs, probes and decides for this node
@@ -209,7 +209,7 @@ impl Process {
 
 /// One finding of `explain`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub struct Diagnosis {
     /// Stable code, with its severity (`docs/explain.md`).
     pub code: Code,
     /// What was found.
@@ -222,7 +222,7 @@ pub struct Finding {
     pub known: Option<&'static str>,
 }
 
-impl Finding {
+impl Diagnosis {
     /// Info or warn (warn makes the exit status 1): the severity of its [`Code`].
     pub fn severity(&self) -> Severity {
         self.code.severity()
@@ -257,7 +257,7 @@ pub struct Local {
 
 /// The result of reading the inputs.
 #[derive(Debug, Clone, Default)]
-pub struct Report {
+pub struct Explanation {
     /// The inputs, in order.
     pub inputs: Vec<Input>,
     /// Processes, in order of their first line.
@@ -267,7 +267,7 @@ pub struct Report {
     /// `NCCL version …` lines that could not be tied to one process.
     pub versions_unattributed: BTreeSet<String>,
     /// Findings, job-wide first.
-    pub findings: Vec<Finding>,
+    pub findings: Vec<Diagnosis>,
     /// What the report left out to stay bounded.
     pub left_out: LeftOut,
     /// The comparison with this node's decision, when run on a node of the job.

@@ -3,8 +3,8 @@
 //! ([`super::MAX_PROCESSES`] and the other `MAX_*`).
 
 use super::{
-    cut, Endpoint, Input, Process, Report, Warn, MAX_COUNTED, MAX_ITEMS, MAX_LINE, MAX_PROCESSES,
-    MAX_TEXT, MAX_WARNINGS, MAX_WARNINGS_KEPT,
+    cut, Endpoint, Explanation, Input, Process, Warn, MAX_COUNTED, MAX_ITEMS, MAX_LINE,
+    MAX_PROCESSES, MAX_TEXT, MAX_WARNINGS, MAX_WARNINGS_KEPT,
 };
 use crate::nccl_errors;
 use crate::nccl_log::{self, Bootstrap, Level};
@@ -36,10 +36,10 @@ impl Process {
     }
 }
 
-/// Feeds lines, builds the [`Report`].
+/// Feeds lines, builds the [`Explanation`].
 #[derive(Debug, Default)]
 pub struct Explainer {
-    report: Report,
+    report: Explanation,
     index: BTreeMap<(String, u32), usize>,
     /// Bare `NCCL version` lines per input index.
     bare_versions: Vec<(usize, String, Option<String>)>,
@@ -195,7 +195,7 @@ impl Explainer {
     }
 
     /// Finish: tie bare version lines to the only process of their input, and make the job-wide findings.
-    pub fn finish(mut self) -> Report {
+    pub fn finish(mut self) -> Explanation {
         for (ii, v, cuda) in std::mem::take(&mut self.bare_versions) {
             let procs = self.input_procs.get(&ii);
             match procs {

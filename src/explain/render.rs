@@ -2,7 +2,7 @@
 //! terminal or an issue ([`render_text`], one function per section).
 
 use super::{
-    exit_code, Endpoint, LeftOut, LocalView, Process, Report, Warn, MAX_ITEMS, MAX_PROCESSES,
+    exit_code, Endpoint, Explanation, LeftOut, LocalView, Process, Warn, MAX_ITEMS, MAX_PROCESSES,
     MAX_WARNINGS, MAX_WARNINGS_KEPT,
 };
 use crate::nccl_errors;
@@ -48,7 +48,7 @@ fn warn_json(w: &Warn) -> Value {
 }
 
 /// The report as one JSON object (shape: `docs/explain.md`).
-pub fn render_json(r: &Report) -> Value {
+pub fn render_json(r: &Explanation) -> Value {
     let processes: Vec<Value> = r
         .processes
         .iter()
@@ -161,7 +161,7 @@ pub fn left_out_text(l: &LeftOut) -> Option<String> {
 
 /// The report as text for a terminal or an issue: the summary, each process, this node, the findings and
 /// the verdict.
-pub fn render_text(r: &Report) -> String {
+pub fn render_text(r: &Explanation) -> String {
     let mut o = String::new();
     text_summary(&mut o, r);
     for p in &r.processes {
@@ -176,7 +176,7 @@ pub fn render_text(r: &Report) -> String {
 
 /// The first lines: how many processes, hosts, inputs and lines; the inputs that could not be read; what
 /// was left out.
-fn text_summary(o: &mut String, r: &Report) {
+fn text_summary(o: &mut String, r: &Explanation) {
     use std::fmt::Write as _;
     let lines: usize = r.inputs.iter().map(|i| i.lines).sum();
     let nccl: usize = r.inputs.iter().map(|i| i.nccl_lines).sum();
@@ -345,7 +345,7 @@ fn text_local(o: &mut String, l: &LocalView) {
 }
 
 /// The findings, each with what to do, and the verdict with the exit status ([`exit_code`]).
-fn text_findings(o: &mut String, r: &Report) {
+fn text_findings(o: &mut String, r: &Explanation) {
     use std::fmt::Write as _;
     let _ = writeln!(o);
     let _ = writeln!(o, "Findings");

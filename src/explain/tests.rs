@@ -41,7 +41,7 @@ fn what_a_process_keeps_is_bounded_and_counted() {
     assert_eq!(left_out_text(&LeftOut::default()), None);
 }
 
-fn report(inputs: &[(&str, &str)]) -> Report {
+fn report(inputs: &[(&str, &str)]) -> Explanation {
     let mut ex = Explainer::new();
     for (name, text) in inputs {
         ex.start_input(name);
@@ -52,7 +52,7 @@ fn report(inputs: &[(&str, &str)]) -> Report {
     ex.finish()
 }
 
-fn codes(r: &Report) -> Vec<&'static str> {
+fn codes(r: &Explanation) -> Vec<&'static str> {
     r.findings.iter().map(|f| f.code.code()).collect()
 }
 

@@ -19,7 +19,9 @@
 //! The remedies of the disagreements `ncclenv explain` also judges from NCCL's logs (NAT'd addresses,
 //! families, NCCL versions, IB on some nodes) are [`crate::cross_node`]'s, one text for both.
 
-use super::protocol::{FleetVerdict, NodeReport, Outcome, ProbeReport, Repair, MAX_LISTED};
+use super::protocol::{
+    FleetRepair, FleetVerdict, NodeReport, ProbeOutcome, ProbeReport, MAX_LISTED,
+};
 use crate::cross_node::Rule;
 use crate::findings::Finding;
 use crate::plan::{Plan, Severity, Verdict, Warning};
@@ -165,7 +167,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             .filter(|x| {
                 x.probe
                     .as_ref()
-                    .is_some_and(|p| p.outcome == Outcome::Connected)
+                    .is_some_and(|p| p.outcome == ProbeOutcome::Connected)
             })
             .count();
         plan.finding(
@@ -253,7 +255,10 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
             continue;
         };
         // Unanswered: the connection was made (the path NCCL needs is open), nothing failed.
-        if matches!(p.outcome, Outcome::Connected | Outcome::Unanswered) {
+        if matches!(
+            p.outcome,
+            ProbeOutcome::Connected | ProbeOutcome::Unanswered
+        ) {
             continue;
         }
         let t = &m.members[j];
@@ -402,7 +407,7 @@ fn absence_parts(m: &Meeting, lost: &[String], counted: u32) -> String {
 }
 
 /// IB disabled on some nodes: disabled on all (a repair every node applies).
-fn ib_repair(plan: &mut Plan, repairs: &mut Vec<Repair>, m: &Meeting, names: &[String]) {
+fn ib_repair(plan: &mut Plan, repairs: &mut Vec<FleetRepair>, m: &Meeting, names: &[String]) {
     let n = m.members.len();
     // Repair: IB disabled on some nodes → on all.
     let ib_off: Vec<usize> = (0..n)
@@ -436,7 +441,7 @@ fn ib_repair(plan: &mut Plan, repairs: &mut Vec<Repair>, m: &Meeting, names: &[S
             reason.clone(),
             Rule::IbMixed.remedy(),
         );
-        repairs.push(Repair {
+        repairs.push(FleetRepair {
             name: "NCCL_IB_DISABLE".to_string(),
             value: "1".to_string(),
             reason,
@@ -458,7 +463,7 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
                 && m.members[k]
                     .probe
                     .as_ref()
-                    .is_some_and(|p| p.outcome == Outcome::Connected);
+                    .is_some_and(|p| p.outcome == ProbeOutcome::Connected);
             reached.then(|| format!("{} (seen from {seen})", names[i]))
         })
         .collect();
@@ -727,16 +732,18 @@ pub fn fmt_addr(a: IpAddr) -> String {
 pub fn outcome_text(p: &ProbeReport) -> String {
     let e = p.error.as_deref().unwrap_or("");
     match p.outcome {
-        Outcome::Connected => "connected".into(),
-        Outcome::Refused => "connection refused".into(),
-        Outcome::TimedOut => "no answer (connection timed out)".into(),
+        ProbeOutcome::Connected => "connected".into(),
+        ProbeOutcome::Refused => "connection refused".into(),
+        ProbeOutcome::TimedOut => "no answer (connection timed out)".into(),
         // The connect error in words (`net::connect_words`: `no route to host`, `network unreachable`).
-        Outcome::NoRoute if e.is_empty() => "no route".into(),
-        Outcome::NoRoute => e.to_string(),
-        Outcome::WrongNode => "another node or process answered".into(),
-        Outcome::NoListener => "the node could not listen on its bootstrap address".into(),
-        Outcome::Failed => format!("connection failed ({e})"),
-        Outcome::Unanswered => "connected, but no answer came (a busy node or a lossy link)".into(),
+        ProbeOutcome::NoRoute if e.is_empty() => "no route".into(),
+        ProbeOutcome::NoRoute => e.to_string(),
+        ProbeOutcome::WrongNode => "another node or process answered".into(),
+        ProbeOutcome::NoListener => "the node could not listen on its bootstrap address".into(),
+        ProbeOutcome::Failed => format!("connection failed ({e})"),
+        ProbeOutcome::Unanswered => {
+            "connected, but no answer came (a busy node or a lossy link)".into()
+        }
     }
 }
 
@@ -744,9 +751,14 @@ pub fn outcome_text(p: &ProbeReport) -> String {
 /// connection to the master came from another address than the one it advertises is behind NAT: that is the
 /// first explanation whatever the error; else a timeout is a firewall that drops new inbound connections to
 /// ephemeral ports (the node's own connection to the master port worked).
-fn likely_cause(o: Outcome, target: &Member, tname: &str, pname: &str) -> (String, &'static str) {
+fn likely_cause(
+    o: ProbeOutcome,
+    target: &Member,
+    tname: &str,
+    pname: &str,
+) -> (String, &'static str) {
     let r = &target.report;
-    if let Outcome::NoListener = o {
+    if let ProbeOutcome::NoListener = o {
         return (
             format!(
                 "{tname} cannot listen on its own bootstrap address ({}); NCCL's bootstrap would fail the same way",
@@ -772,27 +784,27 @@ fn likely_cause(o: Outcome, target: &Member, tname: &str, pname: &str) -> (Strin
         "the node is up: it reached the master port"
     };
     match o {
-        Outcome::TimedOut => (
+        ProbeOutcome::TimedOut => (
             format!(
                 "a firewall on {tname} drops new inbound connections to ephemeral ports, where NCCL listens ({up})"
             ),
             REMEDY_FIREWALL,
         ),
-        Outcome::Refused => (
+        ProbeOutcome::Refused => (
             format!(
                 "nothing listens there as seen from {pname}: the address belongs to another host (a duplicate or \
                  NAT'd address), or a firewall rejects the connection"
             ),
             REMEDY_FIREWALL,
         ),
-        Outcome::NoRoute => (
+        ProbeOutcome::NoRoute => (
             format!(
                 "no route back: {pname} has no route to {} (a private or container address, or a missing route)",
                 r.addr
             ),
             REMEDY_NAT,
         ),
-        Outcome::WrongNode => (
+        ProbeOutcome::WrongNode => (
             format!(
                 "the address {} is not unique: another listener answered there (NAT'd containers, duplicate \
                  addresses)",
@@ -823,7 +835,7 @@ pub fn apply(
             ..w.clone()
         });
     }
-    for Repair {
+    for FleetRepair {
         name,
         value,
         reason,
@@ -898,7 +910,7 @@ mod tests {
             seen_from: (i != 1).then_some(addr),
             probe: Some(ProbeReport {
                 target: 0,
-                outcome: Outcome::Connected,
+                outcome: ProbeOutcome::Connected,
                 error: None,
                 ms: 1,
             }),
@@ -955,7 +967,7 @@ mod tests {
         m.members[2].report.addr = "172.17.0.2".parse().expect("ip");
         m.members[1].probe = Some(ProbeReport {
             target: 2,
-            outcome: Outcome::NoRoute,
+            outcome: ProbeOutcome::NoRoute,
             error: Some("Network is unreachable".into()),
             ms: 0,
         });
@@ -979,7 +991,7 @@ mod tests {
         let mut m = fleet(3);
         m.members[0].probe = Some(ProbeReport {
             target: 1,
-            outcome: Outcome::TimedOut,
+            outcome: ProbeOutcome::TimedOut,
             error: None,
             ms: 5000,
         });
@@ -1000,7 +1012,7 @@ mod tests {
         let mut m = fleet(3);
         m.members[2].probe = Some(ProbeReport {
             target: 0,
-            outcome: Outcome::TimedOut,
+            outcome: ProbeOutcome::TimedOut,
             error: None,
             ms: 5000,
         });
@@ -1013,10 +1025,10 @@ mod tests {
         );
         // Other outcomes name other causes.
         for (o, want) in [
-            (Outcome::Refused, "nothing listens"),
-            (Outcome::WrongNode, "not unique"),
-            (Outcome::NoListener, "cannot listen"),
-            (Outcome::Failed, "fails"),
+            (ProbeOutcome::Refused, "nothing listens"),
+            (ProbeOutcome::WrongNode, "not unique"),
+            (ProbeOutcome::NoListener, "cannot listen"),
+            (ProbeOutcome::Failed, "fails"),
         ] {
             let mut m = fleet(2);
             m.members[1].probe = Some(ProbeReport {
@@ -1040,16 +1052,16 @@ mod tests {
             ms: 1,
         };
         assert_eq!(
-            outcome_text(&p(Outcome::NoRoute, Some("no route to host"))),
+            outcome_text(&p(ProbeOutcome::NoRoute, Some("no route to host"))),
             "no route to host"
         );
-        assert_eq!(outcome_text(&p(Outcome::NoRoute, None)), "no route");
+        assert_eq!(outcome_text(&p(ProbeOutcome::NoRoute, None)), "no route");
         assert_eq!(
-            outcome_text(&p(Outcome::Refused, None)),
+            outcome_text(&p(ProbeOutcome::Refused, None)),
             "connection refused"
         );
         assert_eq!(
-            outcome_text(&p(Outcome::TimedOut, None)),
+            outcome_text(&p(ProbeOutcome::TimedOut, None)),
             "no answer (connection timed out)"
         );
     }
@@ -1526,7 +1538,7 @@ mod tests {
         for x in &mut m.members {
             x.probe = Some(ProbeReport {
                 target: 0,
-                outcome: Outcome::TimedOut,
+                outcome: ProbeOutcome::TimedOut,
                 error: None,
                 ms: 5000,
             });

@@ -606,7 +606,7 @@ fn target_of(members: &[Member], j: usize) -> Option<Target> {
 fn no_listener(j: usize) -> ProbeReport {
     ProbeReport {
         target: j as u32,
-        outcome: super::protocol::Outcome::NoListener,
+        outcome: super::protocol::ProbeOutcome::NoListener,
         error: None,
         ms: 0,
     }

@@ -8,7 +8,7 @@
 //! (the master port is free for the launcher at once).
 
 use super::protocol::{
-    decode, decode_any, encode, DecodeError, FrameBuf, Msg, Outcome, ProbeReport, Target,
+    decode, decode_any, encode, DecodeError, FrameBuf, Msg, ProbeOutcome, ProbeReport, Target,
 };
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
@@ -239,13 +239,13 @@ pub fn await_close(mut stream: TcpStream, deadline: Instant) {
 }
 
 /// The outcome a failed connect stands for: refused, timed out, no route, or another failure.
-pub fn classify(e: &io::Error) -> Outcome {
+pub fn classify(e: &io::Error) -> ProbeOutcome {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => Outcome::Refused,
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Outcome::TimedOut,
+        io::ErrorKind::ConnectionRefused => ProbeOutcome::Refused,
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ProbeOutcome::TimedOut,
         _ => match e.raw_os_error() {
-            Some(nix::libc::EHOSTUNREACH) | Some(nix::libc::ENETUNREACH) => Outcome::NoRoute,
-            _ => Outcome::Failed,
+            Some(nix::libc::EHOSTUNREACH) | Some(nix::libc::ENETUNREACH) => ProbeOutcome::NoRoute,
+            _ => ProbeOutcome::Failed,
         },
     }
 }
@@ -280,7 +280,7 @@ const PROBE_RETRY: Duration = Duration::from_millis(50);
 /// Connect to `target`'s probe port within `timeout`, say the nonce expected, read the listener's, and close
 /// first (the prober's side keeps the `TIME_WAIT`, on an ephemeral port). A connection on which no answer
 /// comes (the responder busy with strangers, a lost segment) is tried again while `timeout` lasts: the
-/// outcome is then [`Outcome::Unanswered`], never [`Outcome::WrongNode`], which is only for an answer that
+/// outcome is then [`ProbeOutcome::Unanswered`], never [`ProbeOutcome::WrongNode`], which is only for an answer that
 /// came and is not the node's (another nonce, another job, another protocol).
 pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
     let start = Instant::now();
@@ -292,18 +292,18 @@ pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break if connected_once {
-                Outcome::Unanswered
+                ProbeOutcome::Unanswered
             } else {
-                Outcome::TimedOut
+                ProbeOutcome::TimedOut
             };
         }
         match TcpStream::connect_timeout(&addr, left) {
             Err(e) => {
                 let o = classify(&e);
-                if connected_once && o == Outcome::TimedOut {
-                    break Outcome::Unanswered;
+                if connected_once && o == ProbeOutcome::TimedOut {
+                    break ProbeOutcome::Unanswered;
                 }
-                if matches!(o, Outcome::NoRoute | Outcome::Failed) {
+                if matches!(o, ProbeOutcome::NoRoute | ProbeOutcome::Failed) {
                     error = Some(connect_words(&e));
                 }
                 break o;
@@ -319,9 +319,11 @@ pub fn probe(target: &Target, key: &str, timeout: Duration) -> ProbeReport {
                     .and_then(|()| recv(&mut s, &mut buf, key, until));
                 drop(s);
                 match answer {
-                    Ok(Msg::ProbeAck(nonce)) if nonce == target.nonce => break Outcome::Connected,
+                    Ok(Msg::ProbeAck(nonce)) if nonce == target.nonce => {
+                        break ProbeOutcome::Connected
+                    }
                     // An answer, and not the node's.
-                    Ok(_) | Err(RecvError::Decode(_)) => break Outcome::WrongNode,
+                    Ok(_) | Err(RecvError::Decode(_)) => break ProbeOutcome::WrongNode,
                     Err(RecvError::Timeout | RecvError::Closed | RecvError::Io(_)) => {
                         std::thread::sleep(
                             PROBE_RETRY.min(deadline.saturating_duration_since(Instant::now())),
@@ -526,23 +528,23 @@ mod tests {
         };
         assert_eq!(
             probe(&t(42), "k", Duration::from_secs(2)).outcome,
-            Outcome::Connected
+            ProbeOutcome::Connected
         );
         // Another node's nonce: the listener that answered is not the node expected.
         assert_eq!(
             probe(&t(7), "k", Duration::from_secs(2)).outcome,
-            Outcome::WrongNode
+            ProbeOutcome::WrongNode
         );
         // Another job's key: no answer the prober accepts.
         assert_eq!(
             probe(&t(42), "other", Duration::from_secs(2)).outcome,
-            Outcome::WrongNode
+            ProbeOutcome::WrongNode
         );
         r.stop();
         // Stopped: nothing listens any more.
         assert_eq!(
             probe(&t(42), "k", Duration::from_secs(2)).outcome,
-            Outcome::Refused
+            ProbeOutcome::Refused
         );
     }
 
@@ -559,7 +561,7 @@ mod tests {
         };
         assert_eq!(
             probe(&t, "k", Duration::from_secs(1)).outcome,
-            Outcome::Unanswered
+            ProbeOutcome::Unanswered
         );
     }
 
@@ -580,14 +582,14 @@ mod tests {
             nonce: 42,
         };
         let p = probe(&t, "k", Duration::from_secs(3));
-        assert_eq!(p.outcome, Outcome::Connected, "{p:?}");
+        assert_eq!(p.outcome, ProbeOutcome::Connected, "{p:?}");
         assert!(p.ms < 1500, "{p:?}");
         // Another job's prober gets an answer, and sees it is not its node.
         let mut other = t.clone();
         other.nonce = 42;
         assert_eq!(
             probe(&other, "other", Duration::from_secs(2)).outcome,
-            Outcome::WrongNode
+            ProbeOutcome::WrongNode
         );
         drop(strangers);
         r.stop();
@@ -677,19 +679,19 @@ mod tests {
     fn connect_errors_are_classified() {
         assert_eq!(
             classify(&io::Error::from(io::ErrorKind::ConnectionRefused)),
-            Outcome::Refused
+            ProbeOutcome::Refused
         );
         assert_eq!(
             classify(&io::Error::from(io::ErrorKind::TimedOut)),
-            Outcome::TimedOut
+            ProbeOutcome::TimedOut
         );
         assert_eq!(
             classify(&io::Error::from_raw_os_error(nix::libc::ENETUNREACH)),
-            Outcome::NoRoute
+            ProbeOutcome::NoRoute
         );
         assert_eq!(
             classify(&io::Error::from_raw_os_error(nix::libc::EACCES)),
-            Outcome::Failed
+            ProbeOutcome::Failed
         );
     }
 }

@@ -327,7 +327,7 @@ pub struct Target {
 /// How a probe of a ring successor went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum ProbeOutcome {
     /// Connected, and the node expected answered.
     Connected,
     /// `ECONNREFUSED`: nothing listens at that address and port (or a firewall rejects).
@@ -353,7 +353,7 @@ pub struct ProbeReport {
     /// Index of the node probed.
     pub target: u32,
     /// What happened.
-    pub outcome: Outcome,
+    pub outcome: ProbeOutcome,
     /// The kernel's error text, for `NoRoute` and `Failed`.
     pub error: Option<String>,
     /// How long it took, in milliseconds.
@@ -371,7 +371,7 @@ pub struct FleetVerdict {
     /// (`message`) and what to do (`remedy`).
     pub refuse: Option<Warning>,
     /// Variables every node sets (a repair of a difference).
-    pub repairs: Vec<Repair>,
+    pub repairs: Vec<FleetRepair>,
     /// Findings every node logs.
     pub findings: Vec<Warning>,
     /// The network every node moves to, when a measured one won (#23); `None`: the choice stays.
@@ -381,7 +381,7 @@ pub struct FleetVerdict {
 
 /// One variable every node sets, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Repair {
+pub struct FleetRepair {
     /// The variable, e.g. `NCCL_IB_DISABLE`.
     pub name: String,
     /// Its value on every node.
@@ -661,7 +661,7 @@ mod tests {
         roundtrip(Msg::Ring(None));
         roundtrip(Msg::ProbeResult(ProbeReport {
             target: 1,
-            outcome: Outcome::NoRoute,
+            outcome: ProbeOutcome::NoRoute,
             error: Some("No route to host".into()),
             ms: 3,
         }));
@@ -675,7 +675,7 @@ mod tests {
                 remedy: "m".into(),
                 strict_refuses: false,
             }),
-            repairs: vec![Repair {
+            repairs: vec![FleetRepair {
                 name: "NCCL_IB_DISABLE".into(),
                 value: "1".into(),
                 reason: "why".into(),

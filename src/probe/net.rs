@@ -598,7 +598,7 @@ struct Rtnl {
 }
 
 /// How a request ended (see [`Rtnl::request`]).
-enum Outcome {
+enum RequestEnd {
     /// The answer is complete; `interrupted` when a dump part carried `NLM_F_DUMP_INTR`.
     Done { interrupted: bool },
     /// The kernel answered with an errno (`NLMSG_ERROR`, negative code), as [`errno_text`] writes it.
@@ -631,7 +631,7 @@ impl Rtnl {
         flags: u16,
         answer: u16,
         each: &mut dyn FnMut(&[u8]),
-    ) -> Result<Outcome, String> {
+    ) -> Result<RequestEnd, String> {
         self.seq = self.seq.wrapping_add(1);
         encode(&mut self.out, kind, flags, self.seq, body);
         self.sock
@@ -660,7 +660,7 @@ impl Rtnl {
                 }
                 interrupted |= part.flags() & NLM_F_DUMP_INTR != 0;
                 match part.message_type() {
-                    NLMSG_DONE => return Ok(Outcome::Done { interrupted }),
+                    NLMSG_DONE => return Ok(RequestEnd::Done { interrupted }),
                     NLMSG_ERROR => {
                         let payload = part.payload();
                         let e = ErrorBuffer::new_checked(&payload)
@@ -669,8 +669,8 @@ impl Rtnl {
                                 format!("unreadable netlink error for the {what} request: {e}")
                             })?;
                         return Ok(match e.code {
-                            Some(_) => Outcome::Refused(errno_text(&e)),
-                            None => Outcome::Done { interrupted },
+                            Some(_) => RequestEnd::Refused(errno_text(&e)),
+                            None => RequestEnd::Done { interrupted },
                         });
                     }
                     NLMSG_NOOP => {}
@@ -684,7 +684,7 @@ impl Rtnl {
                             each(part.payload());
                         }
                         if part.flags() & NLM_F_MULTIPART == 0 {
-                            return Ok(Outcome::Done { interrupted });
+                            return Ok(RequestEnd::Done { interrupted });
                         }
                     }
                 }
@@ -715,10 +715,10 @@ impl Rtnl {
                 answer,
                 &mut |p| each(p, out),
             )? {
-                Outcome::Refused(e) => {
+                RequestEnd::Refused(e) => {
                     return Err(format!("the kernel refused the {what} dump: {e}"))
                 }
-                Outcome::Done { interrupted } => {
+                RequestEnd::Done { interrupted } => {
                     if !interrupted || attempt == DUMP_ATTEMPTS {
                         break;
                     }
@@ -752,11 +752,11 @@ impl Rtnl {
                 }
             },
         ) {
-            Ok(Outcome::Done { .. }) if !answered => {
+            Ok(RequestEnd::Done { .. }) if !answered => {
                 lookup.error = Some("the kernel gave no answer to the route lookup".into())
             }
-            Ok(Outcome::Done { .. }) => {}
-            Ok(Outcome::Refused(e)) | Err(e) => lookup.error = Some(e),
+            Ok(RequestEnd::Done { .. }) => {}
+            Ok(RequestEnd::Refused(e)) | Err(e) => lookup.error = Some(e),
         }
         lookup
     }
@@ -779,8 +779,8 @@ impl Rtnl {
             },
         )?;
         Ok(match outcome {
-            Outcome::Done { .. } => link,
-            Outcome::Refused(_) => None,
+            RequestEnd::Done { .. } => link,
+            RequestEnd::Refused(_) => None,
         })
     }
 

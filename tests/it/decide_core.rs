@@ -1491,7 +1491,7 @@ fn label_matched_first_by_the_plain_name_makes_the_export_exact() {
         &net,
         Some("eno1"),
         Some(Family::Inet),
-        ncclenv::nccl_rules::Era::Current,
+        ncclenv::nccl_rules::Era::Since2_28,
     );
     assert_eq!(plain.found[0].name, "eno1:avahi");
     assert_eq!(plain.found[0].addr, ip("169.254.8.223"));
@@ -1529,7 +1529,7 @@ fn chosen_address_that_is_labelled_is_exported_so_that_nccl_binds_it() {
         &l.net,
         Some(&v),
         Some(Family::Inet),
-        ncclenv::nccl_rules::Era::Current,
+        ncclenv::nccl_rules::Era::Since2_28,
     );
     assert_eq!(pick.found[0].name, "eth0:1", "{v}");
     assert_eq!(pick.found[0].addr, ip("10.20.0.7"), "{v}");

@@ -5,7 +5,7 @@
 
 use ncclenv::cli::{self, Cli, Mode};
 use ncclenv::config::Config;
-use ncclenv::explain::{self, Explainer, Local, Report};
+use ncclenv::explain::{self, Explainer, Explanation, Local};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -49,7 +49,7 @@ fn run(cfg: &Config, json: bool, files: &[PathBuf], vars: &[(OsString, OsString)
 
 /// Read every input (`-` for stdin; stdin alone when there is none) into one report; `Err(2)` (the message
 /// already written) for a directory or a file that cannot be opened.
-fn read_inputs(files: &[PathBuf]) -> Result<Report, u8> {
+fn read_inputs(files: &[PathBuf]) -> Result<Explanation, u8> {
     let mut ex = Explainer::new();
     let stdin_only = [PathBuf::from("-")];
     let files = if files.is_empty() {
@@ -97,7 +97,12 @@ fn read_input(f: &Path, name: &str, ex: &mut Explainer) -> Result<Option<std::io
 /// What ncclenv decides on this host now (probe and decide as the entrypoint would, without the debug
 /// switch), with another host's bootstrap address from the log standing in for the master unless a peer was
 /// given.
-fn decide_here(cfg: &Config, rep: &Report, host: String, vars: &[(OsString, OsString)]) -> Local {
+fn decide_here(
+    cfg: &Config,
+    rep: &Explanation,
+    host: String,
+    vars: &[(OsString, OsString)],
+) -> Local {
     let mut cfg = cfg.clone();
     cfg.debug = false;
     let mut peer = None;
@@ -139,7 +144,7 @@ fn decide_here(cfg: &Config, rep: &Report, host: String, vars: &[(OsString, OsSt
 
 /// Print the report as JSON (one line) or text. What the log holds is foreign text: escaped so that it cannot
 /// act on a terminal (`ncclenv::text`).
-fn print(rep: &Report, json: bool) {
+fn print(rep: &Explanation, json: bool) {
     if json {
         let j = explain::render_json(rep).to_string();
         out(&format!("{}\n", ncclenv::text::escape_json(&j)));

@@ -90,7 +90,7 @@ pub struct NcclModel {
     /// The interface NCCL bootstraps on, its first match; `None` (`null`): "no socket interface found".
     pub bootstrap: Option<NcclBootstrap>,
     /// The rules applied: `"before-2.28"` ([`Era::Before2_28`], also when no version is known) or `"2.28+"`
-    /// ([`Era::Current`]).
+    /// ([`Era::Since2_28`]).
     pub era: &'static str,
     /// The names NET/Socket would use, the bootstrap interface first.
     pub interfaces: Vec<String>,
@@ -127,7 +127,7 @@ pub fn nccl_model(snap: &Snapshot) -> Option<NcclModel> {
         }),
         era: match target.era {
             Era::Before2_28 => "before-2.28",
-            Era::Current => "2.28+",
+            Era::Since2_28 => "2.28+",
         },
         interfaces: pick.found.iter().map(|f| f.name.clone()).collect(),
         nccl_versions: target.versions,
@@ -154,7 +154,7 @@ mod tests {
             "nccl_versions": target.versions,
             "era": match target.era {
                 Era::Before2_28 => "before-2.28",
-                Era::Current => "2.28+",
+                Era::Since2_28 => "2.28+",
             },
             "source": source,
             "step": step,
