@@ -914,7 +914,11 @@ fn compose_two_nodes_route_to_master() {
     ok(&mut compose(&["up", "-d"]));
     let job_net = format!("{project}_job");
     for node in ["node0", "node1"] {
-        let id = ok(&mut compose(&["ps", "-q", node])).trim().to_string();
+        // `--all`: Compose lists only running containers by default, and the node may have finished while
+        // the other was waited for (CI under load: `docker wait ""`).
+        let id = ok(&mut compose(&["ps", "--all", "-q", node]))
+            .trim()
+            .to_string();
         let code = ok(&mut docker(&["wait", &id])).trim().to_string();
         let logs = output(&mut docker(&["logs", &id]));
         assert_eq!(code, "0", "{node}: {}", stderr(&logs));

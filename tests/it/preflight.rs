@@ -1293,6 +1293,10 @@ fn a_fast_data_network_with_other_names_wins_over_the_default_route() {
     let h = Homed::new("fast", 3, 110, ens5_enp1s0);
     for i in 1..=3 {
         h.limit(i, false, "20mbit");
+        // Shaped, so every pair measures alike (here about 100 Mbit/s in the short window, 5x the default
+        // route's): an unshaped veth measures the CPU, and on a loaded machine one pair came out at a quarter of
+        // the others, a slow link that is not there (a CI run on 2 busy cores, 2026-12-04).
+        h.limit(i, true, "400mbit");
     }
     let done = h.run(&tmp, |_| vec![]);
     let ctx = all_stderr(&done);
