@@ -1310,7 +1310,7 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     assert!(!marker.exists(), "the job's command ran");
 }
 
-/// The test suite's CI switch (tests/common): the usual truthy spellings turn it on, anything else off.
+/// The test suite's CI switch (tests/it/common/needs.rs): the usual truthy spellings turn it on, anything else off.
 #[test]
 fn the_ci_switch_accepts_the_usual_truthy_values() {
     for v in ["1", "true", "TRUE", "True", "yes", "on", " true "] {
