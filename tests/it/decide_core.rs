@@ -2,7 +2,7 @@
 //! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
 //! `tests/it/field_cases.rs`.
 
-use crate::common::snapshot::{ip, SnapshotBuilder as Lay};
+use crate::common::snapshot::{has_warning, ip, warning, warnings, SnapshotBuilder as Lay};
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
 use ncclenv::plan::{Plan, Verdict};
@@ -10,9 +10,6 @@ use ncclenv::snapshot::*;
 
 fn val<'a>(p: &'a Plan, k: &str) -> Option<&'a str> {
     p.value_of(k)
-}
-fn has_warning(p: &Plan, code: &str) -> bool {
-    p.warnings.iter().any(|w| w.code == code)
 }
 fn refused(p: &Plan) -> bool {
     matches!(p.verdict, Verdict::Refuse { .. })
@@ -102,11 +99,7 @@ fn f5_missing_name_is_repaired_listing_usable() {
     l.env("NCCL_SOCKET_IFNAME", "eth2");
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-repaired")
-        .expect("warning");
+    let w = warning(&p, "inherited-ifname-repaired");
     for n in ["eth0", "eth1", "eth10"] {
         assert!(w.message.contains(n), "{}", w.message);
     }
@@ -120,11 +113,7 @@ fn f5_prefix_matching_two_is_kept_with_warning() {
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: no change");
     assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth1"));
     assert_eq!(val(&p, "POD_IP"), Some("10.0.1.5"));
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-prefix")
-        .expect("warning");
+    let w = warning(&p, "inherited-ifname-prefix");
     assert!(
         w.message.contains("eth10") && w.remedy.contains("=eth1"),
         "{w:?}"
@@ -172,11 +161,7 @@ fn f7_prefix_catches_vlan_children() {
     l.env("NCCL_SOCKET_IFNAME", "bond0");
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-prefix")
-        .expect("warning");
+    let w = warning(&p, "inherited-ifname-prefix");
     assert!(
         w.message.contains("bond0.2973.1") && w.message.contains("link-local"),
         "{}",
@@ -247,11 +232,7 @@ fn f11_default_route_over_dead_link() {
     l.default_via("10.0.1.1", e1, 200, false);
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "default-route-down")
-        .expect("warning");
+    let w = warning(&p, "default-route-down");
     assert!(
         w.message.contains("eth0") && w.message.contains("eth1"),
         "{}",
@@ -323,11 +304,7 @@ fn comm_id_still_warns_about_an_unmatched_ifname() {
     l.env("NCCL_SOCKET_IFNAME", "ens9");
     let p = l.decide();
     assert!(p.hands_off && p.changes.is_empty(), "{:?}", p.changes);
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "comm-id-ifname-unmatched")
-        .expect("warning");
+    let w = warning(&p, "comm-id-ifname-unmatched");
     assert!(w.message.contains("\"ens9\""), "{}", w.message);
     assert!(w.remedy.contains("eth0"), "{}", w.remedy);
     assert!(refused(&l.strict()));
@@ -550,11 +527,7 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
     l.job.node_rank_source = Some("NODE_RANK".into());
     l.peer("MASTER_ADDR", "127.0.0.1", Some(1), true);
     let p = l.decide();
-    let f = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "peer-is-loopback")
-        .expect("finding");
+    let f = warning(&p, "peer-is-loopback");
     assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
     assert!(
         f.message.contains("node rank 0 (NODE_RANK), the master"),
@@ -571,11 +544,7 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
         p.host = "job-master-0".into();
     }
     let p = l.decide();
-    let f = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "peer-is-loopback")
-        .expect("finding");
+    let f = warning(&p, "peer-is-loopback");
     assert!(
         f.message.contains("job-master-0")
             && f.message
@@ -589,11 +558,7 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
         p.addrs.push(ip("10.0.0.5"));
     }
     let p = l.decide();
-    let f = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "peer-is-loopback")
-        .expect("finding");
+    let f = warning(&p, "peer-is-loopback");
     assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
     assert!(
         f.message.contains("other address 10.0.0.5"),
@@ -643,11 +608,7 @@ fn entries_that_match_nothing_are_pointed_out_with_the_space() {
     l.env("NCCL_SOCKET_IFNAME", "eth0, eth1");
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: eth0 works");
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-entry-unmatched")
-        .expect("warning");
+    let w = warning(&p, "inherited-ifname-entry-unmatched");
     assert!(
         w.message.contains("\" eth1\"") && w.message.contains("whitespace"),
         "{}",
@@ -656,19 +617,8 @@ fn entries_that_match_nothing_are_pointed_out_with_the_space() {
     let mut l = f5();
     l.env("NCCL_SOCKET_IFNAME", "eth0 ");
     let p = l.decide();
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-repaired")
-        .expect("repair");
+    let w = warning(&p, "inherited-ifname-repaired");
     assert!(w.message.contains("whitespace"), "{}", w.message);
-}
-
-fn warning<'a>(p: &'a Plan, code: &str) -> &'a ncclenv::plan::Warning {
-    p.warnings
-        .iter()
-        .find(|w| w.code == code)
-        .unwrap_or_else(|| panic!("no [{code}] in {:?}", p.warnings))
 }
 
 /// `eth0` has an address but no carrier and comes first; `eth1` carries the default route; `ens3` is a
@@ -1023,10 +973,7 @@ fn f18_vendor_profile_sets_the_bootstrap_interface_and_repairs_nothing() {
     assert!(
         !has_warning(&p, "inherited-ifname-repaired") && !has_warning(&p, "gloo-ifname-repaired")
     );
-    let kept: Vec<&str> = p
-        .warnings
-        .iter()
-        .filter(|w| w.code == "vendor-value-kept")
+    let kept: Vec<&str> = warnings(&p, "vendor-value-kept")
         .map(|w| w.message.as_str())
         .collect();
     assert!(
@@ -1721,11 +1668,7 @@ fn tentative_and_dadfailed_addresses_are_named() {
         }
     }
     let p = l.decide();
-    let has = |code: &str, addr: &str| {
-        p.warnings
-            .iter()
-            .any(|w| w.code == code && w.message.contains(addr))
-    };
+    let has = |code: &str, addr: &str| warnings(&p, code).any(|w| w.message.contains(addr));
     assert!(has("address-tentative", "fd00:60::12"), "{:?}", p.warnings);
     assert!(has("address-dad-failed", "fd00:60::13"), "{:?}", p.warnings);
     assert!(!has("address-tentative", "fd00:60::13"));
@@ -1738,9 +1681,8 @@ fn tentative_and_dadfailed_addresses_are_named() {
 #[test]
 fn no_master_says_what_nccl_alone_would_use() {
     let note = |p: &Plan| {
-        p.warnings
-            .iter()
-            .find(|w| w.code == "no-master-nccl-differs")
+        warnings(p, "no-master-nccl-differs")
+            .next()
             .map(|w| w.message.clone())
     };
     let mut l = Lay::new();

@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::oracle::{arr, check, check_start};
+use common::snapshot::warnings;
 use common::Netns;
 use ncclenv::probe::net::{probe_full as probe, probe_start, StartNeeds};
 use ncclenv::snapshot::{Family, Link, Network, NextHop};
@@ -551,9 +552,7 @@ fn tentative_address_is_waited_for_and_dadfailed_is_named() {
     snap.net = Ok(s);
     let plan = ncclenv::decide::decide(&snap, &ncclenv::config::Config::default());
     assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.code == "address-dad-failed" && w.message.contains("fd00:60::13")),
+        warnings(&plan, "address-dad-failed").any(|w| w.message.contains("fd00:60::13")),
         "{:?}",
         plan.warnings
     );
