@@ -2,6 +2,7 @@
 //! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
 //! `tests/it/field_cases.rs`.
 
+use crate::common::layouts::{self, Case};
 use crate::common::snapshot::{has_warning, ip, warning, warnings, SnapshotBuilder as Lay};
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
@@ -15,59 +16,58 @@ fn refused(p: &Plan) -> bool {
     matches!(p.verdict, Verdict::Refuse { .. })
 }
 
+/// Decides the field case `c` (a row of `tests/it/common/layouts.rs`, which `field_cases` runs through the
+/// binary too) and checks what the row says: each expected value (an inherited one unchanged), the findings
+/// present and absent, quiet, and strict mode. Returns the machine and the plan for the test's own checks.
+fn decided(c: &Case) -> (Lay, Plan) {
+    let l = c.lay();
+    let p = l.decide();
+    for (k, want) in c.expect {
+        match (c.inherited(k), want) {
+            (Some(old), Some(v)) if old == *v => {
+                assert_eq!(val(&p, k), None, "{k}={v} kept: no change {:?}", p.changes)
+            }
+            _ => assert_eq!(val(&p, k), *want, "{k}: {:?}", p.changes),
+        }
+    }
+    for code in c.warns {
+        warning(&p, code);
+    }
+    for code in c.not {
+        assert!(!has_warning(&p, code), "{code}: {:?}", p.warnings);
+    }
+    if c.quiet {
+        assert!(!p.has_warnings(), "{:?}", p.warnings);
+    }
+    assert_eq!(
+        refused(&l.strict()),
+        c.strict_refuses,
+        "strict: {:?}",
+        p.warnings
+    );
+    (l, p)
+}
+
 #[test]
 fn f1_docker_bridge() {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["172.17.0.2/16"]);
-    l.default_via("172.17.0.1", e, 0, false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
-    assert_eq!(val(&p, "POD_IP"), Some("172.17.0.2"));
-    assert!(!p.has_warnings(), "{:?}", p.warnings);
-    assert!(!refused(&l.strict()));
+    decided(&layouts::CASE_F1);
 }
 
 #[test]
 fn f2_baked_name_missing_on_host() {
-    let mut l = Lay::new();
-    let e = l.plug("ens6", &["10.1.0.10/16"]);
-    l.default_via("10.1.0.1", e, 0, false);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens6"));
-    l.env("NCCL_SOCKET_IFNAME", "eth0");
-    l.nnodes(2);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ens6"));
+    decided(&layouts::CASE_F2);
+    let (_, p) = decided(&layouts::CASE_F2_BAKED);
     let c = p
         .changes
         .iter()
         .find(|c| c.name == "NCCL_SOCKET_IFNAME")
         .expect("change");
     assert_eq!(c.replaced.as_deref(), Some("eth0"));
-    assert!(has_warning(&p, "inherited-ifname-repaired"));
-    assert!(refused(&l.strict()));
 }
 
 #[test]
 fn f3_compose_bridges_and_veths() {
-    let mut l = Lay::new();
-    let b = l.plug("bond0", &["10.10.1.11/24"]);
-    l.default_via("10.10.1.1", b, 0, false);
-    for (n, a) in [
-        ("br-1a2b3c", "172.19.0.1/16"),
-        ("br-4d5e6f", "172.21.0.1/16"),
-        ("br-7a8b9c", "172.30.0.1/16"),
-    ] {
-        let i = l.link(n, true, Some("bridge"));
-        l.addr(i, a);
-    }
-    for n in ["veth1a", "veth2b", "veth3c", "veth4d"] {
-        l.plug(n, &["fe80::1/64"]);
-    }
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("bond0"));
+    let (_, p) = decided(&layouts::CASE_F3);
     for c in &p.changes {
         if let ncclenv::plan::Action::Set { value } = &c.action {
             assert!(!value.contains("br-") && !value.contains("veth"), "{c:?}");
@@ -77,28 +77,16 @@ fn f3_compose_bridges_and_veths() {
 
 #[test]
 fn f4_fe80_veth_beside_uplink() {
-    let mut l = Lay::new();
-    let e = l.plug("ens5", &["10.31.0.11/20"]);
-    l.default_via("10.31.0.1", e, 0, false);
-    l.plug("veth3f2a", &["fe80::2/64"]);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens5"));
+    decided(&layouts::CASE_F4);
 }
 
 fn f5() -> Lay {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["10.0.0.5/24"]);
-    l.default_via("10.0.0.1", e, 0, false);
-    l.plug("eth1", &["10.0.1.5/24"]);
-    l.plug("eth10", &["10.0.10.5/24"]);
-    l
+    layouts::F5.lay()
 }
 
 #[test]
 fn f5_missing_name_is_repaired_listing_usable() {
-    let mut l = f5();
-    l.env("NCCL_SOCKET_IFNAME", "eth2");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    let (_, p) = decided(&layouts::CASE_F5_MISSING);
     let w = warning(&p, "inherited-ifname-repaired");
     for n in ["eth0", "eth1", "eth10"] {
         assert!(w.message.contains(n), "{}", w.message);
@@ -107,80 +95,37 @@ fn f5_missing_name_is_repaired_listing_usable() {
 
 #[test]
 fn f5_prefix_matching_two_is_kept_with_warning() {
-    let mut l = f5();
-    l.env("NCCL_SOCKET_IFNAME", "eth1");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: no change");
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth1"));
-    assert_eq!(val(&p, "POD_IP"), Some("10.0.1.5"));
+    let (_, p) = decided(&layouts::CASE_F5_PREFIX);
     let w = warning(&p, "inherited-ifname-prefix");
     assert!(
         w.message.contains("eth10") && w.remedy.contains("=eth1"),
         "{w:?}"
     );
     // Nothing inherited: eth0, and the plain name since nothing else starts with eth0.
-    let p = f5().decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    decided(&layouts::CASE_F5);
 }
 
 #[test]
 fn f6_gloo_given_nccl_syntax() {
-    let mut l = Lay::new();
-    let e = l.plug("ens5", &["10.0.1.10/24"]);
-    l.default_via("10.0.1.1", e, 0, false);
-    l.plug("eni4c1d", &["fe80::3/64"]);
-    l.env("NCCL_SOCKET_IFNAME", "^lo,docker,veth,eni");
-    l.env("GLOO_SOCKET_IFNAME", "^lo,docker,veth,eni");
-    l.env("MASTER_ADDR", "10.0.1.20");
-    l.peer("MASTER_ADDR", "10.0.1.20", Some(e), false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "NCCL value kept");
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("ens5"));
-    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("ens5"));
-    assert!(has_warning(&p, "gloo-ifname-repaired"));
-    assert!(!has_warning(&p, "inherited-ifname-prefix"));
-}
-
-fn f7() -> Lay {
-    let mut l = Lay::new();
-    let b = l.plug("bond0", &["10.42.0.11/27"]);
-    l.default_via("10.42.0.1", b, 0, false);
-    let c = l.link("bond0.2973", true, Some("macvlan"));
-    l.addr(c, "10.0.106.11/16");
-    let d = l.link("bond0.2973.1", true, Some("macvlan"));
-    l.addr(d, "fe80::5/64");
-    l
+    decided(&layouts::CASE_F6);
 }
 
 #[test]
 fn f7_prefix_catches_vlan_children() {
-    let p = f7().decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("=bond0"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("bond0"));
-    let mut l = f7();
-    l.env("NCCL_SOCKET_IFNAME", "bond0");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
+    decided(&layouts::CASE_F7);
+    let (_, p) = decided(&layouts::CASE_F7_PREFIX);
     let w = warning(&p, "inherited-ifname-prefix");
     assert!(
         w.message.contains("bond0.2973.1") && w.message.contains("link-local"),
         "{}",
         w.message
     );
-    assert!(refused(&l.strict()));
 }
 
 #[test]
 fn f8_wifi_uplink_and_whitelist_missing_it() {
-    let mut l = Lay::new();
-    let w = l.plug("wlp2s0", &["10.0.8.19/24"]);
-    l.default_via("10.0.8.1", w, 600, false);
-    l.stub("enp3s0", &["10.0.9.19/24"]);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("wlp2s0"));
-    l.env("NCCL_SOCKET_IFNAME", "en,eth,bond");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("wlp2s0"));
-    assert!(has_warning(&p, "inherited-ifname-repaired"));
+    decided(&layouts::CASE_F8);
+    decided(&layouts::CASE_F8_LIST);
 }
 
 #[test]
