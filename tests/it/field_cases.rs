@@ -1417,7 +1417,7 @@ fn comm_id_is_hands_off_and_its_subnet_is_checked() {
 /// F18: a vendor network profile (`FI_PROVIDER=efa`, `NCCL_NET_PLUGIN=ofi`): `vendor-profile`, and NCCL's
 /// transport variables stay untouched; without it: no such code, and `NCCL_IB_DISABLE=1` (no RDMA device).
 #[test]
-fn vendor_profile_leaves_the_transport_alone() {
+fn f18_vendor_profile_leaves_the_transport_alone() {
     if !common::require_root() {
         return;
     }
@@ -1640,7 +1640,7 @@ fn nccl_config_files_are_read_as_nccl_reads_them() {
 /// C library alone would wait minutes). ncclenv gives up after the bound, warns naming the host, and runs the
 /// command; a larger bound is waited out (a lower bound, which load cannot break). Times have wide margins.
 #[test]
-fn peer_name_resolution_is_bounded() {
+fn f17_peer_name_resolution_is_bounded() {
     if !common::require_root() {
         return;
     }
