@@ -130,25 +130,12 @@ fn f8_wifi_uplink_and_whitelist_missing_it() {
 
 #[test]
 fn f9_ipv6_only_with_link_local_tunnel_first() {
-    let mut l = Lay::new();
-    l.net.addrs.retain(|a| !a.addr.is_ipv4());
-    let t = l.link("ip6tnl0", true, Some("vxlan"));
-    l.addr(t, "fe80::9/64");
-    let v = l.plug("veth0", &["fd00:10::5/64", "fe80::5/64"]);
-    l.default_via("fe80::1", v, 1024, false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("veth0"));
-    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET6"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("veth0"));
-    assert_eq!(val(&p, "POD_IP"), None);
+    decided(&layouts::CASE_F9);
 }
 
 #[test]
 fn f10_no_network() {
-    let l = Lay::new();
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("lo"));
-    assert!(has_warning(&p, "loopback-only"));
+    let (_, p) = decided(&layouts::CASE_F10);
     assert!(!refused(&p));
     let mut l = Lay::new();
     l.nnodes(2);
@@ -170,13 +157,7 @@ fn f10_no_network() {
 
 #[test]
 fn f11_default_route_over_dead_link() {
-    let mut l = Lay::new();
-    let e0 = l.stub("eth0", &["10.0.0.2/24"]);
-    let e1 = l.plug("eth1", &["10.0.1.2/24"]);
-    l.default_via("10.0.0.1", e0, 100, true);
-    l.default_via("10.0.1.1", e1, 200, false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
+    let (_, p) = decided(&layouts::CASE_F11);
     let w = warning(&p, "default-route-down");
     assert!(
         w.message.contains("eth0") && w.message.contains("eth1"),
@@ -187,27 +168,10 @@ fn f11_default_route_over_dead_link() {
 
 #[test]
 fn f12_peer_on_secondary_network() {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["10.244.1.11/24"]);
-    l.default_via("10.244.1.1", e, 0, false);
-    let n = l.link("net1", true, Some("macvlan"));
-    l.addr(n, "10.100.0.11/24");
-    let mut remote = Lay {
-        net: l.net.clone(),
-        env: l.env.clone(),
-        peer: None,
-        job: l.job.clone(),
-        nccl: Vec::new(),
-        rdma: None,
-        ..Lay::default()
-    };
-    remote.peer("MASTER_ADDR", "10.100.0.12", Some(n), false);
-    let p = remote.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
-    assert_eq!(val(&p, "POD_IP"), Some("10.100.0.11"));
+    decided(&layouts::CASE_F12);
+    decided(&layouts::CASE_F12_PEER);
     // This pod is the master: the route is local, the owner of the address wins.
-    l.peer("MASTER_ADDR", "10.100.0.11", Some(1), true);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("net1"));
+    decided(&layouts::CASE_F12_LOCAL);
 }
 
 #[test]

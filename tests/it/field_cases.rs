@@ -861,24 +861,13 @@ fn f9_ipv6_only_with_link_local_tunnel_first() {
         return;
     }
     let ns = Netns::new("f9");
-    ns.vxlan("ip6tnl0");
-    ns.plug("veth0");
-    ns.addr("veth0", "fd00:10::5/64");
-    ns.route("-6 default via fe80::1 dev veth0");
-    ns.wait_link_local("ip6tnl0");
+    layouts::f9(&ns);
     let idx = |n: &str| link(&ns, n).expect(n)["ifindex"].as_u64().expect("ifindex");
     assert!(idx("ip6tnl0") < idx("veth0"));
     assert!(ip_j(&ns, &["-4", "addr", "show"])
         .iter()
         .all(|l| l["ifname"] == "lo"));
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("veth0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
-        ("GLOO_SOCKET_IFNAME", Some("veth0")),
-        ("TP_SOCKET_IFNAME", Some("veth0")),
-        ("POD_IP", None),
-    ]);
+    run_case(&ns, &layouts::CASE_F9);
     assert_eq!(default_dev(&ns).as_deref(), Some("veth0"));
     assert!(
         addrs(&ns, "veth0")
@@ -886,7 +875,6 @@ fn f9_ipv6_only_with_link_local_tunnel_first() {
             .any(|(f, a, _)| f == "inet6" && a == "fd00:10::5"),
         "oracle: veth0 owns fd00:10::5"
     );
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
 }
 
 /// F10: only `lo`. Single node (or shape unknown) → `lo` with a single-node warning; 2 nodes (`--nnodes=2`,
@@ -897,15 +885,9 @@ fn f10_no_network() {
         return;
     }
     let ns = Netns::new("f10");
+    layouts::f10(&ns);
     assert_eq!(ip_j(&ns, &["link", "show"]).len(), 1, "only lo");
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("lo")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("lo")),
-        ("TP_SOCKET_IFNAME", Some("lo")),
-        ("POD_IP", None),
-    ]);
+    let (mut job, o) = run_case(&ns, &layouts::CASE_F10);
     let w = o.warning("loopback-only");
     assert!(w.contains("single-node"), "{w}");
     // Only a single-node job can work: strict mode refuses rather than guess.
@@ -978,12 +960,7 @@ fn f11_default_route_over_dead_link() {
         return;
     }
     let ns = Netns::new("f11");
-    ns.stub("eth0");
-    ns.addr("eth0", "10.0.0.2/24");
-    ns.route("default via 10.0.0.1 dev eth0 metric 100");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.0.1.2/24");
-    ns.route("default via 10.0.1.1 dev eth1 metric 200");
+    layouts::f11(&ns);
     // Oracle: the preferred default route is eth0's, and the kernel marks it linkdown.
     let mut defaults = ip_j(&ns, &["-4", "route", "show", "default"]);
     defaults.sort_by_key(|r| r["metric"].as_u64().unwrap_or(0));
@@ -991,19 +968,12 @@ fn f11_default_route_over_dead_link() {
     assert!(defaults[0]["flags"]
         .as_array()
         .is_some_and(|f| f.iter().any(|x| x == "linkdown")));
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth1")),
-        ("GLOO_SOCKET_IFNAME", Some("eth1")),
-        ("POD_IP", Some("10.0.1.2")),
-    ]);
+    // Not a strict refusal: the choice is sound (the row says so).
+    let (_, o) = run_case(&ns, &layouts::CASE_F11);
     assert_eq!(default_dev(&ns).as_deref(), Some("eth1"));
     let w = o.warning("default-route-down");
     let ws = words(w);
     assert!(ws.contains(&"eth0") && ws.contains(&"eth1"), "{w}");
-    // Not a strict refusal: the choice is sound.
-    job.set("NCCLENV_STRICT", "1");
-    job.check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
 }
 
 /// F12: the default route on `eth0`, the peer on the Multus network `net1` (a macvlan on another plug).
@@ -1015,59 +985,32 @@ fn f12_peer_on_secondary_network() {
         return;
     }
     let ns = Netns::new("f12");
-    ns.plug("eth0");
-    ns.addr("eth0", "10.244.1.11/24");
-    ns.route("default via 10.244.1.1 dev eth0");
-    ns.plug("ext0");
-    ns.macvlan("net1", "ext0");
-    ns.addr("net1", "10.100.0.11/24");
-    ns.wait_running("net1");
-    assert_eq!(route_get_dev(&ns, "10.100.0.12"), "net1");
-    let net1 = [
-        ("NCCL_SOCKET_IFNAME", Some("net1")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("net1")),
-        ("TP_SOCKET_IFNAME", Some("net1")),
-        ("POD_IP", Some("10.100.0.11")),
-    ];
+    layouts::f12(&ns);
+    let net1 = layouts::F12_NET1;
 
     // Control: without a peer the default route decides.
-    let job = Job::new(&ns);
-    job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("10.244.1.11")),
-    ]);
+    run_case(&ns, &layouts::CASE_F12);
 
-    let mut job = Job::new(&ns);
-    job.set("MASTER_ADDR", "10.100.0.12");
-    let o = job.check(&net1);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let (_, o) = run_case(&ns, &layouts::CASE_F12_PEER);
     assert!(o.stderr.contains("10.100.0.12"), "{}", o.stderr);
 
     let mut job = Job::new(&ns);
     job.launcher.push("--master=10.100.0.12:8090".into());
     job.env_opts.push("--peer=10.100.0.12:8090".into());
-    job.check(&net1);
+    job.check(net1);
     // `--master HOST:PORT` as two words, and a script argument after the .py that must not count.
     let mut job = Job::new(&ns);
     job.launcher
         .extend(["--master", "10.100.0.12:8090", "train.py"].map(String::from));
     job.env_opts.push("--peer=10.100.0.12:8090".into());
-    job.check(&net1);
+    job.check(net1);
     let mut job = Job::new(&ns);
     job.launcher
         .extend(["train.py", "--master=10.100.0.12:8090"].map(String::from));
     job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
 
-    let mut job = Job::new(&ns);
-    job.set("MASTER_ADDR", "10.100.0.11");
-    let o = job.check(&net1);
-    assert_eq!(
-        route_get_dev(&ns, "10.100.0.11"),
-        "lo",
-        "oracle: a local address"
-    );
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    // This pod is the master: the kernel answers its address from `lo` (the row's peer, an oracle).
+    run_case(&ns, &layouts::CASE_F12_LOCAL);
 }
 
 // ---------------------------------------------------------------------------------------------------------

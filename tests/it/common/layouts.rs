@@ -206,6 +206,8 @@ pub enum Part {
     Bridge(&'static str, &'static [&'static str]),
     /// A macvlan child `.0` of `.1`, up, with its addresses.
     Macvlan(&'static str, &'static str, &'static [&'static str]),
+    /// A vxlan, up (RUNNING), with its addresses: a stand-in for a tunnel such as `ip6tnl0`.
+    Vxlan(&'static str, &'static [&'static str]),
     /// The default route via `.0` out of `.1` with the metric `.2`.
     Default(&'static str, &'static str, u32),
 }
@@ -241,6 +243,10 @@ impl Net {
                     addrs(name, cidrs);
                     children.push(name);
                 }
+                Part::Vxlan(name, cidrs) => {
+                    ns.vxlan(name);
+                    addrs(name, cidrs);
+                }
                 Part::Default(gw, dev, metric) => {
                     let family = if gw.contains(':') { "-6 " } else { "" };
                     let metric = if metric == 0 {
@@ -259,7 +265,7 @@ impl Net {
     }
 
     /// The same network as plain data: `lo`, then every part (plugs and stubs are veths; a bridge has no
-    /// port here).
+    /// port here; a default route out of a stub is `linkdown`, as the kernel flags it).
     pub fn lay(&self) -> SnapshotBuilder {
         let mut l = SnapshotBuilder::new();
         for part in self.0 {
@@ -278,9 +284,14 @@ impl Net {
                     let i = l.link(name, true, Some("macvlan"));
                     cidrs.iter().for_each(|c| l.addr(i, c));
                 }
+                Part::Vxlan(name, cidrs) => {
+                    let i = l.link(name, true, Some("vxlan"));
+                    cidrs.iter().for_each(|c| l.addr(i, c));
+                }
                 Part::Default(gw, dev, metric) => {
                     let oif = index(&l, dev);
-                    l.default_via(gw, oif, metric, false);
+                    let down = l.net.links.iter().any(|k| k.index == oif && !k.running);
+                    l.default_via(gw, oif, metric, down);
                 }
             }
         }
@@ -370,8 +381,8 @@ pub struct Case {
     pub env: &'static [(&'static str, &'static str)],
     /// The job's node count, when the command says it (`--nnodes=N`).
     pub nnodes: Option<u32>,
-    /// The job's master and the interface the kernel routes it through (the peer; its variable is in
-    /// [`Case::env`]).
+    /// The job's master and the interface the kernel routes it through, `lo` for an address of this machine
+    /// (the peer; its variable is in [`Case::env`]).
     pub peer: Option<(&'static str, &'static str)>,
     /// What the command sees afterwards: a variable's value, or `None` for unset. A value equal to the
     /// inherited one is kept: ncclenv changes nothing.
@@ -581,6 +592,82 @@ pub const CASE_F8_LIST: Case = warned(
     &["inherited-ifname-repaired"],
 );
 
+/// F9: IPv6 only: `veth0` and `AF_INET6`, no `POD_IP` (Paddle's is IPv4 only).
+pub const CASE_F9: Case = plain(
+    &F9,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("veth0")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
+        ("GLOO_SOCKET_IFNAME", Some("veth0")),
+        ("TP_SOCKET_IFNAME", Some("veth0")),
+        ("POD_IP", None),
+    ],
+);
+
+/// F10, single node or shape unknown: `lo`, with a warning; strict mode refuses rather than guess.
+pub const CASE_F10: Case = warned(
+    &F10,
+    &[],
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("lo")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+        ("GLOO_SOCKET_IFNAME", Some("lo")),
+        ("TP_SOCKET_IFNAME", Some("lo")),
+        ("POD_IP", None),
+    ],
+    &["loopback-only"],
+);
+
+/// F11: the live `eth1`, with a warning naming the dead default route; not a strict refusal.
+pub const CASE_F11: Case = Case {
+    strict_refuses: false,
+    ..warned(
+        &F11,
+        &[],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth1")),
+            ("GLOO_SOCKET_IFNAME", Some("eth1")),
+            ("POD_IP", Some("10.0.1.2")),
+        ],
+        &["default-route-down"],
+    )
+};
+
+/// F12, no peer: the default route decides, `eth0`.
+pub const CASE_F12: Case = Case {
+    quiet: false,
+    ..plain(
+        &F12,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth0")),
+            ("POD_IP", Some("10.244.1.11")),
+        ],
+    )
+};
+
+/// What the command sees on F12 when the peer decides: `net1`.
+pub const F12_NET1: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("net1")),
+    ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+    ("GLOO_SOCKET_IFNAME", Some("net1")),
+    ("TP_SOCKET_IFNAME", Some("net1")),
+    ("POD_IP", Some("10.100.0.11")),
+];
+
+/// F12: the master 10.100.0.12 is on the Multus network: `net1`.
+pub const CASE_F12_PEER: Case = Case {
+    env: &[("MASTER_ADDR", "10.100.0.12")],
+    peer: Some(("10.100.0.12", "net1")),
+    ..plain(&F12, F12_NET1)
+};
+
+/// F12: this pod is the master (`MASTER_ADDR=10.100.0.11`, a local address): its owner `net1`.
+pub const CASE_F12_LOCAL: Case = Case {
+    env: &[("MASTER_ADDR", "10.100.0.11")],
+    peer: Some(("10.100.0.11", "lo")),
+    ..plain(&F12, F12_NET1)
+};
+
 impl Case {
     /// The plain-data machine of this case: [`Net::lay`] with the inherited values, node count and peer.
     pub fn lay(&self) -> SnapshotBuilder {
@@ -592,13 +679,14 @@ impl Case {
             l.nnodes(n);
         }
         if let Some((dest, dev)) = self.peer {
+            // The kernel answers a local address from `lo` (`ip route get` says `dev lo`).
             let oif = index(&l, dev);
             let source = self
                 .env
                 .iter()
                 .find(|(_, v)| *v == dest)
                 .map_or("MASTER_ADDR", |(k, _)| *k);
-            l.peer(source, dest, Some(oif), false);
+            l.peer(source, dest, Some(oif), dev == "lo");
         }
         l
     }
@@ -650,40 +738,49 @@ pub fn f8(ns: &Netns) {
 }
 
 /// F9: IPv6 only; a vxlan `ip6tnl0` (fe80 only, lower index) and `veth0` fd00:10::5/64 with the default route.
-pub fn f9(ns: &Netns) {
-    ns.vxlan("ip6tnl0");
-    ns.plug("veth0");
-    ns.addr("veth0", "fd00:10::5/64");
-    ns.route("-6 default via fe80::1 dev veth0");
-    settle(ns);
-}
+pub const F9: Net = Net(&[
+    Part::Vxlan("ip6tnl0", &["fe80::9/64"]),
+    Part::Plug("veth0", &["fd00:10::5/64", "fe80::5/64"]),
+    Part::Default("fe80::1", "veth0", 1024),
+]);
 
 /// F10: only `lo`.
-pub fn f10(ns: &Netns) {
-    settle(ns);
-}
+pub const F10: Net = Net(&[]);
 
 /// F11: `eth0` without carrier holds the preferred default route; `eth1` the second one.
-pub fn f11(ns: &Netns) {
-    ns.stub("eth0");
-    ns.addr("eth0", "10.0.0.2/24");
-    ns.route("default via 10.0.0.1 dev eth0 metric 100");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.0.1.2/24");
-    ns.route("default via 10.0.1.1 dev eth1 metric 200");
-    settle(ns);
-}
+pub const F11: Net = Net(&[
+    Part::Stub("eth0", &["10.0.0.2/24"]),
+    Part::Default("10.0.0.1", "eth0", 100),
+    Part::Plug("eth1", &["10.0.1.2/24"]),
+    Part::Default("10.0.1.1", "eth1", 200),
+]);
 
 /// F12: `eth0` with the default route; Multus `net1` (a macvlan on `ext0`, which has no address).
+pub const F12: Net = Net(&[
+    Part::Plug("eth0", &["10.244.1.11/24"]),
+    Part::Default("10.244.1.1", "eth0", 0),
+    Part::Plug("ext0", &[]),
+    Part::Macvlan("net1", "ext0", &["10.100.0.11/24"]),
+]);
+
+/// [`F9`] in `ns`.
+pub fn f9(ns: &Netns) {
+    F9.build(ns);
+}
+
+/// [`F10`] in `ns`.
+pub fn f10(ns: &Netns) {
+    F10.build(ns);
+}
+
+/// [`F11`] in `ns`.
+pub fn f11(ns: &Netns) {
+    F11.build(ns);
+}
+
+/// [`F12`] in `ns`.
 pub fn f12(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.244.1.11/24");
-    ns.route("default via 10.244.1.1 dev eth0");
-    ns.plug("ext0");
-    ns.macvlan("net1", "ext0");
-    ns.addr("net1", "10.100.0.11/24");
-    ns.wait_running("net1");
-    settle(ns);
+    F12.build(ns);
 }
 
 /// F14: host network, `bond0` 10.200.93.11/24 with the default route.
