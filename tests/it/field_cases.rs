@@ -108,8 +108,7 @@ impl Outcome {
     }
 
     fn has_warning(&self, code: &str) -> bool {
-        let tag = format!("[{code}]");
-        self.stderr.lines().any(|l| l.contains(&tag))
+        common::finding_line(&self.stderr, code).is_some()
     }
 
     fn warnings(&self) -> Vec<&str> {
