@@ -1,5 +1,6 @@
 //! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/field-cases.md) as
-//! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
+//! snapshots, no kernel involved; F1–F12 are rows of the one table in `tests/it/common/layouts.rs`
+//! ([`decided`]), the others hand-written. The same cases run against real namespaces in
 //! `tests/it/field_cases.rs`.
 
 use crate::common::layouts::{self, Case};

@@ -9,7 +9,8 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/it/decide_core.rs`. After them: every finding code and README
+//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F12 read their rows from the one table
+//! in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
