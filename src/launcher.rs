@@ -1713,7 +1713,7 @@ mod tests {
 
     /// F19: PyTorchJob's PET_* variables; a flag wins over its variable, as in torchrun.
     #[test]
-    fn torchrun_reads_pet_variables_and_flags_win() {
+    fn f19_torchrun_reads_pet_variables_and_flags_win() {
         let e = env(&[
             ("PET_NNODES", "2"),
             ("PET_RDZV_ENDPOINT", "10.100.0.5:29400"),
@@ -1970,7 +1970,7 @@ mod tests {
 
     /// F21: an etcd URL with user information: the host after the '@', HTTP, and nothing of the secret.
     #[test]
-    fn etcd_urls_are_http_and_keep_no_secret() {
+    fn f21_etcd_urls_are_http_and_keep_no_secret() {
         let i = read(
             &argv(&[
                 "torchrun",
@@ -2526,7 +2526,7 @@ mod tests {
 
     /// F27: SGLang's `--dist-init-addr` with IPv6 in brackets: the master, its port, the nodes and the rank.
     #[test]
-    fn sglang_names_an_ipv6_master_in_brackets() {
+    fn f27_sglang_names_an_ipv6_master_in_brackets() {
         let i = read(
             &argv(&[
                 "python3",
@@ -2586,7 +2586,7 @@ mod tests {
 
     /// F29: `VLLM_HOST_IP` names this node's address, for any command.
     #[test]
-    fn vllm_host_ip_names_this_node() {
+    fn f29_vllm_host_ip_names_this_node() {
         let i = read(
             &argv(&["vllm", "serve", "m"]),
             &env(&[("VLLM_HOST_IP", "10.0.1.12")]),

@@ -43,4 +43,10 @@ pub mod text;
 #[cfg(test)]
 mod doc_table;
 #[cfg(test)]
+extern crate self as ncclenv;
+#[cfg(test)]
+#[path = "../tests/it/common/snapshot.rs"]
+#[allow(dead_code)]
+mod test_machine;
+#[cfg(test)]
 mod test_snapshot;

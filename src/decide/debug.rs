@@ -228,6 +228,7 @@ fn framework_debug(snap: &Snapshot, plan: &mut Plan) {
 mod tests {
     use super::*;
     use crate::snapshot::ConfFile;
+    use crate::test_machine::{has_warning, warning};
 
     fn snap(env: &[(&str, &str)], versions: &[Option<&str>]) -> Snapshot {
         let b = crate::test_snapshot::SnapshotBuilder::new().envs(env);
@@ -304,11 +305,7 @@ mod tests {
         let p = run(&s, &on());
         assert_eq!(p.value_of("NCCL_DEBUG_SUBSYS"), None);
         assert_eq!(p.value_of("NCCL_DEBUG"), None);
-        assert!(
-            p.warnings.iter().any(|w| w.code == "debug-hides-bootstrap"),
-            "{:?}",
-            p.warnings
-        );
+        assert!(has_warning(&p, "debug-hides-bootstrap"), "{:?}", p.warnings);
         // The same on 2.21.5 hides nothing.
         let s = snap(&[("NCCL_DEBUG_SUBSYS", "INIT,ENV,NET")], &[Some("2.21.5")]);
         assert!(run(&s, &on()).warnings.is_empty());
@@ -321,11 +318,7 @@ mod tests {
         });
         let p = run(&s, &on());
         assert_eq!(p.value_of("NCCL_DEBUG"), None);
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "debug-hides-bootstrap")
-            .expect("warn");
+        let w = warning(&p, "debug-hides-bootstrap");
         assert!(w.message.contains("/etc/nccl.conf"), "{}", w.message);
         // An inherited file is kept and reported as where the lines go.
         let s = snap(&[("NCCL_DEBUG_FILE", "/logs/n.%h")], &[]);

@@ -168,7 +168,10 @@ mod tests {
     fn codes(s: &Snapshot) -> Vec<String> {
         let mut p = plan_with("eth0", "10.0.0.2");
         faster_interface(s, &Config::default(), &mut p);
-        p.warnings.into_iter().map(|w| w.code).collect()
+        crate::test_machine::codes(&p)
+            .into_iter()
+            .map(String::from)
+            .collect()
     }
 
     #[test]

@@ -55,11 +55,8 @@ fn nccl_versions(snap: &Snapshot, plan: &mut Plan) {
 mod tests {
     use super::*;
     use crate::snapshot::{GpuInfo, NcclInstall};
+    use crate::test_machine::codes;
     use crate::test_snapshot::SnapshotBuilder;
-
-    fn codes(p: &Plan) -> Vec<&str> {
-        p.warnings.iter().map(|w| w.code.as_str()).collect()
-    }
 
     fn install(path: &str, v: &str) -> NcclInstall {
         NcclInstall {

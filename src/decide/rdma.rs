@@ -893,6 +893,7 @@ mod tests {
     use super::*;
     use crate::plan::Severity;
     use crate::snapshot::RdmaGid;
+    use crate::test_machine::{codes, has_warning, warning, warnings};
 
     fn port(n: u32, state: u32, ll: &str, ndev: Option<&str>) -> RdmaPort {
         RdmaPort {
@@ -944,9 +945,6 @@ mod tests {
         let mut p = Plan::default();
         decide_rdma(s, &Config::default(), &mut p);
         p
-    }
-    fn codes(p: &Plan) -> Vec<&str> {
-        p.warnings.iter().map(|w| w.code.as_str()).collect()
     }
     const GIB: u64 = 1 << 30;
     const MIB8: u64 = 8 << 20;
@@ -1076,7 +1074,7 @@ mod tests {
         s.conf_files.push(conf(&[("NCCL_IB_HCA", "mlx5")]));
         let p = run(&s);
         assert_eq!(p.value_of("NCCL_IB_HCA"), None);
-        assert!(p.warnings.iter().any(|w| w.code == "rdma-hca-inherited"));
+        assert!(has_warning(&p, "rdma-hca-inherited"));
     }
 
     #[test]
@@ -1134,11 +1132,7 @@ mod tests {
         );
         let p = run(&snap(r, &["ib0"], &[("NCCL_IB_DISABLE", "0")]));
         assert!(p.changes.is_empty(), "{:?}", p.changes);
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "rdma-memlock-low")
-            .expect("warning");
+        let w = warning(&p, "rdma-memlock-low");
         assert!(!w.message.contains("disable"), "{}", w.message);
         assert!(
             w.message.contains("inherited NCCL_IB_DISABLE=0 kept"),
@@ -1295,11 +1289,7 @@ mod tests {
                 assert_eq!(p.value_of(name), None, "{k}: {name}");
             }
             assert!(!p.raise_memlock, "{k}");
-            assert!(
-                p.warnings.iter().any(|w| w.code == "vendor-profile"),
-                "{k}: {:?}",
-                codes(&p)
-            );
+            assert!(has_warning(&p, "vendor-profile"), "{k}: {:?}", codes(&p));
             // Control: without the vendor variable the memlock limit would be raised.
             let p = crate::decide::decide(&snap(r.clone(), &links, &[]), &Config::default());
             assert!(p.raise_memlock, "{:?}", p.warnings);
@@ -1468,10 +1458,7 @@ mod tests {
             "{:?}",
             codes(&p)
         );
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "rdma-plugin-ignores-ib-disable");
+        let w = warnings(&p, "rdma-plugin-ignores-ib-disable").next();
         assert!(w.is_some_and(|w| w.remedy.contains("NCCL_IBEXT_DISABLE=1")
             && w.remedy.contains("NCCL_NET_PLUGIN=none")));
         // Not when the plugin's switch is set too, nor without a plugin, nor with NCCL_IB_DISABLE=0.
@@ -1558,10 +1545,7 @@ mod tests {
         // RoCE v1: kept, warned, and NCCL's own choice (3) works: unset it.
         let p = run(&roce_table(&here, Some("2")));
         assert!(p.changes.is_empty(), "{:?}", p.changes);
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "rdma-gid-index-unusable");
+        let w = warnings(&p, "rdma-gid-index-unusable").next();
         let w = w.expect("rdma-gid-index-unusable");
         assert!(
             w.message.contains("RoCE v1") && w.message.contains("mlx5_2:1"),
@@ -1576,10 +1560,7 @@ mod tests {
         // An empty slot, and one beyond the table.
         for (v, why) in [("9", "empty"), ("16", "beyond")] {
             let p = run(&roce_table(&here, Some(v)));
-            let w = p
-                .warnings
-                .iter()
-                .find(|w| w.code == "rdma-gid-index-unusable");
+            let w = warnings(&p, "rdma-gid-index-unusable").next();
             assert!(
                 w.is_some_and(|w| w.message.contains(why)),
                 "{v}: {:?}",
@@ -1588,10 +1569,7 @@ mod tests {
         }
         // net1 is not in the pod: index 3 fails, NCCL's own choice (3) too; 4 (net2) works: set it.
         let p = run(&roce_table(&["lo", "eth0", "net2"], Some("3")));
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "rdma-gid-index-unusable");
+        let w = warnings(&p, "rdma-gid-index-unusable").next();
         let w = w.expect("warning");
         assert!(w.message.contains("net1"), "{w:?}");
         assert!(w.remedy.starts_with("set NCCL_IB_GID_INDEX=4"), "{w:?}");
@@ -1603,10 +1581,9 @@ mod tests {
             error: None,
         });
         let p = run(&s);
-        assert!(p
-            .warnings
-            .iter()
-            .any(|w| w.code == "rdma-gid-index-unusable" && w.message.contains("/etc/nccl.conf")));
+        assert!(
+            warnings(&p, "rdma-gid-index-unusable").any(|w| w.message.contains("/etc/nccl.conf"))
+        );
         // IB disabled: no judgement. InfiniBand ports: NCCL ignores the index.
         let mut s = roce_table(&here, Some("2"));
         s.env.insert("NCCL_IB_DISABLE".into(), "1".into());

@@ -353,6 +353,7 @@ fn disable_on_problem(
 mod tests {
     use super::*;
     use crate::snapshot::{GpuInfo, ShmInfo};
+    use crate::test_machine::codes;
 
     fn snap(free_mib: Option<u64>, gpus: Option<u32>, env: &[(&str, &str)]) -> Snapshot {
         crate::test_snapshot::SnapshotBuilder::new()
@@ -384,9 +385,6 @@ mod tests {
     }
     fn run(s: &Snapshot) -> Plan {
         run_cfg(s, &Config::default())
-    }
-    fn codes(p: &Plan) -> Vec<&str> {
-        p.warnings.iter().map(|w| w.code.as_str()).collect()
     }
 
     fn need(gpus: Option<u32>, cfg: &Config) -> u64 {

@@ -280,6 +280,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::snapshot::{RdmaDevice, RdmaPort, RdmaSnapshot, Spread};
+    use crate::test_machine::{has_warning, warning, warnings};
 
     fn plan_with(sets: &[(&str, &str)]) -> Plan {
         let mut p = Plan::default();
@@ -312,11 +313,7 @@ mod tests {
             p.value_of("OMPI_MCA_mca_base_env_list"),
             Some("NCCL_SOCKET_IFNAME;GLOO_SOCKET_IFNAME")
         );
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "runner-copies-env")
-            .expect("note");
+        let w = warning(&p, "runner-copies-env");
         assert!(
             w.message.contains("same name") && w.remedy.contains("ncclenv --"),
             "{w:?}"
@@ -361,10 +358,7 @@ mod tests {
             &mut p,
         );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
-        assert!(p
-            .warnings
-            .iter()
-            .any(|w| w.code == "runner-copies-env" && w.message.contains("through ncclenv")));
+        assert!(warnings(&p, "runner-copies-env").any(|w| w.message.contains("through ncclenv")));
     }
 
     #[test]
@@ -380,11 +374,7 @@ mod tests {
             &mut p,
         );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "runner-forward-blocked")
-            .expect("warning");
+        let w = warning(&p, "runner-forward-blocked");
         assert!(
             w.message
                 .contains("-x NCCL_SOCKET_IFNAME copies this node's value"),
@@ -401,10 +391,7 @@ mod tests {
             &Config::default(),
             &mut p,
         );
-        assert!(p
-            .warnings
-            .iter()
-            .any(|w| w.code == "runner-forward-blocked"));
+        assert!(has_warning(&p, "runner-forward-blocked"));
         // An inherited list with assignments is not recorded (secrets) and not rewritten.
         let rec = crate::probe::job::record_env([(
             "OMPI_MCA_mca_base_env_list".into(),
@@ -422,10 +409,7 @@ mod tests {
             &mut p,
         );
         assert_eq!(p.value_of("OMPI_MCA_mca_base_env_list"), None);
-        assert!(p
-            .warnings
-            .iter()
-            .any(|w| w.code == "runner-forward-blocked"));
+        assert!(has_warning(&p, "runner-forward-blocked"));
         // A list of names is recorded as is.
         let rec = crate::probe::job::record_env([(
             "OMPI_MCA_mca_base_env_list".into(),
@@ -452,11 +436,7 @@ mod tests {
         assert_eq!(p.value_of("NCCL_SOCKET_IFNAME"), None);
         assert_eq!(p.value_of("NCCL_IB_HCA"), None);
         assert_eq!(p.value_of("NCCL_SOCKET_FAMILY"), Some("AF_INET"));
-        let w = p
-            .warnings
-            .iter()
-            .find(|w| w.code == "runner-copies-env")
-            .expect("note");
+        let w = warning(&p, "runner-copies-env");
         assert!(
             w.message.contains("enp179s0f0") && w.remedy.contains("--no_python --no_local_rank"),
             "{w:?}"
@@ -533,11 +513,7 @@ mod tests {
             let mut s = snap(Launcher::Deepspeed, Some(2), Spread::default(), &[]);
             s.rdma = Some(rdma(hca));
             decide_spread(&s, &Config::default(), &mut p);
-            let w = p
-                .warnings
-                .iter()
-                .find(|w| w.code == "runner-copies-env")
-                .expect("note");
+            let w = warning(&p, "runner-copies-env");
             assert_eq!(
                 p.value_of("NCCL_IB_DISABLE").is_none(),
                 withheld,

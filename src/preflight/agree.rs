@@ -875,6 +875,7 @@ pub fn apply(
 mod tests {
     use super::*;
     use crate::snapshot::Family;
+    use crate::test_machine::{codes, has_warning, warning, warnings};
 
     fn node(i: u8) -> Member {
         let addr: IpAddr = format!("10.0.0.{i}").parse().expect("ip");
@@ -927,10 +928,6 @@ mod tests {
             not_reached: None,
             heard: Heard::default(),
         }
-    }
-
-    fn codes(v: &FleetVerdict) -> Vec<&str> {
-        v.findings.iter().map(|w| w.code.as_str()).collect()
     }
 
     fn refused(v: &FleetVerdict) -> Option<&str> {
@@ -1125,11 +1122,7 @@ mod tests {
         let v = agree(&m);
         assert_eq!(v.refuse, None);
         assert!(codes(&v).contains(&"preflight-absent"));
-        let w = v
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-absent")
-            .expect("absent");
+        let w = warning(&v, "preflight-absent");
         assert!(w.message.starts_with("2 of 3 nodes"), "{}", w.message);
         assert!(w.strict_refuses);
         // The nodes that met agree, but the fleet did not pass: no `preflight-passed`.
@@ -1143,11 +1136,7 @@ mod tests {
         m.lost = vec![2];
         m.members[2].probe = None;
         let v = agree(&m);
-        let w = v
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-absent")
-            .expect("lost");
+        let w = warning(&v, "preflight-absent");
         assert!(
             w.message.contains("lost after arriving: n3"),
             "{}",
@@ -1162,10 +1151,8 @@ mod tests {
     #[test]
     fn absence_says_what_came_and_calls_missing_only_what_sent_nothing() {
         let absent = |m: &Meeting| {
-            agree(m)
-                .findings
-                .iter()
-                .find(|w| w.code == "preflight-absent")
+            warnings(&agree(m), "preflight-absent")
+                .next()
                 .map(|w| w.message.clone())
                 .expect("absent")
         };
@@ -1265,11 +1252,7 @@ mod tests {
         }
         let v = agree(&m);
         assert!(!codes(&v).contains(&"preflight-absent"), "{v:?}");
-        let w = v
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-nnodes-differs")
-            .expect("named");
+        let w = warning(&v, "preflight-nnodes-differs");
         assert!(
             w.message.starts_with(
                 "node n1 (10.0.0.1) says 4 nodes, the others 3 (n2 (10.0.0.2), n3 (10.0.0.3))"
@@ -1286,11 +1269,7 @@ mod tests {
             nnodes: 4,
         });
         let w = agree(&m);
-        let w = w
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-absent")
-            .expect("absent");
+        let w = warning(&w, "preflight-absent");
         assert!(
             w.message.contains("1 of 3 nodes met")
                 && w.message.contains(
@@ -1309,11 +1288,7 @@ mod tests {
         let v = agree(&m);
         assert_eq!(v.refuse, None);
         assert!(!codes(&v).contains(&"preflight-passed"), "{v:?}");
-        let w = v
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-node-ranks")
-            .expect("ranks");
+        let w = warning(&v, "preflight-node-ranks");
         assert!(
             w.message.contains(
                 "node rank 1 is said by n2 (10.0.0.2), n3 (10.0.0.3); no node says node rank 2"
@@ -1330,11 +1305,7 @@ mod tests {
         m.expected = 3;
         m.members[1].report.node_rank = Some(7);
         let w = agree(&m);
-        let w = w
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-node-ranks")
-            .expect("ranks");
+        let w = warning(&w, "preflight-node-ranks");
         assert!(
             w.message
                 .contains("node rank 7 of n2 (10.0.0.2) is out of range for 3 nodes"),
@@ -1434,10 +1405,7 @@ mod tests {
             ];
         }
         let v = agree(&m);
-        let w: Vec<&str> = v
-            .findings
-            .iter()
-            .filter(|w| w.code == "preflight-mtu-differs")
+        let w: Vec<&str> = warnings(&v, "preflight-mtu-differs")
             .map(|w| w.message.as_str())
             .collect();
         assert_eq!(w.len(), 1, "{w:?}");
@@ -1446,10 +1414,7 @@ mod tests {
             "{}",
             w[0]
         );
-        assert!(agree(&fleet(3))
-            .findings
-            .iter()
-            .all(|w| w.code != "preflight-mtu-differs"));
+        assert!(!has_warning(&agree(&fleet(3)), "preflight-mtu-differs"));
     }
 
     #[test]
@@ -1475,9 +1440,8 @@ mod tests {
             assert!(c.contains(&code), "{code}: {c:?}");
         }
         let w = |code: &str| {
-            v.findings
-                .iter()
-                .find(|w| w.code == code)
+            warnings(&v, code)
+                .next()
                 .map(|w| w.message.clone())
                 .unwrap_or_default()
         };
@@ -1551,22 +1515,12 @@ mod tests {
             "{}",
             frame.len()
         );
-        let n = v
-            .findings
-            .iter()
-            .filter(|w| w.code == "preflight-unreachable")
-            .count();
+        let n = warnings(&v, "preflight-unreachable").count();
         assert_eq!(n, MAX_LISTED + 1);
         assert!(v
             .findings
             .iter()
             .any(|w| w.message.contains("(10000 in all)")));
-        assert!(
-            v.findings
-                .iter()
-                .filter(|w| w.code == "preflight-duplicate-address")
-                .count()
-                <= MAX_LISTED + 1
-        );
+        assert!(warnings(&v, "preflight-duplicate-address").count() <= MAX_LISTED + 1);
     }
 }

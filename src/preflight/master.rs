@@ -1153,6 +1153,7 @@ mod tests {
     use super::*;
     use crate::preflight::{Role, Setup};
     use crate::snapshot::Family;
+    use crate::test_machine::warnings;
     use std::collections::BTreeMap;
     use std::net::SocketAddr;
 
@@ -1259,11 +1260,8 @@ mod tests {
             other => panic!("{other:?}"),
         };
         drop(silent);
-        let absent = end
-            .verdict
-            .findings
-            .iter()
-            .find(|w| w.code == "preflight-absent")
+        let absent = warnings(&end.verdict, "preflight-absent")
+            .next()
             .map(|w| w.message.clone())
             .unwrap_or_else(|| panic!("{:?}", end.verdict));
         assert!(

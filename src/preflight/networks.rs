@@ -635,6 +635,7 @@ pub fn conclude(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_machine::warnings;
 
     fn cidr(s: &str) -> Cidr {
         let (a, p) = s.split_once('/').expect("cidr");
@@ -1010,11 +1011,7 @@ mod tests {
         let mut v = verdict();
         conclude(&mut v, &ms, cands, measured, None);
         assert!(v.network.is_some());
-        let slow: Vec<&Warning> = v
-            .findings
-            .iter()
-            .filter(|w| w.code == "preflight-slow-link")
-            .collect();
+        let slow: Vec<&Warning> = warnings(&v, "preflight-slow-link").collect();
         assert_eq!(slow.len(), 1, "{:?}", v.findings);
         assert!(slow[0].message.starts_with("node n2 (10.1.0.2) (ens5) measured 300.0 Mbit/s to n3 (10.1.0.3) and 310.0 Mbit/s from n1"), "{}", slow[0].message);
         assert_eq!(

@@ -1,8 +1,10 @@
 //! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/field-cases.md) as
-//! hand-written snapshots, no kernel involved. The same cases run against real namespaces in
+//! snapshots, no kernel involved; F1–F12 are rows of the one table in `tests/it/common/layouts.rs`
+//! ([`decided`]), the others hand-written. The same cases run against real namespaces in
 //! `tests/it/field_cases.rs`.
 
-use crate::common::snapshot::{ip, SnapshotBuilder as Lay};
+use crate::common::layouts::{self, Case};
+use crate::common::snapshot::{has_warning, ip, warning, warnings, SnapshotBuilder as Lay};
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
 use ncclenv::plan::{Plan, Verdict};
@@ -11,66 +13,62 @@ use ncclenv::snapshot::*;
 fn val<'a>(p: &'a Plan, k: &str) -> Option<&'a str> {
     p.value_of(k)
 }
-fn has_warning(p: &Plan, code: &str) -> bool {
-    p.warnings.iter().any(|w| w.code == code)
-}
 fn refused(p: &Plan) -> bool {
     matches!(p.verdict, Verdict::Refuse { .. })
 }
 
+/// Decides the field case `c` (a row of `tests/it/common/layouts.rs`, which `field_cases` runs through the
+/// binary too) and checks what the row says: each expected value (an inherited one unchanged), the findings
+/// present and absent, quiet, and strict mode. Returns the machine and the plan for the test's own checks.
+fn decided(c: &Case) -> (Lay, Plan) {
+    let l = c.lay();
+    let p = l.decide();
+    for (k, want) in c.expect {
+        match (c.inherited(k), want) {
+            (Some(old), Some(v)) if old == *v => {
+                assert_eq!(val(&p, k), None, "{k}={v} kept: no change {:?}", p.changes)
+            }
+            _ => assert_eq!(val(&p, k), *want, "{k}: {:?}", p.changes),
+        }
+    }
+    for code in c.warns {
+        warning(&p, code);
+    }
+    for code in c.not {
+        assert!(!has_warning(&p, code), "{code}: {:?}", p.warnings);
+    }
+    if c.quiet {
+        assert!(!p.has_warnings(), "{:?}", p.warnings);
+    }
+    assert_eq!(
+        refused(&l.strict()),
+        c.strict_refuses,
+        "strict: {:?}",
+        p.warnings
+    );
+    (l, p)
+}
+
 #[test]
 fn f1_docker_bridge() {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["172.17.0.2/16"]);
-    l.default_via("172.17.0.1", e, 0, false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
-    assert_eq!(val(&p, "POD_IP"), Some("172.17.0.2"));
-    assert!(!p.has_warnings(), "{:?}", p.warnings);
-    assert!(!refused(&l.strict()));
+    decided(&layouts::CASE_F1);
 }
 
 #[test]
 fn f2_baked_name_missing_on_host() {
-    let mut l = Lay::new();
-    let e = l.plug("ens6", &["10.1.0.10/16"]);
-    l.default_via("10.1.0.1", e, 0, false);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens6"));
-    l.env("NCCL_SOCKET_IFNAME", "eth0");
-    l.nnodes(2);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ens6"));
+    decided(&layouts::CASE_F2);
+    let (_, p) = decided(&layouts::CASE_F2_BAKED);
     let c = p
         .changes
         .iter()
         .find(|c| c.name == "NCCL_SOCKET_IFNAME")
         .expect("change");
     assert_eq!(c.replaced.as_deref(), Some("eth0"));
-    assert!(has_warning(&p, "inherited-ifname-repaired"));
-    assert!(refused(&l.strict()));
 }
 
 #[test]
 fn f3_compose_bridges_and_veths() {
-    let mut l = Lay::new();
-    let b = l.plug("bond0", &["10.10.1.11/24"]);
-    l.default_via("10.10.1.1", b, 0, false);
-    for (n, a) in [
-        ("br-1a2b3c", "172.19.0.1/16"),
-        ("br-4d5e6f", "172.21.0.1/16"),
-        ("br-7a8b9c", "172.30.0.1/16"),
-    ] {
-        let i = l.link(n, true, Some("bridge"));
-        l.addr(i, a);
-    }
-    for n in ["veth1a", "veth2b", "veth3c", "veth4d"] {
-        l.plug(n, &["fe80::1/64"]);
-    }
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("bond0"));
+    let (_, p) = decided(&layouts::CASE_F3);
     for c in &p.changes {
         if let ncclenv::plan::Action::Set { value } = &c.action {
             assert!(!value.contains("br-") && !value.contains("veth"), "{c:?}");
@@ -80,33 +78,17 @@ fn f3_compose_bridges_and_veths() {
 
 #[test]
 fn f4_fe80_veth_beside_uplink() {
-    let mut l = Lay::new();
-    let e = l.plug("ens5", &["10.31.0.11/20"]);
-    l.default_via("10.31.0.1", e, 0, false);
-    l.plug("veth3f2a", &["fe80::2/64"]);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens5"));
+    decided(&layouts::CASE_F4);
 }
 
 fn f5() -> Lay {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["10.0.0.5/24"]);
-    l.default_via("10.0.0.1", e, 0, false);
-    l.plug("eth1", &["10.0.1.5/24"]);
-    l.plug("eth10", &["10.0.10.5/24"]);
-    l
+    layouts::F5.lay()
 }
 
 #[test]
 fn f5_missing_name_is_repaired_listing_usable() {
-    let mut l = f5();
-    l.env("NCCL_SOCKET_IFNAME", "eth2");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-repaired")
-        .expect("warning");
+    let (_, p) = decided(&layouts::CASE_F5_MISSING);
+    let w = warning(&p, "inherited-ifname-repaired");
     for n in ["eth0", "eth1", "eth10"] {
         assert!(w.message.contains(n), "{}", w.message);
     }
@@ -114,111 +96,47 @@ fn f5_missing_name_is_repaired_listing_usable() {
 
 #[test]
 fn f5_prefix_matching_two_is_kept_with_warning() {
-    let mut l = f5();
-    l.env("NCCL_SOCKET_IFNAME", "eth1");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: no change");
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth1"));
-    assert_eq!(val(&p, "POD_IP"), Some("10.0.1.5"));
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-prefix")
-        .expect("warning");
+    let (_, p) = decided(&layouts::CASE_F5_PREFIX);
+    let w = warning(&p, "inherited-ifname-prefix");
     assert!(
         w.message.contains("eth10") && w.remedy.contains("=eth1"),
         "{w:?}"
     );
     // Nothing inherited: eth0, and the plain name since nothing else starts with eth0.
-    let p = f5().decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+    decided(&layouts::CASE_F5);
 }
 
 #[test]
 fn f6_gloo_given_nccl_syntax() {
-    let mut l = Lay::new();
-    let e = l.plug("ens5", &["10.0.1.10/24"]);
-    l.default_via("10.0.1.1", e, 0, false);
-    l.plug("eni4c1d", &["fe80::3/64"]);
-    l.env("NCCL_SOCKET_IFNAME", "^lo,docker,veth,eni");
-    l.env("GLOO_SOCKET_IFNAME", "^lo,docker,veth,eni");
-    l.env("MASTER_ADDR", "10.0.1.20");
-    l.peer("MASTER_ADDR", "10.0.1.20", Some(e), false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "NCCL value kept");
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("ens5"));
-    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("ens5"));
-    assert!(has_warning(&p, "gloo-ifname-repaired"));
-    assert!(!has_warning(&p, "inherited-ifname-prefix"));
-}
-
-fn f7() -> Lay {
-    let mut l = Lay::new();
-    let b = l.plug("bond0", &["10.42.0.11/27"]);
-    l.default_via("10.42.0.1", b, 0, false);
-    let c = l.link("bond0.2973", true, Some("macvlan"));
-    l.addr(c, "10.0.106.11/16");
-    let d = l.link("bond0.2973.1", true, Some("macvlan"));
-    l.addr(d, "fe80::5/64");
-    l
+    decided(&layouts::CASE_F6);
 }
 
 #[test]
 fn f7_prefix_catches_vlan_children() {
-    let p = f7().decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("=bond0"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("bond0"));
-    let mut l = f7();
-    l.env("NCCL_SOCKET_IFNAME", "bond0");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-prefix")
-        .expect("warning");
+    decided(&layouts::CASE_F7);
+    let (_, p) = decided(&layouts::CASE_F7_PREFIX);
+    let w = warning(&p, "inherited-ifname-prefix");
     assert!(
         w.message.contains("bond0.2973.1") && w.message.contains("link-local"),
         "{}",
         w.message
     );
-    assert!(refused(&l.strict()));
 }
 
 #[test]
 fn f8_wifi_uplink_and_whitelist_missing_it() {
-    let mut l = Lay::new();
-    let w = l.plug("wlp2s0", &["10.0.8.19/24"]);
-    l.default_via("10.0.8.1", w, 600, false);
-    l.stub("enp3s0", &["10.0.9.19/24"]);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("wlp2s0"));
-    l.env("NCCL_SOCKET_IFNAME", "en,eth,bond");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("wlp2s0"));
-    assert!(has_warning(&p, "inherited-ifname-repaired"));
+    decided(&layouts::CASE_F8);
+    decided(&layouts::CASE_F8_LIST);
 }
 
 #[test]
 fn f9_ipv6_only_with_link_local_tunnel_first() {
-    let mut l = Lay::new();
-    l.net.addrs.retain(|a| !a.addr.is_ipv4());
-    let t = l.link("ip6tnl0", true, Some("vxlan"));
-    l.addr(t, "fe80::9/64");
-    let v = l.plug("veth0", &["fd00:10::5/64", "fe80::5/64"]);
-    l.default_via("fe80::1", v, 1024, false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("veth0"));
-    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET6"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("veth0"));
-    assert_eq!(val(&p, "POD_IP"), None);
+    decided(&layouts::CASE_F9);
 }
 
 #[test]
 fn f10_no_network() {
-    let l = Lay::new();
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("lo"));
-    assert!(has_warning(&p, "loopback-only"));
+    let (_, p) = decided(&layouts::CASE_F10);
     assert!(!refused(&p));
     let mut l = Lay::new();
     l.nnodes(2);
@@ -240,18 +158,8 @@ fn f10_no_network() {
 
 #[test]
 fn f11_default_route_over_dead_link() {
-    let mut l = Lay::new();
-    let e0 = l.stub("eth0", &["10.0.0.2/24"]);
-    let e1 = l.plug("eth1", &["10.0.1.2/24"]);
-    l.default_via("10.0.0.1", e0, 100, true);
-    l.default_via("10.0.1.1", e1, 200, false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "default-route-down")
-        .expect("warning");
+    let (_, p) = decided(&layouts::CASE_F11);
+    let w = warning(&p, "default-route-down");
     assert!(
         w.message.contains("eth0") && w.message.contains("eth1"),
         "{}",
@@ -261,27 +169,10 @@ fn f11_default_route_over_dead_link() {
 
 #[test]
 fn f12_peer_on_secondary_network() {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["10.244.1.11/24"]);
-    l.default_via("10.244.1.1", e, 0, false);
-    let n = l.link("net1", true, Some("macvlan"));
-    l.addr(n, "10.100.0.11/24");
-    let mut remote = Lay {
-        net: l.net.clone(),
-        env: l.env.clone(),
-        peer: None,
-        job: l.job.clone(),
-        nccl: Vec::new(),
-        rdma: None,
-        ..Lay::default()
-    };
-    remote.peer("MASTER_ADDR", "10.100.0.12", Some(n), false);
-    let p = remote.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
-    assert_eq!(val(&p, "POD_IP"), Some("10.100.0.11"));
+    decided(&layouts::CASE_F12);
+    decided(&layouts::CASE_F12_PEER);
     // This pod is the master: the route is local, the owner of the address wins.
-    l.peer("MASTER_ADDR", "10.100.0.11", Some(1), true);
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("net1"));
+    decided(&layouts::CASE_F12_LOCAL);
 }
 
 #[test]
@@ -323,11 +214,7 @@ fn comm_id_still_warns_about_an_unmatched_ifname() {
     l.env("NCCL_SOCKET_IFNAME", "ens9");
     let p = l.decide();
     assert!(p.hands_off && p.changes.is_empty(), "{:?}", p.changes);
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "comm-id-ifname-unmatched")
-        .expect("warning");
+    let w = warning(&p, "comm-id-ifname-unmatched");
     assert!(w.message.contains("\"ens9\""), "{}", w.message);
     assert!(w.remedy.contains("eth0"), "{}", w.remedy);
     assert!(refused(&l.strict()));
@@ -550,11 +437,7 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
     l.job.node_rank_source = Some("NODE_RANK".into());
     l.peer("MASTER_ADDR", "127.0.0.1", Some(1), true);
     let p = l.decide();
-    let f = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "peer-is-loopback")
-        .expect("finding");
+    let f = warning(&p, "peer-is-loopback");
     assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
     assert!(
         f.message.contains("node rank 0 (NODE_RANK), the master"),
@@ -571,11 +454,7 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
         p.host = "job-master-0".into();
     }
     let p = l.decide();
-    let f = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "peer-is-loopback")
-        .expect("finding");
+    let f = warning(&p, "peer-is-loopback");
     assert!(
         f.message.contains("job-master-0")
             && f.message
@@ -589,11 +468,7 @@ fn a_loopback_master_in_a_multi_node_job_warns() {
         p.addrs.push(ip("10.0.0.5"));
     }
     let p = l.decide();
-    let f = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "peer-is-loopback")
-        .expect("finding");
+    let f = warning(&p, "peer-is-loopback");
     assert_eq!(f.severity, ncclenv::plan::Severity::Info, "{f:?}");
     assert!(
         f.message.contains("other address 10.0.0.5"),
@@ -643,11 +518,7 @@ fn entries_that_match_nothing_are_pointed_out_with_the_space() {
     l.env("NCCL_SOCKET_IFNAME", "eth0, eth1");
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept: eth0 works");
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-entry-unmatched")
-        .expect("warning");
+    let w = warning(&p, "inherited-ifname-entry-unmatched");
     assert!(
         w.message.contains("\" eth1\"") && w.message.contains("whitespace"),
         "{}",
@@ -656,19 +527,8 @@ fn entries_that_match_nothing_are_pointed_out_with_the_space() {
     let mut l = f5();
     l.env("NCCL_SOCKET_IFNAME", "eth0 ");
     let p = l.decide();
-    let w = p
-        .warnings
-        .iter()
-        .find(|w| w.code == "inherited-ifname-repaired")
-        .expect("repair");
+    let w = warning(&p, "inherited-ifname-repaired");
     assert!(w.message.contains("whitespace"), "{}", w.message);
-}
-
-fn warning<'a>(p: &'a Plan, code: &str) -> &'a ncclenv::plan::Warning {
-    p.warnings
-        .iter()
-        .find(|w| w.code == code)
-        .unwrap_or_else(|| panic!("no [{code}] in {:?}", p.warnings))
 }
 
 /// `eth0` has an address but no carrier and comes first; `eth1` carries the default route; `ens3` is a
@@ -1023,10 +883,7 @@ fn f18_vendor_profile_sets_the_bootstrap_interface_and_repairs_nothing() {
     assert!(
         !has_warning(&p, "inherited-ifname-repaired") && !has_warning(&p, "gloo-ifname-repaired")
     );
-    let kept: Vec<&str> = p
-        .warnings
-        .iter()
-        .filter(|w| w.code == "vendor-value-kept")
+    let kept: Vec<&str> = warnings(&p, "vendor-value-kept")
         .map(|w| w.message.as_str())
         .collect();
     assert!(
@@ -1721,11 +1578,7 @@ fn tentative_and_dadfailed_addresses_are_named() {
         }
     }
     let p = l.decide();
-    let has = |code: &str, addr: &str| {
-        p.warnings
-            .iter()
-            .any(|w| w.code == code && w.message.contains(addr))
-    };
+    let has = |code: &str, addr: &str| warnings(&p, code).any(|w| w.message.contains(addr));
     assert!(has("address-tentative", "fd00:60::12"), "{:?}", p.warnings);
     assert!(has("address-dad-failed", "fd00:60::13"), "{:?}", p.warnings);
     assert!(!has("address-tentative", "fd00:60::13"));
@@ -1738,9 +1591,8 @@ fn tentative_and_dadfailed_addresses_are_named() {
 #[test]
 fn no_master_says_what_nccl_alone_would_use() {
     let note = |p: &Plan| {
-        p.warnings
-            .iter()
-            .find(|w| w.code == "no-master-nccl-differs")
+        warnings(p, "no-master-nccl-differs")
+            .next()
             .map(|w| w.message.clone())
     };
     let mut l = Lay::new();

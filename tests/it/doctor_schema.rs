@@ -111,7 +111,7 @@ fn doctor_on_a_docker_bridge_layout_is_clean() {
 }
 
 #[test]
-fn doctor_on_vlan_children_warns_about_the_inherited_prefix() {
+fn f7_doctor_on_vlan_children_warns_about_the_inherited_prefix() {
     if !require_root() {
         return;
     }
@@ -130,7 +130,7 @@ fn doctor_on_vlan_children_warns_about_the_inherited_prefix() {
 }
 
 #[test]
-fn doctor_without_network_refuses_a_two_node_job() {
+fn f10_doctor_without_network_refuses_a_two_node_job() {
     if !require_root() {
         return;
     }
@@ -280,7 +280,7 @@ fn doctor_shows_the_peer_and_how_it_was_found() {
 /// plugin on `LD_LIBRARY_PATH`, an inherited `NCCL_IB_GID_INDEX` and the launcher's local ranks, in text and
 /// in JSON valid against the schema.
 #[test]
-fn doctor_shows_each_hca_its_gid_table_plugins_and_the_shm_budget() {
+fn f22_doctor_shows_each_hca_its_gid_table_plugins_and_the_shm_budget() {
     use common::fake_rdma::{gid, hca, uverbs, verbs_map, write};
     if !require_root() {
         return;

@@ -9,12 +9,14 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/it/decide_core.rs`. After them: every finding code and README
+//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F12 read their rows from the one table
+//! in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
 use crate::common;
 
+use common::layouts::{self, Case};
 use common::{Netns, TempDir, OURS};
 use serde_json::Value;
 use std::cell::Cell;
@@ -107,8 +109,7 @@ impl Outcome {
     }
 
     fn has_warning(&self, code: &str) -> bool {
-        let tag = format!("[{code}]");
-        self.stderr.lines().any(|l| l.contains(&tag))
+        common::finding_line(&self.stderr, code).is_some()
     }
 
     fn warnings(&self) -> Vec<&str> {
@@ -640,6 +641,42 @@ fn oracle(ns: &Netns, o: &Outcome) {
 // ---------------------------------------------------------------------------------------------------------
 // F1–F12: the network
 
+/// Runs the field case `c` (a row of `tests/it/common/layouts.rs`, which `decide_core` decides as plain
+/// data too) in `ns`, where its network is built: the inherited values and node count set, the command's
+/// environment checked against the row, the route to the peer, the findings present and absent, quiet, and
+/// strict mode. Returns the job (the row's variables still set) and the outcome.
+fn run_case<'a>(ns: &'a Netns, c: &Case) -> (Job<'a>, Outcome) {
+    let mut job = Job::new(ns);
+    for (k, v) in c.env {
+        job.set(k, v);
+    }
+    if let Some(n) = c.nnodes {
+        job.nnodes(n);
+    }
+    if let Some((dest, dev)) = c.peer {
+        assert_eq!(route_get_dev(ns, dest), dev);
+    }
+    let o = job.check(c.expect);
+    for code in c.warns {
+        o.warning(code);
+    }
+    for code in c.not {
+        assert!(!o.has_warning(code), "{code}: {}", o.stderr);
+    }
+    if c.quiet {
+        assert!(o.warnings().is_empty(), "{}", o.stderr);
+    }
+    if c.strict_refuses {
+        job.strict_refuses();
+    } else {
+        job.set("NCCLENV_STRICT", "1");
+        let s = job.check(c.expect);
+        job.unset("NCCLENV_STRICT");
+        assert!(!c.quiet || s.warnings().is_empty(), "{}", s.stderr);
+    }
+    (job, o)
+}
+
 /// F1: `eth0` 172.17.0.2/16 (plug), default via 172.17.0.1.
 #[test]
 fn f1_docker_bridge() {
@@ -647,25 +684,11 @@ fn f1_docker_bridge() {
         return;
     }
     let ns = Netns::new("f1");
-    ns.plug("eth0");
-    ns.addr("eth0", "172.17.0.2/16");
-    ns.route("default via 172.17.0.1 dev eth0");
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("eth0")),
-        ("TP_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("172.17.0.2")),
-    ]);
+    layouts::f1(&ns);
+    let (_, o) = run_case(&ns, &layouts::CASE_F1);
     assert_eq!(default_dev(&ns).as_deref(), Some(o.chosen()));
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
     // The summary line says what was set.
     assert!(o.stderr.contains("NCCL_SOCKET_IFNAME=eth0"), "{}", o.stderr);
-    // Nothing to refuse: strict mode runs the command too.
-    job.set("NCCLENV_STRICT", "1");
-    let s = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
-    assert!(s.warnings().is_empty(), "{}", s.stderr);
 }
 
 /// F2: `ens6` 10.1.0.10/16 (plug), default via 10.1.0.1, no `eth0`; inherited `NCCL_SOCKET_IFNAME=eth0`,
@@ -676,31 +699,17 @@ fn f2_baked_name_missing_on_host() {
         return;
     }
     let ns = Netns::new("f2");
-    ns.plug("ens6");
-    ns.addr("ens6", "10.1.0.10/16");
-    ns.route("default via 10.1.0.1 dev ens6");
+    layouts::f2(&ns);
     assert!(link(&ns, "eth0").is_none());
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("ens6")),
-        ("GLOO_SOCKET_IFNAME", Some("ens6")),
-        ("POD_IP", Some("10.1.0.10")),
-    ]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F2);
     assert_eq!(default_dev(&ns).as_deref(), Some(o.chosen()));
 
-    job.set("NCCL_SOCKET_IFNAME", "eth0").nnodes(2);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("ens6")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("ens6")),
-        ("POD_IP", Some("10.1.0.10")),
-    ]);
+    let (mut job, o) = run_case(&ns, &layouts::CASE_F2_BAKED);
     let w = o.warning("inherited-ifname-repaired");
     assert!(
         w.contains("NCCL_SOCKET_IFNAME") && w.contains("\"eth0\"") && w.contains("\"ens6\""),
         "the repair warning names the old and the new value: {w}"
     );
-    job.strict_refuses();
 
     // The same with the job shape from PADDLE_NNODES.
     job.launcher.clear();
@@ -718,32 +727,14 @@ fn f3_compose_bridges_and_veths() {
         return;
     }
     let ns = Netns::new("f3");
-    ns.plug("bond0");
-    ns.addr("bond0", "10.10.1.11/24");
-    ns.route("default via 10.10.1.1 dev bond0");
-    for (br, cidr) in [
-        ("br-1a2b3c4d5e6f", "172.19.0.1/16"),
-        ("br-7a8b9c0d1e2f", "172.21.0.1/16"),
-        ("br-3a4b5c6d7e8f", "172.30.0.1/16"),
-    ] {
-        ns.bridge(br);
-        ns.addr(br, cidr);
-    }
+    layouts::f3(&ns);
     for v in ["veth1a2b3c4", "veth5d6e7f8", "veth9a0b1c2", "veth3d4e5f6"] {
-        ns.plug(v);
-        ns.wait_link_local(v);
         assert!(
             addrs(&ns, v).iter().all(|(_, a, _)| a.starts_with("fe80:")),
             "{v} is fe80-only"
         );
     }
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("bond0")),
-        ("GLOO_SOCKET_IFNAME", Some("bond0")),
-        ("TP_SOCKET_IFNAME", Some("bond0")),
-        ("POD_IP", Some("10.10.1.11")),
-    ]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F3);
     assert_eq!(default_dev(&ns).as_deref(), Some("bond0"));
     for k in OURS {
         if let Some(v) = o.var(k) {
@@ -759,29 +750,9 @@ fn f4_fe80_veth_beside_uplink() {
         return;
     }
     let ns = Netns::new("f4");
-    ns.plug("ens5");
-    ns.addr("ens5", "10.31.0.11/20");
-    ns.route("default via 10.31.0.1 dev ens5");
-    ns.plug("veth3f2a");
-    ns.wait_link_local("veth3f2a");
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("ens5")),
-        ("GLOO_SOCKET_IFNAME", Some("ens5")),
-        ("POD_IP", Some("10.31.0.11")),
-    ]);
+    layouts::f4(&ns);
+    let (_, o) = run_case(&ns, &layouts::CASE_F4);
     assert_eq!(default_dev(&ns).as_deref(), Some(o.chosen()));
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
-}
-
-fn f5(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.0.0.5/24");
-    ns.route("default via 10.0.0.1 dev eth0");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.0.1.5/24");
-    ns.plug("eth10");
-    ns.addr("eth10", "10.0.10.5/24");
 }
 
 /// F5: `eth0`/`eth1`/`eth10`, default via `eth0`, job shape unknown. Inherited `eth2` → repaired to `eth0`
@@ -792,44 +763,23 @@ fn f5_missing_name_and_prefix_matching_two() {
         return;
     }
     let ns = Netns::new("f5");
-    f5(&ns);
-    let mut job = Job::new(&ns);
-
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("GLOO_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("10.0.0.5")),
-    ]);
+    layouts::f5(&ns);
+    run_case(&ns, &layouts::CASE_F5);
     assert_eq!(default_dev(&ns).as_deref(), Some("eth0"));
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
 
-    job.set("NCCL_SOCKET_IFNAME", "eth2");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("GLOO_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("10.0.0.5")),
-    ]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F5_MISSING);
     let w = o.warning("inherited-ifname-repaired");
     let ws = words(w);
     for n in ["eth2", "eth0", "eth1", "eth10"] {
         assert!(ws.contains(&n), "the repair warning lacks {n}: {w}");
     }
-    job.strict_refuses();
 
-    job.set("NCCL_SOCKET_IFNAME", "eth1");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth1")),
-        ("GLOO_SOCKET_IFNAME", Some("eth1")),
-        ("TP_SOCKET_IFNAME", Some("eth1")),
-        ("POD_IP", Some("10.0.1.5")),
-    ]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F5_PREFIX);
     let w = o.warning("inherited-ifname-prefix");
     assert!(
         words(w).contains(&"eth10") && w.contains("=eth1"),
         "the prefix warning names eth10 and the exact form =eth1: {w}"
     );
-    assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
-    job.strict_refuses();
 }
 
 /// F6: `ens5` with the default route, a RUNNING fe80-only `eni4c1d`, inherited NCCL syntax in both
@@ -840,43 +790,13 @@ fn f6_gloo_given_nccl_syntax() {
         return;
     }
     let ns = Netns::new("f6");
-    ns.plug("ens5");
-    ns.addr("ens5", "10.0.1.10/24");
-    ns.route("default via 10.0.1.1 dev ens5");
-    ns.plug("eni4c1d");
-    ns.wait_link_local("eni4c1d");
-    let mut job = Job::new(&ns);
-    job.set("NCCL_SOCKET_IFNAME", "^lo,docker,veth,eni")
-        .set("GLOO_SOCKET_IFNAME", "^lo,docker,veth,eni")
-        .set("MASTER_ADDR", "10.0.1.20");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("^lo,docker,veth,eni")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("ens5")),
-        ("TP_SOCKET_IFNAME", Some("ens5")),
-        ("POD_IP", Some("10.0.1.10")),
-    ]);
-    assert_eq!(route_get_dev(&ns, "10.0.1.20"), "ens5");
+    layouts::f6(&ns);
+    let (_, o) = run_case(&ns, &layouts::CASE_F6);
     let w = o.warning("gloo-ifname-repaired");
     assert!(
         w.contains("GLOO_SOCKET_IFNAME") && w.contains("^lo,docker,veth,eni") && w.contains("ens5"),
         "{w}"
     );
-    assert!(!o.has_warning("inherited-ifname-prefix"), "{}", o.stderr);
-    assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
-    job.strict_refuses();
-}
-
-fn f7(ns: &Netns) {
-    ns.plug("bond0");
-    ns.addr("bond0", "10.42.0.11/27");
-    ns.route("default via 10.42.0.1 dev bond0");
-    ns.macvlan("bond0.2973", "bond0");
-    ns.addr("bond0.2973", "10.0.106.11/16");
-    ns.macvlan("bond0.2973.1", "bond0");
-    ns.wait_running("bond0.2973");
-    ns.wait_running("bond0.2973.1");
-    ns.wait_link_local("bond0.2973.1");
 }
 
 /// F7: `bond0` with macvlan children `bond0.2973` and `bond0.2973.1` (fe80 only). Nothing inherited →
@@ -887,26 +807,14 @@ fn f7_prefix_catches_vlan_children() {
         return;
     }
     let ns = Netns::new("f7");
-    f7(&ns);
+    layouts::f7(&ns);
     assert!(addrs(&ns, "bond0.2973.1")
         .iter()
         .all(|(_, a, _)| a.starts_with("fe80:")));
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("=bond0")),
-        ("GLOO_SOCKET_IFNAME", Some("bond0")),
-        ("TP_SOCKET_IFNAME", Some("bond0")),
-        ("POD_IP", Some("10.42.0.11")),
-    ]);
+    run_case(&ns, &layouts::CASE_F7);
     assert_eq!(default_dev(&ns).as_deref(), Some("bond0"));
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
 
-    job.set("NCCL_SOCKET_IFNAME", "bond0");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("bond0")),
-        ("GLOO_SOCKET_IFNAME", Some("bond0")),
-        ("POD_IP", Some("10.42.0.11")),
-    ]);
+    let (mut job, o) = run_case(&ns, &layouts::CASE_F7_PREFIX);
     let w = o.warning("inherited-ifname-prefix");
     let ws = words(w);
     assert!(
@@ -926,11 +834,7 @@ fn f8_wifi_uplink_and_whitelist_missing_it() {
         return;
     }
     let ns = Netns::new("f8");
-    ns.plug("wlp2s0");
-    ns.addr("wlp2s0", "10.0.8.19/24");
-    ns.route("default via 10.0.8.1 dev wlp2s0 metric 600");
-    ns.stub("enp3s0");
-    ns.addr("enp3s0", "10.0.9.19/24");
+    layouts::f8(&ns);
     let enp = link(&ns, "enp3s0").expect("enp3s0");
     assert!(
         enp["flags"]
@@ -938,27 +842,15 @@ fn f8_wifi_uplink_and_whitelist_missing_it() {
             .is_some_and(|f| f.iter().any(|x| x == "NO-CARRIER")),
         "enp3s0 must have no carrier: {enp}"
     );
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("wlp2s0")),
-        ("GLOO_SOCKET_IFNAME", Some("wlp2s0")),
-        ("POD_IP", Some("10.0.8.19")),
-    ]);
+    run_case(&ns, &layouts::CASE_F8);
     assert_eq!(default_dev(&ns).as_deref(), Some("wlp2s0"));
 
-    job.set("NCCL_SOCKET_IFNAME", "en,eth,bond");
-    let o2 = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("wlp2s0")),
-        ("GLOO_SOCKET_IFNAME", Some("wlp2s0")),
-        ("POD_IP", Some("10.0.8.19")),
-    ]);
-    let w = o2.warning("inherited-ifname-repaired");
+    let (_, o) = run_case(&ns, &layouts::CASE_F8_LIST);
+    let w = o.warning("inherited-ifname-repaired");
     assert!(
         w.contains("\"en,eth,bond\"") && w.contains("\"wlp2s0\"") && words(w).contains(&"enp3s0"),
         "{w}"
     );
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
-    job.strict_refuses();
 }
 
 /// F9: no IPv4 but lo; a vxlan `ip6tnl0` (fe80 only, lower index) and `veth0` fd00:10::5/64 with
@@ -969,24 +861,13 @@ fn f9_ipv6_only_with_link_local_tunnel_first() {
         return;
     }
     let ns = Netns::new("f9");
-    ns.vxlan("ip6tnl0");
-    ns.plug("veth0");
-    ns.addr("veth0", "fd00:10::5/64");
-    ns.route("-6 default via fe80::1 dev veth0");
-    ns.wait_link_local("ip6tnl0");
+    layouts::f9(&ns);
     let idx = |n: &str| link(&ns, n).expect(n)["ifindex"].as_u64().expect("ifindex");
     assert!(idx("ip6tnl0") < idx("veth0"));
     assert!(ip_j(&ns, &["-4", "addr", "show"])
         .iter()
         .all(|l| l["ifname"] == "lo"));
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("veth0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
-        ("GLOO_SOCKET_IFNAME", Some("veth0")),
-        ("TP_SOCKET_IFNAME", Some("veth0")),
-        ("POD_IP", None),
-    ]);
+    run_case(&ns, &layouts::CASE_F9);
     assert_eq!(default_dev(&ns).as_deref(), Some("veth0"));
     assert!(
         addrs(&ns, "veth0")
@@ -994,7 +875,6 @@ fn f9_ipv6_only_with_link_local_tunnel_first() {
             .any(|(f, a, _)| f == "inet6" && a == "fd00:10::5"),
         "oracle: veth0 owns fd00:10::5"
     );
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
 }
 
 /// F10: only `lo`. Single node (or shape unknown) → `lo` with a single-node warning; 2 nodes (`--nnodes=2`,
@@ -1005,15 +885,9 @@ fn f10_no_network() {
         return;
     }
     let ns = Netns::new("f10");
+    layouts::f10(&ns);
     assert_eq!(ip_j(&ns, &["link", "show"]).len(), 1, "only lo");
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("lo")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("lo")),
-        ("TP_SOCKET_IFNAME", Some("lo")),
-        ("POD_IP", None),
-    ]);
+    let (mut job, o) = run_case(&ns, &layouts::CASE_F10);
     let w = o.warning("loopback-only");
     assert!(w.contains("single-node"), "{w}");
     // Only a single-node job can work: strict mode refuses rather than guess.
@@ -1086,12 +960,7 @@ fn f11_default_route_over_dead_link() {
         return;
     }
     let ns = Netns::new("f11");
-    ns.stub("eth0");
-    ns.addr("eth0", "10.0.0.2/24");
-    ns.route("default via 10.0.0.1 dev eth0 metric 100");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.0.1.2/24");
-    ns.route("default via 10.0.1.1 dev eth1 metric 200");
+    layouts::f11(&ns);
     // Oracle: the preferred default route is eth0's, and the kernel marks it linkdown.
     let mut defaults = ip_j(&ns, &["-4", "route", "show", "default"]);
     defaults.sort_by_key(|r| r["metric"].as_u64().unwrap_or(0));
@@ -1099,19 +968,12 @@ fn f11_default_route_over_dead_link() {
     assert!(defaults[0]["flags"]
         .as_array()
         .is_some_and(|f| f.iter().any(|x| x == "linkdown")));
-    let mut job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth1")),
-        ("GLOO_SOCKET_IFNAME", Some("eth1")),
-        ("POD_IP", Some("10.0.1.2")),
-    ]);
+    // Not a strict refusal: the choice is sound (the row says so).
+    let (_, o) = run_case(&ns, &layouts::CASE_F11);
     assert_eq!(default_dev(&ns).as_deref(), Some("eth1"));
     let w = o.warning("default-route-down");
     let ws = words(w);
     assert!(ws.contains(&"eth0") && ws.contains(&"eth1"), "{w}");
-    // Not a strict refusal: the choice is sound.
-    job.set("NCCLENV_STRICT", "1");
-    job.check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
 }
 
 /// F12: the default route on `eth0`, the peer on the Multus network `net1` (a macvlan on another plug).
@@ -1123,59 +985,32 @@ fn f12_peer_on_secondary_network() {
         return;
     }
     let ns = Netns::new("f12");
-    ns.plug("eth0");
-    ns.addr("eth0", "10.244.1.11/24");
-    ns.route("default via 10.244.1.1 dev eth0");
-    ns.plug("ext0");
-    ns.macvlan("net1", "ext0");
-    ns.addr("net1", "10.100.0.11/24");
-    ns.wait_running("net1");
-    assert_eq!(route_get_dev(&ns, "10.100.0.12"), "net1");
-    let net1 = [
-        ("NCCL_SOCKET_IFNAME", Some("net1")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("net1")),
-        ("TP_SOCKET_IFNAME", Some("net1")),
-        ("POD_IP", Some("10.100.0.11")),
-    ];
+    layouts::f12(&ns);
+    let net1 = layouts::F12_NET1;
 
     // Control: without a peer the default route decides.
-    let job = Job::new(&ns);
-    job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("10.244.1.11")),
-    ]);
+    run_case(&ns, &layouts::CASE_F12);
 
-    let mut job = Job::new(&ns);
-    job.set("MASTER_ADDR", "10.100.0.12");
-    let o = job.check(&net1);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let (_, o) = run_case(&ns, &layouts::CASE_F12_PEER);
     assert!(o.stderr.contains("10.100.0.12"), "{}", o.stderr);
 
     let mut job = Job::new(&ns);
     job.launcher.push("--master=10.100.0.12:8090".into());
     job.env_opts.push("--peer=10.100.0.12:8090".into());
-    job.check(&net1);
+    job.check(net1);
     // `--master HOST:PORT` as two words, and a script argument after the .py that must not count.
     let mut job = Job::new(&ns);
     job.launcher
         .extend(["--master", "10.100.0.12:8090", "train.py"].map(String::from));
     job.env_opts.push("--peer=10.100.0.12:8090".into());
-    job.check(&net1);
+    job.check(net1);
     let mut job = Job::new(&ns);
     job.launcher
         .extend(["train.py", "--master=10.100.0.12:8090"].map(String::from));
     job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
 
-    let mut job = Job::new(&ns);
-    job.set("MASTER_ADDR", "10.100.0.11");
-    let o = job.check(&net1);
-    assert_eq!(
-        route_get_dev(&ns, "10.100.0.11"),
-        "lo",
-        "oracle: a local address"
-    );
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    // This pod is the master: the kernel answers its address from `lo` (the row's peer, an oracle).
+    run_case(&ns, &layouts::CASE_F12_LOCAL);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1525,7 +1360,7 @@ fn comm_id_is_hands_off_and_its_subnet_is_checked() {
 /// F18: a vendor network profile (`FI_PROVIDER=efa`, `NCCL_NET_PLUGIN=ofi`): `vendor-profile`, and NCCL's
 /// transport variables stay untouched; without it: no such code, and `NCCL_IB_DISABLE=1` (no RDMA device).
 #[test]
-fn vendor_profile_leaves_the_transport_alone() {
+fn f18_vendor_profile_leaves_the_transport_alone() {
     if !common::require_root() {
         return;
     }
@@ -1748,7 +1583,7 @@ fn nccl_config_files_are_read_as_nccl_reads_them() {
 /// C library alone would wait minutes). ncclenv gives up after the bound, warns naming the host, and runs the
 /// command; a larger bound is waited out (a lower bound, which load cannot break). Times have wide margins.
 #[test]
-fn peer_name_resolution_is_bounded() {
+fn f17_peer_name_resolution_is_bounded() {
     if !common::require_root() {
         return;
     }

@@ -6,7 +6,7 @@
 //! fail instead (never skipped in CI).
 
 use crate::common;
-use common::snapshot::SnapshotBuilder;
+use common::snapshot::{codes, SnapshotBuilder};
 
 use ncclenv::config::Config;
 use ncclenv::decide::rdma::decide_rdma;
@@ -156,10 +156,6 @@ fn decide(s: &Snapshot, c: &Config) -> Plan {
     decide_rdma(s, c, &mut p);
     decide_shm(s, c, &mut p);
     p
-}
-
-fn codes(p: &Plan) -> Vec<&str> {
-    p.warnings.iter().map(|w| w.code.as_str()).collect()
 }
 
 /// Re-run this test binary as a child for one `child_*` test, with `CHILD_VAR` set, through `wrapper` (e.g.

@@ -228,7 +228,7 @@ const TWO_NODES: [&str; 4] = [
 ];
 
 #[test]
-fn a_late_master_name_is_waited_for_then_routed_to() {
+fn f17_a_late_master_name_is_waited_for_then_routed_to() {
     if !common::require_root() {
         return;
     }
@@ -286,7 +286,7 @@ fn a_late_master_name_is_waited_for_then_routed_to() {
 }
 
 #[test]
-fn sigterm_ends_the_wait_for_a_late_master_and_bounds_and_shapes_that_never_wait() {
+fn f17_sigterm_ends_the_wait_for_a_late_master_and_bounds_and_shapes_that_never_wait() {
     if !common::require_root() {
         return;
     }

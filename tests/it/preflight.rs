@@ -144,7 +144,7 @@ impl Done {
             .to_string()
     }
     fn has(&self, code: &str) -> bool {
-        self.stderr.contains(&format!("[{code}]"))
+        common::finding_line(&self.stderr, code).is_some()
     }
     fn refusal(&self) -> Option<&str> {
         self.stderr

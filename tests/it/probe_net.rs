@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::oracle::{arr, check, check_start};
+use common::snapshot::warnings;
 use common::Netns;
 use ncclenv::probe::net::{probe_full as probe, probe_start, StartNeeds};
 use ncclenv::snapshot::{Family, Link, Network, NextHop};
@@ -202,7 +203,7 @@ fn mixed_layout_matches_ip() {
 /// F9: IPv6 only, a vxlan named ip6tnl0 with the lowest index, default via fe80::1; an IPv4 peer is
 /// unreachable (the error is recorded, the probe succeeds).
 #[test]
-fn ipv6_only_layout_matches_ip() {
+fn f9_ipv6_only_layout_matches_ip() {
     if !common::require_root() {
         return;
     }
@@ -235,7 +236,7 @@ fn ipv6_only_layout_matches_ip() {
 
 /// A Calico-like pod (a /32 address, default via 169.254.1.1 onlink) with a Multus secondary network (F12).
 #[test]
-fn calico_and_multus_layout_matches_ip() {
+fn f12_calico_and_multus_layout_matches_ip() {
     if !common::require_root() {
         return;
     }
@@ -273,7 +274,7 @@ fn calico_and_multus_layout_matches_ip() {
 
 /// F10: only lo. The probe succeeds; a lookup of a remote peer records ENETUNREACH.
 #[test]
-fn loopback_only_layout_matches_ip() {
+fn f10_loopback_only_layout_matches_ip() {
     if !common::require_root() {
         return;
     }
@@ -551,9 +552,7 @@ fn tentative_address_is_waited_for_and_dadfailed_is_named() {
     snap.net = Ok(s);
     let plan = ncclenv::decide::decide(&snap, &ncclenv::config::Config::default());
     assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.code == "address-dad-failed" && w.message.contains("fd00:60::13")),
+        warnings(&plan, "address-dad-failed").any(|w| w.message.contains("fd00:60::13")),
         "{:?}",
         plan.warnings
     );

@@ -181,7 +181,7 @@ fn ok(o: &Output) -> (String, String) {
 
 /// The stderr line carrying `[code]`, if any.
 fn finding<'a>(err: &'a str, code: &str) -> Option<&'a str> {
-    err.lines().find(|l| l.contains(&format!("[{code}]")))
+    common::finding_line(err, code)
 }
 
 /// The current hard RLIMIT_MEMLOCK in bytes (`prlimit` cannot raise it without CAP_SYS_RESOURCE).

@@ -109,7 +109,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn has_code(o: &Output, code: &str) -> bool {
-    text(&o.stderr).contains(&format!("[{code}]"))
+    common::finding_line(&text(&o.stderr), code).is_some()
 }
 
 /// NUL-separated records (`/proc/self/environ`, `env -0`).

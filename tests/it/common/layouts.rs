@@ -5,6 +5,7 @@
 //! Each builder leaves the namespace settled: every RUNNING interface (except `lo`) has its IPv6 link-local
 //! address, so that two probes of the same layout see the same addresses in the same order.
 
+use super::snapshot::SnapshotBuilder;
 use super::Netns;
 use serde_json::Value;
 
@@ -193,129 +194,593 @@ pub fn settle(ns: &Netns) {
     }
 }
 
-/// F1: `eth0` 172.17.0.2/16, default via 172.17.0.1.
-pub fn f1(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "172.17.0.2/16");
-    ns.route("default via 172.17.0.1 dev eth0");
-    settle(ns);
+/// One part of a field case's network, written once: [`Net::build`] makes it in a namespace,
+/// [`Net::lay`] as plain data for the decision core. An `fe80::` address in a list is the kernel's own in a
+/// namespace (every RUNNING interface gets one; [`settle`] waits for it) and is written out in plain data.
+pub enum Part {
+    /// A plug (a RUNNING veth) with its addresses.
+    Plug(&'static str, &'static [&'static str]),
+    /// A stub (a veth without carrier) with its addresses.
+    Stub(&'static str, &'static [&'static str]),
+    /// A bridge with its addresses (in a namespace it also has a running port, `vethbN`, fe80 only).
+    Bridge(&'static str, &'static [&'static str]),
+    /// A macvlan child `.0` of `.1`, up, with its addresses.
+    Macvlan(&'static str, &'static str, &'static [&'static str]),
+    /// A vxlan, up (RUNNING), with its addresses: a stand-in for a tunnel such as `ip6tnl0`.
+    Vxlan(&'static str, &'static [&'static str]),
+    /// The default route via `.0` out of `.1` with the metric `.2`.
+    Default(&'static str, &'static str, u32),
 }
+
+/// A field case's network: its parts in creation order (so in the kernel's index order).
+pub struct Net(pub &'static [Part]);
+
+impl Net {
+    /// Builds the network in `ns` and leaves it settled.
+    pub fn build(&self, ns: &Netns) {
+        let addrs = |name: &str, cidrs: &[&str]| {
+            for c in cidrs.iter().filter(|c| !c.starts_with("fe80:")) {
+                ns.addr(name, c);
+            }
+        };
+        let mut children = Vec::new();
+        for part in self.0 {
+            match *part {
+                Part::Plug(name, cidrs) => {
+                    ns.plug(name);
+                    addrs(name, cidrs);
+                }
+                Part::Stub(name, cidrs) => {
+                    ns.stub(name);
+                    addrs(name, cidrs);
+                }
+                Part::Bridge(name, cidrs) => {
+                    ns.bridge(name);
+                    addrs(name, cidrs);
+                }
+                Part::Macvlan(name, parent, cidrs) => {
+                    ns.macvlan(name, parent);
+                    addrs(name, cidrs);
+                    children.push(name);
+                }
+                Part::Vxlan(name, cidrs) => {
+                    ns.vxlan(name);
+                    addrs(name, cidrs);
+                }
+                Part::Default(gw, dev, metric) => {
+                    let family = if gw.contains(':') { "-6 " } else { "" };
+                    let metric = if metric == 0 {
+                        String::new()
+                    } else {
+                        format!(" metric {metric}")
+                    };
+                    ns.route(&format!("{family}default via {gw} dev {dev}{metric}"));
+                }
+            }
+        }
+        for name in children {
+            ns.wait_running(name);
+        }
+        settle(ns);
+    }
+
+    /// The same network as plain data: `lo`, then every part (plugs and stubs are veths; a bridge has no
+    /// port here; a default route out of a stub is `linkdown`, as the kernel flags it).
+    pub fn lay(&self) -> SnapshotBuilder {
+        let mut l = SnapshotBuilder::new();
+        for part in self.0 {
+            match *part {
+                Part::Plug(name, cidrs) => {
+                    l.plug(name, cidrs);
+                }
+                Part::Stub(name, cidrs) => {
+                    l.stub(name, cidrs);
+                }
+                Part::Bridge(name, cidrs) => {
+                    let i = l.link(name, true, Some("bridge"));
+                    cidrs.iter().for_each(|c| l.addr(i, c));
+                }
+                Part::Macvlan(name, _, cidrs) => {
+                    let i = l.link(name, true, Some("macvlan"));
+                    cidrs.iter().for_each(|c| l.addr(i, c));
+                }
+                Part::Vxlan(name, cidrs) => {
+                    let i = l.link(name, true, Some("vxlan"));
+                    cidrs.iter().for_each(|c| l.addr(i, c));
+                }
+                Part::Default(gw, dev, metric) => {
+                    let oif = index(&l, dev);
+                    let down = l.net.links.iter().any(|k| k.index == oif && !k.running);
+                    l.default_via(gw, oif, metric, down);
+                }
+            }
+        }
+        l
+    }
+}
+
+/// The index of the link `name` in `l`; panics when there is none (test data).
+pub fn index(l: &SnapshotBuilder, name: &str) -> u32 {
+    l.net
+        .links
+        .iter()
+        .find(|k| k.name == name)
+        .map(|k| k.index)
+        .unwrap_or_else(|| panic!("no link {name}"))
+}
+
+/// F1: `eth0` 172.17.0.2/16, default via 172.17.0.1.
+pub const F1: Net = Net(&[
+    Part::Plug("eth0", &["172.17.0.2/16"]),
+    Part::Default("172.17.0.1", "eth0", 0),
+]);
 
 /// F2: `ens6` 10.1.0.10/16 with the default route, no `eth0`.
-pub fn f2(ns: &Netns) {
-    ns.plug("ens6");
-    ns.addr("ens6", "10.1.0.10/16");
-    ns.route("default via 10.1.0.1 dev ens6");
-    settle(ns);
-}
+pub const F2: Net = Net(&[
+    Part::Plug("ens6", &["10.1.0.10/16"]),
+    Part::Default("10.1.0.1", "ens6", 0),
+]);
 
 /// F3: `bond0` with the default route, three compose bridges with running ports, four fe80-only veths.
-pub fn f3(ns: &Netns) {
-    ns.plug("bond0");
-    ns.addr("bond0", "10.10.1.11/24");
-    ns.route("default via 10.10.1.1 dev bond0");
-    for (br, cidr) in [
-        ("br-1a2b3c4d5e6f", "172.19.0.1/16"),
-        ("br-7a8b9c0d1e2f", "172.21.0.1/16"),
-        ("br-3a4b5c6d7e8f", "172.30.0.1/16"),
-    ] {
-        ns.bridge(br);
-        ns.addr(br, cidr);
-    }
-    for v in ["veth1a2b3c4", "veth5d6e7f8", "veth9a0b1c2", "veth3d4e5f6"] {
-        ns.plug(v);
-    }
-    settle(ns);
-}
+pub const F3: Net = Net(&[
+    Part::Plug("bond0", &["10.10.1.11/24"]),
+    Part::Default("10.10.1.1", "bond0", 0),
+    Part::Bridge("br-1a2b3c4d5e6f", &["172.19.0.1/16"]),
+    Part::Bridge("br-7a8b9c0d1e2f", &["172.21.0.1/16"]),
+    Part::Bridge("br-3a4b5c6d7e8f", &["172.30.0.1/16"]),
+    Part::Plug("veth1a2b3c4", &["fe80::1/64"]),
+    Part::Plug("veth5d6e7f8", &["fe80::2/64"]),
+    Part::Plug("veth9a0b1c2", &["fe80::3/64"]),
+    Part::Plug("veth3d4e5f6", &["fe80::4/64"]),
+]);
 
 /// F4: `ens5` 10.31.0.11/20 with the default route and a RUNNING fe80-only `veth3f2a`.
-pub fn f4(ns: &Netns) {
-    ns.plug("ens5");
-    ns.addr("ens5", "10.31.0.11/20");
-    ns.route("default via 10.31.0.1 dev ens5");
-    ns.plug("veth3f2a");
-    settle(ns);
-}
+pub const F4: Net = Net(&[
+    Part::Plug("ens5", &["10.31.0.11/20"]),
+    Part::Default("10.31.0.1", "ens5", 0),
+    Part::Plug("veth3f2a", &["fe80::2/64"]),
+]);
 
 /// F5: `eth0` (default route), `eth1`, `eth10`: a prefix trap.
-pub fn f5(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.0.0.5/24");
-    ns.route("default via 10.0.0.1 dev eth0");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.0.1.5/24");
-    ns.plug("eth10");
-    ns.addr("eth10", "10.0.10.5/24");
-    settle(ns);
-}
+pub const F5: Net = Net(&[
+    Part::Plug("eth0", &["10.0.0.5/24"]),
+    Part::Default("10.0.0.1", "eth0", 0),
+    Part::Plug("eth1", &["10.0.1.5/24"]),
+    Part::Plug("eth10", &["10.0.10.5/24"]),
+]);
 
 /// F6: `ens5` with the default route and a RUNNING fe80-only `eni4c1d`.
-pub fn f6(ns: &Netns) {
-    ns.plug("ens5");
-    ns.addr("ens5", "10.0.1.10/24");
-    ns.route("default via 10.0.1.1 dev ens5");
-    ns.plug("eni4c1d");
-    settle(ns);
-}
+pub const F6: Net = Net(&[
+    Part::Plug("ens5", &["10.0.1.10/24"]),
+    Part::Default("10.0.1.1", "ens5", 0),
+    Part::Plug("eni4c1d", &["fe80::3/64"]),
+]);
 
 /// F7: `bond0` with macvlan children `bond0.2973` (an address) and `bond0.2973.1` (fe80 only).
-pub fn f7(ns: &Netns) {
-    ns.plug("bond0");
-    ns.addr("bond0", "10.42.0.11/27");
-    ns.route("default via 10.42.0.1 dev bond0");
-    ns.macvlan("bond0.2973", "bond0");
-    ns.addr("bond0.2973", "10.0.106.11/16");
-    ns.macvlan("bond0.2973.1", "bond0");
-    ns.wait_running("bond0.2973");
-    ns.wait_running("bond0.2973.1");
-    settle(ns);
-}
+pub const F7: Net = Net(&[
+    Part::Plug("bond0", &["10.42.0.11/27"]),
+    Part::Default("10.42.0.1", "bond0", 0),
+    Part::Macvlan("bond0.2973", "bond0", &["10.0.106.11/16"]),
+    Part::Macvlan("bond0.2973.1", "bond0", &["fe80::5/64"]),
+]);
 
 /// F8: `wlp2s0` (default route, metric 600) after `enp3s0`, which has an address but no carrier.
+pub const F8: Net = Net(&[
+    Part::Stub("enp3s0", &["10.0.9.19/24"]),
+    Part::Plug("wlp2s0", &["10.0.8.19/24"]),
+    Part::Default("10.0.8.1", "wlp2s0", 600),
+]);
+
+/// One field case as a specification, read by both the plain-data test (`decide_core`) and the one through
+/// the binary in a namespace (`field_cases`): the network, what the job inherits, and what ncclenv must
+/// decide.
+pub struct Case {
+    /// The network.
+    pub net: &'static Net,
+    /// The inherited variables.
+    pub env: &'static [(&'static str, &'static str)],
+    /// The job's node count, when the command says it (`--nnodes=N`).
+    pub nnodes: Option<u32>,
+    /// The job's master and the interface the kernel routes it through, `lo` for an address of this machine
+    /// (the peer; its variable is in [`Case::env`]).
+    pub peer: Option<(&'static str, &'static str)>,
+    /// What the command sees afterwards: a variable's value, or `None` for unset. A value equal to the
+    /// inherited one is kept: ncclenv changes nothing.
+    pub expect: &'static [(&'static str, Option<&'static str>)],
+    /// The finding codes that must be reported.
+    pub warns: &'static [&'static str],
+    /// The finding codes that must not be.
+    pub not: &'static [&'static str],
+    /// No warning at all (infos allowed).
+    pub quiet: bool,
+    /// `NCCLENV_STRICT=1` refuses the job (exit 78); otherwise it runs.
+    pub strict_refuses: bool,
+}
+
+/// A case with nothing inherited and no warning: `net` decides to `expect`.
+const fn plain(net: &'static Net, expect: &'static [(&'static str, Option<&'static str>)]) -> Case {
+    Case {
+        net,
+        env: &[],
+        nnodes: None,
+        peer: None,
+        expect,
+        warns: &[],
+        not: &[],
+        quiet: true,
+        strict_refuses: false,
+    }
+}
+
+/// A case where the inherited `env` draws the finding `warn`, which strict mode refuses.
+const fn warned(
+    net: &'static Net,
+    env: &'static [(&'static str, &'static str)],
+    expect: &'static [(&'static str, Option<&'static str>)],
+    warn: &'static [&'static str],
+) -> Case {
+    Case {
+        env,
+        warns: warn,
+        quiet: false,
+        strict_refuses: true,
+        ..plain(net, expect)
+    }
+}
+
+/// F1: everything on `eth0`, nothing to warn, strict mode runs.
+pub const CASE_F1: Case = plain(
+    &F1,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("TP_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("172.17.0.2")),
+    ],
+);
+
+/// F2, nothing inherited: `ens6`.
+pub const CASE_F2: Case = plain(
+    &F2,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("ens6")),
+        ("GLOO_SOCKET_IFNAME", Some("ens6")),
+        ("POD_IP", Some("10.1.0.10")),
+    ],
+);
+
+/// F2: the image's `NCCL_SOCKET_IFNAME=eth0` in a 2-node job is repaired to `ens6`.
+pub const CASE_F2_BAKED: Case = Case {
+    nnodes: Some(2),
+    ..warned(
+        &F2,
+        &[("NCCL_SOCKET_IFNAME", "eth0")],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("ens6")),
+            ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+            ("GLOO_SOCKET_IFNAME", Some("ens6")),
+            ("POD_IP", Some("10.1.0.10")),
+        ],
+        &["inherited-ifname-repaired"],
+    )
+};
+
+/// F3: `bond0` despite the bridges and veths.
+pub const CASE_F3: Case = plain(
+    &F3,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("bond0")),
+        ("GLOO_SOCKET_IFNAME", Some("bond0")),
+        ("TP_SOCKET_IFNAME", Some("bond0")),
+        ("POD_IP", Some("10.10.1.11")),
+    ],
+);
+
+/// F4: `ens5` despite the fe80-only veth.
+pub const CASE_F4: Case = plain(
+    &F4,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("ens5")),
+        ("GLOO_SOCKET_IFNAME", Some("ens5")),
+        ("POD_IP", Some("10.31.0.11")),
+    ],
+);
+
+/// F5, nothing inherited: `eth0`, the plain name (nothing else starts with it).
+pub const CASE_F5: Case = plain(
+    &F5,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.0.0.5")),
+    ],
+);
+
+/// F5: an inherited `eth2` (no such interface) is repaired to `eth0`.
+pub const CASE_F5_MISSING: Case = warned(
+    &F5,
+    &[("NCCL_SOCKET_IFNAME", "eth2")],
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("GLOO_SOCKET_IFNAME", Some("eth0")),
+        ("POD_IP", Some("10.0.0.5")),
+    ],
+    &["inherited-ifname-repaired"],
+);
+
+/// F5: an inherited `eth1` (also matches `eth10`) is kept with a warning.
+pub const CASE_F5_PREFIX: Case = Case {
+    not: &["inherited-ifname-repaired"],
+    ..warned(
+        &F5,
+        &[("NCCL_SOCKET_IFNAME", "eth1")],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth1")),
+            ("GLOO_SOCKET_IFNAME", Some("eth1")),
+            ("TP_SOCKET_IFNAME", Some("eth1")),
+            ("POD_IP", Some("10.0.1.5")),
+        ],
+        &["inherited-ifname-prefix"],
+    )
+};
+
+/// F6: NCCL's list syntax kept for NCCL, repaired for Gloo.
+pub const CASE_F6: Case = Case {
+    peer: Some(("10.0.1.20", "ens5")),
+    not: &["inherited-ifname-prefix", "inherited-ifname-repaired"],
+    ..warned(
+        &F6,
+        &[
+            ("NCCL_SOCKET_IFNAME", "^lo,docker,veth,eni"),
+            ("GLOO_SOCKET_IFNAME", "^lo,docker,veth,eni"),
+            ("MASTER_ADDR", "10.0.1.20"),
+        ],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("^lo,docker,veth,eni")),
+            ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+            ("GLOO_SOCKET_IFNAME", Some("ens5")),
+            ("TP_SOCKET_IFNAME", Some("ens5")),
+            ("POD_IP", Some("10.0.1.10")),
+        ],
+        &["gloo-ifname-repaired"],
+    )
+};
+
+/// F7, nothing inherited: the exact `=bond0` (the plain name would match the children).
+pub const CASE_F7: Case = plain(
+    &F7,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("=bond0")),
+        ("GLOO_SOCKET_IFNAME", Some("bond0")),
+        ("TP_SOCKET_IFNAME", Some("bond0")),
+        ("POD_IP", Some("10.42.0.11")),
+    ],
+);
+
+/// F7: an inherited `bond0` is kept with a warning that NET/Socket also stripes over the children.
+pub const CASE_F7_PREFIX: Case = warned(
+    &F7,
+    &[("NCCL_SOCKET_IFNAME", "bond0")],
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("bond0")),
+        ("GLOO_SOCKET_IFNAME", Some("bond0")),
+        ("POD_IP", Some("10.42.0.11")),
+    ],
+    &["inherited-ifname-prefix"],
+);
+
+/// F8, nothing inherited: the Wi-Fi uplink `wlp2s0`.
+pub const CASE_F8: Case = plain(
+    &F8,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("wlp2s0")),
+        ("GLOO_SOCKET_IFNAME", Some("wlp2s0")),
+        ("POD_IP", Some("10.0.8.19")),
+    ],
+);
+
+/// F8: an inherited `en,eth,bond` (only the dead `enp3s0` matches) is repaired to `wlp2s0`.
+pub const CASE_F8_LIST: Case = warned(
+    &F8,
+    &[("NCCL_SOCKET_IFNAME", "en,eth,bond")],
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("wlp2s0")),
+        ("GLOO_SOCKET_IFNAME", Some("wlp2s0")),
+        ("POD_IP", Some("10.0.8.19")),
+    ],
+    &["inherited-ifname-repaired"],
+);
+
+/// F9: IPv6 only: `veth0` and `AF_INET6`, no `POD_IP` (Paddle's is IPv4 only).
+pub const CASE_F9: Case = plain(
+    &F9,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("veth0")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
+        ("GLOO_SOCKET_IFNAME", Some("veth0")),
+        ("TP_SOCKET_IFNAME", Some("veth0")),
+        ("POD_IP", None),
+    ],
+);
+
+/// F10, single node or shape unknown: `lo`, with a warning; strict mode refuses rather than guess.
+pub const CASE_F10: Case = warned(
+    &F10,
+    &[],
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("lo")),
+        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+        ("GLOO_SOCKET_IFNAME", Some("lo")),
+        ("TP_SOCKET_IFNAME", Some("lo")),
+        ("POD_IP", None),
+    ],
+    &["loopback-only"],
+);
+
+/// F11: the live `eth1`, with a warning naming the dead default route; not a strict refusal.
+pub const CASE_F11: Case = Case {
+    strict_refuses: false,
+    ..warned(
+        &F11,
+        &[],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth1")),
+            ("GLOO_SOCKET_IFNAME", Some("eth1")),
+            ("POD_IP", Some("10.0.1.2")),
+        ],
+        &["default-route-down"],
+    )
+};
+
+/// F12, no peer: the default route decides, `eth0`.
+pub const CASE_F12: Case = Case {
+    quiet: false,
+    ..plain(
+        &F12,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth0")),
+            ("POD_IP", Some("10.244.1.11")),
+        ],
+    )
+};
+
+/// What the command sees on F12 when the peer decides: `net1`.
+pub const F12_NET1: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("net1")),
+    ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+    ("GLOO_SOCKET_IFNAME", Some("net1")),
+    ("TP_SOCKET_IFNAME", Some("net1")),
+    ("POD_IP", Some("10.100.0.11")),
+];
+
+/// F12: the master 10.100.0.12 is on the Multus network: `net1`.
+pub const CASE_F12_PEER: Case = Case {
+    env: &[("MASTER_ADDR", "10.100.0.12")],
+    peer: Some(("10.100.0.12", "net1")),
+    ..plain(&F12, F12_NET1)
+};
+
+/// F12: this pod is the master (`MASTER_ADDR=10.100.0.11`, a local address): its owner `net1`.
+pub const CASE_F12_LOCAL: Case = Case {
+    env: &[("MASTER_ADDR", "10.100.0.11")],
+    peer: Some(("10.100.0.11", "lo")),
+    ..plain(&F12, F12_NET1)
+};
+
+impl Case {
+    /// The plain-data machine of this case: [`Net::lay`] with the inherited values, node count and peer.
+    pub fn lay(&self) -> SnapshotBuilder {
+        let mut l = self.net.lay();
+        for (k, v) in self.env {
+            l.env(k, v);
+        }
+        if let Some(n) = self.nnodes {
+            l.nnodes(n);
+        }
+        if let Some((dest, dev)) = self.peer {
+            // The kernel answers a local address from `lo` (`ip route get` says `dev lo`).
+            let oif = index(&l, dev);
+            let source = self
+                .env
+                .iter()
+                .find(|(_, v)| *v == dest)
+                .map_or("MASTER_ADDR", |(k, _)| *k);
+            l.peer(source, dest, Some(oif), dev == "lo");
+        }
+        l
+    }
+
+    /// The inherited value of `k`, if any.
+    pub fn inherited(&self, k: &str) -> Option<&'static str> {
+        self.env.iter().find(|(n, _)| *n == k).map(|(_, v)| *v)
+    }
+}
+
+/// [`F1`] in `ns`.
+pub fn f1(ns: &Netns) {
+    F1.build(ns);
+}
+
+/// [`F2`] in `ns`.
+pub fn f2(ns: &Netns) {
+    F2.build(ns);
+}
+
+/// [`F3`] in `ns`.
+pub fn f3(ns: &Netns) {
+    F3.build(ns);
+}
+
+/// [`F4`] in `ns`.
+pub fn f4(ns: &Netns) {
+    F4.build(ns);
+}
+
+/// [`F5`] in `ns`.
+pub fn f5(ns: &Netns) {
+    F5.build(ns);
+}
+
+/// [`F6`] in `ns`.
+pub fn f6(ns: &Netns) {
+    F6.build(ns);
+}
+
+/// [`F7`] in `ns`.
+pub fn f7(ns: &Netns) {
+    F7.build(ns);
+}
+
+/// [`F8`] in `ns`.
 pub fn f8(ns: &Netns) {
-    ns.stub("enp3s0");
-    ns.addr("enp3s0", "10.0.9.19/24");
-    ns.plug("wlp2s0");
-    ns.addr("wlp2s0", "10.0.8.19/24");
-    ns.route("default via 10.0.8.1 dev wlp2s0 metric 600");
-    settle(ns);
+    F8.build(ns);
 }
 
 /// F9: IPv6 only; a vxlan `ip6tnl0` (fe80 only, lower index) and `veth0` fd00:10::5/64 with the default route.
-pub fn f9(ns: &Netns) {
-    ns.vxlan("ip6tnl0");
-    ns.plug("veth0");
-    ns.addr("veth0", "fd00:10::5/64");
-    ns.route("-6 default via fe80::1 dev veth0");
-    settle(ns);
-}
+pub const F9: Net = Net(&[
+    Part::Vxlan("ip6tnl0", &["fe80::9/64"]),
+    Part::Plug("veth0", &["fd00:10::5/64", "fe80::5/64"]),
+    Part::Default("fe80::1", "veth0", 1024),
+]);
 
 /// F10: only `lo`.
-pub fn f10(ns: &Netns) {
-    settle(ns);
-}
+pub const F10: Net = Net(&[]);
 
 /// F11: `eth0` without carrier holds the preferred default route; `eth1` the second one.
-pub fn f11(ns: &Netns) {
-    ns.stub("eth0");
-    ns.addr("eth0", "10.0.0.2/24");
-    ns.route("default via 10.0.0.1 dev eth0 metric 100");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.0.1.2/24");
-    ns.route("default via 10.0.1.1 dev eth1 metric 200");
-    settle(ns);
-}
+pub const F11: Net = Net(&[
+    Part::Stub("eth0", &["10.0.0.2/24"]),
+    Part::Default("10.0.0.1", "eth0", 100),
+    Part::Plug("eth1", &["10.0.1.2/24"]),
+    Part::Default("10.0.1.1", "eth1", 200),
+]);
 
 /// F12: `eth0` with the default route; Multus `net1` (a macvlan on `ext0`, which has no address).
+pub const F12: Net = Net(&[
+    Part::Plug("eth0", &["10.244.1.11/24"]),
+    Part::Default("10.244.1.1", "eth0", 0),
+    Part::Plug("ext0", &[]),
+    Part::Macvlan("net1", "ext0", &["10.100.0.11/24"]),
+]);
+
+/// [`F9`] in `ns`.
+pub fn f9(ns: &Netns) {
+    F9.build(ns);
+}
+
+/// [`F10`] in `ns`.
+pub fn f10(ns: &Netns) {
+    F10.build(ns);
+}
+
+/// [`F11`] in `ns`.
+pub fn f11(ns: &Netns) {
+    F11.build(ns);
+}
+
+/// [`F12`] in `ns`.
 pub fn f12(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.244.1.11/24");
-    ns.route("default via 10.244.1.1 dev eth0");
-    ns.plug("ext0");
-    ns.macvlan("net1", "ext0");
-    ns.addr("net1", "10.100.0.11/24");
-    ns.wait_running("net1");
-    settle(ns);
+    F12.build(ns);
 }
 
 /// F14: host network, `bond0` 10.200.93.11/24 with the default route.

@@ -35,6 +35,13 @@ pub fn test_name(module: &str, name: &str) -> String {
     }
 }
 
+/// The first line of `text` (ncclenv's stderr) that carries the finding code `[code]`, if any: the one way
+/// the tests of the built binary find a finding in its output (a plan's findings: `snapshot::warning`).
+pub fn finding_line<'a>(text: &'a str, code: &str) -> Option<&'a str> {
+    let tag = format!("[{code}]");
+    text.lines().find(|l| l.contains(&tag))
+}
+
 /// Cargo's output folder: `CARGO_TARGET_DIR` when it is set (relative to the package root), else `target`
 /// in the package root. Binaries built outside `cargo test` (the release musl and arm64 builds of
 /// scripts/test.sh) are looked for here, so that a stale `./target` is never tested.

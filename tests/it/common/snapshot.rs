@@ -1,5 +1,10 @@
-//! One builder of plain-data snapshots for the decision core's tests ([`SnapshotBuilder`]): a machine
-//! written line by line as `ip` would show it, decided without a kernel.
+//! The one builder of plain-data snapshots ([`SnapshotBuilder`]): a machine written line by line as `ip`
+//! would show it, decided without a kernel; and the one way a test finds a finding in a plan or a fleet
+//! verdict ([`warning`], [`has_warning`], [`warnings`], [`codes`]).
+//!
+//! Both test crates compile this file: the integration tests as `common::snapshot`, the library's unit tests
+//! as `crate::test_machine` (`src/lib.rs`, where `extern crate self as ncclenv` makes the `ncclenv::` paths
+//! below resolve), under the chaining front `src/test_snapshot.rs`.
 //!
 //! ```ignore
 //! let mut l = SnapshotBuilder::new(); // lo only
@@ -7,11 +12,13 @@
 //! l.default_via("172.17.0.1", e, 0, false);
 //! l.env("NCCL_SOCKET_IFNAME", "eth1");
 //! let plan = l.decide();
+//! assert_eq!(warning(&plan, "inherited-ifname-repaired").severity, Severity::Warn);
 //! ```
 
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
-use ncclenv::plan::Plan;
+use ncclenv::plan::{Plan, Warning};
+use ncclenv::preflight::protocol::FleetVerdict;
 use ncclenv::snapshot::*;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -248,6 +255,15 @@ impl SnapshotBuilder {
             source: ncclenv::probe::nccl::EXPLICIT_SOURCE.into(),
         }];
     }
+    /// One more NCCL installation found at `path`, of `version` when known (source `test`: found, not
+    /// named by `NCCLENV_NCCL_LIB`).
+    pub fn found_nccl(&mut self, path: &str, version: Option<&str>) {
+        self.nccl.push(NcclInstall {
+            path: path.into(),
+            version: version.map(String::from),
+            source: "test".into(),
+        });
+    }
     /// A job of `n` nodes (as `--nnodes` said).
     pub fn nnodes(&mut self, n: u32) {
         self.job.nnodes = Some(n);
@@ -282,4 +298,48 @@ impl SnapshotBuilder {
             ..Config::default()
         })
     }
+}
+
+/// What holds findings: a [`Plan`]'s `warnings`, a fleet [`FleetVerdict`]'s `findings`.
+pub trait Findings {
+    /// The findings, in the order they were made.
+    fn findings(&self) -> &[Warning];
+}
+
+impl Findings for Plan {
+    fn findings(&self) -> &[Warning] {
+        &self.warnings
+    }
+}
+
+impl Findings for FleetVerdict {
+    fn findings(&self) -> &[Warning] {
+        &self.findings
+    }
+}
+
+/// The findings of `of` (infos and warnings) with the code `code`, in the order they were made.
+pub fn warnings<'a, F: Findings + ?Sized>(
+    of: &'a F,
+    code: &'a str,
+) -> impl Iterator<Item = &'a Warning> + 'a {
+    of.findings().iter().filter(move |w| w.code == code)
+}
+
+/// Whether `of` holds a finding with the code `code`.
+pub fn has_warning<F: Findings + ?Sized>(of: &F, code: &str) -> bool {
+    of.findings().iter().any(|w| w.code == code)
+}
+
+/// The first finding of `of` with the code `code`; panics, listing every finding, when there is none.
+pub fn warning<'a, F: Findings + ?Sized>(of: &'a F, code: &str) -> &'a Warning {
+    match of.findings().iter().find(|w| w.code == code) {
+        Some(w) => w,
+        None => panic!("no {code} finding in {:#?}", of.findings()),
+    }
+}
+
+/// The codes of `of`'s findings, in the order they were made.
+pub fn codes<F: Findings + ?Sized>(of: &F) -> Vec<&str> {
+    of.findings().iter().map(|w| w.code.as_str()).collect()
 }
