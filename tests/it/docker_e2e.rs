@@ -639,7 +639,14 @@ fn stop_time(img: &str, run_args: &[&str], prefix: &[&str], t: &str) -> (Duratio
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let top = output(&mut docker(&["top", &name]));
-        if stdout(&top).contains("sleep 1000") {
+        // A process whose command is `sleep 1000` itself (ps's CMD, the 8th column on): `ncclenv -- sleep 1000`
+        // still deciding also holds the words, and a stop then ends ncclenv at once with 143 (seen in CI on 2
+        // loaded cores, where it took that long).
+        let started = stdout(&top)
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().skip(7).collect::<Vec<_>>() == ["sleep", "1000"]);
+        if started {
             break;
         }
         assert!(
