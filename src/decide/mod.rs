@@ -5,6 +5,7 @@ pub mod debug;
 pub mod faster;
 pub mod gid;
 pub mod host;
+pub mod inherit;
 pub mod interface;
 pub mod rdma;
 pub mod shm;

@@ -4,6 +4,7 @@
 
 use super::view::NetworkView;
 use super::{is_multi, Bound};
+use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::findings::Finding;
 use crate::nccl_rules::{self, effective, Found, NcclTarget, Origin};
 use crate::plan::Plan;
@@ -22,20 +23,25 @@ pub(super) struct InheritedFamily<'s> {
     pub(super) repair: Option<(String, Origin)>,
 }
 
-/// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`) when NCCL ignores its value.
+/// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`, through [`settle`]) when NCCL
+/// ignores its value. A value no candidate has is repaired later, once the interface is bound
+/// ([`export_family`](super::bind::export_family)).
 pub(super) fn inherited_family<'s>(
     snap: &'s Snapshot,
     v: &NetworkView,
+    fix: Fix,
     plan: &mut Plan,
 ) -> InheritedFamily<'s> {
     let value = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
     let counts = nccl_rules::socket_family(value.as_ref().map(|(v, _)| *v));
     if let (Some((val, origin)), None) = (&value, counts) {
-        plan.finding(
+        let ignored = Said::new(
             Finding::FamilyIgnored,
             format!("NCCL ignores NCCL_SOCKET_FAMILY={val:?} (from {origin}): only AF_INET and AF_INET6 count"),
             "set NCCL_SOCKET_FAMILY=AF_INET or AF_INET6, or unset it",
         );
+        let inh = Inherited::of("NCCL_SOCKET_FAMILY", val, origin.clone());
+        settle(plan, fix, &inh, Verdict::Ignored(ignored));
     }
     let mut used = counts;
     let mut repair = None;
@@ -84,25 +90,29 @@ impl InheritedList<'_> {
 }
 
 /// Step "inherited interface list": evaluate `NCCL_SOCKET_IFNAME` with `family` (the inherited one, when
-/// used). Warns `ifname-ignored` for a value NCCL ignores; for a kept value, the risks
-/// ([`risk_warnings`], unless the job is known to be single-node) and entries matching nothing
-/// ([`unmatched_entries`]).
+/// used). Through [`settle`]: warns `ifname-ignored` for a value NCCL ignores; keeps a value that works,
+/// with its risks ([`risk_warnings`], unless the job is known to be single-node) and entries matching
+/// nothing ([`unmatched_entries`]). A fatal value is repaired once ncclenv's own choice is known
+/// ([`own_interface`](super::bind::own_interface), [`loopback_fallback`](super::bind::loopback_fallback)).
 pub(super) fn inherited_list<'s>(
     snap: &'s Snapshot,
     v: &NetworkView,
     family: Option<Family>,
     target: &NcclTarget,
+    fix: Fix,
     plan: &mut Plan,
 ) -> InheritedList<'s> {
     let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
         return InheritedList::Absent;
     };
     if !nccl_rules::ifname_counts(val) {
-        plan.finding(
+        let ignored = Said::new(
             Finding::IfnameIgnored,
             format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
             "remove it; ncclenv sets its own choice",
         );
+        let inh = Inherited::of("NCCL_SOCKET_IFNAME", val, origin);
+        settle(plan, fix, &inh, Verdict::Ignored(ignored));
         return InheritedList::Ignored;
     }
     let net = v.net;
@@ -124,6 +134,7 @@ pub(super) fn inherited_list<'s>(
         .iter()
         .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
         .collect();
+    let mut said = Vec::new();
     if !snap.job.is_single_node() {
         risk_warnings(
             v,
@@ -132,10 +143,21 @@ pub(super) fn inherited_list<'s>(
             &final_pick.found,
             &dropped,
             final_fam,
-            plan,
+            &mut said,
         );
     }
-    unmatched_entries(v, val, &origin, plan);
+    unmatched_entries(v, val, &origin, &mut said);
+    let verdict = if said.is_empty() {
+        Verdict::Works
+    } else {
+        Verdict::Risky(said)
+    };
+    settle(
+        plan,
+        fix,
+        &Inherited::of("NCCL_SOCKET_IFNAME", val, origin.clone()),
+        verdict,
+    );
     InheritedList::Kept {
         value: val,
         origin,
@@ -219,21 +241,21 @@ fn risk_warnings(
     found: &[Found],
     dropped: &[&Found],
     fam: Family,
-    plan: &mut Plan,
+    said: &mut Vec<Said>,
 ) {
     for f in found {
         if let Some(why) = risky_match(v, f) {
-            plan.finding(
+            said.push(Said::new(
                 Finding::InheritedIfnameRisky,
                 format!(
                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}) selects {} ({}), which {why}: another node cannot reach it",
                     f.name, f.addr
                 ),
                 "set NCCL_SOCKET_IFNAME to the interface that routes to the other nodes, or unset it and let ncclenv choose",
-            );
+            ));
         }
     }
-    prefix_warnings(val, origin, found, dropped, fam, plan);
+    prefix_warnings(val, origin, found, dropped, fam, said);
 }
 
 /// Why another node cannot reach NCCL on the match `f`, when it cannot: loopback, no carrier, link-local only
@@ -260,7 +282,7 @@ fn prefix_warnings(
     found: &[Found],
     dropped: &[&Found],
     fam: Family,
-    plan: &mut Plan,
+    said: &mut Vec<Said>,
 ) {
     let list = nccl_rules::parse_if_list(val);
     if list.exact || list.exclude {
@@ -300,7 +322,7 @@ fn prefix_warnings(
                     }
                 })
                 .collect();
-            plan.finding(
+            said.push(Said::new(
                 Finding::InheritedIfnamePrefix,
                 format!(
                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}): {:?} is a prefix and also matches {}; NET/Socket would stripe over all of them{}",
@@ -309,7 +331,7 @@ fn prefix_warnings(
                     if gone.is_empty() { String::new() } else { format!(" (it also names {})", gone.join(", ")) }
                 ),
                 format!("write ={} to match that interface exactly", e.prefix),
-            );
+            ));
         }
     }
 }
@@ -329,7 +351,7 @@ fn whitespace_hint(val: &str) -> String {
 /// that is a plain name matching nothing here is not reported: a list such as `enp179s0f0,enp1s0` names
 /// every node's NIC where the nodes' names differ (the form NCCL's maintainers recommend, and what a runner
 /// that copies the environment to every node carries), so the other entries may be another node's.
-fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Plan) {
+fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, said: &mut Vec<Said>) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
         return;
@@ -342,7 +364,7 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Pla
         .map(|e| format!("{:?}", e.prefix))
         .collect();
     if !dead.is_empty() {
-        plan.finding(
+        said.push(Said::new(
             Finding::InheritedIfnameEntryUnmatched,
             format!(
                 "NCCL_SOCKET_IFNAME={val:?} (from {origin}): the entries {} can match no interface on any node{}",
@@ -350,6 +372,6 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Pla
                 whitespace_hint(val)
             ),
             "remove the spaces after the commas",
-        );
+        ));
     }
 }
