@@ -220,6 +220,16 @@ pub const ROUTED: &[Route] = &[
         judged: "`decide/interface/companions/` `Companion::judge`, one step for the `COMPANIONS` table",
         verdicts: "works; risky (`companion-differs`, `advertised-address-differs`); fails (`gloo-ifname-repaired`, `launcher-ifname-repaired`, `pod-ip-repaired`)",
     },
+    Route {
+        vars: &["NCCL_SHM_DISABLE"],
+        judged: "`decide/shm.rs` `disable_on_problem`",
+        verdicts: "works (any value that disables, or no problem); risky: it leaves SHM on where `/dev/shm` fails (`shm-too-small`, `shm-missing`, `shm-read-only`, `shm-not-writable`); never repaired",
+    },
+    Route {
+        vars: &["NCCL_P2P_DISABLE"],
+        judged: "`decide/shm.rs` `decide_shm`",
+        verdicts: "works; risky: it disables P2P while SHM is disabled too (`shm-p2p-both-disabled`); never repaired",
+    },
 ];
 
 #[cfg(test)]
@@ -288,7 +298,7 @@ mod tests {
     }
 
     /// [`ROUTED`] is `docs/policy.md`'s table under "Inherited values: one rule", row by row, and every code
-    /// its verdicts name is a finding code.
+    /// its verdicts name (a quoted word of lower-case letters and `-`) is a finding code.
     #[test]
     fn routed_is_the_policy_docs_table() {
         let policy = include_str!("../../docs/policy.md");
@@ -321,7 +331,8 @@ mod tests {
             .collect();
         assert_eq!(seen, code);
         for r in ROUTED {
-            for c in r.verdicts.split('`').skip(1).step_by(2) {
+            let words = r.verdicts.split('`').skip(1).step_by(2);
+            for c in words.filter(|w| w.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')) {
                 assert!(Finding::from_code(c).is_some(), "{c} in {:?}", r.vars);
             }
         }
