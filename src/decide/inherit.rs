@@ -221,6 +221,21 @@ pub const ROUTED: &[Route] = &[
         verdicts: "works; risky (`companion-differs`, `advertised-address-differs`); fails (`gloo-ifname-repaired`, `launcher-ifname-repaired`, `pod-ip-repaired`)",
     },
     Route {
+        vars: &["NCCL_IB_DISABLE"],
+        judged: "`decide/rdma.rs` `judge_ib_disable`",
+        verdicts: "works; risky: one that disables where RDMA looks usable (`rdma-ib-disabled-inherited`, an info) or where a net plugin that ignores it would load (`rdma-plugin-ignores-ib-disable`), one that enables where RDMA cannot work (`rdma-no-verbs-devices`, `rdma-roce-netdev-missing`, `rdma-memlock-low`) or where there is none (`rdma-ib-disabled-inherited`); never repaired",
+    },
+    Route {
+        vars: &["NCCL_IB_HCA"],
+        judged: "`decide/rdma.rs` `use_hcas`, where IB stays on",
+        verdicts: "works; risky: some HCAs or ports are not usable here (`rdma-hca-inherited`, an info); never repaired",
+    },
+    Route {
+        vars: &["NCCL_IB_GID_INDEX"],
+        judged: "`decide/rdma.rs` `judge_gid_index`, where IB stays on",
+        verdicts: "works (negative: NCCL chooses); risky: the index fails on a usable RoCE port (`rdma-gid-index-unusable`); never repaired",
+    },
+    Route {
         vars: &["NCCL_SHM_DISABLE"],
         judged: "`decide/shm.rs` `disable_on_problem`",
         verdicts: "works (any value that disables, or no problem); risky: it leaves SHM on where `/dev/shm` fails (`shm-too-small`, `shm-missing`, `shm-read-only`, `shm-not-writable`); never repaired",
