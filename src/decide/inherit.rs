@@ -125,7 +125,8 @@ pub struct Fix {
 
 impl Fix {
     /// Repairs are made: no vendor network profile. For the rules that run only outside one (RDMA) or whose
-    /// verdicts never repair (the `NCCL_SHM_DISABLE` and `NCCL_P2P_DISABLE` switches).
+    /// verdicts never repair (the `NCCL_SHM_DISABLE` and `NCCL_P2P_DISABLE` switches, the `NCCL_COMM_ID`
+    /// check of `NCCL_SOCKET_IFNAME`, `NCCLENV_DEBUG`'s variables).
     pub const REPAIRS: Fix = Fix { vendor: false };
 }
 
@@ -204,8 +205,8 @@ pub const ROUTED: &[Route] = &[
     },
     Route {
         vars: &["NCCL_SOCKET_IFNAME"],
-        judged: "`decide/interface/inherited.rs` `inherited_list`; the repair in `bind.rs` `own_interface`, `loopback_fallback`",
-        verdicts: "works; risky (`inherited-ifname-risky`, `inherited-ifname-prefix`, `inherited-ifname-entry-unmatched`); fails (`inherited-ifname-repaired`); ignored (`ifname-ignored`)",
+        judged: "`decide/interface/inherited.rs` `inherited_list`; the repair in `bind.rs` `own_interface`, `loopback_fallback`; with `NCCL_COMM_ID` set, `decide/mod.rs` `comm_id_ifname_check`",
+        verdicts: "works; risky (`inherited-ifname-risky`, `inherited-ifname-prefix`, `inherited-ifname-entry-unmatched`; with `NCCL_COMM_ID`, hands off, a value that matches nothing: `comm-id-ifname-unmatched`); fails (`inherited-ifname-repaired`); ignored (`ifname-ignored`)",
     },
     Route {
         vars: &[
