@@ -237,6 +237,16 @@ pub const ROUTED: &[Route] = &[
         verdicts: "works (negative: NCCL chooses); risky: the index fails on a usable RoCE port (`rdma-gid-index-unusable`); never repaired",
     },
     Route {
+        vars: &["NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"],
+        judged: "`decide/debug.rs` `debug_level`, `debug_subsystems`, under `NCCLENV_DEBUG=1`",
+        verdicts: "works; risky: it hides the line naming the bootstrap interface (`debug-hides-bootstrap`); never repaired",
+    },
+    Route {
+        vars: &["NCCL_DEBUG_FILE"],
+        judged: "`decide/debug.rs` `debug_file`, under `NCCLENV_DEBUG=1`",
+        verdicts: "works (kept, and named as where NCCL's lines go)",
+    },
+    Route {
         vars: &["NCCL_SHM_DISABLE"],
         judged: "`decide/shm.rs` `disable_on_problem`",
         verdicts: "works (any value that disables, or no problem); risky: it leaves SHM on where `/dev/shm` fails (`shm-too-small`, `shm-missing`, `shm-read-only`, `shm-not-writable`); never repaired",
