@@ -227,6 +227,11 @@ pub const ROUTED: &[Route] = &[
         verdicts: "works; risky: one that disables where RDMA looks usable (`rdma-ib-disabled-inherited`, an info) or where a net plugin that ignores it would load (`rdma-plugin-ignores-ib-disable`), one that enables where RDMA cannot work (`rdma-no-verbs-devices`, `rdma-roce-netdev-missing`, `rdma-memlock-low`) or where there is none (`rdma-ib-disabled-inherited`); never repaired",
     },
     Route {
+        vars: &["NCCL_IBEXT_DISABLE"],
+        judged: "`decide/rdma.rs` `disable_plugin_ib`, where ncclenv disables IB and a net plugin would load",
+        verdicts: "works (kept whatever its value; ncclenv sets it only when it is not inherited)",
+    },
+    Route {
         vars: &["NCCL_IB_HCA"],
         judged: "`decide/rdma.rs` `use_hcas`, where IB stays on",
         verdicts: "works; risky: some HCAs or ports are not usable here (`rdma-hca-inherited`, an info); never repaired",

@@ -31,7 +31,6 @@ use crate::decide::gid;
 use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::decide::vendor::vendor_plugin;
 use crate::findings::Finding;
-use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 use crate::snapshot::{Mib, NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
@@ -572,7 +571,9 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
     let Some(p) = plugin else {
         return;
     };
-    if effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files).is_some() {
+    if let Some(inh) = Inherited::nccl("NCCL_IBEXT_DISABLE", snap) {
+        // Kept whatever its value: the user chose the plugin's switch.
+        settle(plan, Fix::REPAIRS, &inh, Verdict::Works);
         return;
     }
     plan.set(
