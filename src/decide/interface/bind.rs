@@ -7,7 +7,7 @@ use super::inherited::{InheritedFamily, InheritedList};
 use super::view::NetworkView;
 use super::{is_multi, Bound};
 use crate::config::Config;
-use crate::decide::inherit::{settle, Fix, Inherited, Repair, Said, Verdict};
+use crate::decide::inherit::{settle, Fix, Repair, Said, Verdict};
 use crate::findings::Finding;
 use crate::nccl_rules::nccl_target;
 use crate::plan::Plan;
@@ -28,23 +28,26 @@ pub(super) fn own_interface(
     let era = nccl_target(snap).era;
     let value = v.nccl_value_for(p.link, p.addr, family, era);
     match list {
-        InheritedList::Fatal { value: val, origin, why } => settle(
-            plan,
-            fix,
-            &Inherited::of("NCCL_SOCKET_IFNAME", val, origin.clone()),
-            Verdict::Fails(Box::new(Repair {
-                new: Some(value.clone()),
-                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                said: Said::new(
-                    Finding::InheritedIfnameRepaired,
-                    format!(
-                        "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
-                        v.usable_list(family)
+        InheritedList::Fatal { inh, why } => {
+            let (val, origin) = (inh.value, &inh.origin);
+            settle(
+                plan,
+                fix,
+                inh,
+                Verdict::Fails(Box::new(Repair {
+                    new: Some(value.clone()),
+                    reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
+                    said: Said::new(
+                        Finding::InheritedIfnameRepaired,
+                        format!(
+                            "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
+                            v.usable_list(family)
+                        ),
+                        format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
                     ),
-                    format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
-                ),
-            })),
-        ),
+                })),
+            );
+        }
         InheritedList::Absent | InheritedList::Ignored => {
             let why = if value.starts_with('=') {
                 "; '=' because the plain name would also match other interfaces (address labels count)"
@@ -143,20 +146,23 @@ pub(super) fn loopback_fallback(
         .map(|a| a.addr);
     let value = v.nccl_value(&lo.name);
     match list.counted() {
-        Some((val, origin)) => settle(
-            plan,
-            fix,
-            &Inherited::of("NCCL_SOCKET_IFNAME", val, origin.clone()),
-            Verdict::Fails(Box::new(Repair {
-                new: Some(value.clone()),
-                reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                said: Said::new(
-                    Finding::InheritedIfnameRepaired,
-                    format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                    "remove NCCL_SOCKET_IFNAME from the image or config file",
-                ),
-            })),
-        ),
+        Some(inh) => {
+            let (val, origin) = (inh.value, &inh.origin);
+            settle(
+                plan,
+                fix,
+                inh,
+                Verdict::Fails(Box::new(Repair {
+                    new: Some(value.clone()),
+                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                    said: Said::new(
+                        Finding::InheritedIfnameRepaired,
+                        format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                        "remove NCCL_SOCKET_IFNAME from the image or config file",
+                    ),
+                })),
+            );
+        }
         None => plan.set(
             "NCCL_SOCKET_IFNAME",
             value,
@@ -301,12 +307,13 @@ pub(super) fn peer_loopback(snap: &Snapshot, p: &Peer, own: Option<IpAddr>, plan
 /// has is repaired ([`InheritedFamily::repair`]); an unset one is set; one that counts is left alone.
 pub(super) fn export_family(family: &InheritedFamily, bound: &Bound, fix: Fix, plan: &mut Plan) {
     let ifname = &bound.ifname;
-    if let (Some((val, origin)), Some(a)) = (&family.repair, bound.addr) {
+    if let (Some(inh), Some(a)) = (&family.repair, bound.addr) {
+        let (val, origin) = (inh.value, &inh.origin);
         let new = Family::of(&a).nccl_name();
         settle(
             plan,
             fix,
-            &Inherited::of("NCCL_SOCKET_FAMILY", val, origin.clone()),
+            inh,
             Verdict::Fails(Box::new(Repair {
                 new: Some(new.to_string()),
                 reason: format!(

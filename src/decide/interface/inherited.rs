@@ -6,21 +6,21 @@ use super::view::NetworkView;
 use super::{is_multi, Bound};
 use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::findings::Finding;
-use crate::nccl_rules::{self, effective, Found, NcclTarget, Origin};
+use crate::nccl_rules::{self, Found, NcclTarget, Origin};
 use crate::plan::Plan;
 use crate::snapshot::{is_link_local_ip, Family, Snapshot};
 
 /// `NCCL_SOCKET_FAMILY` as inherited and as the choice uses it.
 pub(super) struct InheritedFamily<'s> {
-    /// The value NCCL sees and where it came from ([`effective`]).
-    pub(super) value: Option<(&'s str, Origin)>,
+    /// The value NCCL sees and where it came from ([`Inherited::nccl`]).
+    pub(super) value: Option<Inherited<'s>>,
     /// The family the choice is restricted to: the inherited one when it counts
     /// ([`nccl_rules::socket_family`]) and some candidate has it; `None` otherwise.
     pub(super) used: Option<Family>,
     /// The inherited value and its origin when it counts but no candidate has that family (AF_INET6 on an
     /// IPv4-only host: NCCL would bootstrap on a link-local address or find nothing): ncclenv chooses
     /// without it and repairs it ([`export_family`](super::bind::export_family)).
-    pub(super) repair: Option<(String, Origin)>,
+    pub(super) repair: Option<Inherited<'s>>,
 }
 
 /// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`, through [`settle`]) when NCCL
@@ -32,23 +32,23 @@ pub(super) fn inherited_family<'s>(
     fix: Fix,
     plan: &mut Plan,
 ) -> InheritedFamily<'s> {
-    let value = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
-    let counts = nccl_rules::socket_family(value.as_ref().map(|(v, _)| *v));
-    if let (Some((val, origin)), None) = (&value, counts) {
+    let value = Inherited::nccl("NCCL_SOCKET_FAMILY", snap);
+    let counts = nccl_rules::socket_family(value.as_ref().map(|i| i.value));
+    if let (Some(inh), None) = (&value, counts) {
+        let (val, origin) = (inh.value, &inh.origin);
         let ignored = Said::new(
             Finding::FamilyIgnored,
             format!("NCCL ignores NCCL_SOCKET_FAMILY={val:?} (from {origin}): only AF_INET and AF_INET6 count"),
             "set NCCL_SOCKET_FAMILY=AF_INET or AF_INET6, or unset it",
         );
-        let inh = Inherited::of("NCCL_SOCKET_FAMILY", val, origin.clone());
-        settle(plan, fix, &inh, Verdict::Ignored(ignored));
+        settle(plan, fix, inh, Verdict::Ignored(ignored));
     }
     let mut used = counts;
     let mut repair = None;
-    if let (Some(f), Some((val, origin))) = (counts, &value) {
+    if let (Some(f), Some(inh)) = (counts, &value) {
         if v.candidates(Some(f)).is_empty() && !v.candidates(None).is_empty() {
             used = None;
-            repair = Some((val.to_string(), origin.clone()));
+            repair = Some(inh.clone());
         }
     }
     InheritedFamily {
@@ -65,25 +65,16 @@ pub(super) enum InheritedList<'s> {
     /// Set, but NCCL ignores it (one character or less, `ifname_counts`): warned, ncclenv sets its choice.
     Ignored,
     /// NCCL would work with it: kept; `first` is NCCL's first match, the interface it bootstraps on.
-    Kept {
-        value: &'s str,
-        origin: Origin,
-        first: Found,
-    },
+    Kept { inh: Inherited<'s>, first: Found },
     /// NCCL would fail with it (`why`): repaired with ncclenv's own choice, or with `lo` when there is none.
-    Fatal {
-        value: &'s str,
-        origin: Origin,
-        why: String,
-    },
+    Fatal { inh: Inherited<'s>, why: String },
 }
 
-impl InheritedList<'_> {
-    /// The value and its origin when NCCL takes it into account (kept or fatal).
-    pub(super) fn counted(&self) -> Option<(&str, &Origin)> {
+impl<'s> InheritedList<'s> {
+    /// The value with its origin when NCCL takes it into account (kept or fatal).
+    pub(super) fn counted(&self) -> Option<&Inherited<'s>> {
         match self {
-            InheritedList::Kept { value, origin, .. }
-            | InheritedList::Fatal { value, origin, .. } => Some((value, origin)),
+            InheritedList::Kept { inh, .. } | InheritedList::Fatal { inh, .. } => Some(inh),
             InheritedList::Absent | InheritedList::Ignored => None,
         }
     }
@@ -102,27 +93,23 @@ pub(super) fn inherited_list<'s>(
     fix: Fix,
     plan: &mut Plan,
 ) -> InheritedList<'s> {
-    let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
+    let Some(inh) = Inherited::nccl("NCCL_SOCKET_IFNAME", snap) else {
         return InheritedList::Absent;
     };
+    let (val, origin) = (inh.value, &inh.origin);
     if !nccl_rules::ifname_counts(val) {
         let ignored = Said::new(
             Finding::IfnameIgnored,
             format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
             "remove it; ncclenv sets its own choice",
         );
-        let inh = Inherited::of("NCCL_SOCKET_IFNAME", val, origin);
         settle(plan, fix, &inh, Verdict::Ignored(ignored));
         return InheritedList::Ignored;
     }
     let net = v.net;
     let pick = nccl_rules::nccl_pick(net, Some(val), family, target.era);
     if let Some(why) = fatal_reason(snap, v, val, &pick.found, target) {
-        return InheritedList::Fatal {
-            value: val,
-            origin,
-            why,
-        };
+        return InheritedList::Fatal { inh, why };
     }
     let first = pick.found[0].clone();
     // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY (the first match's)
@@ -139,30 +126,21 @@ pub(super) fn inherited_list<'s>(
         risk_warnings(
             v,
             val,
-            &origin,
+            origin,
             &final_pick.found,
             &dropped,
             final_fam,
             &mut said,
         );
     }
-    unmatched_entries(v, val, &origin, &mut said);
+    unmatched_entries(v, val, origin, &mut said);
     let verdict = if said.is_empty() {
         Verdict::Works
     } else {
         Verdict::Risky(said)
     };
-    settle(
-        plan,
-        fix,
-        &Inherited::of("NCCL_SOCKET_IFNAME", val, origin.clone()),
-        verdict,
-    );
-    InheritedList::Kept {
-        value: val,
-        origin,
-        first,
-    }
+    settle(plan, fix, &inh, verdict);
+    InheritedList::Kept { inh, first }
 }
 
 /// Why NCCL would fail with the inherited list `val` whose matches are `found`: no match (NCCL fails with
@@ -215,12 +193,8 @@ fn fatal_reason(
 
 /// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
 /// every library uses; nothing is set for NCCL.
-pub(super) fn kept_interface(
-    v: &NetworkView,
-    value: &str,
-    origin: &Origin,
-    first: &Found,
-) -> Bound {
+pub(super) fn kept_interface(v: &NetworkView, inh: &Inherited, first: &Found) -> Bound {
+    let (value, origin) = (inh.value, &inh.origin);
     Bound {
         ifname: v
             .link(first.index)

@@ -88,14 +88,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     };
     let list = inherited_list(snap, &v, family.used, &target, fix, plan);
     let bound = match (&list, &own) {
-        (
-            InheritedList::Kept {
-                value,
-                origin,
-                first,
-            },
-            _,
-        ) => kept_interface(&v, value, origin, first),
+        (InheritedList::Kept { inh, first }, _) => kept_interface(&v, inh, first),
         (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, fix, plan),
         (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, fix, plan) {
             Some(b) => b,
