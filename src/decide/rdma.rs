@@ -518,6 +518,13 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca: Option<&Inherited>) {
             },
         );
     }
+    hca_list(plan, entries, excluded, hca);
+}
+
+/// IB stays on with the usable `entries` (and the `excluded` ones): `rdma-usable` when nothing is excluded;
+/// else an inherited `NCCL_IB_HCA` kept through the one rule (`rdma-hca-inherited`), or `NCCL_IB_HCA` set to
+/// exactly the usable entries (`rdma-hca-too-many` when they do not fit).
+fn hca_list(plan: &mut Plan, entries: &[String], excluded: &[String], hca: Option<&Inherited>) {
     if excluded.is_empty() {
         plan.finding(
             Finding::RdmaUsable,
