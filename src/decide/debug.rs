@@ -196,13 +196,14 @@ fn debug_file(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
 }
 
-/// The launcher framework's own debug switches (PyTorch, Paddle), each only when unset.
+/// The launcher framework's own debug switches (PyTorch, Paddle), each only when unset; an inherited one is
+/// kept through the one rule (it works: the user chose the level).
 fn framework_debug(snap: &Snapshot, plan: &mut Plan) {
-    let framework_var = |plan: &mut Plan, name: &str, value: &str, reason: &str| {
-        if !snap.env.contains_key(name) {
-            plan.set(name, value, reason);
-        }
-    };
+    let framework_var =
+        |plan: &mut Plan, name: &str, value: &str, reason: &str| match Inherited::env(name, snap) {
+            Some(inh) => settle(plan, Fix::REPAIRS, &inh, Verdict::Works),
+            None => plan.set(name, value, reason),
+        };
     match snap.job.framework {
         Some(Framework::PyTorch) => {
             framework_var(

@@ -233,7 +233,7 @@ pub const ROUTED: &[Route] = &[
     },
     Route {
         vars: &["NCCL_IB_HCA"],
-        judged: "`decide/rdma.rs` `use_hcas`, where IB stays on",
+        judged: "`decide/rdma.rs` `hca_list`, where IB stays on",
         verdicts: "works; risky: some HCAs or ports are not usable here (`rdma-hca-inherited`, an info); never repaired",
     },
     Route {
@@ -250,6 +250,11 @@ pub const ROUTED: &[Route] = &[
         vars: &["NCCL_DEBUG_FILE"],
         judged: "`decide/debug.rs` `debug_file`, under `NCCLENV_DEBUG=1`",
         verdicts: "works (kept, and named as where NCCL's lines go)",
+    },
+    Route {
+        vars: &["TORCH_CPP_LOG_LEVEL", "TORCH_DISTRIBUTED_DEBUG", "PADDLE_LOG_LEVEL"],
+        judged: "`decide/debug.rs` `framework_debug`, under `NCCLENV_DEBUG=1`",
+        verdicts: "works (kept; set only when unset)",
     },
     Route {
         vars: &["NCCL_SHM_DISABLE"],
