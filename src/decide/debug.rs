@@ -101,11 +101,11 @@ fn debug_level(snap: &Snapshot, plan: &mut Plan) {
     let verdict = if level_shows_info(v) {
         Verdict::Works
     } else {
-        Verdict::Risky(vec![Said::new(
+        Verdict::risky(Said::new(
             Finding::DebugHidesBootstrap,
             format!("NCCLENV_DEBUG=1 keeps the inherited NCCL_DEBUG={v} (from {origin}): NCCL will write only its WARN lines, not the interface it bootstraps on"),
             "unset NCCL_DEBUG (ncclenv then sets INFO), or set NCCL_DEBUG=INFO",
-        )])
+        ))
     };
     settle(plan, Fix::REPAIRS, &inh, verdict);
 }
@@ -150,14 +150,14 @@ fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mu
             let verdict = if hidden.is_empty() {
                 Verdict::Works
             } else {
-                Verdict::Risky(vec![Said::new(
+                Verdict::risky(Said::new(
                     Finding::DebugHidesBootstrap,
                     format!(
                         "NCCLENV_DEBUG=1 keeps the inherited NCCL_DEBUG_SUBSYS={v} (from {origin}), which hides the bootstrap line ({}; {vtext})",
                         hidden.join("; ")
                     ),
                     format!("unset NCCL_DEBUG_SUBSYS (ncclenv then sets {wanted}), or add the missing subsystem"),
-                )])
+                ))
             };
             settle(plan, Fix::REPAIRS, &inh, verdict);
         }

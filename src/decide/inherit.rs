@@ -109,9 +109,17 @@ pub enum Verdict {
     /// a risk warns, a fact worth knowing is an info).
     Risky(Vec<Said>),
     /// It would certainly fail: repaired (only warned under a vendor profile, [`Fix`]).
-    Fails(Box<Repair>),
+    Fails(Repair),
     /// Its reader ignores it: warned; the rule decides as if it were unset.
     Ignored(Said),
+}
+
+impl Verdict {
+    /// Kept with one finding ([`Verdict::Risky`] of one; one place builds the list, to keep the binary small).
+    #[inline(never)]
+    pub fn risky(said: Said) -> Verdict {
+        Verdict::Risky(vec![said])
+    }
 }
 
 /// How repairs are made. Under a vendor network profile ncclenv repairs nothing (F18, `docs/field-cases.md`:
@@ -142,7 +150,7 @@ pub fn settle(plan: &mut Plan, fix: Fix, inh: &Inherited, verdict: Verdict) {
             }
         }
         Verdict::Ignored(s) => s.record(plan),
-        Verdict::Fails(r) => repair(plan, fix, inh, *r),
+        Verdict::Fails(r) => repair(plan, fix, inh, r),
     }
 }
 
@@ -278,11 +286,11 @@ mod tests {
     }
 
     fn fails(new: Option<&str>) -> Verdict {
-        Verdict::Fails(Box::new(Repair {
+        Verdict::Fails(Repair {
             new: new.map(str::to_string),
             reason: "why".into(),
             said: Said::new(Finding::InheritedIfnameRepaired, "message", "remedy"),
-        }))
+        })
     }
 
     #[test]

@@ -444,7 +444,7 @@ fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
             )
         },
     );
-    settle(plan, Fix::REPAIRS, &inh, Verdict::Risky(vec![said]));
+    settle(plan, Fix::REPAIRS, &inh, Verdict::risky(said));
 }
 
 /// Last steps on every path but `NCCLENV_DISABLE`: NCCL's own logs when asked for (`NCCLENV_DEBUG=1`; set in

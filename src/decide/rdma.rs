@@ -547,7 +547,7 @@ fn hca_list(plan: &mut Plan, entries: &[String], excluded: &[String], hca: Optio
             ),
             format!("make sure NCCL_IB_HCA selects only ={}", entries.join(",")),
         );
-        settle(plan, Fix::REPAIRS, h, Verdict::Risky(vec![said]));
+        settle(plan, Fix::REPAIRS, h, Verdict::risky(said));
     } else if entries.len() > MAX_HCA_ENTRIES {
         plan.finding(
             Finding::RdmaHcaTooMany,
@@ -768,7 +768,7 @@ fn judge_gid_index(
             fixes.join("; ")
         )
     };
-    Verdict::Risky(vec![Said::new(
+    Verdict::risky(Said::new(
         Finding::RdmaGidIndexUnusable,
         format!(
             "inherited NCCL_IB_GID_INDEX={value} (from {origin}) kept, but {}: NCCL uses this index as given \
@@ -776,7 +776,7 @@ fn judge_gid_index(
             problems.join("; ")
         ),
         remedy,
-    )])
+    ))
 }
 
 /// Per-HCA facts for `doctor`: the verbs node and whether NCCL can use each port, with NCCL's own GID choice

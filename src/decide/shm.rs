@@ -183,14 +183,14 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
     if let Some(p2p) = Inherited::nccl("NCCL_P2P_DISABLE", snap) {
         let verdict = if shm_disabled && p2p.disables() {
-            Verdict::Risky(vec![Said::new(
+            Verdict::risky(Said::new(
                 Finding::ShmP2pBothDisabled,
                 "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes \
                  through the network transport",
                 format!(
                     "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
                 ),
-            )])
+            ))
         } else {
             Verdict::Works
         };
@@ -321,11 +321,11 @@ fn disable_on_problem(
     match (inherited, &problem) {
         (Some(inh), problem) => {
             let verdict = match problem {
-                Some((code, why)) if !inh.disables() => Verdict::Risky(vec![Said::new(
+                Some((code, why)) if !inh.disables() => Verdict::risky(Said::new(
                     *code,
                     format!("{}, but {why}", inh.kept()),
                     remedy,
-                )]),
+                )),
                 _ => Verdict::Works,
             };
             settle(plan, Fix::REPAIRS, &inh, verdict);

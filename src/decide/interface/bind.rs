@@ -34,7 +34,7 @@ pub(super) fn own_interface(
                 plan,
                 fix,
                 inh,
-                Verdict::Fails(Box::new(Repair {
+                Verdict::Fails(Repair {
                     new: Some(value.clone()),
                     reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
                     said: Said::new(
@@ -45,7 +45,7 @@ pub(super) fn own_interface(
                         ),
                         format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
                     ),
-                })),
+                }),
             );
         }
         InheritedList::Absent | InheritedList::Ignored => {
@@ -152,7 +152,7 @@ pub(super) fn loopback_fallback(
                 plan,
                 fix,
                 inh,
-                Verdict::Fails(Box::new(Repair {
+                Verdict::Fails(Repair {
                     new: Some(value.clone()),
                     reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
                     said: Said::new(
@@ -160,7 +160,7 @@ pub(super) fn loopback_fallback(
                         format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
                         "remove NCCL_SOCKET_IFNAME from the image or config file",
                     ),
-                })),
+                }),
             );
         }
         None => plan.set(
@@ -314,7 +314,7 @@ pub(super) fn export_family(family: &InheritedFamily, bound: &Bound, fix: Fix, p
             plan,
             fix,
             inh,
-            Verdict::Fails(Box::new(Repair {
+            Verdict::Fails(Repair {
                 new: Some(new.to_string()),
                 reason: format!(
                     "inherited {val} (from {origin}) matches no usable address; {ifname}'s address {a}"
@@ -330,7 +330,7 @@ pub(super) fn export_family(family: &InheritedFamily, bound: &Bound, fix: Fix, p
                         if val == "AF_INET6" { "global IPv6" } else { "IPv4" }
                     ),
                 ),
-            })),
+            }),
         );
     } else if family.value.is_none() {
         if let Some(a) = bound.addr {

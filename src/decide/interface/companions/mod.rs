@@ -302,12 +302,10 @@ impl Companion<'_, '_> {
         let val = inh.value;
         let verdict = match self.read(e.read, e.var, val) {
             Reading::Works => Verdict::Works,
-            Reading::Differs => self
-                .differs(e, val)
-                .map_or(Verdict::Works, |s| Verdict::Risky(vec![s])),
-            Reading::Fails(why) => Verdict::Fails(Box::new(self.repair(e, val, new, why))),
+            Reading::Differs => self.differs(e, val).map_or(Verdict::Works, Verdict::risky),
+            Reading::Fails(why) => Verdict::Fails(self.repair(e, val, new, why)),
             Reading::Warned(message, remedy) => {
-                Verdict::Risky(vec![Said::new(Finding::CompanionDiffers, message, remedy)])
+                Verdict::risky(Said::new(Finding::CompanionDiffers, message, remedy))
             }
         };
         settle(plan, self.fix, &inh, verdict);
