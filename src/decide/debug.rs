@@ -10,12 +10,12 @@
 //! (tests/it/explain.rs).
 
 use crate::config::{Config, DEFAULT_DEBUG_DIR};
+use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::findings::Finding;
 use crate::nccl_log::{
     bootstrap_subsystem, escape_debug_file, level_shows_info, subsystem_enabled, version_code,
     BOOTSTRAP_SUBSYS_SINCE,
 };
-use crate::nccl_rules::effective;
 use crate::plan::Plan;
 use crate::snapshot::{Framework, Snapshot};
 
@@ -89,28 +89,31 @@ pub fn decide_debug(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
 
 /// `NCCL_DEBUG=INFO` when unset; `debug-hides-bootstrap` when the inherited level hides INFO lines.
 fn debug_level(snap: &Snapshot, plan: &mut Plan) {
-    let conf = &snap.conf_files;
-    let level = effective("NCCL_DEBUG", &snap.env, conf);
-    match &level {
-        None => plan.set(
+    let Some(inh) = Inherited::nccl("NCCL_DEBUG", snap) else {
+        plan.set(
             "NCCL_DEBUG",
             "INFO",
             "NCCLENV_DEBUG=1: NCCL logs its initialisation, interfaces and errors",
-        ),
-        Some((v, origin)) if !level_shows_info(v) => plan.finding(
+        );
+        return;
+    };
+    let (v, origin) = (inh.value, &inh.origin);
+    let verdict = if level_shows_info(v) {
+        Verdict::Works
+    } else {
+        Verdict::risky(Said::new(
             Finding::DebugHidesBootstrap,
             format!("NCCLENV_DEBUG=1 keeps the inherited NCCL_DEBUG={v} (from {origin}): NCCL will write only its WARN lines, not the interface it bootstraps on"),
             "unset NCCL_DEBUG (ncclenv then sets INFO), or set NCCL_DEBUG=INFO",
-        ),
-        Some(_) => {}
-    }
+        ))
+    };
+    settle(plan, Fix::REPAIRS, &inh, verdict);
 }
 
 /// `NCCL_DEBUG_SUBSYS` for the NCCL versions the command can load (`versions`; `complete` false when one is
 /// of unknown version) when unset; `debug-hides-bootstrap` when the inherited list hides the bootstrap line
 /// of one of them.
 fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mut Plan) {
-    let conf = &snap.conf_files;
     let judged: Vec<u32> = if complete {
         versions.to_vec()
     } else {
@@ -118,7 +121,7 @@ fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mu
     };
     let vtext = versions_text(versions, complete);
     let wanted = subsystems_for(versions, complete);
-    match effective("NCCL_DEBUG_SUBSYS", &snap.env, conf) {
+    match Inherited::nccl("NCCL_DEBUG_SUBSYS", snap) {
         None => plan.set(
             "NCCL_DEBUG_SUBSYS",
             wanted.clone(),
@@ -131,7 +134,8 @@ fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mu
                 }
             ),
         ),
-        Some((v, origin)) => {
+        Some(inh) => {
+            let (v, origin) = (inh.value, &inh.origin);
             let hidden: Vec<String> = judged
                 .iter()
                 .filter(|ver| !subsystem_enabled(**ver, Some(v), bootstrap_subsystem(**ver)))
@@ -143,16 +147,19 @@ fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mu
                     )
                 })
                 .collect();
-            if !hidden.is_empty() {
-                plan.finding(
+            let verdict = if hidden.is_empty() {
+                Verdict::Works
+            } else {
+                Verdict::risky(Said::new(
                     Finding::DebugHidesBootstrap,
                     format!(
                         "NCCLENV_DEBUG=1 keeps the inherited NCCL_DEBUG_SUBSYS={v} (from {origin}), which hides the bootstrap line ({}; {vtext})",
                         hidden.join("; ")
                     ),
                     format!("unset NCCL_DEBUG_SUBSYS (ncclenv then sets {wanted}), or add the missing subsystem"),
-                );
-            }
+                ))
+            };
+            settle(plan, Fix::REPAIRS, &inh, verdict);
         }
     }
 }
@@ -160,8 +167,7 @@ fn debug_subsystems(snap: &Snapshot, versions: &[u32], complete: bool, plan: &mu
 /// `NCCL_DEBUG_FILE` in `NCCLENV_DEBUG_DIR` when unset (with `plan.debug_dir`, the folder to create), and
 /// `plan.debug_files`, where NCCL's lines go.
 fn debug_file(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
-    let conf = &snap.conf_files;
-    match effective("NCCL_DEBUG_FILE", &snap.env, conf) {
+    match Inherited::nccl("NCCL_DEBUG_FILE", snap) {
         None => {
             let dir = cfg
                 .debug_dir
@@ -182,19 +188,22 @@ fn debug_file(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             plan.debug_dir = Some(dir);
             plan.debug_files = Some(file);
         }
-        Some((v, origin)) => {
-            plan.debug_files = Some(format!("{v} (inherited from {origin})"));
+        Some(inh) => {
+            // Kept: where NCCL writes is the user's choice.
+            plan.debug_files = Some(format!("{} (inherited from {})", inh.value, inh.origin));
+            settle(plan, Fix::REPAIRS, &inh, Verdict::Works);
         }
     }
 }
 
-/// The launcher framework's own debug switches (PyTorch, Paddle), each only when unset.
+/// The launcher framework's own debug switches (PyTorch, Paddle), each only when unset; an inherited one is
+/// kept through the one rule (it works: the user chose the level).
 fn framework_debug(snap: &Snapshot, plan: &mut Plan) {
-    let framework_var = |plan: &mut Plan, name: &str, value: &str, reason: &str| {
-        if !snap.env.contains_key(name) {
-            plan.set(name, value, reason);
-        }
-    };
+    let framework_var =
+        |plan: &mut Plan, name: &str, value: &str, reason: &str| match Inherited::env(name, snap) {
+            Some(inh) => settle(plan, Fix::REPAIRS, &inh, Verdict::Works),
+            None => plan.set(name, value, reason),
+        };
     match snap.job.framework {
         Some(Framework::PyTorch) => {
             framework_var(

@@ -5,6 +5,7 @@ pub mod debug;
 pub mod faster;
 pub mod gid;
 pub mod host;
+pub mod inherit;
 pub mod interface;
 pub mod rdma;
 pub mod shm;
@@ -18,6 +19,7 @@ use crate::findings::Finding;
 use crate::nccl_rules::{effective, Origin};
 use crate::plan::{Action, Plan, Warning};
 use crate::snapshot::Snapshot;
+use inherit::{settle, Fix, Inherited, Said, Verdict};
 
 /// Decide everything. Order: `NCCLENV_DISABLE` → host findings (GPU list, NCCL versions) → launcher-argument
 /// problems → a peer that did not resolve → hands-off cases (a failed probe, `NCCL_COMM_ID`) → interface →
@@ -401,9 +403,10 @@ fn comm_id_subnet_check(snap: &Snapshot, comm_id: &str, plan: &mut Plan) {
 fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
     use crate::nccl_rules;
     let Ok(net) = &snap.net else { return };
-    let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
+    let Some(inh) = Inherited::nccl("NCCL_SOCKET_IFNAME", snap) else {
         return;
     };
+    let (val, origin) = (inh.value, &inh.origin);
     if !nccl_rules::ifname_counts(val) {
         return;
     }
@@ -422,7 +425,8 @@ fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
         .iter()
         .map(|f| f.name.clone())
         .collect();
-    plan.finding(
+    // It would fail, but NCCL_COMM_ID keeps ncclenv's hands off: kept, with the warning.
+    let said = Said::new(
         Finding::CommIdIfnameUnmatched,
         format!(
             "NCCL_SOCKET_IFNAME={val:?} (from {origin}) matches no interface that is RUNNING and has an \
@@ -440,6 +444,7 @@ fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
             )
         },
     );
+    settle(plan, Fix::REPAIRS, &inh, Verdict::risky(said));
 }
 
 /// Last steps on every path but `NCCLENV_DISABLE`: NCCL's own logs when asked for (`NCCLENV_DEBUG=1`; set in

@@ -28,11 +28,10 @@
 
 use crate::config::Config;
 use crate::decide::gid;
+use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::decide::vendor::vendor_plugin;
 use crate::findings::Finding;
-use crate::nccl_rules::kept_text;
 use crate::nccl_rules::param_value;
-use crate::nccl_rules::{effective, Origin};
 use crate::plan::Plan;
 use crate::snapshot::{Mib, NetPlugin, RdmaDevice, RdmaPort, RdmaSnapshot, Snapshot};
 use serde::Serialize;
@@ -64,7 +63,8 @@ const DOCKER_RDMA_FLAGS: &str = "--device=/dev/infiniband --cap-add=IPC_LOCK --u
 /// 3. The evidence is assessed ([`assess`]) port by port: ACTIVE, its HCA's verbs node present and opening,
 ///    RoCE with its netdev here; then memlock below [`MEMLOCK_MIN_BYTES`] after raising soft to hard, unless
 ///    the command holds `CAP_IPC_LOCK`.
-/// 4. An inherited `NCCL_IB_DISABLE` (any value) is kept; a warning is added where the evidence contradicts
+/// 4. An inherited `NCCL_IB_DISABLE` (any value) is kept (through the one rule, `decide::inherit::settle`,
+///    as are an inherited `NCCL_IB_HCA` and `NCCL_IB_GID_INDEX`); a warning is added where the evidence contradicts
 ///    it (`NCCL_IB_DISABLE=0` with IB unusable), an info where IB would work but is disabled, and a warning
 ///    (`rdma-plugin-ignores-ib-disable`) when it disables IB while a net plugin that ignores it would load.
 /// 5. Otherwise: unusable → `NCCL_IB_DISABLE=1` with the reason (and a warning where hardware exists but the
@@ -105,8 +105,8 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
 
     // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
     // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
-    let ib_on = match effective("NCCL_IB_DISABLE", &snap.env, &snap.conf_files) {
-        Some((v, origin)) => inherited(plan, &a, v, &origin, snap, plugin),
+    let ib_on = match Inherited::nccl("NCCL_IB_DISABLE", snap) {
+        Some(inh) => inherited(plan, &a, &inh, snap, plugin),
         None => apply(plan, &a, snap, plugin),
     };
     if ib_on {
@@ -432,7 +432,7 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
                 "1",
                 format!("{why}; NCCL would silently fall back to sockets"),
             );
-            warn_no_verbs(plan, why);
+            no_verbs(why).record(plan);
         }
         Assessment::RoceNetdevMissing(why) => {
             plan.set(
@@ -440,7 +440,7 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
                 "1",
                 format!("{why}; no usable GID, NCCL would use sockets"),
             );
-            warn_roce(plan, why);
+            roce_netdev(why).record(plan);
         }
         Assessment::MemlockLow { bytes, raised } => {
             plan.set(
@@ -456,15 +456,10 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
             // Raised all the same (field case F15, docs/rdma-shm.md): the command inherits the hard limit,
             // which is what the container was given; the warning names the limit that remains too low.
             plan.raise_memlock |= *raised;
-            warn_memlock(
-                plan,
-                *bytes,
-                *raised,
-                "ncclenv disables RDMA (NCCL_IB_DISABLE=1)",
-            );
+            memlock_low(*bytes, *raised, "ncclenv disables RDMA (NCCL_IB_DISABLE=1)").record(plan);
         }
         Assessment::Usable { .. } => {
-            use_hcas(plan, a, hca_inherited(snap));
+            use_hcas(plan, a, hca_inherited(snap).as_ref());
             return true;
         }
     }
@@ -474,7 +469,7 @@ fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPl
 
 /// IB stays on: raise memlock, say why memlock does not matter, restrict `NCCL_IB_HCA` to the usable HCAs
 /// (unless inherited) and name the HCAs whose verbs node failed.
-fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
+fn use_hcas(plan: &mut Plan, a: &Assessment, hca: Option<&Inherited>) {
     let Assessment::Usable {
         entries,
         excluded,
@@ -509,7 +504,7 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
                 unusable_hcas.join(", "),
                 entries.join(", ")
             ),
-            if hca_inherited {
+            if hca.is_some() {
                 format!(
                     "make sure the inherited NCCL_IB_HCA selects only ={}; better, give the container every \
                      HCA's verbs node (Kubernetes: one RDMA device-plugin resource per HCA; Docker: \
@@ -523,16 +518,27 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
             },
         );
     }
+    hca_list(plan, entries, excluded, hca);
+}
+
+/// IB stays on with the usable `entries` (and the `excluded` ones): `rdma-usable` when nothing is excluded;
+/// else an inherited `NCCL_IB_HCA` kept through the one rule (`rdma-hca-inherited`), or `NCCL_IB_HCA` set to
+/// exactly the usable entries (`rdma-hca-too-many` when they do not fit).
+fn hca_list(plan: &mut Plan, entries: &[String], excluded: &[String], hca: Option<&Inherited>) {
     if excluded.is_empty() {
         plan.finding(
             Finding::RdmaUsable,
             format!("RDMA usable on {}", entries.join(", ")),
             "nothing to do",
         );
+        if let Some(h) = hca {
+            settle(plan, Fix::REPAIRS, h, Verdict::Works);
+        }
         return;
     }
-    if hca_inherited {
-        plan.finding(
+    if let Some(h) = hca {
+        // Kept: it may well select only the usable HCAs; ncclenv cannot rewrite a user's selection.
+        let said = Said::new(
             Finding::RdmaHcaInherited,
             format!(
                 "RDMA usable on {}; not usable: {}; inherited NCCL_IB_HCA kept",
@@ -541,6 +547,7 @@ fn use_hcas(plan: &mut Plan, a: &Assessment, hca_inherited: bool) {
             ),
             format!("make sure NCCL_IB_HCA selects only ={}", entries.join(",")),
         );
+        settle(plan, Fix::REPAIRS, h, Verdict::risky(said));
     } else if entries.len() > MAX_HCA_ENTRIES {
         plan.finding(
             Finding::RdmaHcaTooMany,
@@ -571,7 +578,9 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
     let Some(p) = plugin else {
         return;
     };
-    if effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files).is_some() {
+    if let Some(inh) = Inherited::nccl("NCCL_IBEXT_DISABLE", snap) {
+        // Kept whatever its value: the user chose the plugin's switch.
+        settle(plan, Fix::REPAIRS, &inh, Verdict::Works);
         return;
     }
     plan.set(
@@ -585,39 +594,61 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
     );
 }
 
-/// Whether NCCL sees an `NCCL_IB_HCA` already (environment or config file).
-fn hca_inherited(snap: &Snapshot) -> bool {
-    effective("NCCL_IB_HCA", &snap.env, &snap.conf_files).is_some()
+/// The `NCCL_IB_HCA` NCCL sees already (environment or config file), if any.
+fn hca_inherited(snap: &Snapshot) -> Option<Inherited<'_>> {
+    Inherited::nccl("NCCL_IB_HCA", snap)
 }
 
-/// Keep an inherited `NCCL_IB_DISABLE` (from the environment or a config file, `origin`); comment where the
-/// evidence disagrees. Returns true when IB stays on.
+/// Keep an inherited `NCCL_IB_DISABLE` (from the environment or a config file) through the one rule
+/// ([`settle`]) with what the evidence says about it ([`judge_ib_disable`]); where IB stays on, use the
+/// usable HCAs. Returns true when IB stays on.
 fn inherited(
     plan: &mut Plan,
     a: &Assessment,
-    value: &str,
-    origin: &Origin,
+    inh: &Inherited,
     snap: &Snapshot,
     plugin: Option<&NetPlugin>,
 ) -> bool {
-    let disables = crate::nccl_rules::disables(value);
-    let kept = kept_text("NCCL_IB_DISABLE", value, origin);
-    if disables {
+    let ib_on = !inh.disables() && matches!(a, Assessment::Usable { .. });
+    settle(
+        plan,
+        Fix::REPAIRS,
+        inh,
+        judge_ib_disable(a, inh, snap, plugin),
+    );
+    if ib_on {
+        use_hcas(plan, a, hca_inherited(snap).as_ref());
+    }
+    ib_on
+}
+
+/// The verdict on an inherited `NCCL_IB_DISABLE`, kept whatever its value: a disabling one where RDMA looks
+/// usable (info), or where a net plugin that ignores it would load (warning); an enabling one where the
+/// evidence says RDMA will not work (no verbs node, RoCE without its netdev, memlock too low), or an info
+/// where there is no RDMA at all.
+fn judge_ib_disable(
+    a: &Assessment,
+    inh: &Inherited,
+    snap: &Snapshot,
+    plugin: Option<&NetPlugin>,
+) -> Verdict {
+    let kept = inh.kept();
+    let mut said = Vec::new();
+    if inh.disables() {
         if let Assessment::Usable { entries, .. } = a {
-            plan.finding(
+            said.push(Said::new(
                 Finding::RdmaIbDisabledInherited,
                 format!(
                     "{kept}, although RDMA looks usable on {}",
                     entries.join(", ")
                 ),
                 "unset NCCL_IB_DISABLE to use RDMA",
-            );
+            ));
         }
-        let ibext_off = effective("NCCL_IBEXT_DISABLE", &snap.env, &snap.conf_files)
-            .is_some_and(|(v, _)| crate::nccl_rules::disables(v));
+        let ibext_off = Inherited::nccl("NCCL_IBEXT_DISABLE", snap).is_some_and(|i| i.disables());
         let devices = !matches!(a, Assessment::NoDevice(_) | Assessment::ProbeFailed(_));
         if let (Some(p), false, true) = (plugin, ibext_off, devices) {
-            plan.finding(
+            said.push(Said::new(
                 Finding::RdmaPluginIgnoresIbDisable,
                 format!(
                     "{kept}, but the net plugin {} ({}) would load and use IB through its own transport \
@@ -625,49 +656,69 @@ fn inherited(
                     p.path, p.source
                 ),
                 "also set NCCL_IBEXT_DISABLE=1 (or NCCL_NET_PLUGIN=none to load no plugin)",
-            );
+            ));
         }
-        return false;
+    } else {
+        match a {
+            Assessment::NoVerbsNodes(why) => said.push(no_verbs(&format!("{kept}, but {why}"))),
+            Assessment::RoceNetdevMissing(why) => {
+                said.push(roce_netdev(&format!("{kept}, but {why}")))
+            }
+            Assessment::MemlockLow { bytes, raised } => {
+                said.push(memlock_low(
+                    *bytes,
+                    *raised,
+                    &format!("{kept}: NCCL will try RDMA and its registrations fail"),
+                ));
+                said.push(Said::new(
+                    Finding::RdmaIbDisabledInherited,
+                    kept,
+                    "nothing to do",
+                ));
+            }
+            Assessment::NoDevice(why) | Assessment::NoActivePort(why) => said.push(Said::new(
+                Finding::RdmaIbDisabledInherited,
+                format!("{kept}; {why}, so NCCL will use sockets"),
+                "nothing to do",
+            )),
+            Assessment::ProbeFailed(_) | Assessment::Usable { .. } => {}
+        }
     }
-    match a {
-        Assessment::NoVerbsNodes(why) => warn_no_verbs(plan, &format!("{kept}, but {why}")),
-        Assessment::RoceNetdevMissing(why) => warn_roce(plan, &format!("{kept}, but {why}")),
-        Assessment::MemlockLow { bytes, raised } => {
-            warn_memlock(
-                plan,
-                *bytes,
-                *raised,
-                &format!("{kept}: NCCL will try RDMA and its registrations fail"),
-            );
-            plan.finding(Finding::RdmaIbDisabledInherited, kept, "nothing to do");
-        }
-        Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.finding(
-            Finding::RdmaIbDisabledInherited,
-            format!("{kept}; {why}, so NCCL will use sockets"),
-            "nothing to do",
-        ),
-        Assessment::ProbeFailed(_) => {}
-        Assessment::Usable { .. } => {
-            use_hcas(plan, a, hca_inherited(snap));
-            return true;
-        }
+    if said.is_empty() {
+        Verdict::Works
+    } else {
+        Verdict::Risky(said)
     }
-    false
 }
 
-/// An inherited `NCCL_IB_GID_INDEX` ≥ 0 (NCCL then skips its own choice) judged on every usable RoCE port:
-/// kept, with a warning naming the index that would work, or saying to unset it.
+/// An inherited `NCCL_IB_GID_INDEX`, kept through the one rule ([`settle`]) with its verdict
+/// ([`judge_gid_index`]).
 fn check_gid_index(
     snap: &Snapshot,
     rdma: &RdmaSnapshot,
     links: Option<&BTreeSet<&str>>,
     plan: &mut Plan,
 ) {
-    let Some((value, origin)) = effective("NCCL_IB_GID_INDEX", &snap.env, &snap.conf_files) else {
+    let Some(inh) = Inherited::nccl("NCCL_IB_GID_INDEX", snap) else {
         return;
     };
+    let verdict = judge_gid_index(snap, rdma, links, &inh);
+    settle(plan, Fix::REPAIRS, &inh, verdict);
+}
+
+/// The verdict on an inherited `NCCL_IB_GID_INDEX`: one ≥ 0 (NCCL then skips its own choice) is judged on
+/// every usable RoCE port; where it fails on one, it is still kept (ncclenv cannot know which index the job
+/// meant), with a warning naming the index that would work, or saying to unset it. A negative or unreadable
+/// one lets NCCL choose: it works.
+fn judge_gid_index(
+    snap: &Snapshot,
+    rdma: &RdmaSnapshot,
+    links: Option<&BTreeSet<&str>>,
+    inh: &Inherited,
+) -> Verdict {
+    let (value, origin) = (inh.value, &inh.origin);
     let Some(index) = param_value(value).filter(|i| *i >= 0) else {
-        return;
+        return Verdict::Works;
     };
     let prefs = gid::gid_prefs(snap);
     let mut problems = Vec::new();
@@ -698,7 +749,7 @@ fn check_gid_index(
         }
     }
     if problems.is_empty() {
-        return;
+        return Verdict::Works;
     }
     let remedy = if auto_fixes_all {
         format!(
@@ -717,7 +768,7 @@ fn check_gid_index(
             fixes.join("; ")
         )
     };
-    plan.finding(
+    Verdict::risky(Said::new(
         Finding::RdmaGidIndexUnusable,
         format!(
             "inherited NCCL_IB_GID_INDEX={value} (from {origin}) kept, but {}: NCCL uses this index as given \
@@ -725,7 +776,7 @@ fn check_gid_index(
             problems.join("; ")
         ),
         remedy,
-    );
+    ))
 }
 
 /// Per-HCA facts for `doctor`: the verbs node and whether NCCL can use each port, with NCCL's own GID choice
@@ -813,30 +864,32 @@ fn raise_memlock(plan: &mut Plan, raise: bool, memlock: Option<u64>) {
     }
 }
 
-fn warn_no_verbs(plan: &mut Plan, why: &str) {
-    plan.finding(
+/// `rdma-no-verbs-devices`: hardware present, `why` it is unusable here.
+fn no_verbs(why: &str) -> Said {
+    Said::new(
         Finding::RdmaNoVerbsDevices,
         format!("RDMA hardware is present but unusable in this container: {why}; NCCL would silently fall back to sockets"),
         format!("run the container with {DOCKER_RDMA_FLAGS} (Kubernetes: request the RDMA device-plugin resource and add capability IPC_LOCK)"),
-    );
+    )
 }
 
-fn warn_roce(plan: &mut Plan, why: &str) {
-    plan.finding(
+/// `rdma-roce-netdev-missing`: `why` no RoCE port has its netdev here.
+fn roce_netdev(why: &str) -> Said {
+    Said::new(
         Finding::RdmaRoceNetdevMissing,
         format!("{why}; NCCL would find no usable GID and fall back to sockets"),
         "attach the RoCE interface to the pod (Multus / SR-IOV network annotation) or run with host networking",
-    );
+    )
 }
 
 /// `rdma-memlock-low`; `done` says what was done about it (RDMA disabled, or an inherited value kept).
-fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool, done: &str) {
+fn memlock_low(bytes: u64, raised: bool, done: &str) -> Said {
     let which = if raised {
         "hard RLIMIT_MEMLOCK"
     } else {
         "RLIMIT_MEMLOCK"
     };
-    plan.finding(
+    Said::new(
         Finding::RdmaMemlockLow,
         format!(
             "{which} is {}, below {} MiB: RDMA memory registration (ibv_reg_mr) would fail; {done}",
@@ -844,7 +897,7 @@ fn warn_memlock(plan: &mut Plan, bytes: u64, raised: bool, done: &str) {
             MEMLOCK_MIN_BYTES / MIB
         ),
         "run the container with --ulimit memlock=-1 (Kubernetes: raise the container runtime's memlock limit, e.g. LimitMEMLOCK=infinity)",
-    );
+    )
 }
 
 /// Why a RoCE port is unusable here: its GIDs are bound to netdevs none of which exist in this namespace.

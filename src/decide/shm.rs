@@ -13,9 +13,10 @@
 //! network transport and the job runs. The rule and its numbers are described in docs/rdma-shm.md.
 
 use crate::config::Config;
+use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
-use crate::nccl_rules::{disables, param_value};
+use crate::nccl_rules::param_value;
 use crate::plan::Plan;
 pub use crate::plan::{BufferSizes, ShmNeed};
 use crate::snapshot::{ShmInfo, Snapshot};
@@ -180,17 +181,20 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
     let (problem, remedy) = shm_problem(shm, &need);
     let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
-    let p2p_off = effective("NCCL_P2P_DISABLE", &snap.env, &snap.conf_files)
-        .is_some_and(|(v, _)| disables(v));
-    if shm_disabled && p2p_off {
-        plan.finding(
-            Finding::ShmP2pBothDisabled,
-            "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes through \
-             the network transport",
-            format!(
-                "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
-            ),
-        );
+    if let Some(p2p) = Inherited::nccl("NCCL_P2P_DISABLE", snap) {
+        let verdict = if shm_disabled && p2p.disables() {
+            Verdict::risky(Said::new(
+                Finding::ShmP2pBothDisabled,
+                "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes \
+                 through the network transport",
+                format!(
+                    "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
+                ),
+            ))
+        } else {
+            Verdict::Works
+        };
+        settle(plan, Fix::REPAIRS, &p2p, verdict);
     }
 }
 
@@ -302,9 +306,9 @@ fn shm_problem(shm: &ShmInfo, need: &ShmNeed) -> (Option<(Finding, String)>, Str
     (problem, remedy)
 }
 
-/// Apply the problem: an inherited `NCCL_SHM_DISABLE` is kept whatever its value (the warning still made
-/// where it does not disable SHM); without one, `NCCL_SHM_DISABLE=1` and the warning. Returns whether SHM
-/// ends up disabled.
+/// Apply the problem: an inherited `NCCL_SHM_DISABLE` is kept whatever its value, through the one rule
+/// ([`settle`]: risky, with the problem's warning, where it does not disable SHM); without one,
+/// `NCCL_SHM_DISABLE=1` and the warning. Returns whether SHM ends up disabled.
 fn disable_on_problem(
     snap: &Snapshot,
     problem: Option<(Finding, String)>,
@@ -313,23 +317,20 @@ fn disable_on_problem(
 ) -> bool {
     // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
     // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
-    let inherited = effective("NCCL_SHM_DISABLE", &snap.env, &snap.conf_files);
+    let inherited = Inherited::nccl("NCCL_SHM_DISABLE", snap);
     match (inherited, &problem) {
-        (Some((v, origin)), Some((code, why))) => {
-            let disables = disables(v);
-            if !disables {
-                plan.finding(
+        (Some(inh), problem) => {
+            let verdict = match problem {
+                Some((code, why)) if !inh.disables() => Verdict::risky(Said::new(
                     *code,
-                    format!(
-                        "{}, but {why}",
-                        crate::nccl_rules::kept_text("NCCL_SHM_DISABLE", v, &origin)
-                    ),
+                    format!("{}, but {why}", inh.kept()),
                     remedy,
-                );
-            }
-            disables
+                )),
+                _ => Verdict::Works,
+            };
+            settle(plan, Fix::REPAIRS, &inh, verdict);
+            inh.disables()
         }
-        (Some((v, _)), None) => disables(v),
         (None, Some((code, why))) => {
             plan.set(
                 "NCCL_SHM_DISABLE",

@@ -3,46 +3,51 @@
 //! on loopback ([`peer_loopback`]) and the `NCCL_SOCKET_FAMILY` export ([`export_family`]).
 
 use super::choice::Pick;
-use super::fix::{Fix, Repair};
 use super::inherited::{InheritedFamily, InheritedList};
 use super::view::NetworkView;
 use super::{is_multi, Bound};
 use crate::config::Config;
+use crate::decide::inherit::{settle, Fix, Repair, Said, Verdict};
 use crate::findings::Finding;
 use crate::nccl_rules::nccl_target;
 use crate::plan::Plan;
 use crate::snapshot::{Family, Link, Peer, Snapshot};
 use std::net::IpAddr;
 
-/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value,
-/// [`Fix`]), and warn `no-route-decided` when no route supported it.
+/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value
+/// through [`settle`]), and warn `no-route-decided` when no route supported it.
 pub(super) fn own_interface(
     snap: &Snapshot,
     v: &NetworkView,
     p: &Pick,
     list: &InheritedList,
     family: Option<Family>,
-    fix: &Fix,
+    fix: Fix,
     plan: &mut Plan,
 ) -> Bound {
     let era = nccl_target(snap).era;
     let value = v.nccl_value_for(p.link, p.addr, family, era);
     match list {
-        InheritedList::Fatal { value: val, origin, why } => fix.apply(
-            plan,
-            Repair {
-                name: "NCCL_SOCKET_IFNAME",
-                old: val,
-                new: Some(value.clone()),
-                reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                code: Finding::InheritedIfnameRepaired,
-                message: format!(
-                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
-                    v.usable_list(family)
-                ),
-                remedy: format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
-            },
-        ),
+        InheritedList::Fatal { inh, why } => {
+            let (val, origin) = (inh.value, &inh.origin);
+            settle(
+                plan,
+                fix,
+                inh,
+                Verdict::Fails(Repair {
+                    new: Some(value.clone()),
+                    reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
+                    said: Said::new(
+                        Finding::InheritedIfnameRepaired,
+                        format!(
+                            "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
+                            v.usable_list(family)
+                        ),
+                        format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
+                    ),
+                }),
+            );
+        }
         InheritedList::Absent | InheritedList::Ignored => {
             let why = if value.starts_with('=') {
                 "; '=' because the plain name would also match other interfaces (address labels count)"
@@ -98,7 +103,7 @@ pub(super) fn loopback_fallback(
     v: &NetworkView,
     list: &InheritedList,
     family: Option<Family>,
-    fix: &Fix,
+    fix: Fix,
     plan: &mut Plan,
 ) -> Option<Bound> {
     let net = v.net;
@@ -141,18 +146,23 @@ pub(super) fn loopback_fallback(
         .map(|a| a.addr);
     let value = v.nccl_value(&lo.name);
     match list.counted() {
-        Some((val, origin)) => fix.apply(
-            plan,
-            Repair {
-                name: "NCCL_SOCKET_IFNAME",
-                old: val,
-                new: Some(value.clone()),
-                reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                code: Finding::InheritedIfnameRepaired,
-                message: format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                remedy: "remove NCCL_SOCKET_IFNAME from the image or config file".into(),
-            },
-        ),
+        Some(inh) => {
+            let (val, origin) = (inh.value, &inh.origin);
+            settle(
+                plan,
+                fix,
+                inh,
+                Verdict::Fails(Repair {
+                    new: Some(value.clone()),
+                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                    said: Said::new(
+                        Finding::InheritedIfnameRepaired,
+                        format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                        "remove NCCL_SOCKET_IFNAME from the image or config file",
+                    ),
+                }),
+            );
+        }
         None => plan.set(
             "NCCL_SOCKET_IFNAME",
             value,
@@ -295,29 +305,32 @@ pub(super) fn peer_loopback(snap: &Snapshot, p: &Peer, own: Option<IpAddr>, plan
 
 /// Step "family export": `NCCL_SOCKET_FAMILY` matching the bound address. An inherited family no candidate
 /// has is repaired ([`InheritedFamily::repair`]); an unset one is set; one that counts is left alone.
-pub(super) fn export_family(family: &InheritedFamily, bound: &Bound, fix: &Fix, plan: &mut Plan) {
+pub(super) fn export_family(family: &InheritedFamily, bound: &Bound, fix: Fix, plan: &mut Plan) {
     let ifname = &bound.ifname;
-    if let (Some((val, origin)), Some(a)) = (&family.repair, bound.addr) {
+    if let (Some(inh), Some(a)) = (&family.repair, bound.addr) {
+        let (val, origin) = (inh.value, &inh.origin);
         let new = Family::of(&a).nccl_name();
-        fix.apply(
+        settle(
             plan,
-            Repair {
-                name: "NCCL_SOCKET_FAMILY",
-                old: val,
+            fix,
+            inh,
+            Verdict::Fails(Repair {
                 new: Some(new.to_string()),
                 reason: format!(
                     "inherited {val} (from {origin}) matches no usable address; {ifname}'s address {a}"
                 ),
-                code: Finding::InheritedFamilyRepaired,
-                message: format!(
-                    "NCCL_SOCKET_FAMILY={val} (from {origin}) replaced by {new}: no interface has a usable {} address, so NCCL would bootstrap on a link-local one or find none",
-                    if val == "AF_INET6" { "IPv6" } else { "IPv4" }
+                said: Said::new(
+                    Finding::InheritedFamilyRepaired,
+                    format!(
+                        "NCCL_SOCKET_FAMILY={val} (from {origin}) replaced by {new}: no interface has a usable {} address, so NCCL would bootstrap on a link-local one or find none",
+                        if val == "AF_INET6" { "IPv6" } else { "IPv4" }
+                    ),
+                    format!(
+                        "remove NCCL_SOCKET_FAMILY from the image or config file, or give the interfaces {} addresses",
+                        if val == "AF_INET6" { "global IPv6" } else { "IPv4" }
+                    ),
                 ),
-                remedy: format!(
-                    "remove NCCL_SOCKET_FAMILY from the image or config file, or give the interfaces {} addresses",
-                    if val == "AF_INET6" { "global IPv6" } else { "IPv4" }
-                ),
-            },
+            }),
         );
     } else if family.value.is_none() {
         if let Some(a) = bound.addr {

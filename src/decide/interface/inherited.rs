@@ -4,45 +4,51 @@
 
 use super::view::NetworkView;
 use super::{is_multi, Bound};
+use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
 use crate::findings::Finding;
-use crate::nccl_rules::{self, effective, Found, NcclTarget, Origin};
+use crate::nccl_rules::{self, Found, NcclTarget, Origin};
 use crate::plan::Plan;
 use crate::snapshot::{is_link_local_ip, Family, Snapshot};
 
 /// `NCCL_SOCKET_FAMILY` as inherited and as the choice uses it.
 pub(super) struct InheritedFamily<'s> {
-    /// The value NCCL sees and where it came from ([`effective`]).
-    pub(super) value: Option<(&'s str, Origin)>,
+    /// The value NCCL sees and where it came from ([`Inherited::nccl`]).
+    pub(super) value: Option<Inherited<'s>>,
     /// The family the choice is restricted to: the inherited one when it counts
     /// ([`nccl_rules::socket_family`]) and some candidate has it; `None` otherwise.
     pub(super) used: Option<Family>,
     /// The inherited value and its origin when it counts but no candidate has that family (AF_INET6 on an
     /// IPv4-only host: NCCL would bootstrap on a link-local address or find nothing): ncclenv chooses
     /// without it and repairs it ([`export_family`](super::bind::export_family)).
-    pub(super) repair: Option<(String, Origin)>,
+    pub(super) repair: Option<Inherited<'s>>,
 }
 
-/// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`) when NCCL ignores its value.
+/// Step "inherited family": read `NCCL_SOCKET_FAMILY`; warn (`family-ignored`, through [`settle`]) when NCCL
+/// ignores its value. A value no candidate has is repaired later, once the interface is bound
+/// ([`export_family`](super::bind::export_family)).
 pub(super) fn inherited_family<'s>(
     snap: &'s Snapshot,
     v: &NetworkView,
+    fix: Fix,
     plan: &mut Plan,
 ) -> InheritedFamily<'s> {
-    let value = effective("NCCL_SOCKET_FAMILY", &snap.env, &snap.conf_files);
-    let counts = nccl_rules::socket_family(value.as_ref().map(|(v, _)| *v));
-    if let (Some((val, origin)), None) = (&value, counts) {
-        plan.finding(
+    let value = Inherited::nccl("NCCL_SOCKET_FAMILY", snap);
+    let counts = nccl_rules::socket_family(value.as_ref().map(|i| i.value));
+    if let (Some(inh), None) = (&value, counts) {
+        let (val, origin) = (inh.value, &inh.origin);
+        let ignored = Said::new(
             Finding::FamilyIgnored,
             format!("NCCL ignores NCCL_SOCKET_FAMILY={val:?} (from {origin}): only AF_INET and AF_INET6 count"),
             "set NCCL_SOCKET_FAMILY=AF_INET or AF_INET6, or unset it",
         );
+        settle(plan, fix, inh, Verdict::Ignored(ignored));
     }
     let mut used = counts;
     let mut repair = None;
-    if let (Some(f), Some((val, origin))) = (counts, &value) {
+    if let (Some(f), Some(inh)) = (counts, &value) {
         if v.candidates(Some(f)).is_empty() && !v.candidates(None).is_empty() {
             used = None;
-            repair = Some((val.to_string(), origin.clone()));
+            repair = Some(inh.clone());
         }
     }
     InheritedFamily {
@@ -59,60 +65,51 @@ pub(super) enum InheritedList<'s> {
     /// Set, but NCCL ignores it (one character or less, `ifname_counts`): warned, ncclenv sets its choice.
     Ignored,
     /// NCCL would work with it: kept; `first` is NCCL's first match, the interface it bootstraps on.
-    Kept {
-        value: &'s str,
-        origin: Origin,
-        first: Found,
-    },
+    Kept { inh: Inherited<'s>, first: Found },
     /// NCCL would fail with it (`why`): repaired with ncclenv's own choice, or with `lo` when there is none.
-    Fatal {
-        value: &'s str,
-        origin: Origin,
-        why: String,
-    },
+    Fatal { inh: Inherited<'s>, why: String },
 }
 
-impl InheritedList<'_> {
-    /// The value and its origin when NCCL takes it into account (kept or fatal).
-    pub(super) fn counted(&self) -> Option<(&str, &Origin)> {
+impl<'s> InheritedList<'s> {
+    /// The value with its origin when NCCL takes it into account (kept or fatal).
+    pub(super) fn counted(&self) -> Option<&Inherited<'s>> {
         match self {
-            InheritedList::Kept { value, origin, .. }
-            | InheritedList::Fatal { value, origin, .. } => Some((value, origin)),
+            InheritedList::Kept { inh, .. } | InheritedList::Fatal { inh, .. } => Some(inh),
             InheritedList::Absent | InheritedList::Ignored => None,
         }
     }
 }
 
 /// Step "inherited interface list": evaluate `NCCL_SOCKET_IFNAME` with `family` (the inherited one, when
-/// used). Warns `ifname-ignored` for a value NCCL ignores; for a kept value, the risks
-/// ([`risk_warnings`], unless the job is known to be single-node) and entries matching nothing
-/// ([`unmatched_entries`]).
+/// used). Through [`settle`]: warns `ifname-ignored` for a value NCCL ignores; keeps a value that works,
+/// with its risks ([`risk_warnings`], unless the job is known to be single-node) and entries matching
+/// nothing ([`unmatched_entries`]). A fatal value is repaired once ncclenv's own choice is known
+/// ([`own_interface`](super::bind::own_interface), [`loopback_fallback`](super::bind::loopback_fallback)).
 pub(super) fn inherited_list<'s>(
     snap: &'s Snapshot,
     v: &NetworkView,
     family: Option<Family>,
     target: &NcclTarget,
+    fix: Fix,
     plan: &mut Plan,
 ) -> InheritedList<'s> {
-    let Some((val, origin)) = effective("NCCL_SOCKET_IFNAME", &snap.env, &snap.conf_files) else {
+    let Some(inh) = Inherited::nccl("NCCL_SOCKET_IFNAME", snap) else {
         return InheritedList::Absent;
     };
+    let (val, origin) = (inh.value, &inh.origin);
     if !nccl_rules::ifname_counts(val) {
-        plan.finding(
+        let ignored = Said::new(
             Finding::IfnameIgnored,
             format!("NCCL ignores NCCL_SOCKET_IFNAME={val:?} (from {origin}): a value of one character or less counts as unset"),
             "remove it; ncclenv sets its own choice",
         );
+        settle(plan, fix, &inh, Verdict::Ignored(ignored));
         return InheritedList::Ignored;
     }
     let net = v.net;
     let pick = nccl_rules::nccl_pick(net, Some(val), family, target.era);
     if let Some(why) = fatal_reason(snap, v, val, &pick.found, target) {
-        return InheritedList::Fatal {
-            value: val,
-            origin,
-            why,
-        };
+        return InheritedList::Fatal { inh, why };
     }
     let first = pick.found[0].clone();
     // What NCCL will use with the final environment: ncclenv exports NCCL_SOCKET_FAMILY (the first match's)
@@ -124,23 +121,26 @@ pub(super) fn inherited_list<'s>(
         .iter()
         .filter(|f| !final_pick.found.iter().any(|g| g.name == f.name))
         .collect();
+    let mut said = Vec::new();
     if !snap.job.is_single_node() {
         risk_warnings(
             v,
             val,
-            &origin,
+            origin,
             &final_pick.found,
             &dropped,
             final_fam,
-            plan,
+            &mut said,
         );
     }
-    unmatched_entries(v, val, &origin, plan);
-    InheritedList::Kept {
-        value: val,
-        origin,
-        first,
-    }
+    unmatched_entries(v, val, origin, &mut said);
+    let verdict = if said.is_empty() {
+        Verdict::Works
+    } else {
+        Verdict::Risky(said)
+    };
+    settle(plan, fix, &inh, verdict);
+    InheritedList::Kept { inh, first }
 }
 
 /// Why NCCL would fail with the inherited list `val` whose matches are `found`: no match (NCCL fails with
@@ -193,12 +193,8 @@ fn fatal_reason(
 
 /// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
 /// every library uses; nothing is set for NCCL.
-pub(super) fn kept_interface(
-    v: &NetworkView,
-    value: &str,
-    origin: &Origin,
-    first: &Found,
-) -> Bound {
+pub(super) fn kept_interface(v: &NetworkView, inh: &Inherited, first: &Found) -> Bound {
+    let (value, origin) = (inh.value, &inh.origin);
     Bound {
         ifname: v
             .link(first.index)
@@ -219,21 +215,21 @@ fn risk_warnings(
     found: &[Found],
     dropped: &[&Found],
     fam: Family,
-    plan: &mut Plan,
+    said: &mut Vec<Said>,
 ) {
     for f in found {
         if let Some(why) = risky_match(v, f) {
-            plan.finding(
+            said.push(Said::new(
                 Finding::InheritedIfnameRisky,
                 format!(
                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}) selects {} ({}), which {why}: another node cannot reach it",
                     f.name, f.addr
                 ),
                 "set NCCL_SOCKET_IFNAME to the interface that routes to the other nodes, or unset it and let ncclenv choose",
-            );
+            ));
         }
     }
-    prefix_warnings(val, origin, found, dropped, fam, plan);
+    prefix_warnings(val, origin, found, dropped, fam, said);
 }
 
 /// Why another node cannot reach NCCL on the match `f`, when it cannot: loopback, no carrier, link-local only
@@ -260,7 +256,7 @@ fn prefix_warnings(
     found: &[Found],
     dropped: &[&Found],
     fam: Family,
-    plan: &mut Plan,
+    said: &mut Vec<Said>,
 ) {
     let list = nccl_rules::parse_if_list(val);
     if list.exact || list.exclude {
@@ -300,7 +296,7 @@ fn prefix_warnings(
                     }
                 })
                 .collect();
-            plan.finding(
+            said.push(Said::new(
                 Finding::InheritedIfnamePrefix,
                 format!(
                     "NCCL_SOCKET_IFNAME={val:?} (from {origin}): {:?} is a prefix and also matches {}; NET/Socket would stripe over all of them{}",
@@ -309,7 +305,7 @@ fn prefix_warnings(
                     if gone.is_empty() { String::new() } else { format!(" (it also names {})", gone.join(", ")) }
                 ),
                 format!("write ={} to match that interface exactly", e.prefix),
-            );
+            ));
         }
     }
 }
@@ -329,7 +325,7 @@ fn whitespace_hint(val: &str) -> String {
 /// that is a plain name matching nothing here is not reported: a list such as `enp179s0f0,enp1s0` names
 /// every node's NIC where the nodes' names differ (the form NCCL's maintainers recommend, and what a runner
 /// that copies the environment to every node carries), so the other entries may be another node's.
-fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Plan) {
+fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, said: &mut Vec<Said>) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
         return;
@@ -342,7 +338,7 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Pla
         .map(|e| format!("{:?}", e.prefix))
         .collect();
     if !dead.is_empty() {
-        plan.finding(
+        said.push(Said::new(
             Finding::InheritedIfnameEntryUnmatched,
             format!(
                 "NCCL_SOCKET_IFNAME={val:?} (from {origin}): the entries {} can match no interface on any node{}",
@@ -350,6 +346,6 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, plan: &mut Pla
                 whitespace_hint(val)
             ),
             "remove the spaces after the commas",
-        );
+        ));
     }
 }

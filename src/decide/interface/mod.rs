@@ -19,17 +19,16 @@
 //! The files, one concern each: `view` (the network snapshot indexed once, `NetworkView`), `choice`
 //! (ncclenv's own choice, `Pick`), `inherited` (the inherited `NCCL_SOCKET_FAMILY` and
 //! `NCCL_SOCKET_IFNAME`, read as NCCL reads them), `bind` (the interface used, the loopback fallback or the
-//! refusal, the family export), `fix` (repairs of inherited values, `Fix`), `companions` (the frameworks'
+//! refusal, the family export), `companions` (the frameworks'
 //! and launchers' interface variables and `POD_IP`: one table, one generic step), `advertised` (the
 //! addresses the launcher declares or advertises), `layout`
 //! (warnings about the network's layout) and `queries` (what doctor, the check's repair and the regime ask
-//! without deciding).
+//! without deciding). Repairs of inherited values go through the one rule, `crate::decide::inherit::settle`.
 
 mod advertised;
 mod bind;
 mod choice;
 mod companions;
-mod fix;
 mod inherited;
 mod layout;
 mod queries;
@@ -41,13 +40,13 @@ pub use queries::{
 };
 
 use crate::config::Config;
+use crate::decide::inherit::Fix;
 use crate::nccl_rules::nccl_target;
 use crate::plan::{Choice, Plan};
 use crate::snapshot::Snapshot;
 use bind::{export_family, loopback_fallback, own_interface, peer_loopback};
 use choice::{choose, given};
 use companions::companions;
-use fix::Fix;
 use inherited::{inherited_family, inherited_list, kept_interface, InheritedList};
 use layout::layout_warnings;
 use std::net::IpAddr;
@@ -82,23 +81,16 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
     let fix = Fix { vendor };
     let target = nccl_target(snap);
 
-    let family = inherited_family(snap, &v, plan);
+    let family = inherited_family(snap, &v, fix, plan);
     let own = match cfg.interface_override.as_ref().and_then(|o| given(&v, o)) {
         Some(p) => Some(p),
         None => choose(snap, &v, family.used, plan),
     };
-    let list = inherited_list(snap, &v, family.used, &target, plan);
+    let list = inherited_list(snap, &v, family.used, &target, fix, plan);
     let bound = match (&list, &own) {
-        (
-            InheritedList::Kept {
-                value,
-                origin,
-                first,
-            },
-            _,
-        ) => kept_interface(&v, value, origin, first),
-        (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, &fix, plan),
-        (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, &fix, plan) {
+        (InheritedList::Kept { inh, first }, _) => kept_interface(&v, inh, first),
+        (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, fix, plan),
+        (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, fix, plan) {
             Some(b) => b,
             None => return,
         },
@@ -111,7 +103,7 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
         addr: bound.addr,
         how: bound.how.clone(),
     });
-    export_family(&family, &bound, &fix, plan);
-    companions(&v, snap, &bound, &fix, plan);
+    export_family(&family, &bound, fix, plan);
+    companions(&v, snap, &bound, fix, plan);
     layout_warnings(&v, snap, &bound, plan);
 }

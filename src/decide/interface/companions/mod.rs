@@ -9,9 +9,9 @@ mod reads;
 mod tests;
 
 use super::advertised::{declared_differs, ips_differ};
-use super::fix::{Fix, Repair};
 use super::view::NetworkView;
 use super::{is_multi, Bound};
+use crate::decide::inherit::{settle, Fix, Inherited, Repair, Said, Verdict};
 use crate::findings::Finding;
 use crate::plan::Plan;
 use crate::snapshot::{Launcher, Snapshot};
@@ -236,7 +236,7 @@ pub(super) fn companions(
     v: &NetworkView,
     snap: &Snapshot,
     bound: &Bound,
-    fix: &Fix,
+    fix: Fix,
     plan: &mut Plan,
 ) {
     let (ifname, addr) = (bound.ifname.as_str(), bound.addr);
@@ -269,18 +269,19 @@ struct Companion<'a, 'n> {
     addr: Option<IpAddr>,
     /// The job may span nodes ([`is_multi`]): a loopback or link-local-only interface is a failure.
     multi: bool,
-    fix: &'a Fix,
+    fix: Fix,
     /// What Open MPI's variables get.
     ompi: OmpiTarget,
 }
 
-/// What an inherited value's reading says.
-enum Verdict {
+/// What a library's reading of an inherited value says, in its own terms; [`Companion::judge`] turns it into
+/// the one rule's [`Verdict`].
+enum Reading {
     /// It works and selects the bound interface: kept, nothing said.
     Works,
     /// It works but selects another interface: kept, warned.
     Differs,
-    /// It would fail (why): repaired ([`Fix`]).
+    /// It would fail (why): repaired ([`settle`]).
     Fails(String),
     /// Part of it fails but the rest must be kept (UCX's RDMA devices): `companion-differs` with this message
     /// and remedy.
@@ -292,20 +293,22 @@ impl Companion<'_, '_> {
     /// and kept, warned or repaired.
     fn judge(&self, e: &CompanionVar, plan: &mut Plan) {
         let new = self.gives(e.gives);
-        let Some(val) = self.snap.env.get(e.var) else {
+        let Some(inh) = Inherited::env(e.var, self.snap) else {
             if let (Some(value), Some(reason)) = (new, self.set_reason(e)) {
                 plan.set(e.var, value, reason);
             }
             return;
         };
-        match self.read(e.read, e.var, val) {
-            Verdict::Works => {}
-            Verdict::Differs => self.differs(e, val, plan),
-            Verdict::Fails(why) => self.repair(e, val, new, why, plan),
-            Verdict::Warned(message, remedy) => {
-                plan.finding(Finding::CompanionDiffers, message, remedy)
+        let val = inh.value;
+        let verdict = match self.read(e.read, e.var, val) {
+            Reading::Works => Verdict::Works,
+            Reading::Differs => self.differs(e, val).map_or(Verdict::Works, Verdict::risky),
+            Reading::Fails(why) => Verdict::Fails(self.repair(e, val, new, why)),
+            Reading::Warned(message, remedy) => {
+                Verdict::risky(Said::new(Finding::CompanionDiffers, message, remedy))
             }
-        }
+        };
+        settle(plan, self.fix, &inh, verdict);
     }
 
     /// The value [`Gives`] names here.
@@ -354,7 +357,7 @@ impl Companion<'_, '_> {
     }
 
     /// The inherited `val` of `var` read by `read`'s rule.
-    fn read(&self, read: Read, var: &str, val: &str) -> Verdict {
+    fn read(&self, read: Read, var: &str, val: &str) -> Reading {
         match read {
             Read::GlooNames => self.gloo_names(var, val),
             Read::GlooOne => self.gloo_one(var, val),
@@ -364,47 +367,38 @@ impl Companion<'_, '_> {
         }
     }
 
-    /// `companion-differs` (`advertised-address-differs` for Paddle's address): `val` works but selects
-    /// another interface than NCCL's.
-    fn differs(&self, e: &CompanionVar, val: &str, plan: &mut Plan) {
+    /// `companion-differs` (`advertised-address-differs` for Paddle's address, when there is a bound
+    /// address to compare): `val` works but selects another interface than NCCL's.
+    fn differs(&self, e: &CompanionVar, val: &str) -> Option<Said> {
         let (var, ifname, gname) = (e.var, self.ifname, self.gname);
         match e.voice {
-            Voice::Gloo => plan.finding(
+            Voice::Gloo => Some(Said::new(
                 Finding::CompanionDiffers,
                 format!("{var}={val} names another interface than NCCL's {gname}"),
                 format!("set {var}={gname} so that every library of the job uses one interface"),
-            ),
-            Voice::Launcher => plan.finding(
+            )),
+            Voice::Launcher => Some(Said::new(
                 Finding::CompanionDiffers,
                 format!("{var}={val} selects another interface than NCCL's {ifname}"),
                 format!(
                     "set {var} to {ifname} so that every library of the job uses one interface"
                 ),
-            ),
-            Voice::Paddle => {
-                if let Some(a) = self.addr {
-                    plan.finding(
-                        Finding::AdvertisedAddressDiffers,
-                        format!(
-                            "{var}={val} is what Paddle advertises, but NCCL binds {a} on {ifname}"
-                        ),
-                        format!("unset {var} or make it the address of the chosen interface"),
-                    )
-                }
-            }
+            )),
+            Voice::Paddle => self.addr.map(|a| {
+                Said::new(
+                    Finding::AdvertisedAddressDiffers,
+                    format!(
+                        "{var}={val} is what Paddle advertises, but NCCL binds {a} on {ifname}"
+                    ),
+                    format!("unset {var} or make it the address of the chosen interface"),
+                )
+            }),
         }
     }
 
-    /// The inherited `val` would fail (`why`): replaced by `new` ([`CompanionVar::gives`]), or unset when
-    /// there is none, through [`Fix`], with the code and words of [`CompanionVar::voice`].
-    fn repair(
-        &self,
-        e: &CompanionVar,
-        val: &str,
-        new: Option<String>,
-        why: String,
-        plan: &mut Plan,
-    ) {
+    /// The inherited `val` would fail (`why`): the repair to `new` ([`CompanionVar::gives`]), or an unset
+    /// when there is none, with the code and words of [`CompanionVar::voice`] ([`settle`] makes it).
+    fn repair(&self, e: &CompanionVar, val: &str, new: Option<String>, why: String) -> Repair {
         let var = e.var;
         let to = new.clone().unwrap_or_default();
         let (reason, code, message, remedy) = match e.voice {
@@ -436,17 +430,10 @@ impl Companion<'_, '_> {
                 )
             }
         };
-        self.fix.apply(
-            plan,
-            Repair {
-                name: var,
-                old: val,
-                new,
-                reason,
-                code,
-                message,
-                remedy,
-            },
-        );
+        Repair {
+            new,
+            reason,
+            said: Said::new(code, message, remedy),
+        }
     }
 }

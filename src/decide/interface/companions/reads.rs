@@ -1,8 +1,8 @@
 //! How each library reads its companion's value ([`super::Read`]), each a [`Companion`] method returning a
-//! [`Verdict`], and the rules they share: Gloo's lookup of a name ([`gloo_name_fails`]), a netdev Open MPI
+//! [`Reading`], and the rules they share: Gloo's lookup of a name ([`gloo_name_fails`]), a netdev Open MPI
 //! or UCX cannot use ([`netdev_unusable`]) and what Open MPI's variables get ([`OmpiTarget`]).
 
-use super::{Companion, Verdict};
+use super::{Companion, Reading};
 use crate::decide::interface::view::NetworkView;
 use crate::nccl_rules;
 use crate::snapshot::{is_link_local_ip, prefix_contains, Launcher, Snapshot};
@@ -11,24 +11,24 @@ use std::net::IpAddr;
 impl Companion<'_, '_> {
     /// [`Read::GlooNames`](super::Read::GlooNames): the first name Gloo cannot use fails the value ([`gloo_name_fails`]); a value
     /// naming neither the bound address's name nor the link's differs.
-    pub(super) fn gloo_names(&self, var: &str, val: &str) -> Verdict {
+    pub(super) fn gloo_names(&self, var: &str, val: &str) -> Reading {
         let names: Vec<&str> = val.split(',').collect();
         if let Some(why) = names
             .iter()
             .find_map(|n| gloo_name_fails(self.v, n, self.multi))
         {
-            return Verdict::Fails(why.replace("{var}", var));
+            return Reading::Fails(why.replace("{var}", var));
         }
         if !names.contains(&self.gname) && !names.contains(&self.ifname) {
-            Verdict::Differs
+            Reading::Differs
         } else {
-            Verdict::Works
+            Reading::Works
         }
     }
 
     /// [`Read::GlooOne`](super::Read::GlooOne) (`HOROVOD_GLOO_IFACE`): a list fails (Horovod takes one name), and so does a name
     /// Gloo cannot use ([`gloo_name_fails`]); another interface differs.
-    pub(super) fn gloo_one(&self, var: &str, val: &str) -> Verdict {
+    pub(super) fn gloo_one(&self, var: &str, val: &str) -> Reading {
         let fails: Vec<String> = val
             .split(',')
             .filter_map(|n| gloo_name_fails(self.v, n, self.multi))
@@ -36,7 +36,7 @@ impl Companion<'_, '_> {
             .collect();
         let list = val.contains(',');
         if list || !fails.is_empty() {
-            return Verdict::Fails(match (list, fails.is_empty()) {
+            return Reading::Fails(match (list, fails.is_empty()) {
                 (true, true) => format!("{var} takes one interface name, not a list"),
                 (true, false) => format!(
                     "{var} takes one interface name, not a list (and {})",
@@ -46,16 +46,16 @@ impl Companion<'_, '_> {
             });
         }
         if val != self.ifname && val != self.gname {
-            Verdict::Differs
+            Reading::Differs
         } else {
-            Verdict::Works
+            Reading::Works
         }
     }
 
     /// [`Read::OmpiInclude`](super::Read::OmpiInclude): an empty value, a name Open MPI cannot use ([`netdev_unusable`]: missing,
     /// without an address, or link-local only in a multi-node job) or a network holding no address here
     /// fails; one that does not select the bound interface (by name or by its address) differs.
-    pub(super) fn ompi_if_include(&self, val: &str) -> Verdict {
+    pub(super) fn ompi_if_include(&self, val: &str) -> Reading {
         let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
         let mut bad: Vec<String> = Vec::new();
         let mut selects = false;
@@ -83,23 +83,23 @@ impl Companion<'_, '_> {
             }
         }
         if entries.is_empty() {
-            Verdict::Fails("it names nothing".to_string())
+            Reading::Fails("it names nothing".to_string())
         } else if !bad.is_empty() {
-            Verdict::Fails(format!("Open MPI cannot use {}", bad.join(", ")))
+            Reading::Fails(format!("Open MPI cannot use {}", bad.join(", ")))
         } else if !selects {
-            Verdict::Differs
+            Reading::Differs
         } else {
-            Verdict::Works
+            Reading::Works
         }
     }
 
     /// [`Read::UcxDevices`](super::Read::UcxDevices): netdevs UCX's TCP transport cannot use ([`netdev_unusable`]) fail the value
     /// when it has no RDMA entry, else are warned; a value that names netdevs but not the bound interface
     /// differs; `all` works.
-    pub(super) fn ucx_net_devices(&self, val: &str) -> Verdict {
+    pub(super) fn ucx_net_devices(&self, val: &str) -> Reading {
         let entries: Vec<&str> = val.split(',').filter(|e| !e.is_empty()).collect();
         if entries.contains(&"all") {
-            return Verdict::Works;
+            return Reading::Works;
         }
         let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
         let missing: Vec<String> = netdevs
@@ -107,12 +107,12 @@ impl Companion<'_, '_> {
             .filter_map(|n| netdev_unusable(self.v, n, self.multi))
             .collect();
         if !missing.is_empty() && rdma.is_empty() {
-            Verdict::Fails(format!(
+            Reading::Fails(format!(
                 "UCX's TCP transport cannot use {}",
                 missing.join(", ")
             ))
         } else if !missing.is_empty() {
-            Verdict::Warned(
+            Reading::Warned(
                 format!(
                     "UCX_NET_DEVICES={val} names {}, which UCX's TCP transport cannot use (its RDMA devices are kept)",
                     missing.join(", ")
@@ -120,22 +120,22 @@ impl Companion<'_, '_> {
                 format!("remove those names or use {}", self.ifname),
             )
         } else if rdma.is_empty() && !netdevs.contains(&self.ifname) {
-            Verdict::Differs
+            Reading::Differs
         } else {
-            Verdict::Works
+            Reading::Works
         }
     }
 
     /// [`Read::Address`](super::Read::Address) (`POD_IP`): a loopback address in a multi-node job fails (Paddle advertises it and
     /// the other nodes connect to their own loopback); another address than the bound one differs.
-    pub(super) fn address(&self, val: &str) -> Verdict {
+    pub(super) fn address(&self, val: &str) -> Reading {
         let ip = val.parse::<IpAddr>().ok();
         if self.multi && ip.is_some_and(|ip| ip.is_loopback()) {
-            return Verdict::Fails("a loopback address".to_string());
+            return Reading::Fails("a loopback address".to_string());
         }
         match self.addr {
-            Some(a) if ip != Some(a) => Verdict::Differs,
-            _ => Verdict::Works,
+            Some(a) if ip != Some(a) => Reading::Differs,
+            _ => Reading::Works,
         }
     }
 }

@@ -58,7 +58,7 @@ fn companions_repaired_when_fe80_only_kept_when_they_work() {
             gname: "eth0",
             addr: "10.244.1.7".parse().ok(),
             multi,
-            fix: &fix,
+            fix,
             ompi: OmpiTarget {
                 value: "10.244.1.0/24".into(),
                 mpirun: false,
@@ -130,4 +130,16 @@ fn table_is_the_policy_docs_companions_table() {
     }
     let table: Vec<&str> = COMPANIONS.iter().map(|e| e.var).collect();
     assert_eq!(vars, table);
+}
+
+/// Every companion goes through the one rule for inherited values: [`COMPANIONS`] is the companions' row of
+/// `docs/policy.md`'s "Inherited values: one rule" table (`crate::decide::inherit::ROUTED`).
+#[test]
+fn every_companion_is_routed_through_the_one_rule() {
+    let table: Vec<&str> = COMPANIONS.iter().map(|e| e.var).collect();
+    let row = crate::decide::inherit::ROUTED
+        .iter()
+        .find(|r| r.judged.contains("Companion::judge"))
+        .expect("the companions' row");
+    assert_eq!(row.vars, table.as_slice());
 }
