@@ -9,7 +9,7 @@ use crate::decide::interface::NcclModel;
 use crate::decide::rdma::HcaReport;
 use crate::decide::shm::ShmNeed;
 use crate::exit;
-use crate::plan::{Action, Change, Choice, Plan, Severity, Verdict, Warning};
+use crate::plan::{Action, Change, Choice, Note, Plan, Severity, Verdict};
 use crate::preflight::Outlook;
 use crate::snapshot::{
     distinct_versions, Addr, ConfFile, GpuInfo, JobShape, Link, NcclInstall, NetPlugin, Network,
@@ -164,7 +164,7 @@ pub struct Decision<'a> {
     /// Variable changes, in order.
     pub changes: &'a [Change],
     /// Findings, in order.
-    pub warnings: &'a [Warning],
+    pub warnings: &'a [Note],
     /// Proceed or refuse.
     pub verdict: &'a Verdict,
     /// ncclenv's interface.

@@ -33,10 +33,12 @@ pub struct Change {
     pub replaced: Option<String>,
 }
 
-/// One finding: what is wrong or risky, and what the user can do. Made by [`Plan::finding`]; the code stays a
-/// string here because a fleet verdict (`preflight`) may carry the codes of another ncclenv version.
+/// One finding as made, an info or a warning (its [`Severity`]): what was found and what the user can do.
+/// Made by [`Plan::finding`]; the code stays a string here because a fleet verdict (`preflight`) may carry the
+/// codes of another ncclenv version. (It was `Warning`, though it holds infos too.) The plan's list keeps the
+/// name `warnings`, the key doctor's JSON has always had (`docs/doctor.schema.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Warning {
+pub struct Note {
     /// Stable identifier, e.g. `inherited-ifname-repaired` (every code: [`Finding`], `docs/findings.md`).
     pub code: String,
     /// Info or warn.
@@ -49,8 +51,8 @@ pub struct Warning {
     pub strict_refuses: bool,
 }
 
-impl Warning {
-    /// The finding of this warning's code, when this ncclenv knows it.
+impl Note {
+    /// The finding of this note's code, when this ncclenv knows it.
     pub fn finding(&self) -> Option<Finding> {
         Finding::from_code(&self.code)
     }
@@ -92,7 +94,7 @@ pub struct Plan {
     /// Variable changes, in the order they are reported.
     pub changes: Vec<Change>,
     /// Findings, in the order they were made.
-    pub warnings: Vec<Warning>,
+    pub warnings: Vec<Note>,
     /// Run or refuse.
     pub verdict: Verdict,
     /// The interface NCCL will bootstrap on, when known.
@@ -219,7 +221,7 @@ impl Plan {
         message: impl Into<String>,
         remedy: impl Into<String>,
     ) {
-        self.warnings.push(Warning {
+        self.warnings.push(Note {
             code: f.code().to_string(),
             severity,
             message: message.into(),

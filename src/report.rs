@@ -16,7 +16,7 @@
 //! with [`crate::text::escape_json`]; `doctor`, `check` and `env` use the same functions.
 
 use crate::config::{LogFormat, LogLevel};
-use crate::plan::{Action, Change, Plan, Severity, Verdict, Warning};
+use crate::plan::{Action, Change, Note, Plan, Severity, Verdict};
 use crate::snapshot::{Family, Snapshot};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -687,7 +687,7 @@ const QUIET_INFO: &[&str] = &[
 ];
 
 /// One finding as a line: warn level for warnings, info for information; [`QUIET_INFO`] at debug level.
-fn finding(w: &Warning) {
+fn finding(w: &Note) {
     let lvl = match w.severity {
         Severity::Warn => Lvl::Warn,
         Severity::Info => Lvl::Info,
@@ -1187,7 +1187,7 @@ mod tests {
 
     #[test]
     fn json_records_carry_kind_and_fields() {
-        let w = Warning {
+        let w = Note {
             code: "shm-too-small".into(),
             severity: Severity::Warn,
             message: "small".into(),

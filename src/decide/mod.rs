@@ -17,7 +17,7 @@ pub use vendor::vendor_profile;
 use crate::config::Config;
 use crate::findings::Finding;
 use crate::nccl_rules::{effective, Origin};
-use crate::plan::{Action, Plan, Warning};
+use crate::plan::{Action, Note, Plan};
 use crate::snapshot::Snapshot;
 use inherit::{settle, Fix, Inherited, Said, Verdict};
 
@@ -461,7 +461,7 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
                     .message
                     .replacen(" replaced by ", " would be replaced by ", 1);
             }
-            let w = Warning {
+            let w = Note {
                 message: w
                     .message
                     .replacen(" replaced by ", " would be replaced by ", 1),

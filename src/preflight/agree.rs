@@ -24,7 +24,7 @@ use super::protocol::{
 };
 use crate::cross_node::Rule;
 use crate::findings::Finding;
-use crate::plan::{Plan, Severity, Verdict, Warning};
+use crate::plan::{Note, Plan, Severity, Verdict};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -187,7 +187,7 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
                 reason,
                 remedy,
                 code,
-            } => Some(Warning {
+            } => Some(Note {
                 code,
                 severity: Severity::Warn,
                 message: reason,
@@ -830,7 +830,7 @@ pub fn apply(
     vendor_profile: bool,
 ) {
     for w in &v.findings {
-        plan.warnings.push(Warning {
+        plan.warnings.push(Note {
             strict_refuses: false,
             ..w.clone()
         });

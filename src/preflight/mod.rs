@@ -414,7 +414,7 @@ fn move_to(
     for w in other.warnings {
         if !plan.warnings.contains(&w) && w.code != crate::findings::Finding::FasterInterface.code()
         {
-            plan.warnings.push(crate::plan::Warning {
+            plan.warnings.push(crate::plan::Note {
                 strict_refuses: false,
                 ..w
             });

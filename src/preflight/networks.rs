@@ -12,7 +12,7 @@ use super::agree::Member;
 use super::protocol::{Figure, FleetVerdict, MeasureLeg, NetChoice};
 use crate::config::Config;
 use crate::findings::Finding;
-use crate::plan::{Plan, Severity, Warning};
+use crate::plan::{Note, Plan, Severity};
 use crate::snapshot::{Family, Snapshot};
 use std::net::{IpAddr, SocketAddr};
 
@@ -614,7 +614,7 @@ pub fn conclude(
     let strict = members.iter().any(|m| m.report.strict);
     if strict && v.refuse.is_none() {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses) {
-            v.refuse = Some(Warning {
+            v.refuse = Some(Note {
                 code: w.code.clone(),
                 severity: Severity::Warn,
                 message: format!(
@@ -1011,7 +1011,7 @@ mod tests {
         let mut v = verdict();
         conclude(&mut v, &ms, cands, measured, None);
         assert!(v.network.is_some());
-        let slow: Vec<&Warning> = warnings(&v, "preflight-slow-link").collect();
+        let slow: Vec<&Note> = warnings(&v, "preflight-slow-link").collect();
         assert_eq!(slow.len(), 1, "{:?}", v.findings);
         assert!(slow[0].message.starts_with("node n2 (10.1.0.2) (ens5) measured 300.0 Mbit/s to n3 (10.1.0.3) and 310.0 Mbit/s from n1"), "{}", slow[0].message);
         assert_eq!(

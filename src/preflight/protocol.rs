@@ -32,7 +32,7 @@
 //! [`MAX_TEXT`] bytes and control characters are replaced on receipt ([`NodeReport::sanitize`],
 //! [`sanitize_verdict`]) before anything reaches a log.
 
-use crate::plan::Warning;
+use crate::plan::Note;
 use crate::snapshot::{network_of, prefix_contains, Family};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -369,11 +369,11 @@ pub struct FleetVerdict {
     pub expected: u32,
     /// `None`: proceed; else the refusal every node prints: the refusing finding's code, the reason
     /// (`message`) and what to do (`remedy`).
-    pub refuse: Option<Warning>,
+    pub refuse: Option<Note>,
     /// Variables every node sets (a repair of a difference).
     pub repairs: Vec<FleetRepair>,
     /// Findings every node logs.
-    pub findings: Vec<Warning>,
+    pub findings: Vec<Note>,
     /// The network every node moves to, when a measured one won (#23); `None`: the choice stays.
     #[serde(default)]
     pub network: Option<NetChoice>,
@@ -668,7 +668,7 @@ mod tests {
         roundtrip(Msg::Verdict(FleetVerdict {
             present: 2,
             expected: 3,
-            refuse: Some(Warning {
+            refuse: Some(Note {
                 code: "preflight-unreachable".into(),
                 severity: Severity::Warn,
                 message: "r".into(),
@@ -680,7 +680,7 @@ mod tests {
                 value: "1".into(),
                 reason: "why".into(),
             }],
-            findings: vec![Warning {
+            findings: vec![Note {
                 code: "preflight-absent".into(),
                 severity: Severity::Warn,
                 message: "m".into(),

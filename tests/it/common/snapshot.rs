@@ -17,7 +17,7 @@
 
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
-use ncclenv::plan::{Plan, Warning};
+use ncclenv::plan::{Note, Plan};
 use ncclenv::preflight::protocol::FleetVerdict;
 use ncclenv::snapshot::*;
 use std::collections::BTreeMap;
@@ -303,17 +303,17 @@ impl SnapshotBuilder {
 /// What holds findings: a [`Plan`]'s `warnings`, a fleet [`FleetVerdict`]'s `findings`.
 pub trait Findings {
     /// The findings, in the order they were made.
-    fn findings(&self) -> &[Warning];
+    fn findings(&self) -> &[Note];
 }
 
 impl Findings for Plan {
-    fn findings(&self) -> &[Warning] {
+    fn findings(&self) -> &[Note] {
         &self.warnings
     }
 }
 
 impl Findings for FleetVerdict {
-    fn findings(&self) -> &[Warning] {
+    fn findings(&self) -> &[Note] {
         &self.findings
     }
 }
@@ -322,7 +322,7 @@ impl Findings for FleetVerdict {
 pub fn warnings<'a, F: Findings + ?Sized>(
     of: &'a F,
     code: &'a str,
-) -> impl Iterator<Item = &'a Warning> + 'a {
+) -> impl Iterator<Item = &'a Note> + 'a {
     of.findings().iter().filter(move |w| w.code == code)
 }
 
@@ -332,7 +332,7 @@ pub fn has_warning<F: Findings + ?Sized>(of: &F, code: &str) -> bool {
 }
 
 /// The first finding of `of` with the code `code`; panics, listing every finding, when there is none.
-pub fn warning<'a, F: Findings + ?Sized>(of: &'a F, code: &str) -> &'a Warning {
+pub fn warning<'a, F: Findings + ?Sized>(of: &'a F, code: &str) -> &'a Note {
     match of.findings().iter().find(|w| w.code == code) {
         Some(w) => w,
         None => panic!("no {code} finding in {:#?}", of.findings()),
