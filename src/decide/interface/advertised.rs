@@ -12,7 +12,7 @@ use std::net::IpAddr;
 /// `POD_IP` is a companion's) disagrees with the interface chosen, or belongs to no interface here:
 /// `advertised-address-differs`.
 pub(super) fn declared_differs(
-    v: &NetworkView,
+    view: &NetworkView,
     snap: &Snapshot,
     ifname: &str,
     addr: Option<IpAddr>,
@@ -27,12 +27,12 @@ pub(super) fn declared_differs(
     let Ok(ip) = text.parse::<IpAddr>() else {
         return;
     };
-    let owner = v
+    let owner = view
         .net
         .addrs
         .iter()
         .find(|a| a.addr == ip)
-        .and_then(|a| v.link(a.index));
+        .and_then(|a| view.link(a.index));
     let bound = addr.map_or(String::new(), |a| format!(" {a}"));
     match owner {
         None => plan.finding(

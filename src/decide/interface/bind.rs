@@ -18,7 +18,7 @@ use std::net::IpAddr;
 /// through [`settle`]), and warn `no-route-decided` when no route supported it.
 pub(super) fn own_interface(
     snap: &Snapshot,
-    v: &NetworkView,
+    view: &NetworkView,
     p: &Pick,
     list: &InheritedList,
     family: Option<Family>,
@@ -26,7 +26,7 @@ pub(super) fn own_interface(
     plan: &mut Plan,
 ) -> Bound {
     let era = nccl_target(snap).era;
-    let value = v.nccl_value_for(p.link, p.addr, family, era);
+    let value = view.nccl_value_for(p.link, p.addr, family, era);
     match list {
         InheritedList::Fatal { inh, why } => {
             let (val, origin) = (inh.value, &inh.origin);
@@ -41,7 +41,7 @@ pub(super) fn own_interface(
                         Finding::InheritedIfnameRepaired,
                         format!(
                             "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
-                            v.usable_list(family)
+                            view.usable_list(family)
                         ),
                         format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
                     ),
@@ -78,7 +78,7 @@ pub(super) fn own_interface(
                 "{lead}; took {} as the {}. Usable: {}",
                 p.link.name,
                 p.how,
-                v.usable_list(family)
+                view.usable_list(family)
             ),
             "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
         );
@@ -100,16 +100,16 @@ pub(super) fn own_interface(
 pub(super) fn loopback_fallback(
     snap: &Snapshot,
     cfg: &Config,
-    v: &NetworkView,
+    view: &NetworkView,
     list: &InheritedList,
     family: Option<Family>,
     fix: Fix,
     plan: &mut Plan,
 ) -> Option<Bound> {
-    let net = v.net;
+    let net = view.net;
     let lo = net.links.iter().find(|l| l.loopback);
     let lo_down = lo.filter(|l| !l.up || !l.running);
-    let lacks = lacks_text(cfg, v, family, lo_down);
+    let lacks = lacks_text(cfg, view, family, lo_down);
     if is_multi(snap) {
         plan.refuse(
             Finding::NoInterfaceMultiNode.code(),
@@ -144,7 +144,7 @@ pub(super) fn loopback_fallback(
         .filter(|a| a.index == lo.index && family.is_none_or(|f| a.family() == f))
         .min_by_key(|a| a.family())
         .map(|a| a.addr);
-    let value = v.nccl_value(&lo.name);
+    let value = view.nccl_value(&lo.name);
     match list.counted() {
         Some(inh) => {
             let (val, origin) = (inh.value, &inh.origin);
@@ -187,11 +187,11 @@ pub(super) fn loopback_fallback(
 /// or a look of `--network=none`.
 fn lacks_text(
     cfg: &Config,
-    v: &NetworkView,
+    view: &NetworkView,
     family: Option<Family>,
     lo_down: Option<&Link>,
 ) -> String {
-    let net = v.net;
+    let net = view.net;
     let excluded: Vec<String> = NetworkView::new(net, &[])
         .candidates(family)
         .iter()
@@ -199,7 +199,7 @@ fn lacks_text(
         .collect();
     format!(
         "this container has no usable network interface but lo (usable: {}){}{}",
-        v.usable_list(family),
+        view.usable_list(family),
         match lo_down {
             Some(l) => format!(
                 "; and {} itself is down (state {}), so not even loopback works",

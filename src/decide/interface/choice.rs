@@ -37,23 +37,23 @@ pub(super) fn rank(link: &Link, addr: &Addr) -> (u8, u8, u32) {
 /// way.
 pub(super) fn choose<'a>(
     snap: &Snapshot,
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    if let Some(p) = platform_interface(snap, v, family, plan) {
+    if let Some(p) = platform_interface(snap, view, family, plan) {
         return Some(p);
     }
-    if let Some(p) = peer_route(snap, v, family, plan) {
+    if let Some(p) = peer_route(snap, view, family, plan) {
         return Some(p);
     }
-    if let Some(p) = declared_address(snap, v, family) {
+    if let Some(p) = declared_address(snap, view, family) {
         return Some(p);
     }
-    if let Some(p) = default_routes(v, family, plan) {
+    if let Some(p) = default_routes(view, family, plan) {
         return Some(p);
     }
-    ranked_candidate(snap, v, family)
+    ranked_candidate(snap, view, family)
 }
 
 /// Step 0, the interface the platform names outright (`JobShape::platform_interface`, read from the job's
@@ -63,13 +63,13 @@ pub(super) fn choose<'a>(
 /// Absent or unusable, a `launcher-argument` warning names the variable and the next step decides.
 fn platform_interface<'a>(
     snap: &Snapshot,
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
     let (var, name, row) = snap.job.platform_interface.as_ref()?;
-    let why = match v.link_by_name(name) {
-        Some(link) => match v.candidate(link, family) {
+    let why = match view.link_by_name(name) {
+        Some(link) => match view.candidate(link, family) {
             Some(addr) => {
                 return Some(Pick {
                     link,
@@ -78,7 +78,7 @@ fn platform_interface<'a>(
                     routed: true,
                 })
             }
-            None => v.why_not(link, family),
+            None => view.why_not(link, family),
         },
         None => "this host has no interface of that name".to_string(),
     };
@@ -87,7 +87,7 @@ fn platform_interface<'a>(
         format!("{var}={name:?} ({row}) names the job's interface, but {why}; not used"),
         format!(
             "check the platform's network configuration; meanwhile ncclenv decides as without {var} (usable here: {})",
-            v.usable_list(family)
+            view.usable_list(family)
         ),
     );
     None
@@ -96,11 +96,11 @@ fn platform_interface<'a>(
 /// The interface the preflight gives ([`crate::config::Config::interface_override`]: the network every node
 /// shares that it measured fastest), when this host has it with that address.
 pub(super) fn given<'a>(
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     o: &crate::config::InterfaceOverride,
 ) -> Option<Pick<'a>> {
-    let link = v.net.links.iter().find(|l| l.name == o.ifname)?;
-    let addr = v
+    let link = view.net.links.iter().find(|l| l.name == o.ifname)?;
+    let addr = view
         .net
         .addrs
         .iter()
@@ -121,13 +121,13 @@ pub(super) fn given<'a>(
 /// warned about and the next one (then the next step) decides.
 fn peer_route<'a>(
     snap: &Snapshot,
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
     let peer = snap.peer.as_ref().filter(|p| !p.addrs.is_empty())?;
     warn_link_local_v6_peer(peer, plan);
-    for lookup in &v.net.peer_routes {
+    for lookup in &view.net.peer_routes {
         if family.is_some_and(|f| Family::of(&lookup.dest) != f)
             || (lookup.dest.is_ipv6() && is_link_local_ip(&lookup.dest))
         {
@@ -142,15 +142,15 @@ fn peer_route<'a>(
                 ),
                 format!(
                     "check the peer address and this container's network; {}",
-                    without_peer_route(snap, v, family)
+                    without_peer_route(snap, view, family)
                 ),
             );
             continue;
         }
         let pick = if lookup.local {
-            peer_is_this_host(v, peer, lookup)
+            peer_is_this_host(view, peer, lookup)
         } else {
-            route_to_peer(snap, v, family, peer, lookup, plan)
+            route_to_peer(snap, view, family, peer, lookup, plan)
         };
         if pick.is_some() {
             return pick;
@@ -162,18 +162,18 @@ fn peer_route<'a>(
 /// What the decision does once the route to the peer is of no use, for the remedies of `peer-unreachable`
 /// and `peer-route-unusable`: the declared address (step 1b), else a default route (steps 2/3, policy
 /// routing included), else the ranking of the candidates (steps 4/5).
-fn without_peer_route(snap: &Snapshot, v: &NetworkView, family: Option<Family>) -> &'static str {
+fn without_peer_route(snap: &Snapshot, view: &NetworkView, family: Option<Family>) -> &'static str {
     let fam_ok = |f: Family| family.is_none_or(|want| want == f);
     if snap.job.self_addr.is_some() {
         return "meanwhile ncclenv decides without that route (this node's declared address, else the default \
                 route, else its ranking of the interfaces)";
     }
-    let default = v
+    let default = view
         .net
         .routes
         .iter()
         .any(|r| r.is_default() && r.kind == 1 && fam_ok(r.family))
-        || v.net.default_lookups.iter().any(|l| {
+        || view.net.default_lookups.iter().any(|l| {
             l.error.is_none()
                 && !l.local
                 && l.oif.is_some()
@@ -210,17 +210,17 @@ fn warn_link_local_v6_peer(peer: &Peer, plan: &mut Plan) {
 /// The peer is this host (the kernel answers with a `local` route): the interface owning the address, when it
 /// is a candidate for the peer or the owned address is a bindable IPv4 link-local one on a candidate link.
 fn peer_is_this_host<'a>(
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     peer: &Peer,
     lookup: &RouteLookup,
 ) -> Option<Pick<'a>> {
-    let own = v.net.addrs.iter().find(|a| a.addr == lookup.dest)?;
-    let l = v.link(own.index)?;
-    let a = v
+    let own = view.net.addrs.iter().find(|a| a.addr == lookup.dest)?;
+    let l = view.link(own.index)?;
+    let a = view
         .candidate_for_peer(l, Some(Family::of(&lookup.dest)))
         .or_else(|| {
             // The owned address itself, when nothing better on the link is usable.
-            (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own)
+            (own.usable_link_local_v4() && l.is_candidate(view.exclude)).then_some(own)
         })?;
     Some(Pick {
         link: l,
@@ -237,26 +237,26 @@ fn peer_is_this_host<'a>(
 /// otherwise a `peer-route-unusable` warning saying why not.
 fn route_to_peer<'a>(
     snap: &Snapshot,
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
     peer: &Peer,
     lookup: &RouteLookup,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    let l = lookup.oif.and_then(|i| v.link(i))?;
+    let l = lookup.oif.and_then(|i| view.link(i))?;
     let peer_fam = Some(Family::of(&lookup.dest));
-    let Some(a) = v.candidate_for_peer(l, peer_fam) else {
+    let Some(a) = view.candidate_for_peer(l, peer_fam) else {
         plan.finding(
             Finding::PeerRouteUnusable,
             format!(
                 "the route to the peer {} leaves through {}, but {}",
                 lookup.dest,
                 l.name,
-                v.why_not(l, peer_fam)
+                view.why_not(l, peer_fam)
             ),
             format!(
                 "fix that interface or the route; {}",
-                without_peer_route(snap, v, family)
+                without_peer_route(snap, view, family)
             ),
         );
         return None;
@@ -267,7 +267,7 @@ fn route_to_peer<'a>(
     let a = lookup
         .prefsrc
         .and_then(|src| {
-            v.net
+            view.net
                 .addrs
                 .iter()
                 .find(|x| x.index == l.index && x.addr == src && x.usable())
@@ -296,7 +296,7 @@ fn route_to_peer<'a>(
 /// link-local address counts: the user named it).
 fn declared_address<'a>(
     snap: &Snapshot,
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
 ) -> Option<Pick<'a>> {
     let text = snap.job.self_addr.as_deref()?;
@@ -304,11 +304,11 @@ fn declared_address<'a>(
     if ip.is_loopback() || family.is_some_and(|f| Family::of(&ip) != f) {
         return None;
     }
-    let own = v.net.addrs.iter().find(|a| a.addr == ip)?;
-    let l = v.link(own.index)?;
-    let a = v
+    let own = view.net.addrs.iter().find(|a| a.addr == ip)?;
+    let l = view.link(own.index)?;
+    let a = view
         .candidate(l, Some(Family::of(&ip)))
-        .or_else(|| (own.usable_link_local_v4() && l.is_candidate(v.exclude)).then_some(own))?;
+        .or_else(|| (own.usable_link_local_v4() && l.is_candidate(view.exclude)).then_some(own))?;
     Some(Pick {
         link: l,
         addr: Some(a),
@@ -327,7 +327,7 @@ fn declared_address<'a>(
 /// the kernel's route to an off-link destination when an `ip rule` takes it out of table main
 /// ([`policy_default`], F28), else the default routes of table main ([`main_default`]).
 fn default_routes<'a>(
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
@@ -335,10 +335,10 @@ fn default_routes<'a>(
         if family.is_some_and(|f| f != fam) {
             continue;
         }
-        if let Some(p) = policy_default(v, fam) {
+        if let Some(p) = policy_default(view, fam) {
             return Some(p);
         }
-        if let Some(p) = main_default(v, fam, plan) {
+        if let Some(p) = main_default(view, fam, plan) {
             return Some(p);
         }
     }
@@ -348,8 +348,8 @@ fn default_routes<'a>(
 /// The unicast default routes of table main in family `fam`, lowest metric first: the first whose interface
 /// is a candidate and whose next hop is not link-down. One skipped for a dead link is named in a
 /// `default-route-down` warning when a later one is taken (F11).
-fn main_default<'a>(v: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option<Pick<'a>> {
-    let mut defaults: Vec<_> = v
+fn main_default<'a>(view: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option<Pick<'a>> {
+    let mut defaults: Vec<_> = view
         .net
         .routes
         .iter()
@@ -359,8 +359,10 @@ fn main_default<'a>(v: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option
     let mut skipped: Vec<String> = Vec::new();
     for r in defaults {
         for hop in r.paths() {
-            let Some(l) = v.link(hop.oif) else { continue };
-            match v.candidate(l, Some(fam)) {
+            let Some(l) = view.link(hop.oif) else {
+                continue;
+            };
+            match view.candidate(l, Some(fam)) {
                 Some(a) if !hop.linkdown => {
                     if !skipped.is_empty() {
                         plan.finding(
@@ -388,7 +390,7 @@ fn main_default<'a>(v: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option
                     if hop.linkdown && l.running {
                         "link down".to_string()
                     } else {
-                        v.why_not(l, Some(fam))
+                        view.why_not(l, Some(fam))
                     }
                 )),
             }
@@ -401,10 +403,10 @@ fn main_default<'a>(v: &NetworkView<'a>, fam: Family, plan: &mut Plan) -> Option
 /// `routed`, which the caller warns about).
 fn ranked_candidate<'a>(
     snap: &Snapshot,
-    v: &NetworkView<'a>,
+    view: &NetworkView<'a>,
     family: Option<Family>,
 ) -> Option<Pick<'a>> {
-    let mut cands = v.candidates(family);
+    let mut cands = view.candidates(family);
     cands.sort_by_key(|(l, a)| rank(l, a));
     let (l, a) = cands.first()?;
     let routes = if snap.peer.as_ref().is_some_and(|p| !p.addrs.is_empty()) {
@@ -428,16 +430,16 @@ fn ranked_candidate<'a>(
 /// The kernel's route to an off-link destination ([`Network::default_lookups`](crate::snapshot::Network::default_lookups)) when it came from a
 /// table other than main: an `ip rule` steers this host's traffic there (cloud images with per-interface
 /// tables, Cilium, source routing; F28), so that table's default route is the one in use.
-fn policy_default<'a>(v: &NetworkView<'a>, fam: Family) -> Option<Pick<'a>> {
+fn policy_default<'a>(view: &NetworkView<'a>, fam: Family) -> Option<Pick<'a>> {
     let main = 254;
-    let l = v.net.default_lookups.iter().find(|l| {
+    let l = view.net.default_lookups.iter().find(|l| {
         Family::of(&l.dest) == fam
             && l.error.is_none()
             && !l.local
             && l.table.is_some_and(|t| t != main)
     })?;
-    let link = v.link(l.oif?)?;
-    let a = v.candidate(link, Some(fam))?;
+    let link = view.link(l.oif?)?;
+    let a = view.candidate(link, Some(fam))?;
     Some(Pick {
         link,
         addr: Some(a),

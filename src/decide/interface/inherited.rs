@@ -28,7 +28,7 @@ pub(super) struct InheritedFamily<'s> {
 /// ([`export_family`](super::bind::export_family)).
 pub(super) fn inherited_family<'s>(
     snap: &'s Snapshot,
-    v: &NetworkView,
+    view: &NetworkView,
     fix: Fix,
     plan: &mut Plan,
 ) -> InheritedFamily<'s> {
@@ -46,7 +46,7 @@ pub(super) fn inherited_family<'s>(
     let mut used = counts;
     let mut repair = None;
     if let (Some(f), Some(inh)) = (counts, &value) {
-        if v.candidates(Some(f)).is_empty() && !v.candidates(None).is_empty() {
+        if view.candidates(Some(f)).is_empty() && !view.candidates(None).is_empty() {
             used = None;
             repair = Some(inh.clone());
         }
@@ -87,7 +87,7 @@ impl<'s> InheritedList<'s> {
 /// ([`own_interface`](super::bind::own_interface), [`loopback_fallback`](super::bind::loopback_fallback)).
 pub(super) fn inherited_list<'s>(
     snap: &'s Snapshot,
-    v: &NetworkView,
+    view: &NetworkView,
     family: Option<Family>,
     target: &NcclTarget,
     fix: Fix,
@@ -106,9 +106,9 @@ pub(super) fn inherited_list<'s>(
         settle(plan, fix, &inh, Verdict::Ignored(ignored));
         return InheritedList::Ignored;
     }
-    let net = v.net;
+    let net = view.net;
     let pick = nccl_rules::nccl_pick(net, Some(val), family, target.era);
-    if let Some(why) = fatal_reason(snap, v, val, &pick.found, target) {
+    if let Some(why) = fatal_reason(snap, view, val, &pick.found, target) {
         return InheritedList::Fatal { inh, why };
     }
     let first = pick.found[0].clone();
@@ -124,7 +124,7 @@ pub(super) fn inherited_list<'s>(
     let mut said = Vec::new();
     if !snap.job.is_single_node() {
         risk_warnings(
-            v,
+            view,
             val,
             origin,
             &final_pick.found,
@@ -133,7 +133,7 @@ pub(super) fn inherited_list<'s>(
             &mut said,
         );
     }
-    unmatched_entries(v, val, origin, &mut said);
+    unmatched_entries(view, val, origin, &mut said);
     let verdict = if said.is_empty() {
         Verdict::Works
     } else {
@@ -148,7 +148,7 @@ pub(super) fn inherited_list<'s>(
 /// F8); in a multi-node job a first match on loopback or link-local only. `None` when it works.
 fn fatal_reason(
     snap: &Snapshot,
-    v: &NetworkView,
+    view: &NetworkView,
     val: &str,
     found: &[Found],
     target: &NcclTarget,
@@ -157,7 +157,7 @@ fn fatal_reason(
         None => Some(format!(
             "it matches no interface that is RUNNING and has an address, so NCCL fails with \"Bootstrap : no socket interface found\"{}",
             {
-                let down: Vec<&str> = v
+                let down: Vec<&str> = view
                     .net
                     .links
                     .iter()
@@ -178,7 +178,7 @@ fn fatal_reason(
         )),
         Some(f)
             if is_multi(snap)
-                && (f.loopback || (is_link_local_ip(&f.addr) && !v.link_local_ok(f.index, &f.addr))) =>
+                && (f.loopback || (is_link_local_ip(&f.addr) && !view.link_local_ok(f.index, &f.addr))) =>
         {
             Some(format!(
                 "NCCL would bootstrap on {} ({}), which cannot reach another node of this {}-node job",
@@ -193,10 +193,10 @@ fn fatal_reason(
 
 /// Step "inherited list kept": NCCL's first match of the inherited `NCCL_SOCKET_IFNAME` is the interface
 /// every library uses; nothing is set for NCCL.
-pub(super) fn kept_interface(v: &NetworkView, inh: &Inherited, first: &Found) -> Bound {
+pub(super) fn kept_interface(view: &NetworkView, inh: &Inherited, first: &Found) -> Bound {
     let (value, origin) = (inh.value, &inh.origin);
     Bound {
-        ifname: v
+        ifname: view
             .link(first.index)
             .map_or_else(|| first.name.clone(), |l| l.name.clone()),
         gname: first.name.clone(),
@@ -209,7 +209,7 @@ pub(super) fn kept_interface(v: &NetworkView, inh: &Inherited, first: &Found) ->
 /// single-node: a match that is loopback, link-local only, or a container bridge; an entry that
 /// prefix-matches several interfaces (NET/Socket stripes over all of them, src/transport/net_socket.cc).
 fn risk_warnings(
-    v: &NetworkView,
+    view: &NetworkView,
     val: &str,
     origin: &Origin,
     found: &[Found],
@@ -218,7 +218,7 @@ fn risk_warnings(
     said: &mut Vec<Said>,
 ) {
     for f in found {
-        if let Some(why) = risky_match(v, f) {
+        if let Some(why) = risky_match(view, f) {
             said.push(Said::new(
                 Finding::InheritedIfnameRisky,
                 format!(
@@ -234,14 +234,14 @@ fn risk_warnings(
 
 /// Why another node cannot reach NCCL on the match `f`, when it cannot: loopback, no carrier, link-local only
 /// (unless the peer is on that link), a container bridge.
-fn risky_match(v: &NetworkView, f: &Found) -> Option<&'static str> {
+fn risky_match(view: &NetworkView, f: &Found) -> Option<&'static str> {
     if f.loopback {
         Some("is the loopback interface")
     } else if !f.running {
         Some("has no carrier (NCCL before 2.28 still stripes NET/Socket traffic over it)")
-    } else if is_link_local_ip(&f.addr) && !v.link_local_ok(f.index, &f.addr) {
+    } else if is_link_local_ip(&f.addr) && !view.link_local_ok(f.index, &f.addr) {
         Some("has only a link-local address")
-    } else if v.link(f.index).is_some_and(|l| v.container_bridge(l)) {
+    } else if view.link(f.index).is_some_and(|l| view.container_bridge(l)) {
         Some("is a container or virtualisation bridge")
     } else {
         None
@@ -325,7 +325,7 @@ fn whitespace_hint(val: &str) -> String {
 /// that is a plain name matching nothing here is not reported: a list such as `enp179s0f0,enp1s0` names
 /// every node's NIC where the nodes' names differ (the form NCCL's maintainers recommend, and what a runner
 /// that copies the environment to every node carries), so the other entries may be another node's.
-fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, said: &mut Vec<Said>) {
+fn unmatched_entries(view: &NetworkView, val: &str, origin: &Origin, said: &mut Vec<Said>) {
     let list = nccl_rules::parse_if_list(val);
     if list.exclude {
         return;
@@ -334,7 +334,13 @@ fn unmatched_entries(v: &NetworkView, val: &str, origin: &Origin, said: &mut Vec
         .entries
         .iter()
         .filter(|e| e.prefix.chars().any(char::is_whitespace))
-        .filter(|e| !v.net.links.iter().any(|l| list.entry_matches(e, &l.name)))
+        .filter(|e| {
+            !view
+                .net
+                .links
+                .iter()
+                .any(|l| list.entry_matches(e, &l.name))
+        })
         .map(|e| format!("{:?}", e.prefix))
         .collect();
     if !dead.is_empty() {

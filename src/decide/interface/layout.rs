@@ -11,11 +11,11 @@ use std::net::IpAddr;
 
 /// Warnings about the network's layout around the bound interface: overlapping prefixes, a container bridge
 /// behind NAT (multi-node jobs), proxies in the way of the rendezvous.
-pub(super) fn layout_warnings(v: &NetworkView, snap: &Snapshot, bound: &Bound, plan: &mut Plan) {
-    overlapping_prefixes(v, plan);
-    dad_findings(v, plan);
+pub(super) fn layout_warnings(view: &NetworkView, snap: &Snapshot, bound: &Bound, plan: &mut Plan) {
+    overlapping_prefixes(view, plan);
+    dad_findings(view, plan);
     if is_multi(snap) {
-        container_bridge_nat(v, snap, &bound.ifname, bound.addr, plan);
+        container_bridge_nat(view, snap, &bound.ifname, bound.addr, plan);
     }
     proxy_warning(snap, plan);
 }
@@ -27,14 +27,14 @@ pub(super) fn layout_warnings(v: &NetworkView, snap: &Snapshot, bound: &Bound, p
 /// (`crate::snapshot::NAT_BRIDGE_POOLS`), and the route to the master leaves through it via a gateway (the master is on
 /// another host). A heuristic: a warning, never a refusal.
 fn container_bridge_nat(
-    v: &NetworkView,
+    view: &NetworkView,
     snap: &Snapshot,
     ifname: &str,
     addr: Option<IpAddr>,
     plan: &mut Plan,
 ) {
     let Some(IpAddr::V4(a)) = addr else { return };
-    let Some(link) = v.link_by_name(ifname) else {
+    let Some(link) = view.link_by_name(ifname) else {
         return;
     };
     if link.kind.as_deref() != Some("veth") {
@@ -44,7 +44,7 @@ fn container_bridge_nat(
     let Some(peer) = snap.peer.as_ref() else {
         return;
     };
-    let via = v.net.peer_routes.iter().find_map(|l| {
+    let via = view.net.peer_routes.iter().find_map(|l| {
         (l.error.is_none() && !l.local && l.oif == Some(link.index))
             .then_some(l.gateway)
             .flatten()
@@ -66,11 +66,11 @@ fn container_bridge_nat(
 /// matching route whatever NCCL binds. Judged from the connected routes the kernel really has
 /// ([`connected_prefix`]): an address that adds none (`flannel.1`'s 10.244.0.0/32, `noprefixroute`) overlaps
 /// nothing (#26, item 6).
-fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
-    let c: Vec<(&Link, &Addr)> = v
+fn overlapping_prefixes(view: &NetworkView, plan: &mut Plan) {
+    let c: Vec<(&Link, &Addr)> = view
         .candidates(None)
         .into_iter()
-        .filter(|(_, a)| connected_prefix(v.net, a))
+        .filter(|(_, a)| connected_prefix(view.net, a))
         .collect();
     for (i, (l1, a1)) in c.iter().enumerate() {
         for (l2, a2) in c.iter().skip(i + 1) {
@@ -96,9 +96,9 @@ fn overlapping_prefixes(v: &NetworkView, plan: &mut Plan) {
 /// neighbour answered for it, RFC 4862 §5.4.5), and `address-tentative` for each non-link-local address
 /// still tentative at decision time (the start probe has already waited for the interface's own DAD time,
 /// `probe::net::probe_start`): the kernel cannot bind either, so the decision goes on without them.
-fn dad_findings(v: &NetworkView, plan: &mut Plan) {
-    for a in &v.net.addrs {
-        let name = v.link(a.index).map_or("?", |l| l.name.as_str());
+fn dad_findings(view: &NetworkView, plan: &mut Plan) {
+    for a in &view.net.addrs {
+        let name = view.link(a.index).map_or("?", |l| l.name.as_str());
         if a.dad_failed {
             plan.finding(
                 Finding::AddressDadFailed,
@@ -163,7 +163,7 @@ fn proxy_warning(snap: &Snapshot, plan: &mut Plan) {
     let set: Vec<&str> = names
         .into_iter()
         .filter(|k| !r.clears.iter().any(|c| c == k))
-        .filter(|k| snap.env.get(*k).is_some_and(|v| !v.is_empty()))
+        .filter(|k| snap.env.get(*k).is_some_and(|value| !value.is_empty()))
         .collect();
     if set.is_empty() {
         return;
@@ -171,7 +171,7 @@ fn proxy_warning(snap: &Snapshot, plan: &mut Plan) {
     let no_proxy: Vec<String> = ["NO_PROXY", "no_proxy"]
         .iter()
         .filter_map(|k| snap.env.get(*k))
-        .flat_map(|v| v.split(',').map(|s| s.trim().to_string()))
+        .flat_map(|value| value.split(',').map(|s| s.trim().to_string()))
         .filter(|s| !s.is_empty())
         .collect();
     let addrs: Vec<IpAddr> = match &snap.peer {

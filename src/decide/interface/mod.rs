@@ -77,20 +77,24 @@ struct Bound {
 /// F1–F12, F16, F26–F29 (`docs/field-cases.md`).
 pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: bool) {
     let Ok(net) = &snap.net else { return };
-    let v = NetworkView::new(net, &cfg.exclude).for_job(snap);
+    let view = NetworkView::new(net, &cfg.exclude).for_job(snap);
     let fix = Fix { vendor };
     let target = nccl_target(snap);
 
-    let family = inherited_family(snap, &v, fix, plan);
-    let own = match cfg.interface_override.as_ref().and_then(|o| given(&v, o)) {
+    let family = inherited_family(snap, &view, fix, plan);
+    let own = match cfg
+        .interface_override
+        .as_ref()
+        .and_then(|o| given(&view, o))
+    {
         Some(p) => Some(p),
-        None => choose(snap, &v, family.used, plan),
+        None => choose(snap, &view, family.used, plan),
     };
-    let list = inherited_list(snap, &v, family.used, &target, fix, plan);
+    let list = inherited_list(snap, &view, family.used, &target, fix, plan);
     let bound = match (&list, &own) {
-        (InheritedList::Kept { inh, first }, _) => kept_interface(&v, inh, first),
-        (_, Some(p)) => own_interface(snap, &v, p, &list, family.used, fix, plan),
-        (_, None) => match loopback_fallback(snap, cfg, &v, &list, family.used, fix, plan) {
+        (InheritedList::Kept { inh, first }, _) => kept_interface(&view, inh, first),
+        (_, Some(p)) => own_interface(snap, &view, p, &list, family.used, fix, plan),
+        (_, None) => match loopback_fallback(snap, cfg, &view, &list, family.used, fix, plan) {
             Some(b) => b,
             None => return,
         },
@@ -104,6 +108,6 @@ pub fn decide_interface(snap: &Snapshot, cfg: &Config, plan: &mut Plan, vendor: 
         how: bound.how.clone(),
     });
     export_family(&family, &bound, fix, plan);
-    companions(&v, snap, &bound, fix, plan);
-    layout_warnings(&v, snap, &bound, plan);
+    companions(&view, snap, &bound, fix, plan);
+    layout_warnings(&view, snap, &bound, plan);
 }

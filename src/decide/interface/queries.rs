@@ -17,8 +17,8 @@ pub fn candidate_names(snap: &Snapshot, cfg: &Config) -> Vec<String> {
     let Ok(net) = &snap.net else {
         return Vec::new();
     };
-    let v = NetworkView::new(net, &cfg.exclude);
-    let mut c = v.candidates(None);
+    let view = NetworkView::new(net, &cfg.exclude);
+    let mut c = view.candidates(None);
     c.sort_by_key(|(l, a)| rank(l, a));
     c.into_iter()
         .filter(|(l, _)| !l.name_escaped)
@@ -46,8 +46,8 @@ pub fn unwritable_choice(snap: &Snapshot, plan: &Plan) -> Option<String> {
         "TP_SOCKET_IFNAME",
     ]
     .iter()
-    .filter_map(|v| plan.value_of(v))
-    .map(|v| v.strip_prefix('=').unwrap_or(v));
+    .filter_map(|name| plan.value_of(name))
+    .map(|value| value.strip_prefix('=').unwrap_or(value));
     plan.choice
         .iter()
         .map(|c| c.ifname.as_str())
@@ -62,7 +62,7 @@ pub fn unwritable_choice(snap: &Snapshot, plan: &Plan) -> Option<String> {
 pub fn nccl_alone(snap: &Snapshot) -> Option<String> {
     let (pick, target) = nccl_rules::nccl_alone(snap)?;
     let source = match &pick.source {
-        PickSource::User(v) => format!("NCCL_SOCKET_IFNAME={v}"),
+        PickSource::User(value) => format!("NCCL_SOCKET_IFNAME={value}"),
         PickSource::Auto(step) => format!("automatic, step {step:?}"),
     };
     let model = target.describe();
@@ -184,10 +184,10 @@ mod tests {
         let seen: Vec<serde_json::Value> = cases.iter().map(hand_built).collect();
         assert!(seen
             .iter()
-            .any(|v| v["source"] == "NCCL_SOCKET_IFNAME" && v["bootstrap"].is_null()));
+            .any(|m| m["source"] == "NCCL_SOCKET_IFNAME" && m["bootstrap"].is_null()));
         assert!(seen
             .iter()
-            .any(|v| v["era"] == "2.28+" && v["bootstrap"]["ifname"] == "eth0"));
+            .any(|m| m["era"] == "2.28+" && m["bootstrap"]["ifname"] == "eth0"));
         assert!(seen.iter().any(serde_json::Value::is_null));
         for snap in &cases {
             let typed = serde_json::to_value(nccl_model(snap)).expect("json");

@@ -38,8 +38,8 @@ impl<'a> NetworkView<'a> {
         }
         // A deprecated address is usable but ranks after a preferred one of its family on the same link
         // (the kernel's source selection prefers a preferred address, RFC 6724 rule 3; #26, item 7).
-        for v in usable.values_mut() {
-            v.sort_by_key(|a| (a.family(), a.deprecated));
+        for addrs in usable.values_mut() {
+            addrs.sort_by_key(|a| (a.family(), a.deprecated));
         }
         let mut ll4: HashMap<u32, &'a Addr> = HashMap::new();
         for a in net.addrs.iter().filter(|a| a.usable_link_local_v4()) {

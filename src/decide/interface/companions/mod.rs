@@ -233,7 +233,7 @@ pub(super) const COMPANIONS: &[CompanionVar] = &[
 /// Step "companions": every entry of [`COMPANIONS`] in order, then the addresses the launcher declares or
 /// advertises ([`declared_differs`], [`ips_differ`]), checked against the bound interface.
 pub(super) fn companions(
-    v: &NetworkView,
+    view: &NetworkView,
     snap: &Snapshot,
     bound: &Bound,
     fix: Fix,
@@ -241,25 +241,25 @@ pub(super) fn companions(
 ) {
     let (ifname, addr) = (bound.ifname.as_str(), bound.addr);
     let c = Companion {
-        v,
+        view,
         snap,
         ifname,
         gname: &bound.gname,
         addr,
         multi: is_multi(snap),
         fix,
-        ompi: OmpiTarget::of(v, ifname, snap, addr),
+        ompi: OmpiTarget::of(view, ifname, snap, addr),
     };
     for e in COMPANIONS {
         c.judge(e, plan);
     }
-    declared_differs(v, snap, ifname, addr, plan);
+    declared_differs(view, snap, ifname, addr, plan);
     ips_differ(snap, ifname, addr, plan);
 }
 
 /// What the companions' checks share: the network, the job, the bound interface and how to repair.
 struct Companion<'a, 'n> {
-    v: &'a NetworkView<'n>,
+    view: &'a NetworkView<'n>,
     snap: &'a Snapshot,
     /// The bound link's name ([`Bound::ifname`]).
     ifname: &'a str,

@@ -15,7 +15,7 @@ impl Companion<'_, '_> {
         let names: Vec<&str> = val.split(',').collect();
         if let Some(why) = names
             .iter()
-            .find_map(|n| gloo_name_fails(self.v, n, self.multi))
+            .find_map(|n| gloo_name_fails(self.view, n, self.multi))
         {
             return Reading::Fails(why.replace("{var}", var));
         }
@@ -31,7 +31,7 @@ impl Companion<'_, '_> {
     pub(super) fn gloo_one(&self, var: &str, val: &str) -> Reading {
         let fails: Vec<String> = val
             .split(',')
-            .filter_map(|n| gloo_name_fails(self.v, n, self.multi))
+            .filter_map(|n| gloo_name_fails(self.view, n, self.multi))
             .map(|w| w.replace("{var}", var))
             .collect();
         let list = val.contains(',');
@@ -64,7 +64,7 @@ impl Companion<'_, '_> {
                 Some((net, len)) => match (net.parse::<IpAddr>(), len.parse::<u8>()) {
                     (Ok(n), Ok(l)) => {
                         if !self
-                            .v
+                            .view
                             .net
                             .addrs
                             .iter()
@@ -77,7 +77,7 @@ impl Companion<'_, '_> {
                     _ => bad.push(format!("{e} (not a CIDR network)")),
                 },
                 None => {
-                    bad.extend(netdev_unusable(self.v, e, self.multi));
+                    bad.extend(netdev_unusable(self.view, e, self.multi));
                     selects |= *e == self.ifname;
                 }
             }
@@ -104,7 +104,7 @@ impl Companion<'_, '_> {
         let (rdma, netdevs): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains(':'));
         let missing: Vec<String> = netdevs
             .iter()
-            .filter_map(|n| netdev_unusable(self.v, n, self.multi))
+            .filter_map(|n| netdev_unusable(self.view, n, self.multi))
             .collect();
         if !missing.is_empty() && rdma.is_empty() {
             Reading::Fails(format!(
@@ -147,8 +147,8 @@ impl Companion<'_, '_> {
 /// gloo/transport/tcp/device.cc): a name with no address fails ("Unable to find address for: …"), and in a
 /// multi-node job so does one whose first address is loopback or link-local (not on a link-local master's
 /// link), the grounds on which NCCL's value is repaired (`fatal_reason`; #26 item 4).
-pub(super) fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
-    let entries = nccl_rules::ifaddrs(v.net);
+pub(super) fn gloo_name_fails(view: &NetworkView, n: &str, multi: bool) -> Option<String> {
+    let entries = nccl_rules::ifaddrs(view.net);
     let first = entries.iter().find(|e| e.name == n);
     let syntax = n.is_empty() || n.starts_with('^') || n.starts_with('=');
     match first {
@@ -158,7 +158,7 @@ pub(super) fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<S
         None if n.contains(':') => Some(format!(
             "{{var}} takes exact interface names, not NCCL's list syntax ({n:?}), and no address is labelled so; Gloo would fail with \"Unable to find address for\""
         )),
-        None if v.link_by_name(n).is_some() => Some(format!(
+        None if view.link_by_name(n).is_some() => Some(format!(
             "{n:?} has no IPv4 or IPv6 address here; Gloo would fail with \"Unable to find address for\""
         )),
         None => Some(format!(
@@ -167,7 +167,7 @@ pub(super) fn gloo_name_fails(v: &NetworkView, n: &str, multi: bool) -> Option<S
         Some(e)
             if multi
                 && (e.addr.is_loopback()
-                    || (is_link_local_ip(&e.addr) && !v.link_local_ok(e.index, &e.addr))) =>
+                    || (is_link_local_ip(&e.addr) && !view.link_local_ok(e.index, &e.addr))) =>
         {
             Some(format!(
                 "Gloo binds the first address of {n:?}, {}, which another node cannot reach (only {})",
@@ -195,7 +195,7 @@ pub(super) struct OmpiTarget {
 
 impl OmpiTarget {
     pub(super) fn of(
-        v: &NetworkView,
+        view: &NetworkView,
         ifname: &str,
         snap: &Snapshot,
         addr: Option<IpAddr>,
@@ -203,7 +203,7 @@ impl OmpiTarget {
         let cidr = addr
             .filter(|_| !snap.job.is_single_node())
             .and_then(|a| {
-                v.net
+                view.net
                     .addrs
                     .iter()
                     .find(|x| x.addr == a)
@@ -226,19 +226,20 @@ impl OmpiTarget {
 /// a link whose addresses are all loopback or link-local (the Multus network whose IPAM has not delivered:
 /// `net1` UP with only fe80, #26 item 4): the grounds on which NCCL's value is repaired (`fatal_reason`),
 /// IPv4 link-local on the master's own link excepted ([`NetworkView::link_local_ok`]).
-pub(super) fn netdev_unusable(v: &NetworkView, n: &str, multi: bool) -> Option<String> {
-    let Some(link) = v.link_by_name(n) else {
+pub(super) fn netdev_unusable(view: &NetworkView, n: &str, multi: bool) -> Option<String> {
+    let Some(link) = view.link_by_name(n) else {
         return Some(format!("{n} (no such interface)"));
     };
-    let addrs: Vec<&IpAddr> = v
+    let addrs: Vec<&IpAddr> = view
         .net
         .addrs
         .iter()
         .filter(|a| a.index == link.index)
         .map(|a| &a.addr)
         .collect();
-    let reachable =
-        |a: &IpAddr| !a.is_loopback() && (!is_link_local_ip(a) || v.link_local_ok(link.index, a));
+    let reachable = |a: &IpAddr| {
+        !a.is_loopback() && (!is_link_local_ip(a) || view.link_local_ok(link.index, a))
+    };
     match addrs.first() {
         None => Some(format!("{n} (it has no address)")),
         Some(_) if multi && !addrs.iter().any(|a| reachable(a)) => Some(format!(

@@ -21,18 +21,18 @@ fn companion_rules_on_an_fe80_only_link() {
     let Ok(net) = &snap.net else {
         panic!("no network")
     };
-    let v = NetworkView::new(net, &[]);
+    let view = NetworkView::new(net, &[]);
     for multi in [true, false] {
-        assert_eq!(gloo_name_fails(&v, "eth0", multi), None);
-        assert_eq!(netdev_unusable(&v, "eth0", multi), None);
-        assert!(gloo_name_fails(&v, "net2", multi).is_some());
-        assert!(netdev_unusable(&v, "net2", multi).is_some_and(|w| w.contains("no address")));
-        assert!(netdev_unusable(&v, "eth9", multi).is_some_and(|w| w.contains("no such")));
+        assert_eq!(gloo_name_fails(&view, "eth0", multi), None);
+        assert_eq!(netdev_unusable(&view, "eth0", multi), None);
+        assert!(gloo_name_fails(&view, "net2", multi).is_some());
+        assert!(netdev_unusable(&view, "net2", multi).is_some_and(|w| w.contains("no address")));
+        assert!(netdev_unusable(&view, "eth9", multi).is_some_and(|w| w.contains("no such")));
     }
-    assert!(gloo_name_fails(&v, "net1", true).is_some_and(|w| w.contains("fe80::6c:1")));
-    assert!(netdev_unusable(&v, "net1", true).is_some_and(|w| w.contains("link-local")));
-    assert_eq!(gloo_name_fails(&v, "net1", false), None);
-    assert_eq!(netdev_unusable(&v, "net1", false), None);
+    assert!(gloo_name_fails(&view, "net1", true).is_some_and(|w| w.contains("fe80::6c:1")));
+    assert!(netdev_unusable(&view, "net1", true).is_some_and(|w| w.contains("link-local")));
+    assert_eq!(gloo_name_fails(&view, "net1", false), None);
+    assert_eq!(netdev_unusable(&view, "net1", false), None);
 }
 
 /// #26 item 4 through each companion's step: `net1` (fe80 only) is repaired in a multi-node job and
@@ -50,9 +50,9 @@ fn companions_repaired_when_fe80_only_kept_when_they_work() {
         let Ok(net) = &snap.net else {
             panic!("no network")
         };
-        let v = NetworkView::new(net, &[]);
+        let view = NetworkView::new(net, &[]);
         let c = Companion {
-            v: &v,
+            view: &view,
             snap: &snap,
             ifname: "eth0",
             gname: "eth0",
@@ -122,7 +122,7 @@ fn table_is_the_policy_docs_companions_table() {
             when_unset: cells[3],
             repaired: cells[4],
         };
-        for var in cells[0].split(", ").map(|v| v.trim_matches('`')) {
+        for var in cells[0].split(", ").map(|cell| cell.trim_matches('`')) {
             let e = COMPANIONS.iter().find(|e| e.var == var);
             assert_eq!(e.map(|e| e.doc), Some(doc), "{var}");
             vars.push(var);
