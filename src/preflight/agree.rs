@@ -119,14 +119,14 @@ const REMEDY_FIREWALL: &str = "allow inbound TCP between the nodes on the epheme
 /// The fleet's verdict. Certain failures refuse (the first one found is the reason every node prints; all
 /// are findings); repairable differences become repairs every node applies; risky ones warnings. When any
 /// node runs with `NCCLENV_STRICT=1`, a finding marked strict refuses too. See the module table.
-pub fn agree(m: &Meeting) -> FleetVerdict {
+pub fn agree(meeting: &Meeting) -> FleetVerdict {
     let mut plan = Plan::default();
     let mut repairs = Vec::new();
-    let names: Vec<String> = m.members.iter().map(|x| x.report.name()).collect();
-    let present = m.members.len().saturating_sub(m.lost.len()) as u32;
+    let names: Vec<String> = meeting.members.iter().map(|x| x.report.name()).collect();
+    let present = meeting.members.len().saturating_sub(meeting.lost.len()) as u32;
 
     // Certain failures: each a finding, the first also the refusal.
-    let certain = cap_per_code(certain_failures(m, &names));
+    let certain = cap_per_code(certain_failures(meeting, &names));
     for (code, message, remedy) in &certain {
         plan.finding(*code, message.clone(), remedy.clone());
     }
@@ -138,14 +138,14 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
         );
     }
 
-    let disputed = shape_findings(&mut plan, m, &names, present);
-    absence(&mut plan, m, &names, present);
-    ib_repair(&mut plan, &mut repairs, m, &names);
-    risky(&mut plan, m, &names);
+    let disputed = shape_findings(&mut plan, meeting, &names, present);
+    absence(&mut plan, meeting, &names, present);
+    ib_repair(&mut plan, &mut repairs, meeting, &names);
+    risky(&mut plan, meeting, &names);
 
     // Strict: any node strict makes the fleet strict, so every node gets the same verdict.
-    let strict =
-        m.members.iter().any(|x| x.report.strict) || m.misfits.iter().any(|x| x.report.strict);
+    let strict = meeting.members.iter().any(|x| x.report.strict)
+        || meeting.misfits.iter().any(|x| x.report.strict);
     if strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             plan.refuse(
@@ -160,8 +160,8 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
     }
     // Passed only when every node met: with nodes absent, `preflight-absent` says how many did.
     // Not while the nodes disagree about the job's shape: they do not "agree".
-    if plan.verdict == Verdict::Proceed && present >= m.expected && !disputed {
-        let probes = m
+    if plan.verdict == Verdict::Proceed && present >= meeting.expected && !disputed {
+        let probes = meeting
             .members
             .iter()
             .filter(|x| {
@@ -174,14 +174,14 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
             Finding::PreflightPassed,
             format!(
                 "{present} of {} nodes met and agree; {probes} path(s) to the nodes' ephemeral ports proven",
-                m.expected
+                meeting.expected
             ),
             "nothing to do",
         );
     }
     FleetVerdict {
         present,
-        expected: m.expected,
+        expected: meeting.expected,
         refuse: match plan.verdict {
             Verdict::Refuse {
                 reason,
@@ -204,9 +204,9 @@ pub fn agree(m: &Meeting) -> FleetVerdict {
 
 /// The certain failures, each a finding (code, message, remedy): a node refusing on its own, one address
 /// on two nodes, two families, two NCCL versions, a probe that failed.
-fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, String)> {
+fn certain_failures(meeting: &Meeting, names: &[String]) -> Vec<(Finding, String, String)> {
     let mut certain: Vec<(Finding, String, String)> = Vec::new();
-    for (i, x) in m.members.iter().enumerate() {
+    for (i, x) in meeting.members.iter().enumerate() {
         if let Some(r) = &x.report.refused {
             certain.push((
                 Finding::PreflightNodeRefused,
@@ -215,7 +215,7 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
             ));
         }
     }
-    let by_addr = group(m, |x| Some(x.report.addr.to_string()));
+    let by_addr = group(meeting, |x| Some(x.report.addr.to_string()));
     for (addr, nodes) in by_addr.iter().filter(|(_, v)| v.len() > 1) {
         certain.push((
             Finding::PreflightDuplicateAddress,
@@ -227,7 +227,7 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
             REMEDY_NAT.to_string(),
         ));
     }
-    let families = group(m, |x| Some(x.report.family.nccl_name().to_string()));
+    let families = group(meeting, |x| Some(x.report.family.nccl_name().to_string()));
     if families.len() > 1 {
         certain.push((
             Finding::PreflightFamilyDiffers,
@@ -238,7 +238,7 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
             Rule::FamiliesDiffer.remedy().into(),
         ));
     }
-    let versions = group(m, |x| x.report.nccl_version.clone());
+    let versions = group(meeting, |x| x.report.nccl_version.clone());
     if versions.len() > 1 {
         certain.push((
             Finding::PreflightNcclVersionDiffers,
@@ -249,8 +249,8 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
             Rule::NcclVersionsDiffer.remedy().into(),
         ));
     }
-    let n = m.members.len();
-    for (i, x) in m.members.iter().enumerate() {
+    let n = meeting.members.len();
+    for (i, x) in meeting.members.iter().enumerate() {
         let (Some(p), Some(j)) = (&x.probe, ring_target(i, n)) else {
             continue;
         };
@@ -261,7 +261,7 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
         ) {
             continue;
         }
-        let t = &m.members[j];
+        let t = &meeting.members[j];
         let (cause, remedy) = likely_cause(p.outcome, t, &names[j], &names[i]);
         let at = match t.report.probe_port {
             Some(port) => format!("{}:{port}", fmt_addr(t.report.addr)),
@@ -285,22 +285,22 @@ fn certain_failures(m: &Meeting, names: &[String]) -> Vec<(Finding, String, Stri
 /// The nodes disagree about the job: another node count (`preflight-nnodes-differs`), node ranks that
 /// conflict (`preflight-node-ranks`), a master the endpoint does not lead to (`preflight-master-unreachable`).
 /// True when the shape is in dispute (then the fleet did not "agree").
-fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) -> bool {
+fn shape_findings(plan: &mut Plan, meeting: &Meeting, names: &[String], present: u32) -> bool {
     // Disagreement about the job: named, strict refuses.
-    if !m.misfits.is_empty() {
+    if !meeting.misfits.is_empty() {
         plan.finding(
             Finding::PreflightNnodesDiffers,
             format!(
                 "{}: the nodes of the master endpoint disagree about the job's node count (--nnodes); they cannot \
                  all meet, and the launcher's rendezvous waits for nodes that never come",
-                nnodes_text(m, names)
+                nnodes_text(meeting, names)
             ),
             "give every node the same node count (the launcher's --nnodes, PET_NNODES, NCCLENV_NNODES) in the \
              job spec",
         );
     }
-    let ranks = rank_conflicts(m, names, present);
-    let disputed = !m.misfits.is_empty() || ranks.is_some();
+    let ranks = rank_conflicts(meeting, names, present);
+    let disputed = !meeting.misfits.is_empty() || ranks.is_some();
     if let Some(text) = ranks {
         plan.finding(
             Finding::PreflightNodeRanks,
@@ -310,7 +310,7 @@ fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) 
         );
     }
 
-    if let Some(text) = &m.not_reached {
+    if let Some(text) = &meeting.not_reached {
         plan.finding(
             Finding::PreflightMasterUnreachable,
             format!(
@@ -327,17 +327,17 @@ fn shape_findings(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) 
 }
 
 /// Absence: fail open, strict refuses.
-fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
+fn absence(plan: &mut Plan, meeting: &Meeting, names: &[String], present: u32) {
     // Nodes that say another count are not missing: the node count is in dispute once they reach the smallest
     // count any node says.
-    let least = m
+    let least = meeting
         .misfits
         .iter()
         .map(|x| x.nnodes)
-        .fold(m.expected, u32::min);
-    let misfits = m.misfits.len() as u32;
+        .fold(meeting.expected, u32::min);
+    let misfits = meeting.misfits.len() as u32;
     if present + misfits < least {
-        let lost: Vec<String> = m
+        let lost: Vec<String> = meeting
             .lost
             .iter()
             .filter_map(|&i| names.get(i).cloned())
@@ -347,9 +347,9 @@ fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
             format!(
                 "{present} of {} nodes met within {} s ({}); running anyway: a node may start late, but NCCL \
                  waits for every rank",
-                m.expected,
-                m.waited_s,
-                absence_parts(m, &lost, present + misfits)
+                meeting.expected,
+                meeting.waited_s,
+                absence_parts(meeting, &lost, present + misfits)
             ),
             "look at the missing nodes (scheduled? started? can they reach the master port?); \
              NCCLENV_STRICT=1 refuses instead",
@@ -361,10 +361,10 @@ fn absence(plan: &mut Plan, m: &Meeting, names: &[String], present: u32) {
 /// came from them` only when nothing else came to the master port; else what did (nodes that said hello and
 /// left, lost after arriving, connections without a whole hello, another master endpoint's preflight, nodes
 /// that say another node count). `counted`: the members present and the misfits.
-fn absence_parts(m: &Meeting, lost: &[String], counted: u32) -> String {
-    let h = &m.heard;
+fn absence_parts(meeting: &Meeting, lost: &[String], counted: u32) -> String {
+    let h = &meeting.heard;
     let known = (lost.len() + h.left.len()) as u32;
-    let missing = m.expected.saturating_sub(counted + known);
+    let missing = meeting.expected.saturating_sub(counted + known);
     let mut parts = Vec::new();
     if missing > 0 {
         let them = if missing == 1 { "it" } else { "them" };
@@ -397,27 +397,27 @@ fn absence_parts(m: &Meeting, lost: &[String], counted: u32) -> String {
             h.foreign
         ));
     }
-    if !m.misfits.is_empty() {
+    if !meeting.misfits.is_empty() {
         parts.push(format!(
             "{} more came that say another node count",
-            m.misfits.len()
+            meeting.misfits.len()
         ));
     }
     parts.join("; ")
 }
 
 /// IB disabled on some nodes: disabled on all (a repair every node applies).
-fn ib_repair(plan: &mut Plan, repairs: &mut Vec<FleetRepair>, m: &Meeting, names: &[String]) {
-    let n = m.members.len();
+fn ib_repair(plan: &mut Plan, repairs: &mut Vec<FleetRepair>, meeting: &Meeting, names: &[String]) {
+    let n = meeting.members.len();
     // Repair: IB disabled on some nodes → on all.
     let ib_off: Vec<usize> = (0..n)
-        .filter(|&i| ib_disabled(&m.members[i].report))
+        .filter(|&i| ib_disabled(&meeting.members[i].report))
         .collect();
     if !ib_off.is_empty() && ib_off.len() < n {
         let why: Vec<String> = ib_off
             .iter()
             .map(|&i| {
-                let r = &m.members[i].report;
+                let r = &meeting.members[i].report;
                 let reason = r
                     .decided
                     .get("NCCL_IB_DISABLE")
@@ -450,17 +450,17 @@ fn ib_repair(plan: &mut Plan, repairs: &mut Vec<FleetRepair>, m: &Meeting, names
 }
 
 /// Risky differences: NAT that a neighbour got through, MTUs, `NCCL_*` values, ncclenv versions.
-fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
-    let n = m.members.len();
+fn risky(plan: &mut Plan, meeting: &Meeting, names: &[String]) {
+    let n = meeting.members.len();
     // Risky differences. A node behind NAT whose ring neighbour reached it anyway (a routed bridge that also
     // masquerades): the predecessor's probe is the proof.
     let natted: Vec<String> = (0..n)
         .filter_map(|i| {
-            let x = &m.members[i];
+            let x = &meeting.members[i];
             let seen = x.seen_from.filter(|s| *s != x.report.addr)?;
             let k = (i + n - 1) % n;
             let reached = n >= 2
-                && m.members[k]
+                && meeting.members[k]
                     .probe
                     .as_ref()
                     .is_some_and(|p| p.outcome == ProbeOutcome::Connected);
@@ -480,7 +480,7 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
             REMEDY_NAT,
         );
     }
-    let mtus = group(m, |x| x.report.mtu.map(|v| v.to_string()));
+    let mtus = group(meeting, |x| x.report.mtu.map(|v| v.to_string()));
     if mtus.len() > 1 {
         plan.finding(
             Finding::PreflightMtuDiffers,
@@ -491,7 +491,7 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
             "set one MTU on every node's NCCL interface",
         );
     }
-    let reports: Vec<&NodeReport> = m.members.iter().map(|x| &x.report).collect();
+    let reports: Vec<&NodeReport> = meeting.members.iter().map(|x| &x.report).collect();
     for d in super::mtu::differences(&reports) {
         plan.finding(
             Finding::PreflightMtuDiffers,
@@ -499,7 +499,7 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
             "set one MTU on that network's interface on every node",
         );
     }
-    let env_diffs = nccl_env_differences(m);
+    let env_diffs = nccl_env_differences(meeting);
     if !env_diffs.is_empty() {
         plan.finding(
             Finding::PreflightNcclEnvDiffers,
@@ -515,7 +515,7 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
             "give every node the same NCCL_* settings (image, job spec, /etc/nccl.conf)",
         );
     }
-    let own = group(m, |x| Some(x.report.ncclenv_version.clone()));
+    let own = group(meeting, |x| Some(x.report.ncclenv_version.clone()));
     if own.len() > 1 {
         plan.finding(
             Finding::PreflightNcclenvVersionDiffers,
@@ -531,21 +531,21 @@ fn risky(plan: &mut Plan, m: &Meeting, names: &[String]) {
 /// `node c (10.0.0.3) says 4 nodes, the others 3 (a (10.0.0.1), b (10.0.0.2))`: the nodes present grouped by
 /// the node count they say (the members say the master's), the largest group (on a tie, the master's) as
 /// "the others".
-fn nnodes_text(m: &Meeting, names: &[String]) -> String {
-    let lost = lost_flags(m);
+fn nnodes_text(meeting: &Meeting, names: &[String]) -> String {
+    let lost = lost_flags(meeting);
     let mut g: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for (i, n) in names.iter().enumerate() {
         if !lost[i] {
-            g.entry(m.expected).or_default().push(n.clone());
+            g.entry(meeting.expected).or_default().push(n.clone());
         }
     }
-    for x in &m.misfits {
+    for x in &meeting.misfits {
         g.entry(x.nnodes).or_default().push(x.report.name());
     }
     let major = g
         .iter()
-        .max_by_key(|(n, v)| (v.len(), **n == m.expected))
-        .map_or(m.expected, |(n, _)| *n);
+        .max_by_key(|(n, v)| (v.len(), **n == meeting.expected))
+        .map_or(meeting.expected, |(n, _)| *n);
     let others: Vec<String> = g
         .iter()
         .filter(|(n, _)| **n != major)
@@ -565,11 +565,11 @@ fn nnodes_text(m: &Meeting, names: &[String]) -> String {
 /// The node ranks of the members present that conflict, in words: a rank two nodes say (with the nodes), a
 /// rank out of range, and, when every node of the job is present and says its rank, the ranks nobody says;
 /// `None` when they agree (or no node says a rank).
-fn rank_conflicts(m: &Meeting, names: &[String], present: u32) -> Option<String> {
-    let lost = lost_flags(m);
+fn rank_conflicts(meeting: &Meeting, names: &[String], present: u32) -> Option<String> {
+    let lost = lost_flags(meeting);
     let mut by: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let mut unknown = 0;
-    for (i, x) in m.members.iter().enumerate() {
+    for (i, x) in meeting.members.iter().enumerate() {
         if lost[i] {
             continue;
         }
@@ -584,12 +584,12 @@ fn rank_conflicts(m: &Meeting, names: &[String], present: u32) -> Option<String>
         .map(|(r, v)| format!("node rank {r} is said by {}", list(v)))
         .collect();
     let outside: Vec<String> = by
-        .range(m.expected..)
+        .range(meeting.expected..)
         .map(|(r, v)| {
             format!(
                 "node rank {r} of {} is out of range for {} nodes",
                 list(v),
-                m.expected
+                meeting.expected
             )
         })
         .collect();
@@ -600,8 +600,8 @@ fn rank_conflicts(m: &Meeting, names: &[String], present: u32) -> Option<String>
             parts.push(format!("{} more {what}", all.len() - MAX_LISTED));
         }
     }
-    if unknown == 0 && present >= m.expected {
-        let missing: Vec<String> = (0..m.expected)
+    if unknown == 0 && present >= meeting.expected {
+        let missing: Vec<String> = (0..meeting.expected)
             .filter(|r| !by.contains_key(r))
             .map(|r| r.to_string())
             .collect();
@@ -613,9 +613,9 @@ fn rank_conflicts(m: &Meeting, names: &[String], present: u32) -> Option<String>
 }
 
 /// For each member, whether it was lost after arriving.
-fn lost_flags(m: &Meeting) -> Vec<bool> {
-    let mut lost = vec![false; m.members.len()];
-    for &i in &m.lost {
+fn lost_flags(meeting: &Meeting) -> Vec<bool> {
+    let mut lost = vec![false; meeting.members.len()];
+    for &i in &meeting.lost {
         if let Some(f) = lost.get_mut(i) {
             *f = true;
         }
@@ -661,9 +661,12 @@ pub fn ib_disabled_env(env: &BTreeMap<String, String>) -> bool {
 }
 
 /// Members grouped by a value (those without one left out): value → node names.
-fn group(m: &Meeting, key: impl Fn(&Member) -> Option<String>) -> BTreeMap<String, Vec<String>> {
+fn group(
+    meeting: &Meeting,
+    key: impl Fn(&Member) -> Option<String>,
+) -> BTreeMap<String, Vec<String>> {
     let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for x in &m.members {
+    for x in &meeting.members {
         if let Some(k) = key(x) {
             g.entry(k).or_default().push(x.report.name());
         }
@@ -682,7 +685,7 @@ fn describe_groups(g: &BTreeMap<String, Vec<String>>) -> String {
 /// `NCCL_*` variables whose value (or being unset) differs between nodes, one description each. Variables
 /// that legitimately differ (`NCCL_SOCKET_IFNAME`: interface names are per node) or that have their own rule
 /// (`NCCL_IB_DISABLE`, `NCCL_SOCKET_FAMILY`) are left out.
-fn nccl_env_differences(m: &Meeting) -> Vec<String> {
+fn nccl_env_differences(meeting: &Meeting) -> Vec<String> {
     const OWN_RULE: &[&str] = &[
         "NCCL_SOCKET_IFNAME",
         "NCCL_IB_DISABLE",
@@ -690,7 +693,7 @@ fn nccl_env_differences(m: &Meeting) -> Vec<String> {
     ];
     // The names any node has (the map is used as an ordered set).
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for x in &m.members {
+    for x in &meeting.members {
         for k in x.report.nccl_env.keys() {
             if !OWN_RULE.contains(&k.as_str()) && !names.contains_key(k) {
                 names.insert(k.clone(), Vec::new());
@@ -700,7 +703,7 @@ fn nccl_env_differences(m: &Meeting) -> Vec<String> {
     let mut out = Vec::new();
     for name in names.keys() {
         // `=value`, or `unset`: no value starts with `unset` after an `=`.
-        let g = group(m, |x| {
+        let g = group(meeting, |x| {
             Some(match x.report.nccl_env.get(name) {
                 Some(v) => format!("={v:?}"),
                 None => "unset".to_string(),
