@@ -10,6 +10,9 @@
 //! | [`Rule::FamiliesDiffer`] | `preflight-family-differs` | `bootstrap-family-mixed` |
 //! | [`Rule::NcclVersionsDiffer`] | `preflight-nccl-version-differs` | `nccl-versions-differ` |
 //! | [`Rule::IbMixed`] | `preflight-ib-disabled` (repaired: disabled on all) | `net-transport-mixed` |
+//!
+//! A node's own decision uses [`Rule::NatAddress`]'s remedy too, where it sees itself behind NAT before any
+//! other node is heard (`container-bridge-nat`, `crate::decide`'s layout warnings).
 
 /// A disagreement between the nodes (ranks) of one job that NCCL cannot bridge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

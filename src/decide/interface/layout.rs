@@ -58,7 +58,8 @@ fn container_bridge_nat(
             "this node's address {a} on {ifname} looks like a container bridge behind NAT (a veth in a Docker/Podman default address pool; the master {} is reached through {gw}): the other nodes cannot connect back to {a}",
             peer.host
         ),
-        "run the container with --network=host, give the pod a routable network, or attach a Multus interface on the nodes' network",
+        // The same NAT the preflight and explain find between the nodes: one remedy (crate::cross_node).
+        crate::cross_node::Rule::NatAddress.remedy(),
     );
 }
 
