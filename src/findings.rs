@@ -173,6 +173,13 @@ findings! {
     /// The command's wrapper (`env -i`, `env -u NAME`) drops variables ncclenv sets.
     EnvRemovedByWrapper = "env-removed-by-wrapper", Warn, false,
         "the command's wrapper (`env -i …`, `env -u NAME …`, also inside `sh -c`) removes variables ncclenv sets: the job does not see them";
+    /// The command's wrapper (`env NAME=…`, `sh -c "NAME=… torchrun"`, `export NAME=…;`) assigns a variable
+    /// ncclenv sets: the job gets the wrapper's value, unchecked.
+    EnvSetByWrapper = "env-set-by-wrapper", Warn, false,
+        "the command's wrapper (`env NAME=VALUE …`, `sh -c \"NAME=VALUE …\"`, `export NAME=VALUE;`) assigns a variable ncclenv sets: the job gets the wrapper's value, which ncclenv did not check";
+    /// An Open MPI exclude list (`*_tcp_if_exclude`) is given: ncclenv leaves the include list unset.
+    OmpiExcludeKept = "ompi-exclude-kept", Info, false,
+        "an Open MPI `btl_tcp_if_exclude`/`oob_tcp_if_exclude` list is given (`OMPI_MCA_*` or `mpirun --mca`): Open MPI takes an include or an exclude list, not both, so ncclenv sets no `*_tcp_if_include`";
     /// A launcher argument or variable could not be parsed.
     LauncherArgument = "launcher-argument", Warn, false,
         "a launcher argument or variable (`--nnodes 2:1`, `MASTER_ADDR='a b'`) could not be parsed and was ignored";

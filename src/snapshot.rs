@@ -538,6 +538,11 @@ pub struct JobShape {
     /// nothing is removed. `decide` warns when that drops a variable ncclenv sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_removed: Option<Vec<String>>,
+    /// The recorded variables the command's wrapper assigns (`env NAME=VALUE`, leading `NAME=VALUE` and
+    /// `export NAME=VALUE;` in `sh -c`), name and value (user information removed), in order: they replace
+    /// what ncclenv sets. Empty when none. `decide` warns for each one ncclenv sets (`env-set-by-wrapper`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_assigned: Vec<(String, String)>,
     /// The orchestrator row (`crate::orchestrator::ROWS`) whose variables named the master, the node count or
     /// the node rank, when the launcher's own arguments and variables did not.
     #[serde(default)]

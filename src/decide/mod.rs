@@ -453,6 +453,7 @@ fn comm_id_ifname_check(snap: &Snapshot, plan: &mut Plan) {
 fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     debug::decide_debug(snap, cfg, &mut plan);
     env_removed(snap, &mut plan);
+    env_assigned(snap, &mut plan);
     if cfg.strict {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             // Nothing is applied for a command that does not run: the findings say what a repair would do.
@@ -517,6 +518,44 @@ fn env_removed(snap: &Snapshot, plan: &mut Plan) {
     );
 }
 
+/// `env-set-by-wrapper`: the command's wrapper assigns a variable the plan sets or unsets (`env
+/// NCCL_SOCKET_IFNAME=eth9 torchrun …`, `sh -c "NCCL_SOCKET_IFNAME=eth9 torchrun …"`: the shell exports it to
+/// the command, POSIX XCU 2.9.1), so the job gets the wrapper's value, which no rule read (break-it, stop 32:
+/// doctor said "Findings none" while the job ran on a name this host lacks). A warning naming each value;
+/// the last assignment of a name is the one the command gets.
+fn env_assigned(snap: &Snapshot, plan: &mut Plan) {
+    let mut given: Vec<(&str, &str)> = Vec::new();
+    for (name, value) in snap.job.env_assigned.iter().rev() {
+        if !given.iter().any(|(n, _)| n == name) {
+            given.push((name, value));
+        }
+    }
+    given.reverse();
+    let over: Vec<String> = given
+        .iter()
+        .filter_map(|(name, value)| {
+            let c = plan.changes.iter().find(|c| c.name == *name)?;
+            let ours = match &c.action {
+                Action::Set { value: v } => format!("ncclenv's {v}"),
+                Action::Unset => "ncclenv's unset".to_string(),
+            };
+            Some(format!("{name}={value} (replacing {ours})"))
+        })
+        .collect();
+    if over.is_empty() {
+        return;
+    }
+    plan.finding(
+        Finding::EnvSetByWrapper,
+        format!(
+            "the command's wrapper assigns {}: the job gets the wrapper's value, which ncclenv did not check",
+            over.join(", ")
+        ),
+        "drop the assignment from the command (ncclenv sets these), or put it before ncclenv so that ncclenv reads \
+         and checks it (NAME=VALUE ncclenv -- …, or the image's environment)",
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,5 +589,30 @@ mod tests {
             m.starts_with("env -i") && m.ends_with("never sees NCCL_SOCKET_IFNAME"),
             "{m}"
         );
+    }
+
+    /// Break-it (stop 32): `env NCCL_SOCKET_IFNAME=eth9 torchrun …` replaced ncclenv's value silently.
+    #[test]
+    fn a_wrapper_that_assigns_what_ncclenv_sets_is_a_warning() {
+        let mut plan = Plan::default();
+        plan.set("NCCL_SOCKET_IFNAME", "=eth1", "the route to the master");
+        let mut snap = SnapshotBuilder::new().build();
+        snap.job.env_assigned = vec![("NCCL_DEBUG".into(), "INFO".into())];
+        env_assigned(&snap, &mut plan);
+        assert!(plan.warnings.is_empty(), "not a variable ncclenv sets");
+        snap.job.env_assigned = vec![
+            ("NCCL_SOCKET_IFNAME".into(), "eth8".into()),
+            ("NCCL_SOCKET_IFNAME".into(), "eth9".into()),
+        ];
+        env_assigned(&snap, &mut plan);
+        let w = &plan.warnings[0];
+        assert_eq!(w.code, "env-set-by-wrapper");
+        assert!(
+            w.message
+                .contains("assigns NCCL_SOCKET_IFNAME=eth9 (replacing ncclenv's =eth1)"),
+            "the last assignment wins: {}",
+            w.message
+        );
+        assert!(!w.message.contains("eth8"), "{}", w.message);
     }
 }

@@ -209,6 +209,9 @@ pub struct JobCommand {
     /// What the wrapper removes from the command's environment: `["*"]` for `env -i`, else the names of
     /// `env -u NAME`; `None` when nothing is removed (see `JobShape::env_removed`).
     pub env_removed: Option<Vec<String>>,
+    /// The recorded variables other than the launchers' that the wrapper assigns, name and value (see
+    /// `JobShape::env_assigned`).
+    pub env_assigned: Vec<(String, String)>,
 }
 
 /// Read `cmd` through its shells and prefix programs (`crate::shell::unwrap`), expanding from `vars` (the
@@ -237,6 +240,7 @@ pub fn job_command(
             script: u.script,
             problems: u.problems,
             env_removed: None,
+            env_assigned: Vec::new(),
             cwd: None,
         };
     }
@@ -247,9 +251,12 @@ pub fn job_command(
     for n in &u.unset {
         job_env.remove(n);
     }
+    let mut env_assigned = Vec::new();
     for (n, v) in &u.assignments {
         if is_launcher_var(n) {
             job_env.insert(n.clone(), launcher::redact_userinfo(v));
+        } else if is_recorded(n) {
+            env_assigned.push((n.clone(), launcher::redact_userinfo(v)));
         }
     }
     let env_removed = removed_names(&u);
@@ -260,6 +267,7 @@ pub fn job_command(
         script: u.script,
         problems: u.problems,
         env_removed,
+        env_assigned,
         cwd: u.cwd,
     }
 }
@@ -312,8 +320,15 @@ fn removed_names(u: &crate::shell::Unwrapped) -> Option<Vec<String>> {
 
 /// True for the variables the launcher and orchestrator readings look at.
 fn is_launcher_var(name: &str) -> bool {
-    launcher::VARS.contains(&name) || crate::orchestrator::is_var(name)
+    launcher::VARS.contains(&name)
+        || crate::orchestrator::is_var(name)
+        || RUNNER_FILE_VARS.contains(&name)
 }
+
+/// The variables that say where a runner's own files are (`~/.deepspeed_env`, its name): a wrapper's
+/// assignment of them is the job's (`env HOME=/h deepspeed …`, `sh -c "DS_ENV_FILE=f deepspeed …"`), as
+/// DeepSpeed's runner reads them from its environment (`crate::spread`).
+const RUNNER_FILE_VARS: &[&str] = &["HOME", "DS_ENV_FILE"];
 
 /// `sh -c: torchrun --nnodes=2 --master_addr=m t.py` (at most 12 words, each with user information removed
 /// and a value of a `*KEY*`/`*TOKEN*`/`*SECRET*`/`*PASSWORD*` option or assignment as `***`).
@@ -351,6 +366,9 @@ const RECORDED: &[&str] = &[
     "HOROVOD_GLOO_IFACE",
     "OMPI_MCA_btl_tcp_if_include",
     "OMPI_MCA_oob_tcp_if_include",
+    // Open MPI takes an include or an exclude list, not both (`ompi-exclude-kept`).
+    "OMPI_MCA_btl_tcp_if_exclude",
+    "OMPI_MCA_oob_tcp_if_exclude",
     "OMPI_MCA_mca_base_env_list",
     "OMPI_MCA_mca_base_env_list_delimiter",
     "UCX_NET_DEVICES",
@@ -1124,6 +1142,25 @@ mod tests {
             Some("ens5"),
             "~/.deepspeed_env from the job's HOME"
         );
+        // HOME and DS_ENV_FILE as the wrapper assigns them (break-it, stop 32: they were ignored).
+        std::fs::write(dir.join("custom_env"), "NCCL_SOCKET_IFNAME=ib0\n")
+            .expect("the custom env file");
+        let ds = format!("{}/ds", dir.display());
+        for line in [
+            format!("HOME={} deepspeed --hostfile {ds} t.py", dir.display()),
+            format!("env HOME={} deepspeed --hostfile {ds} t.py", dir.display()),
+        ] {
+            let (_, s) = through_shell(&["sh", "-c", &line], &[("HOME", "/nonexistent")]);
+            let file = s.spread.and_then(|sp| sp.env_file_ifname);
+            assert_eq!(file.map(|f| f.1).as_deref(), Some("ens5"), "{line}");
+        }
+        let line = format!(
+            "cd {} && DS_ENV_FILE=custom_env deepspeed --hostfile ds t.py",
+            dir.display()
+        );
+        let (_, s) = through_shell(&["sh", "-c", &line], &vars);
+        let file = s.spread.and_then(|sp| sp.env_file_ifname);
+        assert_eq!(file.map(|f| f.1).as_deref(), Some("ib0"), "{line}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

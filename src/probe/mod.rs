@@ -68,6 +68,7 @@ pub fn collect(
     shape.wrapper = jc.wrapper;
     shape.script = script;
     shape.env_removed = jc.env_removed;
+    shape.env_assigned = jc.env_assigned;
     shape.problems.extend(jc.problems);
     // A contact URI (an MPI rank's) lists every address of mpirun's: each is looked up, and the one this host
     // reaches best becomes the peer (`job::contact_peer`).

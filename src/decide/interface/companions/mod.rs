@@ -120,7 +120,7 @@ const GLOO_DOC: Doc = Doc {
 const OMPI_DOC: Doc = Doc {
     read_by: "Open MPI's TCP transports",
     syntax: "exact names or CIDR networks (no `^`: exclusions are `*_if_exclude`'s)",
-    when_unset: "set for `mpirun` (both) and for an Open MPI rank (`btl`); the interface's network as a CIDR unless the job is known to be single-node",
+    when_unset: "set for `mpirun` (both) and for an Open MPI rank (`btl`); the interface's network as a CIDR unless the job is known to be single-node; not beside a given `*_if_exclude` (Open MPI takes one list or the other: `ompi-exclude-kept`)",
     repaired: "empty; a missing name or one with no address; a network holding no address here; multi-node: a name with only loopback or link-local addresses",
 };
 
@@ -295,7 +295,9 @@ impl Companion<'_, '_> {
         let new = self.gives(e.gives);
         let Some(inh) = Inherited::env(e.var, self.snap) else {
             if let (Some(value), Some(reason)) = (new, self.set_reason(e)) {
-                plan.set(e.var, value, reason);
+                if !self.exclude_given(e, plan) {
+                    plan.set(e.var, value, reason);
+                }
             }
             return;
         };
@@ -309,6 +311,43 @@ impl Companion<'_, '_> {
             }
         };
         settle(plan, self.fix, &inh, verdict);
+    }
+
+    /// For Open MPI's include lists: whether the matching exclude list is given (`OMPI_MCA_*_if_exclude`,
+    /// or `--mca *_if_exclude` on mpirun's command line), and then the info `ompi-exclude-kept`. Open MPI
+    /// refuses both ("Both TCP interface include and exclude lists were specified", opal/mca/btl/tcp and
+    /// orte/mca/oob/tcp, Open MPI 4.1): setting the include list beside a user's exclude list made mpirun
+    /// fail where it ran without ncclenv (break-it, stop 32).
+    fn exclude_given(&self, e: &CompanionVar, plan: &mut Plan) -> bool {
+        if e.read != Read::OmpiInclude {
+            return false;
+        }
+        let var = e.var.replace("_if_include", "_if_exclude");
+        let mca = var.trim_start_matches("OMPI_MCA_");
+        let on_mpirun = self
+            .snap
+            .job
+            .spread
+            .as_ref()
+            .is_some_and(|s| s.mca.iter().any(|m| m == mca));
+        let given = match self.snap.env.get(&var) {
+            _ if on_mpirun => format!("mpirun --mca {mca}"),
+            Some(v) => format!("{var}={v}"),
+            None => return false,
+        };
+        plan.finding(
+            Finding::OmpiExcludeKept,
+            format!(
+                "{given} is given: Open MPI takes an include or an exclude list, not both, so ncclenv leaves {} unset \
+                 (NCCL's interface is {})",
+                e.var, self.ifname
+            ),
+            format!(
+                "to pin Open MPI to NCCL's interface, give {}={} instead of the exclude list",
+                e.var, self.ompi.value
+            ),
+        );
+        true
     }
 
     /// The value [`Gives`] names here.

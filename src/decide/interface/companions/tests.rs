@@ -143,3 +143,71 @@ fn every_companion_is_routed_through_the_one_rule() {
         .expect("the companions' row");
     assert_eq!(row.vars, table.as_slice());
 }
+
+/// Break-it (stop 32): with an Open MPI exclude list given (`OMPI_MCA_btl_tcp_if_exclude`, or `--mca
+/// oob_tcp_if_exclude` on mpirun's command line) ncclenv sets no include list beside it (Open MPI refuses
+/// both), and says so; without one it sets both for mpirun.
+#[test]
+fn an_open_mpi_exclude_list_is_kept_and_no_include_list_is_set() {
+    let run = |env: &[(&str, &str)], mca: &[&str]| {
+        let mut b = SnapshotBuilder::new().plug("eth0", &["10.244.1.7/24"]);
+        for (k, v) in env {
+            b = b.env(k, v);
+        }
+        let mut snap = b.build();
+        snap.job.spread = Some(crate::snapshot::Spread {
+            mca: mca.iter().map(|m| m.to_string()).collect(),
+            ..Default::default()
+        });
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let view = NetworkView::new(net, &[]);
+        let c = Companion {
+            view: &view,
+            snap: &snap,
+            ifname: "eth0",
+            gname: "eth0",
+            addr: "10.244.1.7".parse().ok(),
+            multi: true,
+            fix: Fix { vendor: false },
+            ompi: OmpiTarget {
+                value: "10.244.1.0/24".into(),
+                mpirun: true,
+                rank: false,
+            },
+        };
+        let mut plan = Plan::default();
+        for e in COMPANIONS.iter().filter(|e| e.var.starts_with("OMPI_MCA_")) {
+            c.judge(e, &mut plan);
+        }
+        plan
+    };
+    let plan = run(&[], &[]);
+    for var in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
+        assert_eq!(plan.value_of(var), Some("10.244.1.0/24"), "{var}");
+    }
+    let plan = run(
+        &[("OMPI_MCA_btl_tcp_if_exclude", "lo,docker0")],
+        &["oob_tcp_if_exclude"],
+    );
+    assert_eq!(plan.value_of("OMPI_MCA_btl_tcp_if_include"), None);
+    assert_eq!(plan.value_of("OMPI_MCA_oob_tcp_if_include"), None);
+    let kept: Vec<&str> = plan
+        .warnings
+        .iter()
+        .filter(|w| w.code == "ompi-exclude-kept")
+        .map(|w| w.message.as_str())
+        .collect();
+    assert_eq!(kept.len(), 2, "{:?}", plan.warnings);
+    assert!(
+        kept[0].starts_with("OMPI_MCA_btl_tcp_if_exclude=lo,docker0 is given"),
+        "{}",
+        kept[0]
+    );
+    assert!(
+        kept[1].starts_with("mpirun --mca oob_tcp_if_exclude is given"),
+        "{}",
+        kept[1]
+    );
+}
