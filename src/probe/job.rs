@@ -738,9 +738,11 @@ fn nccl_conf_path(path: PathBuf) -> PathBuf {
 /// `NCCL_CONF_FILE` if set and non-empty, else `<home>/.nccl.conf` (the user's home from the password
 /// database, else `HOME`); then `/etc/nccl.conf`. Each path is cut to 1023 bytes as NCCL's buffer cuts it.
 /// Every file is read through `probe::read` (non-blocking, regular files only, at most
-/// [`read::CONF_FILE_MAX`] bytes) and parsed with [`parse_conf`]. Missing files are left out; one that cannot
-/// be read (a FIFO, `/dev/zero`, a directory, too large, no permission) is recorded with its error, which
-/// the decision turns into a fail-open warning.
+/// [`read::CONF_FILE_MAX`] bytes) and parsed with [`parse_conf`]. Missing files are left out, and so is one
+/// this user may not read (`EACCES`): NCCL's `setEnvFile` returns when `fopen` fails, so NCCL reads nothing
+/// from it either (break-it, stop 32: a home the user cannot read made every start fail open). One that
+/// cannot be read otherwise (a FIFO, where NCCL's `fopen` would block; `/dev/zero`; a directory; too large)
+/// is recorded with its error, which the decision turns into a fail-open warning.
 pub fn read_conf_files(env: &BTreeMap<String, String>, etc_dir: &Path) -> Vec<ConfFile> {
     let mut paths: Vec<PathBuf> = Vec::new();
     match env.get("NCCL_CONF_FILE").filter(|v| !v.is_empty()) {
@@ -766,6 +768,7 @@ pub fn read_conf_files(env: &BTreeMap<String, String>, etc_dir: &Path) -> Vec<Co
                 error: None,
             }),
             Err(e) if e.is_missing() => {}
+            Err(read::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
             Err(e) => out.push(ConfFile {
                 path: p.display().to_string(),
                 values: vec![],

@@ -1364,3 +1364,38 @@ fn a_panic_runs_the_command_with_the_environment_it_was_given() {
     assert!(!has_code(&o, "panic"), "{}", text(&o.stderr));
     assert!(has_code(&o, "unknown-variable"), "{}", text(&o.stderr));
 }
+
+/// Break-it (stop 32): an NCCL config file the job's user may not read (`EACCES`: a home the user cannot
+/// read, a root-only `NCCL_CONF_FILE`) is skipped, as NCCL's `setEnvFile` skips a file `fopen` cannot open;
+/// it made every start fail open (`probe-failed`, the environment untouched). Run as uid 65534; a FIFO still
+/// fails open (NCCL's `fopen` would block on it).
+#[test]
+fn an_nccl_config_file_the_user_may_not_read_is_skipped_as_nccl_skips_it() {
+    if !require_root() {
+        return;
+    }
+    let tmp = TempDir::new("rel-eacces");
+    let conf = tmp.join("nccl.conf");
+    std::fs::write(&conf, "NCCL_SOCKET_IFNAME=eth0\n").expect("write conf");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+    std::fs::set_permissions(&tmp.path, std::fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    for d in ["sys", "dev"] {
+        std::fs::create_dir_all(tmp.join(d)).expect("mkdir");
+        std::fs::set_permissions(tmp.join(d), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    }
+    let mut vars = base(&tmp);
+    vars.push(var("NCCL_CONF_FILE", &conf.display().to_string()));
+    let mut c = ncclenv(&vars, &["env"]);
+    c.uid(65534).gid(65534);
+    let o = run(None, c, 30);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!has_code(&o, "probe-failed"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("export NCCL_SOCKET_FAMILY="),
+        "the decision runs: {}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
