@@ -32,6 +32,10 @@ use std::collections::BTreeMap;
 /// an unset `$VAR`): a word holding it is unknown. [`display`] removes the marks.
 pub const UNKNOWN: char = '\u{1A}';
 
+/// Marks a word that `"$@"` with no positional parameters left empty: the word is removed (POSIX 2.5.2:
+/// `"$@"` then expands to zero fields), the mark removed from any other word.
+const DROP: char = '\u{1C}';
+
 /// How deep shells inside shells are read (`sh -c "bash -c '…'"`).
 const MAX_DEPTH: usize = 4;
 
@@ -91,6 +95,8 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
         script: None,
         problems: Vec::new(),
         cwd: None,
+        positional: Vec::new(),
+        passes_all: std::cell::Cell::new(false),
     };
     let mut cmd = command(argv.to_vec(), false, &mut st, 0);
     place(&mut cmd, &st);
@@ -163,6 +169,11 @@ struct State<'e> {
     problems: Vec<String>,
     /// The shell's working directory after its `cd`s (`None`: ncclenv's own).
     cwd: Option<String>,
+    /// The positional parameters of the shell whose string is being read, `$0` first (POSIX 2.5.1; `sh -c
+    /// STRING NAME ARG…`: NAME is `$0`, the ARGs `$1`…); empty outside a shell.
+    positional: Vec<String>,
+    /// Set when the string expands `$@` or `$*` (it passes its positional parameters on itself).
+    passes_all: std::cell::Cell<bool>,
 }
 
 impl State<'_> {
@@ -212,10 +223,10 @@ fn assignment(word: &str) -> Option<(String, String)> {
 /// A command read through its prefixes and, when it is a shell with `-c`, through its string.
 fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> Cmd {
     let mut cmd = strip_prefixes(words, in_shell, st);
-    let Some(prog) = cmd.words.first() else {
+    let Some(prog) = cmd.words.first().cloned() else {
         return cmd;
     };
-    let base = basename(prog).to_string();
+    let base = basename(&prog).to_string();
     if depth >= MAX_DEPTH || !is_shell(&base) {
         return cmd;
     }
@@ -230,11 +241,20 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
             if let Some(d) = cmd.chdir.take() {
                 st.cwd = Some(join_dir(st.cwd.as_deref(), &d));
             }
-            if let Some(mut inner) = read_string(&s, st, depth + 1) {
-                // No launcher in the string: its positional parameters (after `$0`) may be the
-                // launcher's arguments a wrapper passes on (`sh -c 'exec "$0" "$@"' …`); they are read
-                // after the command's own words, as a command ncclenv does not recognise is read.
-                if crate::launch_facts::detect(&inner.words).is_none() {
+            let mut params = positional.clone();
+            if params.is_empty() {
+                params.push(prog.clone());
+            }
+            let outer_params = std::mem::replace(&mut st.positional, params);
+            let outer_passes = st.passes_all.replace(false);
+            let read = read_string(&s, st, depth + 1);
+            st.positional = outer_params;
+            let passes_all = st.passes_all.replace(outer_passes);
+            if let Some(mut inner) = read {
+                // No launcher in the string and no `$@`/`$*` in it: its positional parameters (after
+                // `$0`) may be the launcher's arguments a wrapper passes on; they are read after the
+                // command's own words, as a command ncclenv does not recognise is read.
+                if !passes_all && crate::launch_facts::detect(&inner.words).is_none() {
                     inner.words.extend(positional.into_iter().skip(1));
                 }
                 let mut assigns = std::mem::take(&mut cmd.assigns);
@@ -413,6 +433,10 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
             );
             continue;
         };
+        words.retain(|w| w.is_empty() || w.chars().any(|c| c != DROP));
+        for w in &mut words {
+            w.retain(|c| c != DROP);
+        }
         strip_redirections(&mut words);
         while words
             .first()
@@ -585,7 +609,11 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
 /// A parameter expansion: its value, or the text as written when it cannot be known.
 enum Expansion {
     Known(String),
+    /// `$@` (and unquoted `$*`): one field per positional parameter, none when there are none.
+    Fields(Vec<String>),
     Unknown(String),
+    /// `$*`: joined (inside double quotes), else the fields.
+    Star(String, Vec<String>),
     /// A `$` that starts no expansion.
     Dollar,
 }
@@ -622,6 +650,11 @@ fn expand(seg: &str, st: &State) -> String {
                 match e {
                     Expansion::Dollar => out.push('$'),
                     Expansion::Known(v) => push_value(&mut out, &v, q == Q::Double),
+                    Expansion::Fields(v) => push_fields(&mut out, &v, q == Q::Double),
+                    Expansion::Star(joined, _) if q == Q::Double => {
+                        push_value(&mut out, &joined, true)
+                    }
+                    Expansion::Star(_, v) => push_fields(&mut out, &v, false),
                     Expansion::Unknown(t) => {
                         let marked = format!("{UNKNOWN}{t}{UNKNOWN}");
                         push_quoted(&mut out, &marked, q == Q::Double);
@@ -651,6 +684,21 @@ fn push_value(out: &mut String, v: &str, in_double: bool) {
             out.push(' ');
         }
         push_quoted(out, f, false);
+    }
+}
+
+/// Append `$@`'s fields: inside double quotes each one word (the quotes closed and opened again between
+/// them; none at all gives [`DROP`], so that `"$@"` alone is no word), outside split as values are (POSIX
+/// 2.5.2: `"$@"` expands to `"$1" "$2" …`).
+fn push_fields(out: &mut String, fields: &[String], in_double: bool) {
+    if in_double && fields.is_empty() {
+        out.push(DROP);
+    }
+    for (k, f) in fields.iter().enumerate() {
+        if k > 0 {
+            out.push_str(if in_double { "\" \"" } else { " " });
+        }
+        push_value(out, f, in_double);
     }
 }
 
@@ -700,7 +748,8 @@ fn parameter(chars: &[char], st: &State) -> (usize, Expansion) {
             let name = text(n)[1..].to_string();
             (n, variable(&name, st, text(n)))
         }
-        Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(*c) => (2, Expansion::Unknown(text(2))),
+        Some(c) if c.is_ascii_digit() || "@*#".contains(*c) => (2, special(*c, st)),
+        Some(c) if "?$!-".contains(*c) => (2, Expansion::Unknown(text(2))),
         _ => (1, Expansion::Dollar),
     }
 }
@@ -722,6 +771,33 @@ fn closing(chars: &[char], open_at: usize, open: char, close: char) -> usize {
     chars.len()
 }
 
+/// `$N` (a digit), `$@`, `$*`, `$#` from the shell's positional parameters (POSIX 2.5.1, 2.5.2): `$N`
+/// beyond the last one is empty, `$*` (quoted) joins them with spaces (the first character of the default
+/// IFS), `$@` and unquoted `$*` are fields ([`push_fields`]).
+fn special(c: char, st: &State) -> Expansion {
+    let args = st.positional.get(1..).unwrap_or_default();
+    match c {
+        '@' | '*' => {
+            st.passes_all.set(true);
+            if c == '*' {
+                return Expansion::Star(args.join(" "), args.to_vec());
+            }
+            Expansion::Fields(args.to_vec())
+        }
+        '#' => Expansion::Known(args.len().to_string()),
+        _ => positional(&c.to_string(), st),
+    }
+}
+
+/// Positional parameter `digits` (`1`, `10` from `${10}`): its value, empty when beyond the last.
+fn positional(digits: &str, st: &State) -> Expansion {
+    let v = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| st.positional.get(n));
+    Expansion::Known(v.cloned().unwrap_or_default())
+}
+
 /// A variable's value, or unknown (not set, or set to something not known).
 fn variable(name: &str, st: &State, written: String) -> Expansion {
     match st.lookup(name) {
@@ -736,6 +812,14 @@ fn braced(inner: &str, st: &State, written: String) -> Expansion {
     if is_name(inner) {
         return variable(inner, st, written);
     }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match inner {
+        "@" => return special('@', st),
+        "*" => return special('*', st),
+        "#" => return special('#', st),
+        _ if digits(inner) => return positional(inner, st),
+        _ => {}
+    }
     let name_len = inner
         .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
         .unwrap_or(inner.len());
@@ -747,10 +831,18 @@ fn braced(inner: &str, st: &State, written: String) -> Expansion {
     let Some(word) = word.strip_prefix('-').or_else(|| word.strip_prefix('=')) else {
         return Expansion::Unknown(written);
     };
-    if !is_name(name) || word.contains(['$', '`', '\'', '"', '\\']) {
+    if !(is_name(name) || digits(name)) || word.contains(['$', '`', '\'', '"', '\\']) {
         return Expansion::Unknown(written);
     }
-    match st.lookup(name) {
+    let value = if digits(name) {
+        name.parse::<usize>()
+            .ok()
+            .and_then(|n| st.positional.get(n))
+            .map(|v| Some(v.clone()))
+    } else {
+        st.lookup(name)
+    };
+    match value {
         Some(Some(v)) if !(colon && v.is_empty()) => Expansion::Known(v),
         Some(None) => Expansion::Unknown(written),
         _ => Expansion::Known(word.to_string()),
@@ -1017,7 +1109,7 @@ mod tests {
                 "bash",
                 "-c",
                 "A=$(hostname -i); torchrun --master_addr=$(scontrol show hostnames | head -n1) \
-                 --a=`hostname` --b=$UNSET --c=$1 --d=${X%%.*} --e=$A t.py",
+                 --a=`hostname` --b=$UNSET --c=$? --d=${X%%.*} --e=$A t.py",
             ],
             &env,
         );
@@ -1029,7 +1121,7 @@ mod tests {
             display(&u.argv[1]),
             "--master_addr=$(scontrol show hostnames | head -n1)"
         );
-        assert_eq!(display(&u.argv[4]), "--c=$1");
+        assert_eq!(display(&u.argv[4]), "--c=$?");
         // An unquoted value with spaces splits into words, a quoted one does not.
         let u = un(
             &["sh", "-c", "torchrun $OPTS \"$OPTS\" t.py"],
@@ -1099,6 +1191,75 @@ mod tests {
         assert_eq!(u.argv, words(&["env", "-0", "/m", "--nnodes=2"]));
         let u = un(&["sh", "-c", "torchrun t.py", "sh", "--nnodes=2"], &[]);
         assert_eq!(u.argv, words(&["torchrun", "t.py"]));
+    }
+
+    #[test]
+    fn dollar_at_and_positional_parameters_expand_from_the_words_after_the_string() {
+        // Break-it finding: the entrypoint idiom `sh -c 'cd /w && exec "$@"' sh LAUNCHER …` was read as an
+        // unknown `$@` and no master was read (POSIX 2.5.2: "$@" expands to "$1" "$2" …).
+        let acc = [
+            "accelerate",
+            "launch",
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "10.4.4.4",
+            "t.py",
+        ];
+        let mut argv = vec!["sh", "-c", "cd /w && exec \"$@\"", "sh"];
+        argv.extend_from_slice(&acc);
+        let u = un(&argv, &[]);
+        assert_eq!(u.argv, words(&acc));
+        assert_eq!(u.cwd.as_deref(), Some("/w"));
+        let mut argv = vec!["sh", "-c", "accelerate launch \"$@\"", "sh"];
+        argv.extend_from_slice(&acc[2..]);
+        assert_eq!(un(&argv, &[]).argv, words(&acc));
+        // Each parameter one word in "$@", split outside quotes; "$*" one word.
+        let run = |line: &str, params: &[&str]| {
+            let mut argv = vec!["sh", "-c", line];
+            argv.extend_from_slice(params);
+            un(&argv, &[]).argv
+        };
+        let p = ["n", "a b", "c"];
+        assert_eq!(
+            run("torchrun \"$@\" x", &p),
+            words(&["torchrun", "a b", "c", "x"])
+        );
+        assert_eq!(
+            run("torchrun $@ $*", &p),
+            words(&["torchrun", "a", "b", "c", "a", "b", "c"])
+        );
+        assert_eq!(run("torchrun \"$*\"", &p), words(&["torchrun", "a b c"]));
+        assert_eq!(
+            run("torchrun \"${@}\"", &p),
+            words(&["torchrun", "a b", "c"])
+        );
+        assert_eq!(
+            run(
+                "torchrun $0 $1 ${2} \"$3\" $# ${1:-d} ${3:-d} --x=\"$2\"",
+                &p
+            ),
+            words(&["torchrun", "n", "a", "b", "c", "", "2", "a", "b", "d", "--x=c"])
+        );
+        // No parameters: "$@" is no word at all, "x$@" is x, $0 is the shell's name.
+        assert_eq!(
+            run("torchrun \"$@\" \"x$@\" $0 $#", &[]),
+            words(&["torchrun", "x", "sh", "0"])
+        );
+        assert_eq!(run("torchrun \"$@\"", &["n"]), words(&["torchrun"]));
+        // A nested shell has its own parameters.
+        assert_eq!(
+            run(
+                "sh -c 'exec \"$@\"' in torchrun \"$1\"",
+                &["n", "--nnodes=2"]
+            ),
+            words(&["torchrun", "--nnodes=2"])
+        );
+        // A string that passes "$@" on is not read with its parameters appended again.
+        assert_eq!(
+            run("cd /w && exec \"$@\"", &["sh", "python", "t.py"]),
+            words(&["python", "t.py"])
+        );
     }
 
     #[test]

@@ -322,18 +322,38 @@ fn wrapper_text(u: &crate::shell::Unwrapped) -> String {
         .argv
         .iter()
         .take(12)
-        .map(|w| {
-            let w = crate::shell::display(w);
-            match w.split_once('=') {
-                Some((n, _)) if secret_name(n) => format!("{n}=***"),
-                _ => launcher::redact_userinfo(&w),
-            }
+        .map(|w| match crate::shell::display(w).split_once('=') {
+            Some((n, _)) if secret_name(n) => format!("{n}=***"),
+            _ => redact_shell_word(w),
         })
         .collect();
     if u.argv.len() > 12 {
         words.push("…".into());
     }
     format!("{}: {}", u.via.join(", "), words.join(" "))
+}
+
+/// `word` (a word of the shell's command, [`crate::shell::UNKNOWN`] marks in place) as shown, with the user
+/// information of a URL in it replaced by `***`; the `@` of a shell parameter (`$@`, `${@…}`) that
+/// ncclenv did not expand is not a URL's and is kept. Break-it finding: `exec "$@"` was shown as `exec ***@`.
+fn redact_shell_word(word: &str) -> String {
+    // A character no shown word holds stands for such an `@` while the URL is redacted.
+    const AT: char = '\u{1B}';
+    let mut kept = String::with_capacity(word.len());
+    let mut unknown = false;
+    for c in word.chars() {
+        if c == crate::shell::UNKNOWN {
+            unknown = !unknown;
+        }
+        let parameter = kept.ends_with('$') || kept.ends_with("${");
+        kept.push(if c == '@' && unknown && parameter {
+            AT
+        } else {
+            c
+        });
+    }
+    let shown = crate::shell::display(&launcher::redact_userinfo(&kept));
+    shown.replace(AT, "@")
 }
 
 fn secret_name(n: &str) -> bool {
@@ -1041,6 +1061,47 @@ mod tests {
             "a bare name is found through PATH, not read"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Break-it finding: `sh -c 'cd /w && exec "$@"' sh accelerate launch …` was shown as `exec: ***@
+    /// accelerate …` and read no master; a `$@` ncclenv does not expand is shown as written, a URL's password
+    /// still is not.
+    #[test]
+    fn the_entrypoint_idiom_reads_the_launcher_and_shows_dollar_at() {
+        let cmd = [
+            "sh",
+            "-c",
+            "cd /w && exec \"$@\"",
+            "sh",
+            "accelerate",
+            "launch",
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "10.4.4.4",
+            "t.py",
+        ];
+        let jc = job_command(&argv(&cmd), &[], &BTreeMap::new());
+        assert_eq!(
+            jc.wrapper.as_deref(),
+            Some("sh -c, exec: accelerate launch --num_machines 2 --main_process_ip 10.4.4.4 t.py")
+        );
+        let (peer, shape) = through_shell(&cmd, &[]);
+        assert_eq!(peer.map(|p| p.value.host), Some("10.4.4.4".to_string()));
+        assert_eq!(shape.nnodes, Some(2));
+        let jc = job_command(
+            &argv(&[
+                "bash",
+                "-c",
+                "exec \"${@:2}\" --rdzv_endpoint=etcd://u:S3CR3T@$H:2379",
+            ]),
+            &[],
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            jc.wrapper.as_deref(),
+            Some("bash -c, exec: ${@:2} --rdzv_endpoint=etcd://***@$H:2379")
+        );
     }
 
     /// Break-it finding: `sh -c "cd /w && accelerate launch --config_file acc.yaml"` read `acc.yaml` from
