@@ -100,7 +100,7 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
     };
     let mut cmd = command(argv.to_vec(), false, &mut st, 0);
     place(&mut cmd, &st);
-    let mut assignments = st.exports;
+    let mut assignments = cmd.exports;
     assignments.extend(cmd.assigns);
     Unwrapped {
         argv: cmd.words,
@@ -127,12 +127,14 @@ pub fn join_dir(base: Option<&str>, dir: &str) -> String {
     }
 }
 
-/// Give `cmd` the working directory it starts in: the one an inner shell already found, else the shell's
-/// current one (`State::cwd`), changed by `env -C DIR`.
+/// Give `cmd` the working directory it starts in and the variables exported to it: what an inner shell
+/// already found, else the shell's current ones (`State::cwd`, `State::exports`), changed by `env -C DIR`.
 fn place(cmd: &mut Cmd, st: &State) {
-    if cmd.cwd.is_some() {
+    if cmd.placed {
         return;
     }
+    cmd.placed = true;
+    cmd.exports = st.exports.clone();
     cmd.cwd = match cmd.chdir.take() {
         Some(d) => Some(join_dir(st.cwd.as_deref(), &d)),
         None => st.cwd.clone(),
@@ -147,6 +149,7 @@ fn change_dir(builtin: &str, args: &[String], st: &mut State) {
         .find(|a| !(a.starts_with('-') && a.len() > 1) || a.as_str() == "-");
     let next = match (builtin, dir.map(String::as_str)) {
         ("popd", _) | (_, Some("-")) | ("pushd", None) => UNKNOWN.to_string(),
+        (_, Some(d)) if searches_cdpath(d, st) => UNKNOWN.to_string(),
         (_, Some(d)) => join_dir(st.cwd.as_deref(), d),
         (_, None) => match st.lookup("HOME") {
             Some(Some(h)) => h,
@@ -154,6 +157,19 @@ fn change_dir(builtin: &str, args: &[String], st: &mut State) {
         },
     };
     st.cwd = Some(next);
+}
+
+/// True when `cd dir` looks `dir` up in a `CDPATH` the shell has (POSIX `cd` step 5: a relative operand whose
+/// first component is not `.` or `..`): which entry holds it is not known without the files. `cd DIR ||
+/// true` is followed as if `cd` succeeded (ncclenv cannot know either way).
+fn searches_cdpath(dir: &str, st: &State) -> bool {
+    let first = dir.split('/').next().unwrap_or(dir);
+    let cdpath = match st.lookup("CDPATH") {
+        Some(Some(v)) => !v.is_empty(),
+        Some(None) => true,
+        None => false,
+    };
+    cdpath && !dir.starts_with('/') && !matches!(first, "." | "..")
 }
 
 /// The reading's state: the environment, the shell's own variables, what was exported.
@@ -200,6 +216,10 @@ struct Cmd {
     chdir: Option<String>,
     /// Where the command starts ([`place`]).
     cwd: Option<String>,
+    /// What the shell has exported when the command starts ([`place`]).
+    exports: Vec<(String, String)>,
+    /// True once [`place`] gave the command its directory and exports.
+    placed: bool,
 }
 
 fn basename(p: &str) -> &str {
@@ -233,6 +253,10 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
     match shell_args(&cmd.words[1..]) {
         ShellArgs::Command(s, positional) => {
             st.via.push(format!("{base} -c"));
+            // The shell's `cd`s and variables die with it (it is a process of its own): a `cd` inside
+            // `sh -c 'cd /w' && torchrun` does not move torchrun; a launcher inside the string is placed
+            // where it starts before they are undone.
+            let outer = Saved::of(st);
             for (n, v) in &cmd.assigns {
                 let known = (!v.contains(UNKNOWN)).then(|| v.clone());
                 st.locals.insert(n.clone(), known);
@@ -248,6 +272,7 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
             let outer_params = std::mem::replace(&mut st.positional, params);
             let outer_passes = st.passes_all.replace(false);
             let read = read_string(&s, st, depth + 1);
+            outer.restore(st);
             st.positional = outer_params;
             let passes_all = st.passes_all.replace(outer_passes);
             if let Some(mut inner) = read {
@@ -413,7 +438,7 @@ fn prefix_len(base: &str, rest: &[String], cmd: &mut Cmd) -> Option<usize> {
 /// Read a `-c` string: its simple commands in order; the first with a launcher, else the last one that is
 /// not a builtin. `None` (with a problem recorded) when the string does not split.
 fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
-    let segments = match cut(s) {
+    let pieces = match cut(s) {
         Ok(v) => v,
         Err(why) => {
             st.problems.push(format!(
@@ -424,53 +449,116 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
         }
     };
     let mut last: Option<Cmd> = None;
-    for seg in segments {
-        let text = expand(&seg, st);
-        let Some(mut words) = shlex::split(&text) else {
-            st.problems.push(
-                "a command of the shell's string does not split (an unclosed quote); not read"
-                    .into(),
-            );
-            continue;
-        };
-        words.retain(|w| w.is_empty() || w.chars().any(|c| c != DROP));
-        for w in &mut words {
-            w.retain(|c| c != DROP);
-        }
-        strip_redirections(&mut words);
-        while words
-            .first()
-            .is_some_and(|w| RESERVED.contains(&w.as_str()))
-        {
-            words.remove(0);
-        }
-        if words.is_empty() || builtin(&words, st) {
-            continue;
-        }
-        let mut cmd = command(words, true, st, depth);
-        place(&mut cmd, st);
-        if cmd.words.is_empty() {
-            // Assignments alone (`A=b`): shell variables. A variable the shell received in its environment,
-            // or exported earlier, stays exported with its new value (POSIX 2.9.1 and `export`: "the
-            // variables in the environment are marked for export"), so `MASTER_ADDR=m; torchrun` gives
-            // torchrun `m`.
-            for (n, v) in cmd.assigns {
-                let exported = st.exports.iter().any(|(e, _)| *e == n)
-                    || (!st.cleared && !st.locals.contains_key(&n) && (st.env)(&n).is_some());
-                if exported {
-                    st.exports.push((n.clone(), v.clone()));
-                }
-                let known = (!v.contains(UNKNOWN)).then_some(v);
-                st.locals.insert(n, known);
+    // The shell's state at each open `(`: what its subshell changes is undone at the `)` (POSIX 2.12:
+    // "changes made to the subshell environment shall not affect the shell environment").
+    let mut subshells: Vec<Saved> = Vec::new();
+    for (k, piece) in pieces.iter().enumerate() {
+        let text = match piece {
+            Piece::Open => {
+                subshells.push(Saved::of(st));
+                continue;
             }
-            continue;
+            Piece::Close => {
+                if let Some(saved) = subshells.pop() {
+                    saved.restore(st);
+                }
+                continue;
+            }
+            Piece::Pipe | Piece::Sep => continue,
+            Piece::Text(t) => t,
+        };
+        // Each command of a pipeline runs in a subshell (bash(1) "Pipelines": "Each command in a
+        // multi-command pipeline … is executed in its own subshell"): its `cd` is not the next one's.
+        let element = in_pipeline(&pieces, k).then(|| Saved::of(st));
+        let found = simple(text, st, depth);
+        if let Some(saved) = element {
+            saved.restore(st);
         }
-        if crate::launch_facts::detect(&cmd.words).is_some() {
-            return Some(cmd);
+        match found {
+            Some(cmd) if crate::launch_facts::detect(&cmd.words).is_some() => return Some(cmd),
+            Some(cmd) => last = Some(cmd),
+            None => {}
         }
-        last = Some(cmd);
     }
     last
+}
+
+/// True when the command at `pieces[k]` is an element of a multi-command pipeline (a `|` before or after
+/// it, across the `(`/`)` of a group).
+fn in_pipeline(pieces: &[Piece], k: usize) -> bool {
+    let after = pieces[k + 1..].iter().find(|p| **p != Piece::Close);
+    let before = pieces[..k].iter().rev().find(|p| **p != Piece::Open);
+    after == Some(&Piece::Pipe) || before == Some(&Piece::Pipe)
+}
+
+/// One simple command's text of a shell string, expanded and read: the command, or `None` for a builtin,
+/// assignments alone (recorded in `st`) or text that does not split (a problem recorded).
+fn simple(text: &str, st: &mut State, depth: usize) -> Option<Cmd> {
+    let text = expand(text, st);
+    let Some(mut words) = shlex::split(&text) else {
+        st.problems.push(
+            "a command of the shell's string does not split (an unclosed quote); not read".into(),
+        );
+        return None;
+    };
+    words.retain(|w| w.is_empty() || w.chars().any(|c| c != DROP));
+    for w in &mut words {
+        w.retain(|c| c != DROP);
+    }
+    strip_redirections(&mut words);
+    while words
+        .first()
+        .is_some_and(|w| RESERVED.contains(&w.as_str()))
+    {
+        words.remove(0);
+    }
+    if words.is_empty() || builtin(&words, st) {
+        return None;
+    }
+    let mut cmd = command(words, true, st, depth);
+    place(&mut cmd, st);
+    if !cmd.words.is_empty() {
+        return Some(cmd);
+    }
+    // Assignments alone (`A=b`): shell variables. A variable the shell received in its environment, or
+    // exported earlier, stays exported with its new value (POSIX 2.9.1 and `export`: "the variables in the
+    // environment are marked for export"), so `MASTER_ADDR=m; torchrun` gives torchrun `m`.
+    for (n, v) in cmd.assigns {
+        let exported = st.exports.iter().any(|(e, _)| *e == n)
+            || (!st.cleared && !st.locals.contains_key(&n) && (st.env)(&n).is_some());
+        if exported {
+            st.exports.push((n.clone(), v.clone()));
+        }
+        let known = (!v.contains(UNKNOWN)).then_some(v);
+        st.locals.insert(n, known);
+    }
+    None
+}
+
+/// What a subshell, a pipeline's command or a shell inside the shell may change of the reading's state,
+/// saved to be put back when it ends.
+struct Saved {
+    cwd: Option<String>,
+    locals: BTreeMap<String, Option<String>>,
+    exports: Vec<(String, String)>,
+    cleared: bool,
+}
+
+impl Saved {
+    fn of(st: &State) -> Saved {
+        Saved {
+            cwd: st.cwd.clone(),
+            locals: st.locals.clone(),
+            exports: st.exports.clone(),
+            cleared: st.cleared,
+        }
+    }
+    fn restore(self, st: &mut State) {
+        st.cwd = self.cwd;
+        st.locals = self.locals;
+        st.exports = self.exports;
+        st.cleared = self.cleared;
+    }
 }
 
 /// Remove redirections (`2>&1`, `>log`, `> log`, `>>log`, `<in`, `&>log`, `2>/dev/null`): they are not
@@ -534,10 +622,25 @@ enum Q {
     Double,
 }
 
+/// A piece of a shell string as [`cut`] finds it.
+#[derive(Debug, PartialEq, Eq)]
+enum Piece {
+    /// The text of one simple command.
+    Text(String),
+    /// `(`: a subshell starts (POSIX 2.9.4 "Grouping Commands").
+    Open,
+    /// `)`: it ends.
+    Close,
+    /// `|` or bash's `|&`: the commands on both sides are one pipeline's.
+    Pipe,
+    /// `;`, `&`, `&&`, `||`, a newline.
+    Sep,
+}
+
 /// Cut shell text into the text of its simple commands at unquoted control operators (`;`, `&`, `|`,
 /// newline, `(`, `)`), keeping `$(…)`, `` `…` `` and quoted text whole and dropping `#` comments. An
 /// unclosed quote, `$(` or backquote is an error.
-fn cut(s: &str) -> Result<Vec<String>, String> {
+fn cut(s: &str) -> Result<Vec<Piece>, String> {
     let chars: Vec<char> = s.chars().collect();
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -583,10 +686,20 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
                     || chars.get(i + 1) == Some(&'>') => {}
             (Q::None, ';' | '&' | '|' | '\n' | '(' | ')') if depth == 0 && !tick => {
                 if !cur.trim().is_empty() {
-                    out.push(std::mem::take(&mut cur));
+                    out.push(Piece::Text(std::mem::take(&mut cur)));
                 }
                 cur.clear();
-                i += 1;
+                let next = chars.get(i + 1).copied();
+                let (piece, len) = match (c, next) {
+                    ('(', _) => (Piece::Open, 1),
+                    (')', _) => (Piece::Close, 1),
+                    ('|', Some('|')) | ('&', Some('&')) => (Piece::Sep, 2),
+                    ('|', Some('&')) => (Piece::Pipe, 2),
+                    ('|', _) => (Piece::Pipe, 1),
+                    _ => (Piece::Sep, 1),
+                };
+                out.push(piece);
+                i += len;
                 continue;
             }
             _ => {}
@@ -601,7 +714,7 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
         return Err("an unclosed command substitution".into());
     }
     if !cur.trim().is_empty() {
-        out.push(cur);
+        out.push(Piece::Text(cur));
     }
     Ok(out)
 }
@@ -1007,6 +1120,76 @@ mod tests {
         assert_eq!(
             cwd("cd - && cd /abs && torchrun t.py", &[]).as_deref(),
             Some("/abs")
+        );
+    }
+
+    #[test]
+    fn a_cd_in_a_subshell_a_nested_shell_or_a_pipeline_does_not_move_the_launcher() {
+        // Break-it 01: `(cd /w); accelerate …` read accelerate's config file from /w (POSIX 2.12: a
+        // subshell's changes do not affect the shell; bash(1) Pipelines: each command of a multi-command
+        // pipeline runs in a subshell; a nested `sh -c` is a process of its own).
+        let cwd = |line: &str, env: &[(&str, &str)]| un(&["bash", "-c", line], env).cwd;
+        for line in [
+            "( cd /w ); accelerate launch t.py",
+            "(cd /w && true); accelerate launch t.py",
+            "(cd /a; (cd /b)); accelerate launch t.py",
+            "sh -c 'cd /w' && accelerate launch t.py",
+            "cd /w | true; accelerate launch t.py",
+            "cd /w |& cat; accelerate launch t.py",
+            "true | cd /w; accelerate launch t.py",
+            "(export MASTER_ADDR=x); accelerate launch t.py",
+        ] {
+            let u = un(&["bash", "-c", line], &[]);
+            assert_eq!(u.argv[0], "accelerate", "{line}");
+            assert_eq!(u.cwd, None, "{line}");
+            assert!(u.assignments.is_empty(), "{line}: {:?}", u.assignments);
+        }
+        // What runs inside the subshell or the nested shell runs where it cds to, with its exports.
+        assert_eq!(
+            cwd("(cd /w && accelerate launch t.py)", &[]).as_deref(),
+            Some("/w")
+        );
+        let u = un(
+            &[
+                "bash",
+                "-c",
+                "sh -c 'cd /w && export MASTER_ADDR=m && torchrun t.py'",
+            ],
+            &[],
+        );
+        assert_eq!(u.cwd.as_deref(), Some("/w"));
+        assert_eq!(
+            u.assignments,
+            vec![("MASTER_ADDR".to_string(), "m".to_string())]
+        );
+        assert_eq!(
+            cwd("cd /a && (cd b; true) && accelerate launch t.py", &[]).as_deref(),
+            Some("/a")
+        );
+        assert_eq!(
+            cwd(
+                "(cd /a) && cd /b | cat && cd /c || true; torchrun t.py | tee log",
+                &[]
+            )
+            .as_deref(),
+            Some("/c"),
+            "`cd DIR || true` is followed"
+        );
+        // CDPATH: which entry holds a relative name is not known; `.`/`..` and absolute names skip it.
+        let cdpath = [("CDPATH", "/x:/y")];
+        assert!(cwd("cd w && torchrun t.py", &cdpath).is_some_and(|d| is_unknown(&d)));
+        assert!(cwd("CDPATH=/x; cd w && torchrun t.py", &[]).is_some_and(|d| is_unknown(&d)));
+        assert_eq!(
+            cwd("cd ./w && torchrun t.py", &cdpath).as_deref(),
+            Some("./w")
+        );
+        assert_eq!(
+            cwd("cd /w && torchrun t.py", &cdpath).as_deref(),
+            Some("/w")
+        );
+        assert_eq!(
+            cwd("cd w && torchrun t.py", &[("CDPATH", "")]).as_deref(),
+            Some("w")
         );
     }
 
