@@ -754,6 +754,18 @@ fn expand(seg: &str, st: &State) -> String {
                 i += 2;
                 continue;
             }
+            (Q::None, '~') if tilde_may_start(&chars, i) => {
+                let (len, e) = tilde(&chars[i..], st);
+                match e {
+                    Expansion::Known(v) => push_quoted(&mut out, &v, false),
+                    _ => {
+                        let written: String = chars[i..i + len].iter().collect();
+                        push_quoted(&mut out, &format!("{UNKNOWN}{written}{UNKNOWN}"), false);
+                    }
+                }
+                i += len;
+                continue;
+            }
             (Q::None | Q::Double, '$' | '`') => {
                 let (len, e) = if c == '`' {
                     backquoted(&chars[i..])
@@ -828,6 +840,39 @@ fn push_quoted(out: &mut String, v: &str, in_double: bool) {
         out.push('\'');
         out.push_str(&v.replace('\'', "'\\''"));
         out.push('\'');
+    }
+}
+
+/// True when the unquoted `~` at `chars[i]` starts a word, or follows the `=` of an assignment word
+/// (`NAME=~/x`): where POSIX 2.6.1 expands a tilde-prefix.
+fn tilde_may_start(chars: &[char], i: usize) -> bool {
+    let start = chars[..i]
+        .iter()
+        .rposition(|c| c.is_whitespace())
+        .map_or(0, |p| p + 1);
+    let escaped = start >= 2 && chars[start - 2] == '\\';
+    if escaped {
+        return false;
+    }
+    let before: String = chars[start..i].iter().collect();
+    before.is_empty() || before.strip_suffix('=').is_some_and(is_name)
+}
+
+/// The tilde-prefix at `chars[0] == '~'` (up to the first `/` or the word's end; POSIX 2.6.1): `~` alone is
+/// `HOME` as the shell has it (its environment and the string's own assignments; unknown when unset), `~user`
+/// (and bash's `~+`, `~-`) unknown; a prefix with a quote, a backslash or a `$` is no tilde-prefix and
+/// stays a literal `~`. Returns the length read and the expansion.
+fn tilde(chars: &[char], st: &State) -> (usize, Expansion) {
+    let len = chars
+        .iter()
+        .position(|c| *c == '/' || c.is_whitespace())
+        .unwrap_or(chars.len());
+    if chars[1..len].iter().any(|c| "'\"\\$`".contains(*c)) {
+        return (1, Expansion::Known("~".into()));
+    }
+    match (len, st.lookup("HOME")) {
+        (1, Some(Some(home))) => (1, Expansion::Known(home)),
+        _ => (len, Expansion::Unknown(String::new())),
     }
 }
 
@@ -1190,6 +1235,66 @@ mod tests {
         assert_eq!(
             cwd("cd w && torchrun t.py", &[("CDPATH", "")]).as_deref(),
             Some("w")
+        );
+    }
+
+    #[test]
+    fn a_tilde_expands_from_home() {
+        // Break-it 04: `deepspeed --hostfile ~/hf` looked for a file named `~/hf` (POSIX 2.6.1).
+        let home = [("HOME", "/h")];
+        let argv = |line: &str, env: &[(&str, &str)]| un(&["sh", "-c", line], env).argv;
+        assert_eq!(
+            argv("deepspeed --hostfile ~/hf t.py", &home),
+            words(&["deepspeed", "--hostfile", "/h/hf", "t.py"])
+        );
+        assert_eq!(
+            argv(
+                "deepspeed --hostfile ~ '~/q' \"~/q\" \\~/q a~ --x=~/q ~\"/q\" ~/\"q\" t.py",
+                &home
+            ),
+            words(&[
+                "deepspeed",
+                "--hostfile",
+                "/h",
+                "~/q",
+                "~/q",
+                "~/q",
+                "a~",
+                "--x=~/q",
+                "~/q",
+                "/h/q",
+                "t.py"
+            ])
+        );
+        assert_eq!(
+            argv("HOME='/a b'; deepspeed --hostfile ~/hf t.py", &home),
+            words(&["deepspeed", "--hostfile", "/a b/hf", "t.py"])
+        );
+        let u = un(&["sh", "-c", "F=~/hf deepspeed t.py"], &home);
+        assert_eq!(u.assignments, vec![("F".to_string(), "/h/hf".to_string())]);
+        for unknown in [
+            "deepspeed --hostfile ~u/hf t.py",
+            "deepspeed --hostfile ~+/hf t.py",
+        ] {
+            let w = &argv(unknown, &home)[2];
+            assert!(is_unknown(w), "{unknown}: {w:?}");
+            assert_eq!(display(w), &unknown[21..26]);
+        }
+        assert!(is_unknown(&argv("deepspeed --hostfile ~/hf t.py", &[])[2]));
+        assert_eq!(
+            un(&["sh", "-c", "cd ~ && mpirun --hostfile hosts t.py"], &home)
+                .cwd
+                .as_deref(),
+            Some("/h")
+        );
+        assert_eq!(
+            un(
+                &["sh", "-c", "cd ~/w && mpirun --hostfile hosts t.py"],
+                &home
+            )
+            .cwd
+            .as_deref(),
+            Some("/h/w")
         );
     }
 
