@@ -17,14 +17,21 @@
 //!   backslashes, `#` comments);
 //! * parameters are expanded from the environment the shell receives (and the string's own assignments):
 //!   `$VAR`, `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:=default}`; an unquoted expansion is split
-//!   into words as the shell splits it. Anything else — a command substitution `$(…)` or `` `…` ``, arithmetic,
-//!   positional parameters, other `${…}` forms, a variable that is not set — is *unknown*: the word carries
-//!   [`UNKNOWN`] around the text as written, and the launcher reading treats it as not known, never as a value;
+//!   into words as the shell splits it. The words after the string are the positional parameters (`$0`
+//!   first): `"$@"`, `$@`, `$*`, `"$*"`, `$1`…, `${N}`, `${N:-default}`, `$#` expand from them (POSIX 2.5.1,
+//!   2.5.2). An unquoted `~`/`~/…` at a word's start or after `NAME=` is `HOME` (POSIX 2.6.1). Anything else
+//!   — a command substitution `$(…)` or `` `…` ``, arithmetic, `$?`, `~user`, other `${…}` forms, a variable
+//!   that is not set — is *unknown*: the word carries [`UNKNOWN`] around the text as written, and the
+//!   launcher reading treats it as not known, never as a value;
+//! * what a subshell `( … )`, a command of a multi-command pipeline or a nested shell changes (`cd`,
+//!   variables, exports) ends with it (POSIX 2.12; bash(1) Pipelines); a relative `cd` with `CDPATH` set
+//!   goes where ncclenv cannot follow (unknown);
 //! * a shell running a script file (`bash run.sh`) is not read: [`Unwrapped::script`] names the file.
 //!
 //! A string that does not split (an unclosed quote or `$(`) is a problem (a `launcher-argument` warning), and
 //! the command is then read as written. Sources: POSIX.1-2017 Shell Command Language, 2.3 (token
-//! recognition), 2.6.2 (parameter expansion), 2.9.1 (simple commands); bash(1) `-c`.
+//! recognition), 2.5 (parameters), 2.6.1 (tilde expansion), 2.6.2 (parameter expansion), 2.9.1 (simple
+//! commands), 2.12 (shell execution environment); bash(1) `-c`, Pipelines.
 
 use std::collections::BTreeMap;
 
@@ -61,7 +68,8 @@ pub struct Unwrapped {
     pub problems: Vec<String>,
     /// The working directory the command starts in when a wrapper changes it (`cd DIR`, `pushd DIR`,
     /// `env -C DIR`; bash(1) `cd`, coreutils env(1) `--chdir`): absolute, or relative to ncclenv's own; it
-    /// holds [`UNKNOWN`] when it is not known (`cd -`, `cd "$(…)"`, `popd`). `None` when unchanged.
+    /// holds [`UNKNOWN`] when it is not known (`cd -`, `cd "$(…)"`, `popd`, a relative `cd` with `CDPATH`
+    /// set). `None` when unchanged.
     pub cwd: Option<String>,
 }
 

@@ -30,7 +30,7 @@ pub fn job(
             Some(d) if !path.starts_with('/') && d.contains(crate::shell::UNKNOWN) => {
                 return Err((
                     false,
-                    "it is relative to a working directory the command's wrapper changes in a way ncclenv cannot follow (cd -, cd $(…), popd)".to_string(),
+                    "it is relative to a working directory the command's wrapper changes in a way ncclenv cannot follow (cd -, cd $(…), popd, cd NAME with CDPATH set)".to_string(),
                 ))
             }
             _ => crate::shell::join_dir(cwd, path),
