@@ -550,6 +550,7 @@ struct Saved {
     locals: BTreeMap<String, Option<String>>,
     exports: Vec<(String, String)>,
     cleared: bool,
+    positional: Vec<String>,
 }
 
 impl Saved {
@@ -559,6 +560,7 @@ impl Saved {
             locals: st.locals.clone(),
             exports: st.exports.clone(),
             cleared: st.cleared,
+            positional: st.positional.clone(),
         }
     }
     fn restore(self, st: &mut State) {
@@ -566,6 +568,7 @@ impl Saved {
         st.locals = self.locals;
         st.exports = self.exports;
         st.cleared = self.cleared;
+        st.positional = self.positional;
     }
 }
 
@@ -615,10 +618,38 @@ fn builtin(words: &[String], st: &mut State) -> bool {
             change_dir(first, &words[1..], st);
             true
         }
-        "set" | "shopt" | "ulimit" | "umask" | "source" | "." | "echo" | "printf" | "true"
-        | "false" | ":" | "trap" | "wait" | "sleep" | "mkdir" | "unset" | "hostname"
-        | "nvidia-smi" | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => true,
+        "set" | "shift" => {
+            set_positional(words, st);
+            true
+        }
+        "shopt" | "ulimit" | "umask" | "source" | "." | "echo" | "printf" | "true" | "false"
+        | ":" | "trap" | "wait" | "sleep" | "mkdir" | "unset" | "hostname" | "nvidia-smi"
+        | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => true,
         _ => false,
+    }
+}
+
+/// `set [OPTION…] -- ARG…` makes the ARGs the positional parameters, `shift [N]` drops the first N (POSIX
+/// 2.14 `set`, `shift`); an N not known makes them one unknown word. Other `set`s change none.
+fn set_positional(words: &[String], st: &mut State) {
+    let Some(zero) = st.positional.first().cloned() else {
+        return;
+    };
+    if words[0] == "set" {
+        if let Some(at) = words.iter().position(|w| w == "--") {
+            st.positional = std::iter::once(zero)
+                .chain(words[at + 1..].iter().cloned())
+                .collect();
+        }
+        return;
+    }
+    let n = words.get(1).map_or(Some(1), |w| w.parse::<usize>().ok());
+    match n {
+        Some(n) if n < st.positional.len() => {
+            st.positional.drain(1..=n);
+        }
+        Some(_) => {} // `shift` past the last one fails and changes nothing.
+        None => st.positional = vec![zero, format!("{UNKNOWN}$@{UNKNOWN}")],
     }
 }
 
@@ -1551,6 +1582,25 @@ mod tests {
             ),
             words(&["torchrun", "--nnodes=2"])
         );
+        // `set --` and `shift` change them.
+        assert_eq!(
+            run("shift; exec \"$@\"", &["sh", "x", "torchrun", "t.py"]),
+            words(&["torchrun", "t.py"])
+        );
+        assert_eq!(
+            run(
+                "set -e -- torchrun \"$@\"; (shift); exec \"$@\"",
+                &["sh", "--nnodes=2"]
+            ),
+            words(&["torchrun", "--nnodes=2"])
+        );
+        assert_eq!(
+            run("shift 5; torchrun \"$@\"", &["sh", "a"]),
+            words(&["torchrun", "a"])
+        );
+        assert!(is_unknown(
+            &run("shift $N; torchrun \"$@\"", &["sh", "a"])[1]
+        ));
         // A string that passes "$@" on is not read with its parameters appended again.
         assert_eq!(
             run("cd /w && exec \"$@\"", &["sh", "python", "t.py"]),
