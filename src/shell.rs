@@ -23,9 +23,10 @@
 //!   — a command substitution `$(…)` or `` `…` ``, arithmetic, `$?`, `~user`, other `${…}` forms, a variable
 //!   that is not set — is *unknown*: the word carries [`UNKNOWN`] around the text as written, and the
 //!   launcher reading treats it as not known, never as a value;
-//! * what a subshell `( … )`, a command of a multi-command pipeline or a nested shell changes (`cd`,
-//!   variables, exports) ends with it (POSIX 2.12; bash(1) Pipelines); a relative `cd` with `CDPATH` set
-//!   goes where ncclenv cannot follow (unknown);
+//! * what a subshell `( … )`, a command of a multi-command pipeline, one run in the background (`&`) or a
+//!   nested shell changes (`cd`, variables, exports, `set --`, `shift`) ends with it (POSIX 2.12, 2.9.3.1;
+//!   bash(1) Pipelines); `cd DIR || true` is followed; a relative `cd` with `CDPATH` set goes where ncclenv
+//!   cannot follow (unknown);
 //! * a shell running a script file (`bash run.sh`) is not read: [`Unwrapped::script`] names the file.
 //!
 //! A string that does not split (an unclosed quote or `$(`) is a problem (a `launcher-argument` warning), and
@@ -277,11 +278,10 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
             if params.is_empty() {
                 params.push(prog.clone());
             }
-            let outer_params = std::mem::replace(&mut st.positional, params);
+            st.positional = params;
             let outer_passes = st.passes_all.replace(false);
             let read = read_string(&s, st, depth + 1);
             outer.restore(st);
-            st.positional = outer_params;
             let passes_all = st.passes_all.replace(outer_passes);
             if let Some(mut inner) = read {
                 // No launcher in the string and no `$@`/`$*` in it: its positional parameters (after
@@ -472,12 +472,13 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
                 }
                 continue;
             }
-            Piece::Pipe | Piece::Sep => continue,
+            Piece::Pipe | Piece::Background | Piece::Sep => continue,
             Piece::Text(t) => t,
         };
         // Each command of a pipeline runs in a subshell (bash(1) "Pipelines": "Each command in a
-        // multi-command pipeline … is executed in its own subshell"): its `cd` is not the next one's.
-        let element = in_pipeline(&pieces, k).then(|| Saved::of(st));
+        // multi-command pipeline … is executed in its own subshell"), and so does one run in the
+        // background (POSIX 2.9.3.1): its `cd` is not the next one's.
+        let element = in_subshell(&pieces, k).then(|| Saved::of(st));
         let found = simple(text, st, depth);
         if let Some(saved) = element {
             saved.restore(st);
@@ -491,12 +492,13 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
     last
 }
 
-/// True when the command at `pieces[k]` is an element of a multi-command pipeline (a `|` before or after
-/// it, across the `(`/`)` of a group).
-fn in_pipeline(pieces: &[Piece], k: usize) -> bool {
+/// True when the command at `pieces[k]` runs in a subshell of its own: an element of a multi-command
+/// pipeline (a `|` before or after it, across the `(`/`)` of a group) or a command run in the background
+/// (`&` after it).
+fn in_subshell(pieces: &[Piece], k: usize) -> bool {
     let after = pieces[k + 1..].iter().find(|p| **p != Piece::Close);
     let before = pieces[..k].iter().rev().find(|p| **p != Piece::Open);
-    after == Some(&Piece::Pipe) || before == Some(&Piece::Pipe)
+    matches!(after, Some(Piece::Pipe | Piece::Background)) || before == Some(&Piece::Pipe)
 }
 
 /// One simple command's text of a shell string, expanded and read: the command, or `None` for a builtin,
@@ -672,7 +674,9 @@ enum Piece {
     Close,
     /// `|` or bash's `|&`: the commands on both sides are one pipeline's.
     Pipe,
-    /// `;`, `&`, `&&`, `||`, a newline.
+    /// `&` after a command: it runs in the background, in a subshell (POSIX 2.9.3.1).
+    Background,
+    /// `;`, `&&`, `||`, `;;`, a newline.
     Sep,
 }
 
@@ -735,6 +739,7 @@ fn cut(s: &str) -> Result<Vec<Piece>, String> {
                     ('|', Some('|')) | ('&', Some('&')) => (Piece::Sep, 2),
                     ('|', Some('&')) => (Piece::Pipe, 2),
                     ('|', _) => (Piece::Pipe, 1),
+                    ('&', _) => (Piece::Background, 1),
                     _ => (Piece::Sep, 1),
                 };
                 out.push(piece);
@@ -1220,6 +1225,7 @@ mod tests {
             "sh -c 'cd /w' && accelerate launch t.py",
             "cd /w | true; accelerate launch t.py",
             "cd /w |& cat; accelerate launch t.py",
+            "cd /w & accelerate launch t.py",
             "true | cd /w; accelerate launch t.py",
             "(export MASTER_ADDR=x); accelerate launch t.py",
         ] {
@@ -1252,7 +1258,7 @@ mod tests {
         );
         assert_eq!(
             cwd(
-                "(cd /a) && cd /b | cat && cd /c || true; torchrun t.py | tee log",
+                "(cd /a) && cd /b | cat && cd /c || true; cd /d & torchrun t.py | tee log",
                 &[]
             )
             .as_deref(),
