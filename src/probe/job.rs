@@ -324,36 +324,13 @@ fn wrapper_text(u: &crate::shell::Unwrapped) -> String {
         .take(12)
         .map(|w| match crate::shell::display(w).split_once('=') {
             Some((n, _)) if secret_name(n) => format!("{n}=***"),
-            _ => redact_shell_word(w),
+            _ => launcher::redact_shell_word(w),
         })
         .collect();
     if u.argv.len() > 12 {
         words.push("…".into());
     }
     format!("{}: {}", u.via.join(", "), words.join(" "))
-}
-
-/// `word` (a word of the shell's command, [`crate::shell::UNKNOWN`] marks in place) as shown, with the user
-/// information of a URL in it replaced by `***`; the `@` of a shell parameter (`$@`, `${@…}`) that
-/// ncclenv did not expand is not a URL's and is kept. Break-it finding: `exec "$@"` was shown as `exec ***@`.
-fn redact_shell_word(word: &str) -> String {
-    // A character no shown word holds stands for such an `@` while the URL is redacted.
-    const AT: char = '\u{1B}';
-    let mut kept = String::with_capacity(word.len());
-    let mut unknown = false;
-    for c in word.chars() {
-        if c == crate::shell::UNKNOWN {
-            unknown = !unknown;
-        }
-        let parameter = kept.ends_with('$') || kept.ends_with("${");
-        kept.push(if c == '@' && unknown && parameter {
-            AT
-        } else {
-            c
-        });
-    }
-    let shown = crate::shell::display(&launcher::redact_userinfo(&kept));
-    shown.replace(AT, "@")
 }
 
 fn secret_name(n: &str) -> bool {
