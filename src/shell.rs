@@ -460,6 +460,7 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
     // The shell's state at each open `(`: what its subshell changes is undone at the `)` (POSIX 2.12:
     // "changes made to the subshell environment shall not affect the shell environment").
     let mut subshells: Vec<Saved> = Vec::new();
+    let mut groups: Vec<(Saved, bool)> = Vec::new();
     for (k, piece) in pieces.iter().enumerate() {
         let text = match piece {
             Piece::Open => {
@@ -475,10 +476,23 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
             Piece::Pipe | Piece::Background | Piece::Sep => continue,
             Piece::Text(t) => t,
         };
+        // A `{ …; }` group in a pipeline or the background is a subshell as a whole: saved at its `{`,
+        // put back at its `}` (the first word of a command's text) when a `|` or `&` joins it.
+        let first = text.split_whitespace().next();
+        if first == Some("{") {
+            groups.push((Saved::of(st), in_subshell(&pieces, k)));
+        }
+        if first == Some("}") {
+            if let Some((saved, piped_before)) = groups.pop() {
+                if piped_before || in_subshell(&pieces, k) {
+                    saved.restore(st);
+                }
+            }
+        }
         // Each command of a pipeline runs in a subshell (bash(1) "Pipelines": "Each command in a
         // multi-command pipeline … is executed in its own subshell"), and so does one run in the
         // background (POSIX 2.9.3.1): its `cd` is not the next one's.
-        let element = in_subshell(&pieces, k).then(|| Saved::of(st));
+        let element = (first != Some("{") && in_subshell(&pieces, k)).then(|| Saved::of(st));
         let found = simple(text, st, depth);
         if let Some(saved) = element {
             saved.restore(st);
@@ -1226,6 +1240,9 @@ mod tests {
             "cd /w | true; accelerate launch t.py",
             "cd /w |& cat; accelerate launch t.py",
             "cd /w & accelerate launch t.py",
+            "{ cd /w; } | cat; accelerate launch t.py",
+            "{ cd /w; true; } 2>&1 & accelerate launch t.py",
+            "true | { cd /w; }; accelerate launch t.py",
             "true | cd /w; accelerate launch t.py",
             "(export MASTER_ADDR=x); accelerate launch t.py",
         ] {
@@ -1251,6 +1268,15 @@ mod tests {
         assert_eq!(
             u.assignments,
             vec![("MASTER_ADDR".to_string(), "m".to_string())]
+        );
+        assert_eq!(
+            cwd("{ cd /w; } && accelerate launch t.py", &[]).as_deref(),
+            Some("/w"),
+            "a group alone is no subshell"
+        );
+        assert_eq!(
+            cwd("true | { cd /w; accelerate launch t.py; }", &[]).as_deref(),
+            Some("/w")
         );
         assert_eq!(
             cwd("cd /a && (cd b; true) && accelerate launch t.py", &[]).as_deref(),
