@@ -1646,6 +1646,7 @@ mod tests {
         proptest!(|(s in "[ -~\\n]{0,60}")| {
             let _ = un(&["sh", "-c", &s], &[("A", "1")]);
             let _ = un(&["env", &s, "bash", "-c", &s], &[]);
+            let _ = un(&["sh", "-c", &s, &s, "a b", ""], &[("HOME", "/h"), ("CDPATH", "/c")]);
         });
     }
 }
