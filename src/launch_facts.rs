@@ -183,6 +183,29 @@ pub fn redact_userinfo(value: &str) -> String {
         .join(",")
 }
 
+/// `word` (a word of the shell's command, [`crate::shell::UNKNOWN`] marks in place) as shown, with the user
+/// information of a URL in it replaced by `***`; the `@` of a shell parameter (`$@`, `${@…}`) that
+/// ncclenv did not expand is not a URL's and is kept. Break-it finding: `exec "$@"` was shown as `exec ***@`.
+pub fn redact_shell_word(word: &str) -> String {
+    // A character no shown word holds stands for such an `@` while the URL is redacted.
+    const AT: char = '\u{1B}';
+    let mut kept = String::with_capacity(word.len());
+    let mut unknown = false;
+    for c in word.chars() {
+        if c == crate::shell::UNKNOWN {
+            unknown = !unknown;
+        }
+        let parameter = kept.ends_with('$') || kept.ends_with("${");
+        kept.push(if c == '@' && unknown && parameter {
+            AT
+        } else {
+            c
+        });
+    }
+    let shown = crate::shell::display(&redact_userinfo(&kept));
+    shown.replace(AT, "@")
+}
+
 /// The launcher `argv` runs, and the index of its first own argument. Recognised: the program's base name
 /// (`torchrun`, `deepspeed`, `sglang`, `vllm`, `horovodrun`, `mpirun`/`mpiexec`/`orterun`/`prterun`,
 /// `ray` with `start`), and `python[3[.x]] [-u …] -m MODULE` or `python SCRIPT` with the script's base name

@@ -50,8 +50,9 @@
 //! user information, which is never stored (see [`redact_userinfo`]).
 
 pub use crate::launch_facts::{
-    detect, parse_endpoint, parse_host, parse_host_spec, parse_nnodes, parse_port, redact_userinfo,
-    Endpoint, LaunchInfo, ReadFile, Sourced, TORCH_DEFAULT_PORT, VARS,
+    detect, parse_endpoint, parse_host, parse_host_spec, parse_nnodes, parse_port,
+    redact_shell_word, redact_userinfo, Endpoint, LaunchInfo, ReadFile, Sourced,
+    TORCH_DEFAULT_PORT, VARS,
 };
 use crate::snapshot::{Framework, Launcher, RdzvProtocol, Rendezvous};
 use std::collections::BTreeMap;
@@ -1318,11 +1319,11 @@ fn set_self(info: &mut LaunchInfo, v: &str, source: &str) {
 
 /// `launcher argument --x "value"` for flags, `NAME="value"` for variables, user information removed.
 fn written(source: &str, value: &str) -> String {
-    let value = crate::shell::display(value);
+    let value = redact_shell_word(value);
     if source.starts_with('-') {
-        format!("launcher argument {source} {:?}", redact_userinfo(&value))
+        format!("launcher argument {source} {value:?}")
     } else {
-        format!("{source}={:?}", redact_userinfo(&value))
+        format!("{source}={value:?}")
     }
 }
 
@@ -1672,6 +1673,23 @@ mod tests {
         assert_eq!(redact_userinfo("u:p@h:1,h2:2"), "***@h:1,h2:2");
         assert_eq!(redact_userinfo("http://h/a@b"), "http://h/a@b");
         assert_eq!(redact_userinfo("10.0.0.1:80"), "10.0.0.1:80");
+    }
+
+    #[test]
+    fn a_shell_parameter_at_is_not_user_information() {
+        // Break-it 02: an `$@` ncclenv did not expand was shown as `***@`.
+        let u = crate::shell::UNKNOWN;
+        assert_eq!(redact_shell_word(&format!("{u}${{@:2}}{u}")), "${@:2}");
+        assert_eq!(
+            written("--master_addr", &format!("{u}$@{u}")),
+            "launcher argument --master_addr \"$@\""
+        );
+        // The known text around it is still redacted; an `@` inside `$(…)` too.
+        assert_eq!(
+            redact_shell_word(&format!("etcd://u:S3CR3T@{u}$H{u}:2379")),
+            "etcd://***@$H:2379"
+        );
+        assert_eq!(redact_shell_word(&format!("{u}$(echo u:p@h){u}")), "***@h)");
     }
 
     #[test]

@@ -17,20 +17,32 @@
 //!   backslashes, `#` comments);
 //! * parameters are expanded from the environment the shell receives (and the string's own assignments):
 //!   `$VAR`, `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:=default}`; an unquoted expansion is split
-//!   into words as the shell splits it. Anything else — a command substitution `$(…)` or `` `…` ``, arithmetic,
-//!   positional parameters, other `${…}` forms, a variable that is not set — is *unknown*: the word carries
-//!   [`UNKNOWN`] around the text as written, and the launcher reading treats it as not known, never as a value;
+//!   into words as the shell splits it. The words after the string are the positional parameters (`$0`
+//!   first): `"$@"`, `$@`, `$*`, `"$*"`, `$1`…, `${N}`, `${N:-default}`, `$#` expand from them (POSIX 2.5.1,
+//!   2.5.2). An unquoted `~`/`~/…` at a word's start or after `NAME=` is `HOME` (POSIX 2.6.1). Anything else
+//!   — a command substitution `$(…)` or `` `…` ``, arithmetic, `$?`, `~user`, other `${…}` forms, a variable
+//!   that is not set — is *unknown*: the word carries [`UNKNOWN`] around the text as written, and the
+//!   launcher reading treats it as not known, never as a value;
+//! * what a subshell `( … )`, a command of a multi-command pipeline, one run in the background (`&`) or a
+//!   nested shell changes (`cd`, variables, exports, `set --`, `shift`) ends with it (POSIX 2.12, 2.9.3.1;
+//!   bash(1) Pipelines); `cd DIR || true` is followed; a relative `cd` with `CDPATH` set goes where ncclenv
+//!   cannot follow (unknown);
 //! * a shell running a script file (`bash run.sh`) is not read: [`Unwrapped::script`] names the file.
 //!
 //! A string that does not split (an unclosed quote or `$(`) is a problem (a `launcher-argument` warning), and
 //! the command is then read as written. Sources: POSIX.1-2017 Shell Command Language, 2.3 (token
-//! recognition), 2.6.2 (parameter expansion), 2.9.1 (simple commands); bash(1) `-c`.
+//! recognition), 2.5 (parameters), 2.6.1 (tilde expansion), 2.6.2 (parameter expansion), 2.9.1 (simple
+//! commands), 2.12 (shell execution environment); bash(1) `-c`, Pipelines.
 
 use std::collections::BTreeMap;
 
 /// Marks, on both sides, the text of an expansion ncclenv cannot know before the shell runs (`$(hostname)`,
 /// an unset `$VAR`): a word holding it is unknown. [`display`] removes the marks.
 pub const UNKNOWN: char = '\u{1A}';
+
+/// Marks a word that `"$@"` with no positional parameters left empty: the word is removed (POSIX 2.5.2:
+/// `"$@"` then expands to zero fields), the mark removed from any other word.
+const DROP: char = '\u{1C}';
 
 /// How deep shells inside shells are read (`sh -c "bash -c '…'"`).
 const MAX_DEPTH: usize = 4;
@@ -57,7 +69,8 @@ pub struct Unwrapped {
     pub problems: Vec<String>,
     /// The working directory the command starts in when a wrapper changes it (`cd DIR`, `pushd DIR`,
     /// `env -C DIR`; bash(1) `cd`, coreutils env(1) `--chdir`): absolute, or relative to ncclenv's own; it
-    /// holds [`UNKNOWN`] when it is not known (`cd -`, `cd "$(…)"`, `popd`). `None` when unchanged.
+    /// holds [`UNKNOWN`] when it is not known (`cd -`, `cd "$(…)"`, `popd`, a relative `cd` with `CDPATH`
+    /// set). `None` when unchanged.
     pub cwd: Option<String>,
 }
 
@@ -91,10 +104,12 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
         script: None,
         problems: Vec::new(),
         cwd: None,
+        positional: Vec::new(),
+        passes_all: std::cell::Cell::new(false),
     };
     let mut cmd = command(argv.to_vec(), false, &mut st, 0);
     place(&mut cmd, &st);
-    let mut assignments = st.exports;
+    let mut assignments = cmd.exports;
     assignments.extend(cmd.assigns);
     Unwrapped {
         argv: cmd.words,
@@ -121,12 +136,14 @@ pub fn join_dir(base: Option<&str>, dir: &str) -> String {
     }
 }
 
-/// Give `cmd` the working directory it starts in: the one an inner shell already found, else the shell's
-/// current one (`State::cwd`), changed by `env -C DIR`.
+/// Give `cmd` the working directory it starts in and the variables exported to it: what an inner shell
+/// already found, else the shell's current ones (`State::cwd`, `State::exports`), changed by `env -C DIR`.
 fn place(cmd: &mut Cmd, st: &State) {
-    if cmd.cwd.is_some() {
+    if cmd.placed {
         return;
     }
+    cmd.placed = true;
+    cmd.exports = st.exports.clone();
     cmd.cwd = match cmd.chdir.take() {
         Some(d) => Some(join_dir(st.cwd.as_deref(), &d)),
         None => st.cwd.clone(),
@@ -141,6 +158,7 @@ fn change_dir(builtin: &str, args: &[String], st: &mut State) {
         .find(|a| !(a.starts_with('-') && a.len() > 1) || a.as_str() == "-");
     let next = match (builtin, dir.map(String::as_str)) {
         ("popd", _) | (_, Some("-")) | ("pushd", None) => UNKNOWN.to_string(),
+        (_, Some(d)) if searches_cdpath(d, st) => UNKNOWN.to_string(),
         (_, Some(d)) => join_dir(st.cwd.as_deref(), d),
         (_, None) => match st.lookup("HOME") {
             Some(Some(h)) => h,
@@ -148,6 +166,19 @@ fn change_dir(builtin: &str, args: &[String], st: &mut State) {
         },
     };
     st.cwd = Some(next);
+}
+
+/// True when `cd dir` looks `dir` up in a `CDPATH` the shell has (POSIX `cd` step 5: a relative operand whose
+/// first component is not `.` or `..`): which entry holds it is not known without the files. `cd DIR ||
+/// true` is followed as if `cd` succeeded (ncclenv cannot know either way).
+fn searches_cdpath(dir: &str, st: &State) -> bool {
+    let first = dir.split('/').next().unwrap_or(dir);
+    let cdpath = match st.lookup("CDPATH") {
+        Some(Some(v)) => !v.is_empty(),
+        Some(None) => true,
+        None => false,
+    };
+    cdpath && !dir.starts_with('/') && !matches!(first, "." | "..")
 }
 
 /// The reading's state: the environment, the shell's own variables, what was exported.
@@ -163,6 +194,11 @@ struct State<'e> {
     problems: Vec<String>,
     /// The shell's working directory after its `cd`s (`None`: ncclenv's own).
     cwd: Option<String>,
+    /// The positional parameters of the shell whose string is being read, `$0` first (POSIX 2.5.1; `sh -c
+    /// STRING NAME ARG…`: NAME is `$0`, the ARGs `$1`…); empty outside a shell.
+    positional: Vec<String>,
+    /// Set when the string expands `$@` or `$*` (it passes its positional parameters on itself).
+    passes_all: std::cell::Cell<bool>,
 }
 
 impl State<'_> {
@@ -189,6 +225,10 @@ struct Cmd {
     chdir: Option<String>,
     /// Where the command starts ([`place`]).
     cwd: Option<String>,
+    /// What the shell has exported when the command starts ([`place`]).
+    exports: Vec<(String, String)>,
+    /// True once [`place`] gave the command its directory and exports.
+    placed: bool,
 }
 
 fn basename(p: &str) -> &str {
@@ -212,16 +252,20 @@ fn assignment(word: &str) -> Option<(String, String)> {
 /// A command read through its prefixes and, when it is a shell with `-c`, through its string.
 fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> Cmd {
     let mut cmd = strip_prefixes(words, in_shell, st);
-    let Some(prog) = cmd.words.first() else {
+    let Some(prog) = cmd.words.first().cloned() else {
         return cmd;
     };
-    let base = basename(prog).to_string();
+    let base = basename(&prog).to_string();
     if depth >= MAX_DEPTH || !is_shell(&base) {
         return cmd;
     }
     match shell_args(&cmd.words[1..]) {
         ShellArgs::Command(s, positional) => {
             st.via.push(format!("{base} -c"));
+            // The shell's `cd`s and variables die with it (it is a process of its own): a `cd` inside
+            // `sh -c 'cd /w' && torchrun` does not move torchrun; a launcher inside the string is placed
+            // where it starts before they are undone.
+            let outer = Saved::of(st);
             for (n, v) in &cmd.assigns {
                 let known = (!v.contains(UNKNOWN)).then(|| v.clone());
                 st.locals.insert(n.clone(), known);
@@ -230,11 +274,20 @@ fn command(words: Vec<String>, in_shell: bool, st: &mut State, depth: usize) -> 
             if let Some(d) = cmd.chdir.take() {
                 st.cwd = Some(join_dir(st.cwd.as_deref(), &d));
             }
-            if let Some(mut inner) = read_string(&s, st, depth + 1) {
-                // No launcher in the string: its positional parameters (after `$0`) may be the
-                // launcher's arguments a wrapper passes on (`sh -c 'exec "$0" "$@"' …`); they are read
-                // after the command's own words, as a command ncclenv does not recognise is read.
-                if crate::launch_facts::detect(&inner.words).is_none() {
+            let mut params = positional.clone();
+            if params.is_empty() {
+                params.push(prog.clone());
+            }
+            st.positional = params;
+            let outer_passes = st.passes_all.replace(false);
+            let read = read_string(&s, st, depth + 1);
+            outer.restore(st);
+            let passes_all = st.passes_all.replace(outer_passes);
+            if let Some(mut inner) = read {
+                // No launcher in the string and no `$@`/`$*` in it: its positional parameters (after
+                // `$0`) may be the launcher's arguments a wrapper passes on; they are read after the
+                // command's own words, as a command ncclenv does not recognise is read.
+                if !passes_all && crate::launch_facts::detect(&inner.words).is_none() {
                     inner.words.extend(positional.into_iter().skip(1));
                 }
                 let mut assigns = std::mem::take(&mut cmd.assigns);
@@ -393,7 +446,7 @@ fn prefix_len(base: &str, rest: &[String], cmd: &mut Cmd) -> Option<usize> {
 /// Read a `-c` string: its simple commands in order; the first with a launcher, else the last one that is
 /// not a builtin. `None` (with a problem recorded) when the string does not split.
 fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
-    let segments = match cut(s) {
+    let pieces = match cut(s) {
         Ok(v) => v,
         Err(why) => {
             st.problems.push(format!(
@@ -404,49 +457,135 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
         }
     };
     let mut last: Option<Cmd> = None;
-    for seg in segments {
-        let text = expand(&seg, st);
-        let Some(mut words) = shlex::split(&text) else {
-            st.problems.push(
-                "a command of the shell's string does not split (an unclosed quote); not read"
-                    .into(),
-            );
-            continue;
-        };
-        strip_redirections(&mut words);
-        while words
-            .first()
-            .is_some_and(|w| RESERVED.contains(&w.as_str()))
-        {
-            words.remove(0);
-        }
-        if words.is_empty() || builtin(&words, st) {
-            continue;
-        }
-        let mut cmd = command(words, true, st, depth);
-        place(&mut cmd, st);
-        if cmd.words.is_empty() {
-            // Assignments alone (`A=b`): shell variables. A variable the shell received in its environment,
-            // or exported earlier, stays exported with its new value (POSIX 2.9.1 and `export`: "the
-            // variables in the environment are marked for export"), so `MASTER_ADDR=m; torchrun` gives
-            // torchrun `m`.
-            for (n, v) in cmd.assigns {
-                let exported = st.exports.iter().any(|(e, _)| *e == n)
-                    || (!st.cleared && !st.locals.contains_key(&n) && (st.env)(&n).is_some());
-                if exported {
-                    st.exports.push((n.clone(), v.clone()));
-                }
-                let known = (!v.contains(UNKNOWN)).then_some(v);
-                st.locals.insert(n, known);
+    // The shell's state at each open `(`: what its subshell changes is undone at the `)` (POSIX 2.12:
+    // "changes made to the subshell environment shall not affect the shell environment").
+    let mut subshells: Vec<Saved> = Vec::new();
+    let mut groups: Vec<(Saved, bool)> = Vec::new();
+    for (k, piece) in pieces.iter().enumerate() {
+        let text = match piece {
+            Piece::Open => {
+                subshells.push(Saved::of(st));
+                continue;
             }
-            continue;
+            Piece::Close => {
+                if let Some(saved) = subshells.pop() {
+                    saved.restore(st);
+                }
+                continue;
+            }
+            Piece::Pipe | Piece::Background | Piece::Sep => continue,
+            Piece::Text(t) => t,
+        };
+        // A `{ …; }` group in a pipeline or the background is a subshell as a whole: saved at its `{`,
+        // put back at its `}` (the first word of a command's text) when a `|` or `&` joins it.
+        let first = text.split_whitespace().next();
+        if first == Some("{") {
+            groups.push((Saved::of(st), in_subshell(&pieces, k)));
         }
-        if crate::launch_facts::detect(&cmd.words).is_some() {
-            return Some(cmd);
+        if first == Some("}") {
+            if let Some((saved, piped_before)) = groups.pop() {
+                if piped_before || in_subshell(&pieces, k) {
+                    saved.restore(st);
+                }
+            }
         }
-        last = Some(cmd);
+        // Each command of a pipeline runs in a subshell (bash(1) "Pipelines": "Each command in a
+        // multi-command pipeline … is executed in its own subshell"), and so does one run in the
+        // background (POSIX 2.9.3.1): its `cd` is not the next one's.
+        let element = (first != Some("{") && in_subshell(&pieces, k)).then(|| Saved::of(st));
+        let found = simple(text, st, depth);
+        if let Some(saved) = element {
+            saved.restore(st);
+        }
+        match found {
+            Some(cmd) if crate::launch_facts::detect(&cmd.words).is_some() => return Some(cmd),
+            Some(cmd) => last = Some(cmd),
+            None => {}
+        }
     }
     last
+}
+
+/// True when the command at `pieces[k]` runs in a subshell of its own: an element of a multi-command
+/// pipeline (a `|` before or after it, across the `(`/`)` of a group) or a command run in the background
+/// (`&` after it).
+fn in_subshell(pieces: &[Piece], k: usize) -> bool {
+    let after = pieces[k + 1..].iter().find(|p| **p != Piece::Close);
+    let before = pieces[..k].iter().rev().find(|p| **p != Piece::Open);
+    matches!(after, Some(Piece::Pipe | Piece::Background)) || before == Some(&Piece::Pipe)
+}
+
+/// One simple command's text of a shell string, expanded and read: the command, or `None` for a builtin,
+/// assignments alone (recorded in `st`) or text that does not split (a problem recorded).
+fn simple(text: &str, st: &mut State, depth: usize) -> Option<Cmd> {
+    let text = expand(text, st);
+    let Some(mut words) = shlex::split(&text) else {
+        st.problems.push(
+            "a command of the shell's string does not split (an unclosed quote); not read".into(),
+        );
+        return None;
+    };
+    words.retain(|w| w.is_empty() || w.chars().any(|c| c != DROP));
+    for w in &mut words {
+        w.retain(|c| c != DROP);
+    }
+    strip_redirections(&mut words);
+    while words
+        .first()
+        .is_some_and(|w| RESERVED.contains(&w.as_str()))
+    {
+        words.remove(0);
+    }
+    if words.is_empty() || builtin(&words, st) {
+        return None;
+    }
+    let mut cmd = command(words, true, st, depth);
+    place(&mut cmd, st);
+    if !cmd.words.is_empty() {
+        return Some(cmd);
+    }
+    // Assignments alone (`A=b`): shell variables. A variable the shell received in its environment, or
+    // exported earlier, stays exported with its new value (POSIX 2.9.1 and `export`: "the variables in the
+    // environment are marked for export"), so `MASTER_ADDR=m; torchrun` gives torchrun `m`.
+    for (n, v) in cmd.assigns {
+        let exported = st.exports.iter().any(|(e, _)| *e == n)
+            || (!st.cleared && !st.locals.contains_key(&n) && (st.env)(&n).is_some());
+        if exported {
+            st.exports.push((n.clone(), v.clone()));
+        }
+        let known = (!v.contains(UNKNOWN)).then_some(v);
+        st.locals.insert(n, known);
+    }
+    None
+}
+
+/// What a subshell, a pipeline's command or a shell inside the shell may change of the reading's state,
+/// saved to be put back when it ends.
+struct Saved {
+    cwd: Option<String>,
+    locals: BTreeMap<String, Option<String>>,
+    exports: Vec<(String, String)>,
+    cleared: bool,
+    positional: Vec<String>,
+}
+
+impl Saved {
+    fn of(st: &State) -> Saved {
+        Saved {
+            cwd: st.cwd.clone(),
+            locals: st.locals.clone(),
+            exports: st.exports.clone(),
+            cleared: st.cleared,
+            positional: st.positional.clone(),
+        }
+    }
+    fn restore(self, st: &mut State) {
+        st.cwd = self.cwd;
+        st.locals = self.locals;
+        st.exports = self.exports;
+        st.cleared = self.cleared;
+        st.positional = self.positional;
+    }
 }
 
 /// Remove redirections (`2>&1`, `>log`, `> log`, `>>log`, `<in`, `&>log`, `2>/dev/null`): they are not
@@ -495,10 +634,38 @@ fn builtin(words: &[String], st: &mut State) -> bool {
             change_dir(first, &words[1..], st);
             true
         }
-        "set" | "shopt" | "ulimit" | "umask" | "source" | "." | "echo" | "printf" | "true"
-        | "false" | ":" | "trap" | "wait" | "sleep" | "mkdir" | "unset" | "hostname"
-        | "nvidia-smi" | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => true,
+        "set" | "shift" => {
+            set_positional(words, st);
+            true
+        }
+        "shopt" | "ulimit" | "umask" | "source" | "." | "echo" | "printf" | "true" | "false"
+        | ":" | "trap" | "wait" | "sleep" | "mkdir" | "unset" | "hostname" | "nvidia-smi"
+        | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => true,
         _ => false,
+    }
+}
+
+/// `set [OPTION…] -- ARG…` makes the ARGs the positional parameters, `shift [N]` drops the first N (POSIX
+/// 2.14 `set`, `shift`); an N not known makes them one unknown word. Other `set`s change none.
+fn set_positional(words: &[String], st: &mut State) {
+    let Some(zero) = st.positional.first().cloned() else {
+        return;
+    };
+    if words[0] == "set" {
+        if let Some(at) = words.iter().position(|w| w == "--") {
+            st.positional = std::iter::once(zero)
+                .chain(words[at + 1..].iter().cloned())
+                .collect();
+        }
+        return;
+    }
+    let n = words.get(1).map_or(Some(1), |w| w.parse::<usize>().ok());
+    match n {
+        Some(n) if n < st.positional.len() => {
+            st.positional.drain(1..=n);
+        }
+        Some(_) => {} // `shift` past the last one fails and changes nothing.
+        None => st.positional = vec![zero, format!("{UNKNOWN}$@{UNKNOWN}")],
     }
 }
 
@@ -510,10 +677,27 @@ enum Q {
     Double,
 }
 
+/// A piece of a shell string as [`cut`] finds it.
+#[derive(Debug, PartialEq, Eq)]
+enum Piece {
+    /// The text of one simple command.
+    Text(String),
+    /// `(`: a subshell starts (POSIX 2.9.4 "Grouping Commands").
+    Open,
+    /// `)`: it ends.
+    Close,
+    /// `|` or bash's `|&`: the commands on both sides are one pipeline's.
+    Pipe,
+    /// `&` after a command: it runs in the background, in a subshell (POSIX 2.9.3.1).
+    Background,
+    /// `;`, `&&`, `||`, `;;`, a newline.
+    Sep,
+}
+
 /// Cut shell text into the text of its simple commands at unquoted control operators (`;`, `&`, `|`,
 /// newline, `(`, `)`), keeping `$(…)`, `` `…` `` and quoted text whole and dropping `#` comments. An
 /// unclosed quote, `$(` or backquote is an error.
-fn cut(s: &str) -> Result<Vec<String>, String> {
+fn cut(s: &str) -> Result<Vec<Piece>, String> {
     let chars: Vec<char> = s.chars().collect();
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -559,10 +743,21 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
                     || chars.get(i + 1) == Some(&'>') => {}
             (Q::None, ';' | '&' | '|' | '\n' | '(' | ')') if depth == 0 && !tick => {
                 if !cur.trim().is_empty() {
-                    out.push(std::mem::take(&mut cur));
+                    out.push(Piece::Text(std::mem::take(&mut cur)));
                 }
                 cur.clear();
-                i += 1;
+                let next = chars.get(i + 1).copied();
+                let (piece, len) = match (c, next) {
+                    ('(', _) => (Piece::Open, 1),
+                    (')', _) => (Piece::Close, 1),
+                    ('|', Some('|')) | ('&', Some('&')) => (Piece::Sep, 2),
+                    ('|', Some('&')) => (Piece::Pipe, 2),
+                    ('|', _) => (Piece::Pipe, 1),
+                    ('&', _) => (Piece::Background, 1),
+                    _ => (Piece::Sep, 1),
+                };
+                out.push(piece);
+                i += len;
                 continue;
             }
             _ => {}
@@ -577,7 +772,7 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
         return Err("an unclosed command substitution".into());
     }
     if !cur.trim().is_empty() {
-        out.push(cur);
+        out.push(Piece::Text(cur));
     }
     Ok(out)
 }
@@ -585,7 +780,11 @@ fn cut(s: &str) -> Result<Vec<String>, String> {
 /// A parameter expansion: its value, or the text as written when it cannot be known.
 enum Expansion {
     Known(String),
+    /// `$@` (and unquoted `$*`): one field per positional parameter, none when there are none.
+    Fields(Vec<String>),
     Unknown(String),
+    /// `$*`: joined (inside double quotes), else the fields.
+    Star(String, Vec<String>),
     /// A `$` that starts no expansion.
     Dollar,
 }
@@ -613,6 +812,18 @@ fn expand(seg: &str, st: &State) -> String {
                 i += 2;
                 continue;
             }
+            (Q::None, '~') if tilde_may_start(&chars, i) => {
+                let (len, e) = tilde(&chars[i..], st);
+                match e {
+                    Expansion::Known(v) => push_quoted(&mut out, &v, false),
+                    _ => {
+                        let written: String = chars[i..i + len].iter().collect();
+                        push_quoted(&mut out, &format!("{UNKNOWN}{written}{UNKNOWN}"), false);
+                    }
+                }
+                i += len;
+                continue;
+            }
             (Q::None | Q::Double, '$' | '`') => {
                 let (len, e) = if c == '`' {
                     backquoted(&chars[i..])
@@ -622,6 +833,11 @@ fn expand(seg: &str, st: &State) -> String {
                 match e {
                     Expansion::Dollar => out.push('$'),
                     Expansion::Known(v) => push_value(&mut out, &v, q == Q::Double),
+                    Expansion::Fields(v) => push_fields(&mut out, &v, q == Q::Double),
+                    Expansion::Star(joined, _) if q == Q::Double => {
+                        push_value(&mut out, &joined, true)
+                    }
+                    Expansion::Star(_, v) => push_fields(&mut out, &v, false),
                     Expansion::Unknown(t) => {
                         let marked = format!("{UNKNOWN}{t}{UNKNOWN}");
                         push_quoted(&mut out, &marked, q == Q::Double);
@@ -654,6 +870,21 @@ fn push_value(out: &mut String, v: &str, in_double: bool) {
     }
 }
 
+/// Append `$@`'s fields: inside double quotes each one word (the quotes closed and opened again between
+/// them; none at all gives [`DROP`], so that `"$@"` alone is no word), outside split as values are (POSIX
+/// 2.5.2: `"$@"` expands to `"$1" "$2" …`).
+fn push_fields(out: &mut String, fields: &[String], in_double: bool) {
+    if in_double && fields.is_empty() {
+        out.push(DROP);
+    }
+    for (k, f) in fields.iter().enumerate() {
+        if k > 0 {
+            out.push_str(if in_double { "\" \"" } else { " " });
+        }
+        push_value(out, f, in_double);
+    }
+}
+
 /// Append text as one literal piece: escaped for double quotes, or single-quoted (`'` as `'\''`).
 fn push_quoted(out: &mut String, v: &str, in_double: bool) {
     if in_double {
@@ -667,6 +898,39 @@ fn push_quoted(out: &mut String, v: &str, in_double: bool) {
         out.push('\'');
         out.push_str(&v.replace('\'', "'\\''"));
         out.push('\'');
+    }
+}
+
+/// True when the unquoted `~` at `chars[i]` starts a word, or follows the `=` of an assignment word
+/// (`NAME=~/x`): where POSIX 2.6.1 expands a tilde-prefix.
+fn tilde_may_start(chars: &[char], i: usize) -> bool {
+    let start = chars[..i]
+        .iter()
+        .rposition(|c| c.is_whitespace())
+        .map_or(0, |p| p + 1);
+    let escaped = start >= 2 && chars[start - 2] == '\\';
+    if escaped {
+        return false;
+    }
+    let before: String = chars[start..i].iter().collect();
+    before.is_empty() || before.strip_suffix('=').is_some_and(is_name)
+}
+
+/// The tilde-prefix at `chars[0] == '~'` (up to the first `/` or the word's end; POSIX 2.6.1): `~` alone is
+/// `HOME` as the shell has it (its environment and the string's own assignments; unknown when unset), `~user`
+/// (and bash's `~+`, `~-`) unknown; a prefix with a quote, a backslash or a `$` is no tilde-prefix and
+/// stays a literal `~`. Returns the length read and the expansion.
+fn tilde(chars: &[char], st: &State) -> (usize, Expansion) {
+    let len = chars
+        .iter()
+        .position(|c| *c == '/' || c.is_whitespace())
+        .unwrap_or(chars.len());
+    if chars[1..len].iter().any(|c| "'\"\\$`".contains(*c)) {
+        return (1, Expansion::Known("~".into()));
+    }
+    match (len, st.lookup("HOME")) {
+        (1, Some(Some(home))) => (1, Expansion::Known(home)),
+        _ => (len, Expansion::Unknown(String::new())),
     }
 }
 
@@ -700,7 +964,8 @@ fn parameter(chars: &[char], st: &State) -> (usize, Expansion) {
             let name = text(n)[1..].to_string();
             (n, variable(&name, st, text(n)))
         }
-        Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(*c) => (2, Expansion::Unknown(text(2))),
+        Some(c) if c.is_ascii_digit() || "@*#".contains(*c) => (2, special(*c, st)),
+        Some(c) if "?$!-".contains(*c) => (2, Expansion::Unknown(text(2))),
         _ => (1, Expansion::Dollar),
     }
 }
@@ -722,6 +987,33 @@ fn closing(chars: &[char], open_at: usize, open: char, close: char) -> usize {
     chars.len()
 }
 
+/// `$N` (a digit), `$@`, `$*`, `$#` from the shell's positional parameters (POSIX 2.5.1, 2.5.2): `$N`
+/// beyond the last one is empty, `$*` (quoted) joins them with spaces (the first character of the default
+/// IFS), `$@` and unquoted `$*` are fields ([`push_fields`]).
+fn special(c: char, st: &State) -> Expansion {
+    let args = st.positional.get(1..).unwrap_or_default();
+    match c {
+        '@' | '*' => {
+            st.passes_all.set(true);
+            if c == '*' {
+                return Expansion::Star(args.join(" "), args.to_vec());
+            }
+            Expansion::Fields(args.to_vec())
+        }
+        '#' => Expansion::Known(args.len().to_string()),
+        _ => positional(&c.to_string(), st),
+    }
+}
+
+/// Positional parameter `digits` (`1`, `10` from `${10}`): its value, empty when beyond the last.
+fn positional(digits: &str, st: &State) -> Expansion {
+    let v = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| st.positional.get(n));
+    Expansion::Known(v.cloned().unwrap_or_default())
+}
+
 /// A variable's value, or unknown (not set, or set to something not known).
 fn variable(name: &str, st: &State, written: String) -> Expansion {
     match st.lookup(name) {
@@ -736,6 +1028,14 @@ fn braced(inner: &str, st: &State, written: String) -> Expansion {
     if is_name(inner) {
         return variable(inner, st, written);
     }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match inner {
+        "@" => return special('@', st),
+        "*" => return special('*', st),
+        "#" => return special('#', st),
+        _ if digits(inner) => return positional(inner, st),
+        _ => {}
+    }
     let name_len = inner
         .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
         .unwrap_or(inner.len());
@@ -747,10 +1047,18 @@ fn braced(inner: &str, st: &State, written: String) -> Expansion {
     let Some(word) = word.strip_prefix('-').or_else(|| word.strip_prefix('=')) else {
         return Expansion::Unknown(written);
     };
-    if !is_name(name) || word.contains(['$', '`', '\'', '"', '\\']) {
+    if !(is_name(name) || digits(name)) || word.contains(['$', '`', '\'', '"', '\\']) {
         return Expansion::Unknown(written);
     }
-    match st.lookup(name) {
+    let value = if digits(name) {
+        name.parse::<usize>()
+            .ok()
+            .and_then(|n| st.positional.get(n))
+            .map(|v| Some(v.clone()))
+    } else {
+        st.lookup(name)
+    };
+    match value {
         Some(Some(v)) if !(colon && v.is_empty()) => Expansion::Known(v),
         Some(None) => Expansion::Unknown(written),
         _ => Expansion::Known(word.to_string()),
@@ -919,6 +1227,149 @@ mod tests {
     }
 
     #[test]
+    fn a_cd_in_a_subshell_a_nested_shell_or_a_pipeline_does_not_move_the_launcher() {
+        // Break-it 01: `(cd /w); accelerate …` read accelerate's config file from /w (POSIX 2.12: a
+        // subshell's changes do not affect the shell; bash(1) Pipelines: each command of a multi-command
+        // pipeline runs in a subshell; a nested `sh -c` is a process of its own).
+        let cwd = |line: &str, env: &[(&str, &str)]| un(&["bash", "-c", line], env).cwd;
+        for line in [
+            "( cd /w ); accelerate launch t.py",
+            "(cd /w && true); accelerate launch t.py",
+            "(cd /a; (cd /b)); accelerate launch t.py",
+            "sh -c 'cd /w' && accelerate launch t.py",
+            "cd /w | true; accelerate launch t.py",
+            "cd /w |& cat; accelerate launch t.py",
+            "cd /w & accelerate launch t.py",
+            "{ cd /w; } | cat; accelerate launch t.py",
+            "{ cd /w; true; } 2>&1 & accelerate launch t.py",
+            "true | { cd /w; }; accelerate launch t.py",
+            "true | cd /w; accelerate launch t.py",
+            "(export MASTER_ADDR=x); accelerate launch t.py",
+        ] {
+            let u = un(&["bash", "-c", line], &[]);
+            assert_eq!(u.argv[0], "accelerate", "{line}");
+            assert_eq!(u.cwd, None, "{line}");
+            assert!(u.assignments.is_empty(), "{line}: {:?}", u.assignments);
+        }
+        // What runs inside the subshell or the nested shell runs where it cds to, with its exports.
+        assert_eq!(
+            cwd("(cd /w && accelerate launch t.py)", &[]).as_deref(),
+            Some("/w")
+        );
+        let u = un(
+            &[
+                "bash",
+                "-c",
+                "sh -c 'cd /w && export MASTER_ADDR=m && torchrun t.py'",
+            ],
+            &[],
+        );
+        assert_eq!(u.cwd.as_deref(), Some("/w"));
+        assert_eq!(
+            u.assignments,
+            vec![("MASTER_ADDR".to_string(), "m".to_string())]
+        );
+        assert_eq!(
+            cwd("{ cd /w; } && accelerate launch t.py", &[]).as_deref(),
+            Some("/w"),
+            "a group alone is no subshell"
+        );
+        assert_eq!(
+            cwd("true | { cd /w; accelerate launch t.py; }", &[]).as_deref(),
+            Some("/w")
+        );
+        assert_eq!(
+            cwd("cd /a && (cd b; true) && accelerate launch t.py", &[]).as_deref(),
+            Some("/a")
+        );
+        assert_eq!(
+            cwd(
+                "(cd /a) && cd /b | cat && cd /c || true; cd /d & torchrun t.py | tee log",
+                &[]
+            )
+            .as_deref(),
+            Some("/c"),
+            "`cd DIR || true` is followed"
+        );
+        // CDPATH: which entry holds a relative name is not known; `.`/`..` and absolute names skip it.
+        let cdpath = [("CDPATH", "/x:/y")];
+        assert!(cwd("cd w && torchrun t.py", &cdpath).is_some_and(|d| is_unknown(&d)));
+        assert!(cwd("CDPATH=/x; cd w && torchrun t.py", &[]).is_some_and(|d| is_unknown(&d)));
+        assert_eq!(
+            cwd("cd ./w && torchrun t.py", &cdpath).as_deref(),
+            Some("./w")
+        );
+        assert_eq!(
+            cwd("cd /w && torchrun t.py", &cdpath).as_deref(),
+            Some("/w")
+        );
+        assert_eq!(
+            cwd("cd w && torchrun t.py", &[("CDPATH", "")]).as_deref(),
+            Some("w")
+        );
+    }
+
+    #[test]
+    fn a_tilde_expands_from_home() {
+        // Break-it 04: `deepspeed --hostfile ~/hf` looked for a file named `~/hf` (POSIX 2.6.1).
+        let home = [("HOME", "/h")];
+        let argv = |line: &str, env: &[(&str, &str)]| un(&["sh", "-c", line], env).argv;
+        assert_eq!(
+            argv("deepspeed --hostfile ~/hf t.py", &home),
+            words(&["deepspeed", "--hostfile", "/h/hf", "t.py"])
+        );
+        assert_eq!(
+            argv(
+                "deepspeed --hostfile ~ '~/q' \"~/q\" \\~/q a~ --x=~/q ~\"/q\" ~/\"q\" t.py",
+                &home
+            ),
+            words(&[
+                "deepspeed",
+                "--hostfile",
+                "/h",
+                "~/q",
+                "~/q",
+                "~/q",
+                "a~",
+                "--x=~/q",
+                "~/q",
+                "/h/q",
+                "t.py"
+            ])
+        );
+        assert_eq!(
+            argv("HOME='/a b'; deepspeed --hostfile ~/hf t.py", &home),
+            words(&["deepspeed", "--hostfile", "/a b/hf", "t.py"])
+        );
+        let u = un(&["sh", "-c", "F=~/hf deepspeed t.py"], &home);
+        assert_eq!(u.assignments, vec![("F".to_string(), "/h/hf".to_string())]);
+        for unknown in [
+            "deepspeed --hostfile ~u/hf t.py",
+            "deepspeed --hostfile ~+/hf t.py",
+        ] {
+            let w = &argv(unknown, &home)[2];
+            assert!(is_unknown(w), "{unknown}: {w:?}");
+            assert_eq!(display(w), &unknown[21..26]);
+        }
+        assert!(is_unknown(&argv("deepspeed --hostfile ~/hf t.py", &[])[2]));
+        assert_eq!(
+            un(&["sh", "-c", "cd ~ && mpirun --hostfile hosts t.py"], &home)
+                .cwd
+                .as_deref(),
+            Some("/h")
+        );
+        assert_eq!(
+            un(
+                &["sh", "-c", "cd ~/w && mpirun --hostfile hosts t.py"],
+                &home
+            )
+            .cwd
+            .as_deref(),
+            Some("/h/w")
+        );
+    }
+
+    #[test]
     fn lists_pipes_prefixes_and_assignments() {
         let u = un(
             &[
@@ -1017,7 +1468,7 @@ mod tests {
                 "bash",
                 "-c",
                 "A=$(hostname -i); torchrun --master_addr=$(scontrol show hostnames | head -n1) \
-                 --a=`hostname` --b=$UNSET --c=$1 --d=${X%%.*} --e=$A t.py",
+                 --a=`hostname` --b=$UNSET --c=$? --d=${X%%.*} --e=$A t.py",
             ],
             &env,
         );
@@ -1029,7 +1480,7 @@ mod tests {
             display(&u.argv[1]),
             "--master_addr=$(scontrol show hostnames | head -n1)"
         );
-        assert_eq!(display(&u.argv[4]), "--c=$1");
+        assert_eq!(display(&u.argv[4]), "--c=$?");
         // An unquoted value with spaces splits into words, a quoted one does not.
         let u = un(
             &["sh", "-c", "torchrun $OPTS \"$OPTS\" t.py"],
@@ -1102,11 +1553,100 @@ mod tests {
     }
 
     #[test]
+    fn dollar_at_and_positional_parameters_expand_from_the_words_after_the_string() {
+        // Break-it finding: the entrypoint idiom `sh -c 'cd /w && exec "$@"' sh LAUNCHER …` was read as an
+        // unknown `$@` and no master was read (POSIX 2.5.2: "$@" expands to "$1" "$2" …).
+        let acc = [
+            "accelerate",
+            "launch",
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "10.4.4.4",
+            "t.py",
+        ];
+        let mut argv = vec!["sh", "-c", "cd /w && exec \"$@\"", "sh"];
+        argv.extend_from_slice(&acc);
+        let u = un(&argv, &[]);
+        assert_eq!(u.argv, words(&acc));
+        assert_eq!(u.cwd.as_deref(), Some("/w"));
+        let mut argv = vec!["sh", "-c", "accelerate launch \"$@\"", "sh"];
+        argv.extend_from_slice(&acc[2..]);
+        assert_eq!(un(&argv, &[]).argv, words(&acc));
+        // Each parameter one word in "$@", split outside quotes; "$*" one word.
+        let run = |line: &str, params: &[&str]| {
+            let mut argv = vec!["sh", "-c", line];
+            argv.extend_from_slice(params);
+            un(&argv, &[]).argv
+        };
+        let p = ["n", "a b", "c"];
+        assert_eq!(
+            run("torchrun \"$@\" x", &p),
+            words(&["torchrun", "a b", "c", "x"])
+        );
+        assert_eq!(
+            run("torchrun $@ $*", &p),
+            words(&["torchrun", "a", "b", "c", "a", "b", "c"])
+        );
+        assert_eq!(run("torchrun \"$*\"", &p), words(&["torchrun", "a b c"]));
+        assert_eq!(
+            run("torchrun \"${@}\"", &p),
+            words(&["torchrun", "a b", "c"])
+        );
+        assert_eq!(
+            run(
+                "torchrun $0 $1 ${2} \"$3\" $# ${1:-d} ${3:-d} --x=\"$2\"",
+                &p
+            ),
+            words(&["torchrun", "n", "a", "b", "c", "", "2", "a", "b", "d", "--x=c"])
+        );
+        // No parameters: "$@" is no word at all, "x$@" is x, $0 is the shell's name.
+        assert_eq!(
+            run("torchrun \"$@\" \"x$@\" $0 $#", &[]),
+            words(&["torchrun", "x", "sh", "0"])
+        );
+        assert_eq!(run("torchrun \"$@\"", &["n"]), words(&["torchrun"]));
+        // A nested shell has its own parameters.
+        assert_eq!(
+            run(
+                "sh -c 'exec \"$@\"' in torchrun \"$1\"",
+                &["n", "--nnodes=2"]
+            ),
+            words(&["torchrun", "--nnodes=2"])
+        );
+        // `set --` and `shift` change them.
+        assert_eq!(
+            run("shift; exec \"$@\"", &["sh", "x", "torchrun", "t.py"]),
+            words(&["torchrun", "t.py"])
+        );
+        assert_eq!(
+            run(
+                "set -e -- torchrun \"$@\"; (shift); exec \"$@\"",
+                &["sh", "--nnodes=2"]
+            ),
+            words(&["torchrun", "--nnodes=2"])
+        );
+        assert_eq!(
+            run("shift 5; torchrun \"$@\"", &["sh", "a"]),
+            words(&["torchrun", "a"])
+        );
+        assert!(is_unknown(
+            &run("shift $N; torchrun \"$@\"", &["sh", "a"])[1]
+        ));
+        // A string that passes "$@" on is not read with its parameters appended again.
+        assert_eq!(
+            run("cd /w && exec \"$@\"", &["sh", "python", "t.py"]),
+            words(&["python", "t.py"])
+        );
+    }
+
+    #[test]
     fn never_panics() {
         use proptest::prelude::*;
         proptest!(|(s in "[ -~\\n]{0,60}")| {
             let _ = un(&["sh", "-c", &s], &[("A", "1")]);
             let _ = un(&["env", &s, "bash", "-c", &s], &[]);
+            let _ = un(&["sh", "-c", &s, &s, "a b", ""], &[("HOME", "/h"), ("CDPATH", "/c")]);
         });
     }
 }

@@ -30,7 +30,7 @@ pub fn job(
             Some(d) if !path.starts_with('/') && d.contains(crate::shell::UNKNOWN) => {
                 return Err((
                     false,
-                    "it is relative to a working directory the command's wrapper changes in a way ncclenv cannot follow (cd -, cd $(…), popd)".to_string(),
+                    "it is relative to a working directory the command's wrapper changes in a way ncclenv cannot follow (cd -, cd $(…), popd, cd NAME with CDPATH set)".to_string(),
                 ))
             }
             _ => crate::shell::join_dir(cwd, path),
@@ -337,12 +337,9 @@ fn wrapper_text(u: &crate::shell::Unwrapped) -> String {
         .argv
         .iter()
         .take(12)
-        .map(|w| {
-            let w = crate::shell::display(w);
-            match w.split_once('=') {
-                Some((n, _)) if secret_name(n) => format!("{n}=***"),
-                _ => launcher::redact_userinfo(&w),
-            }
+        .map(|w| match crate::shell::display(w).split_once('=') {
+            Some((n, _)) if secret_name(n) => format!("{n}=***"),
+            _ => launcher::redact_shell_word(w),
         })
         .collect();
     if u.argv.len() > 12 {
@@ -1062,6 +1059,47 @@ mod tests {
             "a bare name is found through PATH, not read"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Break-it finding: `sh -c 'cd /w && exec "$@"' sh accelerate launch …` was shown as `exec: ***@
+    /// accelerate …` and read no master; a `$@` ncclenv does not expand is shown as written, a URL's password
+    /// still is not.
+    #[test]
+    fn the_entrypoint_idiom_reads_the_launcher_and_shows_dollar_at() {
+        let cmd = [
+            "sh",
+            "-c",
+            "cd /w && exec \"$@\"",
+            "sh",
+            "accelerate",
+            "launch",
+            "--num_machines",
+            "2",
+            "--main_process_ip",
+            "10.4.4.4",
+            "t.py",
+        ];
+        let jc = job_command(&argv(&cmd), &[], &BTreeMap::new());
+        assert_eq!(
+            jc.wrapper.as_deref(),
+            Some("sh -c, exec: accelerate launch --num_machines 2 --main_process_ip 10.4.4.4 t.py")
+        );
+        let (peer, shape) = through_shell(&cmd, &[]);
+        assert_eq!(peer.map(|p| p.value.host), Some("10.4.4.4".to_string()));
+        assert_eq!(shape.nnodes, Some(2));
+        let jc = job_command(
+            &argv(&[
+                "bash",
+                "-c",
+                "exec \"${@:2}\" --rdzv_endpoint=etcd://u:S3CR3T@$H:2379",
+            ]),
+            &[],
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            jc.wrapper.as_deref(),
+            Some("bash -c, exec: ${@:2} --rdzv_endpoint=etcd://***@$H:2379")
+        );
     }
 
     /// Break-it finding: `sh -c "cd /w && accelerate launch --config_file acc.yaml"` read `acc.yaml` from
