@@ -19,7 +19,19 @@ impl Companion<'_, '_> {
         {
             return Reading::Fails(why.replace("{var}", var));
         }
-        if !names.contains(&self.gname) && !names.contains(&self.ifname) {
+        // PyTorch's Gloo makes one device per listed name and spreads its pairs over them
+        // (ProcessGroupGloo, GLOO_SOCKET_IFNAME "eth0,eth1"): a container bridge among them, in a job across
+        // nodes, carries pairs that cannot leave this host (break-it, stop 32: `eth0,docker0` was kept silently).
+        let bridge = self.multi
+            && names.iter().any(|n| {
+                *n != self.gname
+                    && *n != self.ifname
+                    && self
+                        .view
+                        .link_by_name(n)
+                        .is_some_and(|l| self.view.container_bridge(l))
+            });
+        if bridge || (!names.contains(&self.gname) && !names.contains(&self.ifname)) {
             Reading::Differs
         } else {
             Reading::Works

@@ -4,6 +4,30 @@ use super::reads::{gloo_name_fails, netdev_unusable, OmpiTarget};
 use super::*;
 use crate::test_snapshot::SnapshotBuilder;
 
+/// The companions' step with NCCL bound to `eth0` 10.244.1.7 (Open MPI gets 10.244.1.0/24; `mpirun`: ncclenv
+/// runs in front of mpirun), repairs allowed.
+fn at_eth0<'a, 'n>(
+    view: &'a NetworkView<'n>,
+    snap: &'a Snapshot,
+    multi: bool,
+    mpirun: bool,
+) -> Companion<'a, 'n> {
+    Companion {
+        view,
+        snap,
+        ifname: "eth0",
+        gname: "eth0",
+        addr: "10.244.1.7".parse().ok(),
+        multi,
+        fix: Fix { vendor: false },
+        ompi: OmpiTarget {
+            value: "10.244.1.0/24".into(),
+            mpirun,
+            rank: false,
+        },
+    }
+}
+
 /// `eth0` 10.244.1.7/24 and `net1` UP with only fe80 (a Multus network whose IPAM has not delivered).
 fn fe80_net1() -> Snapshot {
     SnapshotBuilder::new()
@@ -39,7 +63,6 @@ fn companion_rules_on_an_fe80_only_link() {
 /// kept on one node; `eth0` (NCCL's interface) is kept.
 #[test]
 fn companions_repaired_when_fe80_only_kept_when_they_work() {
-    let fix = Fix { vendor: false };
     let run = |var: &'static str, val: &str, multi: bool| {
         let snap = SnapshotBuilder::new()
             .plug("eth0", &["10.244.1.7/24"])
@@ -51,20 +74,7 @@ fn companions_repaired_when_fe80_only_kept_when_they_work() {
             panic!("no network")
         };
         let view = NetworkView::new(net, &[]);
-        let c = Companion {
-            view: &view,
-            snap: &snap,
-            ifname: "eth0",
-            gname: "eth0",
-            addr: "10.244.1.7".parse().ok(),
-            multi,
-            fix,
-            ompi: OmpiTarget {
-                value: "10.244.1.0/24".into(),
-                mpirun: false,
-                rank: false,
-            },
-        };
+        let c = at_eth0(&view, &snap, multi, false);
         let mut plan = Plan::default();
         let e = COMPANIONS
             .iter()
@@ -163,20 +173,7 @@ fn an_open_mpi_exclude_list_is_kept_and_no_include_list_is_set() {
             panic!("no network")
         };
         let view = NetworkView::new(net, &[]);
-        let c = Companion {
-            view: &view,
-            snap: &snap,
-            ifname: "eth0",
-            gname: "eth0",
-            addr: "10.244.1.7".parse().ok(),
-            multi: true,
-            fix: Fix { vendor: false },
-            ompi: OmpiTarget {
-                value: "10.244.1.0/24".into(),
-                mpirun: true,
-                rank: false,
-            },
-        };
+        let c = at_eth0(&view, &snap, true, true);
         let mut plan = Plan::default();
         for e in COMPANIONS.iter().filter(|e| e.var.starts_with("OMPI_MCA_")) {
             c.judge(e, &mut plan);
@@ -210,4 +207,38 @@ fn an_open_mpi_exclude_list_is_kept_and_no_include_list_is_set() {
         "{}",
         kept[1]
     );
+}
+
+/// Break-it (stop 32): a Gloo list that names NCCL's interface and a container bridge (`eth0,docker0`) is
+/// kept with a warning in a multi-node job (Gloo spreads its pairs over every listed device); on one node,
+/// and for a list of two real NICs, it is kept silently.
+#[test]
+fn a_gloo_list_with_a_container_bridge_warns_across_nodes() {
+    let run = |val: &str, multi: bool| {
+        let snap = SnapshotBuilder::new()
+            .plug("eth0", &["10.244.1.7/24"])
+            .plug("eth1", &["10.245.1.7/24"])
+            .plug("docker0", &["172.17.0.1/16"])
+            .env("GLOO_SOCKET_IFNAME", val)
+            .build();
+        let Ok(net) = &snap.net else {
+            panic!("no network")
+        };
+        let view = NetworkView::new(net, &[]);
+        let c = at_eth0(&view, &snap, multi, false);
+        let mut plan = Plan::default();
+        let e = COMPANIONS
+            .iter()
+            .find(|e| e.var == "GLOO_SOCKET_IFNAME")
+            .expect("in the table");
+        c.judge(e, &mut plan);
+        plan.warnings
+            .iter()
+            .map(|w| w.code.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run("eth0,docker0", true), ["companion-differs"]);
+    assert!(run("eth0,docker0", false).is_empty(), "one node");
+    assert!(run("eth0,eth1", true).is_empty(), "two NICs");
+    assert!(run("eth0", true).is_empty());
 }
