@@ -183,7 +183,21 @@ pub fn redact_userinfo(value: &str) -> String {
         .join(",")
 }
 
-/// `word` (a word of the shell's command, [`crate::shell::UNKNOWN`] marks in place) as shown, with the user
+/// Marks, on both sides, the text of an expansion ncclenv cannot know before the shell runs (`$(hostname)`,
+/// an unset `$VAR`; set by `crate::shell`): a word holding it is unknown. [`display`] removes the marks.
+pub const UNKNOWN: char = '\u{1A}';
+
+/// `word` with the [`UNKNOWN`] marks removed: the text as the command wrote it.
+pub fn display(word: &str) -> String {
+    word.chars().filter(|c| *c != UNKNOWN).collect()
+}
+
+/// True when `word` holds an expansion that is not known before the shell runs.
+pub fn is_unknown(word: &str) -> bool {
+    word.contains(UNKNOWN)
+}
+
+/// `word` (a word of the shell's command, [`UNKNOWN`] marks in place) as shown, with the user
 /// information of a URL in it replaced by `***`; the `@` of a shell parameter (`$@`, `${@…}`) that
 /// ncclenv did not expand is not a URL's and is kept. Break-it finding: `exec "$@"` was shown as `exec ***@`.
 pub fn redact_shell_word(word: &str) -> String {
@@ -192,7 +206,7 @@ pub fn redact_shell_word(word: &str) -> String {
     let mut kept = String::with_capacity(word.len());
     let mut unknown = false;
     for c in word.chars() {
-        if c == crate::shell::UNKNOWN {
+        if c == UNKNOWN {
             unknown = !unknown;
         }
         let parameter = kept.ends_with('$') || kept.ends_with("${");
@@ -202,7 +216,7 @@ pub fn redact_shell_word(word: &str) -> String {
             c
         });
     }
-    let shown = crate::shell::display(&redact_userinfo(&kept));
+    let shown = display(&redact_userinfo(&kept));
     shown.replace(AT, "@")
 }
 

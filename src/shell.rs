@@ -36,9 +36,9 @@
 
 use std::collections::BTreeMap;
 
-/// Marks, on both sides, the text of an expansion ncclenv cannot know before the shell runs (`$(hostname)`,
-/// an unset `$VAR`): a word holding it is unknown. [`display`] removes the marks.
-pub const UNKNOWN: char = '\u{1A}';
+// The marks of an expansion ncclenv cannot know live with what every reader shares (`crate::launch_facts`),
+// so that readers below the shell can read a shell's words without importing it.
+pub use crate::launch_facts::{display, is_unknown, UNKNOWN};
 
 /// Marks a word that `"$@"` with no positional parameters left empty: the word is removed (POSIX 2.5.2:
 /// `"$@"` then expands to zero fields), the mark removed from any other word.
@@ -79,16 +79,6 @@ impl Unwrapped {
     pub fn wrapped(&self) -> bool {
         !self.via.is_empty()
     }
-}
-
-/// `word` with the [`UNKNOWN`] marks removed: the text as the command wrote it.
-pub fn display(word: &str) -> String {
-    word.chars().filter(|c| *c != UNKNOWN).collect()
-}
-
-/// True when `word` holds an expansion that is not known before the shell runs.
-pub fn is_unknown(word: &str) -> bool {
-    word.contains(UNKNOWN)
 }
 
 /// Read `argv` down to the simple command that starts the job (see the module docs). `env` looks up the

@@ -295,7 +295,7 @@ impl Companion<'_, '_> {
         let new = self.gives(e.gives);
         let Some(inh) = Inherited::env(e.var, self.snap) else {
             if let (Some(value), Some(reason)) = (new, self.set_reason(e)) {
-                if !self.exclude_given(e, plan) {
+                if !self.exclude_list_kept(e, plan) {
                     plan.set(e.var, value, reason);
                 }
             }
@@ -314,11 +314,12 @@ impl Companion<'_, '_> {
     }
 
     /// For Open MPI's include lists: whether the matching exclude list is given (`OMPI_MCA_*_if_exclude`,
-    /// or `--mca *_if_exclude` on mpirun's command line), and then the info `ompi-exclude-kept`. Open MPI
+    /// or `--mca *_if_exclude` on mpirun's command line) and is kept; when it is, this records the info
+    /// `ompi-exclude-kept`. Open MPI
     /// refuses both ("Both TCP interface include and exclude lists were specified", opal/mca/btl/tcp and
     /// orte/mca/oob/tcp, Open MPI 4.1): setting the include list beside a user's exclude list made mpirun
     /// fail where it ran without ncclenv (break-it, stop 32).
-    fn exclude_given(&self, e: &CompanionVar, plan: &mut Plan) -> bool {
+    fn exclude_list_kept(&self, e: &CompanionVar, plan: &mut Plan) -> bool {
         if e.read != Read::OmpiInclude {
             return false;
         }
