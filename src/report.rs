@@ -25,10 +25,9 @@ use std::io::{IsTerminal, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::OnceLock;
-use tracing::Level;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::registry::LookupSpan;
+use tracing::level_filters::LevelFilter;
+use tracing::span;
+use tracing::{Event, Level, Metadata};
 
 /// Longest summary line, in characters, `ncclenv: ` included. Variables that do not fit are counted at the
 /// end (`+N more`), least important (framework companions) first.
@@ -324,10 +323,42 @@ fn write(lvl: Lvl, rec: &Record, always: bool) {
     let _ = QuietStderr.write_all(line.as_bytes());
 }
 
-/// Renders `tracing` events from other modules as [`Record`]s of kind `log`, in the configured format.
-struct Format {
-    format: LogFormat,
-    color: bool,
+/// The `tracing` subscriber of this process: an event from another module (`tracing::warn!` …) becomes a
+/// [`Record`] of kind `log`, filtered by `NCCLENV_LOG` and written by [`write`] in the configured format, like
+/// every other line. ncclenv opens no spans: a span gets one constant id and is otherwise ignored (the
+/// `Subscriber` contract of tracing-core 0.1 asks only for a non-zero id). This replaces tracing-subscriber's
+/// `fmt` layer and registry, which ncclenv used for nothing but this (21 KiB of the static binary,
+/// docs/performance.md "Size under 1.5 MiB").
+struct Logger {
+    /// The most verbose level written (`tracing` orders TRACE above ERROR).
+    max: Level,
+}
+
+impl tracing::Subscriber for Logger {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        *metadata.level() <= self.max
+    }
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::from_level(self.max))
+    }
+    fn new_span(&self, _span: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+    fn record(&self, _span: &span::Id, _values: &span::Record<'_>) {}
+    fn record_follows_from(&self, _span: &span::Id, _follows: &span::Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let mut message = fields.message;
+        for extra in fields.extra {
+            message.push(' ');
+            message.push_str(&extra);
+        }
+        let lvl = Lvl::of(event.metadata().level());
+        write(lvl, &Record::new(lvl, message, Kind::Log), false);
+    }
+    fn enter(&self, _span: &span::Id) {}
+    fn exit(&self, _span: &span::Id) {}
 }
 
 /// Collects an event's message and extra fields (`key=value`, appended to the message).
@@ -354,30 +385,6 @@ impl tracing::field::Visit for Fields {
     }
 }
 
-impl<S, N> FormatEvent<S, N> for Format
-where
-    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        _ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> fmt::Result {
-        let mut f = Fields::default();
-        event.record(&mut f);
-        let mut message = f.message;
-        for e in f.extra {
-            message.push(' ');
-            message.push_str(&e);
-        }
-        let lvl = Lvl::of(event.metadata().level());
-        let rec = Record::new(lvl, message, Kind::Log);
-        writer.write_str(&rec.render(self.format, self.color))
-    }
-}
-
 /// Install the stderr logger: `level` (`NCCLENV_LOG`), `format` (`NCCLENV_LOG_FORMAT`). Colour (text only)
 /// when stderr is a terminal and `NO_COLOR` is unset or empty (no-color.org). Later calls change nothing.
 pub fn init(level: LogLevel, format: LogFormat, no_color: bool) {
@@ -394,16 +401,10 @@ pub fn init(level: LogLevel, format: LogFormat, no_color: bool) {
         LogLevel::Info => Level::INFO,
         LogLevel::Debug => Level::DEBUG,
     };
-    // tracing-subscriber reports a failed write with `eprintln!` when `log_internal_errors` is on (the
-    // builder's default), and `eprintln!` panics when stderr fails too: a job started with `2>/dev/full` or a
-    // closed stderr would never run. Both are shut off: the writer swallows errors and internal errors are not
-    // logged.
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(max)
-        .with_writer(|| QuietStderr)
-        .log_internal_errors(false)
-        .event_format(Format { format, color })
-        .try_init();
+    // Every line, this subscriber's too, goes through `write` and `QuietStderr`, which swallows write errors:
+    // a job started with `2>/dev/full` or a closed stderr still runs. A second call finds the global
+    // subscriber set and changes nothing.
+    let _ = tracing::subscriber::set_global_default(Logger { max });
 }
 
 /// stderr that never fails: every error (`ENOSPC` on `/dev/full`, `EPIPE`, `EBADF` on a closed fd) is

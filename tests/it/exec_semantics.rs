@@ -1376,6 +1376,25 @@ fn help_pages_typo_suggestions_version_and_disable_echo() {
         "{}",
         text(&o.stderr)
     );
+    // The same line from the `tracing` facade (report::Logger) as a JSON record of kind `log`, and filtered out
+    // below its level.
+    let o = run(
+        &["--", "true"],
+        &[("NCCLENV_DISABLE", "yes"), ("NCCLENV_LOG_FORMAT", "json")],
+    );
+    let line = text(&o.stderr);
+    let rec: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON record");
+    assert_eq!(rec["kind"], "log", "{line}");
+    assert_eq!(rec["level"], "info", "{line}");
+    assert_eq!(
+        rec["message"], "NCCLENV_DISABLE=yes: environment left untouched",
+        "{line}"
+    );
+    let o = run(
+        &["--", "true"],
+        &[("NCCLENV_DISABLE", "yes"), ("NCCLENV_LOG", "warn")],
+    );
+    assert_eq!(text(&o.stderr), "");
     let o = run(
         &["--", "true"],
         &[("NCCLENV_DISABLE", "1"), ("NCCLENV_LOG", "off")],
