@@ -42,7 +42,51 @@ fn watch_git() {
     }
 }
 
+/// The linker script that leaves the unwind tables out of the static entrypoint: every input's `.eh_frame`
+/// but the C runtime's own (`crtbegin*.o` registers its frame table at start-up and refers to it, and
+/// `crtend*.o` ends it) and every `.gcc_except_table` (the landing pads those tables point to). With
+/// `panic = "abort"` and ncclenv's own panic hook, which prints no backtrace (src/main.rs `on_panic`),
+/// nothing reads them: no unwinding ever runs. `INSERT BEFORE .rodata` adds this rule to the linker's default
+/// script instead of replacing it (GNU ld manual, "INSERT"; lld accepts the same). 217 KB of the file,
+/// docs/performance.md "Size under 1.5 MiB".
+const NO_UNWIND_TABLES: &str = "\
+SECTIONS
+{
+  /DISCARD/ : {
+    *(EXCLUDE_FILE(*crtbegin*.o *crtend*.o) .eh_frame) *(.eh_frame.*)
+    *(.gcc_except_table) *(.gcc_except_table.*)
+  }
+}
+INSERT BEFORE .rodata;
+";
+
+/// Link the `ncclenv` binary of a musl target (the static entrypoint) with [`NO_UNWIND_TABLES`], written to
+/// `OUT_DIR`. The argument goes to the linker directly when Cargo links with lld (`RUSTC_LINKER`, set from
+/// `.cargo/config.toml`'s `linker = "rust-lld"` for aarch64) and through the C compiler driver otherwise.
+/// Other targets (the glibc helper, the tests) link as before.
+fn link_without_unwind_tables() {
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    if std::env::var("CARGO_CFG_TARGET_ENV").as_deref() != Ok("musl") {
+        return;
+    }
+    let Ok(out) = std::env::var("OUT_DIR") else {
+        return;
+    };
+    let script = Path::new(&out).join("no-unwind-tables.ld");
+    if std::fs::write(&script, NO_UNWIND_TABLES).is_err() {
+        return;
+    }
+    let lld = std::env::var("RUSTC_LINKER").is_ok_and(|l| l.ends_with("lld"));
+    let arg = if lld {
+        format!("-T{}", script.display())
+    } else {
+        format!("-Wl,-T,{}", script.display())
+    };
+    println!("cargo:rustc-link-arg-bin=ncclenv={arg}");
+}
+
 fn main() {
+    link_without_unwind_tables();
     println!("cargo:rerun-if-env-changed=NCCLENV_GIT_COMMIT");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src");

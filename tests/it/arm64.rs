@@ -83,6 +83,8 @@ fn arm64_binary_is_static_aarch64() {
         "{} is {size} bytes, over the 1.5 MiB budget",
         bin.display()
     );
+    // rust-lld reads build.rs's linker script for this target too.
+    crate::static_binary::assert_no_unwind_tables(&bin);
 }
 
 #[test]
