@@ -1547,6 +1547,25 @@ mod grammar_tests {
             }
         }
     }
+
+    /// Every option in [`MASTER_NAMES`] is one a launcher's grammar reads with its value: else the scanner
+    /// would never collect it, and a master given there that a shell cannot know would go unnoticed. And
+    /// [`GENERIC_VALUED`] holds only options some launcher reads.
+    #[test]
+    fn every_master_option_is_read_by_a_grammar() {
+        // A command with no launcher recognised is read with options of the launchers' own.
+        for name in GENERIC_VALUED {
+            let read = GRAMMARS.iter().any(|g| g.valued.contains(name));
+            assert!(read, "{name} is read from any command but by no launcher");
+        }
+        for name in MASTER_NAMES.iter().filter(|n| n.starts_with('-')) {
+            let read = GRAMMARS.iter().any(|g| g.valued.contains(name));
+            assert!(
+                read,
+                "{name} names the master but no launcher's grammar reads it"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! an inherited `NCCL_IB_GID_INDEX`).
 //!
 //! Pure: reads the [`Snapshot`] (filled by `probe::rdma` and `probe::nccl::find_net_plugins`), writes the
-//! [`Plan`]. The rules mirror how NCCL's IB transport finds devices (`ncclIbInitDevices`, src/transport/
-//! net_ib.cc in 2.18–2.26, src/transport/net_ib/init.cc in 2.27–2.30):
+//! [`Plan`]. The rules mirror how NCCL's IB transport finds devices (`ncclIbInit`, src/transport/net_ib.cc
+//! in 2.18–2.28; `ncclIbInitDevices`, src/transport/net_ib/init.cc in 2.29–2.30, the file split in 2.29.2):
 //!
 //! - it opens libibverbs and walks `ibv_get_device_list()`; rdma-core (libibverbs/init.c) silently drops every
 //!   device whose `/dev/infiniband/uverbsN` node is missing, and NCCL skips a device it cannot open
