@@ -408,8 +408,8 @@ fn options(
 ) -> Vec<(String, String)> {
     match detected {
         Some((l, at)) => {
-            let (valued, switches) = grammar(l);
-            let (opts, stop) = scan(args, at, valued, switches, until(l));
+            let g = Grammar::of(l);
+            let (opts, stop) = scan(args, at, g.valued, g.switches, g.until());
             if l == Launcher::Mpi {
                 hosts(&opts, info);
             }
@@ -485,39 +485,103 @@ fn empty_vars(env: &BTreeMap<String, String>, info: &mut LaunchInfo) {
     }
 }
 
-/// The options of launcher `l` that ncclenv reads: those that take a value, and switches.
-fn grammar(l: Launcher) -> (&'static [&'static str], &'static [&'static str]) {
-    match l {
-        Launcher::Torchrun => (TORCHRUN_VALUED, &["--standalone"]),
-        Launcher::Paddle => (PADDLE_VALUED, &[]),
-        Launcher::Deepspeed => (
-            DEEPSPEED_VALUED,
-            &["--no_ssh", "--force_multi", "--no_python"],
-        ),
-        Launcher::Sglang => (SGLANG_VALUED, &[]),
-        Launcher::Ray => (RAY_VALUED, &[]),
-        Launcher::Horovod => (HOSTS_VALUED, &[]),
-        Launcher::Mpi => (MPI_VALUED, &[]),
-        Launcher::Accelerate => (
-            crate::accelerate::VALUED,
-            &["--cpu", "--same_network", "--same-network"],
-        ),
-        // vLLM's options say nothing ncclenv reads (VLLM_HOST_IP does).
-        Launcher::Vllm => (&[], &[]),
-    }
+/// How a launcher's command line is read: one entry of [`GRAMMARS`], read by one scanner ([`scan`]).
+struct Grammar {
+    /// The launcher.
+    launcher: Launcher,
+    /// Its options that ncclenv reads and that take a value (`--name value`, `--name=value`).
+    valued: &'static [&'static str],
+    /// Its options that ncclenv reads and that take none (recorded with an empty value).
+    switches: &'static [&'static str],
+    /// Its other options that take no value: they do not end its own options ([`Until::Positional`]).
+    flags: &'static [&'static str],
+    /// Its options that take two values (`mpirun --mca NAME VALUE`).
+    pairs: &'static [&'static str],
 }
 
-/// Where launcher `l`'s own options end (see [`Until::Positional`]).
-fn until(l: Launcher) -> Until {
-    let (flags, pairs): (&'static [&'static str], &'static [&'static str]) = match l {
-        Launcher::Torchrun => (TORCHRUN_FLAGS, &[]),
-        Launcher::Deepspeed => (DEEPSPEED_FLAGS, &[]),
-        Launcher::Horovod => (HOROVOD_FLAGS, &[]),
-        Launcher::Mpi => (MPI_FLAGS, MPI_PAIRS),
-        Launcher::Accelerate => (crate::accelerate::FLAGS, &[]),
-        Launcher::Paddle | Launcher::Sglang | Launcher::Ray | Launcher::Vllm => (&[], &[]),
-    };
-    Until::Positional { flags, pairs }
+/// The launchers' grammars, one entry per [`Launcher`], each as its own parser reads it (the lists' sources
+/// are named where they are defined).
+const GRAMMARS: &[Grammar] = &[
+    Grammar {
+        launcher: Launcher::Torchrun,
+        valued: TORCHRUN_VALUED,
+        switches: &["--standalone"],
+        flags: TORCHRUN_FLAGS,
+        pairs: &[],
+    },
+    Grammar {
+        launcher: Launcher::Paddle,
+        valued: PADDLE_VALUED,
+        switches: &[],
+        flags: &[],
+        pairs: &[],
+    },
+    Grammar {
+        launcher: Launcher::Deepspeed,
+        valued: DEEPSPEED_VALUED,
+        switches: &["--no_ssh", "--force_multi", "--no_python"],
+        flags: DEEPSPEED_FLAGS,
+        pairs: &[],
+    },
+    Grammar {
+        launcher: Launcher::Sglang,
+        valued: SGLANG_VALUED,
+        switches: &[],
+        flags: &[],
+        pairs: &[],
+    },
+    Grammar {
+        launcher: Launcher::Ray,
+        valued: RAY_VALUED,
+        switches: &[],
+        flags: &[],
+        pairs: &[],
+    },
+    Grammar {
+        launcher: Launcher::Horovod,
+        valued: HOSTS_VALUED,
+        switches: &[],
+        flags: HOROVOD_FLAGS,
+        pairs: &[],
+    },
+    Grammar {
+        launcher: Launcher::Mpi,
+        valued: MPI_VALUED,
+        switches: &[],
+        flags: MPI_FLAGS,
+        pairs: MPI_PAIRS,
+    },
+    Grammar {
+        launcher: Launcher::Accelerate,
+        valued: crate::accelerate::VALUED,
+        switches: &["--cpu", "--same_network", "--same-network"],
+        flags: crate::accelerate::FLAGS,
+        pairs: &[],
+    },
+    // vLLM's options say nothing ncclenv reads (VLLM_HOST_IP does).
+    Grammar {
+        launcher: Launcher::Vllm,
+        valued: &[],
+        switches: &[],
+        flags: &[],
+        pairs: &[],
+    },
+];
+
+impl Grammar {
+    /// Launcher `l`'s entry of [`GRAMMARS`] (a test holds every launcher to have one; none reads nothing).
+    fn of(l: Launcher) -> &'static Grammar {
+        const NONE: &Grammar = &GRAMMARS[GRAMMARS.len() - 1];
+        GRAMMARS.iter().find(|g| g.launcher == l).unwrap_or(NONE)
+    }
+
+    /// Where its own options end (see [`Until::Positional`]).
+    fn until(&self) -> Until {
+        Until::Positional {
+            flags: self.flags,
+            pairs: self.pairs,
+        }
+    }
 }
 
 const TORCHRUN_VALUED: &[&str] = &[
@@ -1429,13 +1493,79 @@ pub fn launcher_value(argv: &[OsString], name: &str) -> Option<String> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let (start, until) = match detect(&args) {
-        Some((l, at)) => (at, until(l)),
+        Some((l, at)) => (at, Grammar::of(l).until()),
         None => (1, Until::Script),
     };
     scan(&args, start, &[name], &[], until)
         .0
         .pop()
         .map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod grammar_tests {
+    use super::*;
+
+    /// [`GRAMMARS`] has one entry per launcher (the `match` fails to compile when a launcher is added), and
+    /// within an entry no option is read both as taking a value and as taking none.
+    #[test]
+    fn every_launcher_has_one_grammar_and_no_option_is_read_two_ways() {
+        let all = [
+            Launcher::Torchrun,
+            Launcher::Paddle,
+            Launcher::Deepspeed,
+            Launcher::Sglang,
+            Launcher::Vllm,
+            Launcher::Ray,
+            Launcher::Horovod,
+            Launcher::Mpi,
+            Launcher::Accelerate,
+        ];
+        for l in all {
+            match l {
+                Launcher::Torchrun
+                | Launcher::Paddle
+                | Launcher::Deepspeed
+                | Launcher::Sglang
+                | Launcher::Vllm
+                | Launcher::Ray
+                | Launcher::Horovod
+                | Launcher::Mpi
+                | Launcher::Accelerate => {}
+            }
+            let n = GRAMMARS.iter().filter(|g| g.launcher == l).count();
+            assert_eq!(n, 1, "{l:?}");
+        }
+        assert_eq!(GRAMMARS.len(), all.len());
+        for g in GRAMMARS {
+            for v in g.valued.iter().chain(g.pairs) {
+                let two_ways = g.switches.contains(v) || g.flags.contains(v);
+                assert!(!two_ways, "{:?}: {v} is valued and a flag", g.launcher);
+            }
+            for v in g.switches {
+                assert!(!g.pairs.contains(v), "{:?}: {v}", g.launcher);
+            }
+        }
+    }
+
+    /// Every option in [`MASTER_NAMES`] is one a launcher's grammar reads with its value: else the scanner
+    /// would never collect it, and a master given there that a shell cannot know would go unnoticed. And
+    /// [`GENERIC_VALUED`] holds only options some launcher reads.
+    #[test]
+    fn every_master_option_is_read_by_a_grammar() {
+        // A command with no launcher recognised is read with options of the launchers' own.
+        for name in GENERIC_VALUED {
+            let read = GRAMMARS.iter().any(|g| g.valued.contains(name));
+            assert!(read, "{name} is read from any command but by no launcher");
+        }
+        for name in MASTER_NAMES.iter().filter(|n| n.starts_with('-')) {
+            let read = GRAMMARS.iter().any(|g| g.valued.contains(name));
+            assert!(
+                read,
+                "{name} names the master but no launcher's grammar reads it"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

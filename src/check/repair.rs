@@ -3,6 +3,7 @@
 
 use super::outcome::{CheckReport, ExtraVar, RepairAttempt};
 use super::Check;
+use crate::decide::switches::SWITCHES;
 use std::time::Duration;
 
 /// Interfaces tried as `NCCL_SOCKET_IFNAME==name` by repair, at most.
@@ -10,22 +11,30 @@ const MAX_OTHER_IFACES: usize = 3;
 /// Time a retry needs at least; with less left, repair stops and says so.
 const MIN_RETRY: Duration = Duration::from_secs(1);
 
-/// The settings tried, in order: the SHM transport off, GPU peer-to-peer off, InfiniBand/RoCE off, then each
-/// of the next candidate interfaces (at most [`MAX_OTHER_IFACES`]), each alone.
+/// The settings tried, in order: each transport switch the table retries with (`decide::switches::SWITCHES`:
+/// the SHM transport off, GPU peer-to-peer off, InfiniBand/RoCE off), then each of the next candidate
+/// interfaces (at most [`MAX_OTHER_IFACES`]), each alone.
 fn tries(other_ifaces: &[String]) -> Vec<ExtraVar> {
     let repair = |name: &str, value: String, reason: String| ExtraVar {
         name: name.into(),
         value,
         reason,
     };
-    let mut tries = vec![
-        repair("NCCL_SHM_DISABLE", "1".into(),
-               "the allreduce check failed and passed with the SHM transport off (/dev/shm too small or broken)".into()),
-        repair("NCCL_P2P_DISABLE", "1".into(),
-               "the allreduce check failed and passed with GPU peer-to-peer off (PCIe ACS/IOMMU or a broken P2P path)".into()),
-        repair("NCCL_IB_DISABLE", "1".into(),
-               "the allreduce check failed and passed with InfiniBand/RoCE off (a broken RDMA setup)".into()),
-    ];
+    let mut tries: Vec<ExtraVar> = SWITCHES
+        .iter()
+        .filter_map(|s| {
+            s.retry.map(|r| {
+                repair(
+                    s.var,
+                    "1".into(),
+                    format!(
+                        "the allreduce check failed and passed with {} off ({})",
+                        r.off, r.cause
+                    ),
+                )
+            })
+        })
+        .collect();
     for i in other_ifaces.iter().take(MAX_OTHER_IFACES) {
         tries.push(repair(
             "NCCL_SOCKET_IFNAME",
@@ -83,4 +92,30 @@ pub(super) fn repair(check: &Check<'_>, report: &mut CheckReport, other_ifaces: 
         }
     }
     report.detail.repair_attempts = Some(attempts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retries come from the switch table in its order (the SHM transport, GPU peer-to-peer, InfiniBand),
+    /// each `VAR=1` with its reason, then the other interfaces, at most [`MAX_OTHER_IFACES`].
+    #[test]
+    fn tries_are_the_tables_switches_then_the_other_interfaces() {
+        let ifaces: Vec<String> = ["eth1", "eth2", "eth3", "eth4"].map(String::from).to_vec();
+        let got: Vec<(String, String, String)> = tries(&ifaces)
+            .into_iter()
+            .map(|t| (t.name, t.value, t.reason))
+            .collect();
+        let want = [
+            ("NCCL_SHM_DISABLE", "1", "the allreduce check failed and passed with the SHM transport off (/dev/shm too small or broken)"),
+            ("NCCL_P2P_DISABLE", "1", "the allreduce check failed and passed with GPU peer-to-peer off (PCIe ACS/IOMMU or a broken P2P path)"),
+            ("NCCL_IB_DISABLE", "1", "the allreduce check failed and passed with InfiniBand/RoCE off (a broken RDMA setup)"),
+            ("NCCL_SOCKET_IFNAME", "=eth1", "the allreduce check failed on the chosen interface and passed on eth1"),
+            ("NCCL_SOCKET_IFNAME", "=eth2", "the allreduce check failed on the chosen interface and passed on eth2"),
+            ("NCCL_SOCKET_IFNAME", "=eth3", "the allreduce check failed on the chosen interface and passed on eth3"),
+        ]
+        .map(|(n, v, r)| (n.to_string(), v.to_string(), r.to_string()));
+        assert_eq!(got, want);
+    }
 }

@@ -231,12 +231,12 @@ pub const ROUTED: &[Route] = &[
     },
     Route {
         vars: &["NCCL_IB_DISABLE"],
-        judged: "`decide/rdma.rs` `judge_ib_disable`",
+        judged: "`decide/rdma.rs` `judge_ib_disable`, through `decide/switches.rs` `Switch::decide`",
         verdicts: "works; risky: one that disables where RDMA looks usable (`rdma-ib-disabled-inherited`, an info) or where a net plugin that ignores it would load (`rdma-plugin-ignores-ib-disable`), one that enables where RDMA cannot work (`rdma-no-verbs-devices`, `rdma-roce-netdev-missing`, `rdma-memlock-low`) or where there is none (`rdma-ib-disabled-inherited`); never repaired",
     },
     Route {
         vars: &["NCCL_IBEXT_DISABLE"],
-        judged: "`decide/rdma.rs` `disable_plugin_ib`, where ncclenv disables IB and a net plugin would load",
+        judged: "`decide/rdma.rs` `disable_plugin_ib`, where ncclenv disables IB and a net plugin would load, through `decide/switches.rs` `Switch::decide`",
         verdicts: "works (kept whatever its value; ncclenv sets it only when it is not inherited)",
     },
     Route {
@@ -266,12 +266,12 @@ pub const ROUTED: &[Route] = &[
     },
     Route {
         vars: &["NCCL_SHM_DISABLE"],
-        judged: "`decide/shm.rs` `disable_on_problem`",
+        judged: "`decide/shm.rs` `disable_on_problem`, through `decide/switches.rs` `Switch::decide`",
         verdicts: "works (any value that disables, or no problem); risky: it leaves SHM on where `/dev/shm` fails (`shm-too-small`, `shm-missing`, `shm-read-only`, `shm-not-writable`); never repaired",
     },
     Route {
         vars: &["NCCL_P2P_DISABLE"],
-        judged: "`decide/shm.rs` `decide_shm`",
+        judged: "`decide/shm.rs` `decide_shm`, through `decide/switches.rs` `Switch::decide`",
         verdicts: "works; risky: it disables P2P while SHM is disabled too (`shm-p2p-both-disabled`); never repaired",
     },
 ];

@@ -10,6 +10,7 @@ pub mod interface;
 pub mod rdma;
 pub mod shm;
 pub mod spread;
+pub mod switches;
 pub mod vendor;
 
 pub use vendor::vendor_profile;

@@ -2,8 +2,8 @@
 //! an inherited `NCCL_IB_GID_INDEX`).
 //!
 //! Pure: reads the [`Snapshot`] (filled by `probe::rdma` and `probe::nccl::find_net_plugins`), writes the
-//! [`Plan`]. The rules mirror how NCCL's IB transport finds devices (`ncclIbInitDevices`, src/transport/
-//! net_ib.cc in 2.18–2.26, src/transport/net_ib/init.cc in 2.27–2.30):
+//! [`Plan`]. The rules mirror how NCCL's IB transport finds devices (`ncclIbInit`, src/transport/net_ib.cc
+//! in 2.18–2.28; `ncclIbInitDevices`, src/transport/net_ib/init.cc in 2.29–2.30, the file split in 2.29.2):
 //!
 //! - it opens libibverbs and walks `ibv_get_device_list()`; rdma-core (libibverbs/init.c) silently drops every
 //!   device whose `/dev/infiniband/uverbsN` node is missing, and NCCL skips a device it cannot open
@@ -29,6 +29,7 @@
 use crate::config::Config;
 use crate::decide::gid;
 use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
+use crate::decide::switches::{self, Outcome, TurnOff};
 use crate::decide::vendor::vendor_plugin;
 use crate::findings::Finding;
 use crate::nccl_rules::param_value;
@@ -103,11 +104,27 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let a = assess(rdma, links.as_ref(), cfg);
     let plugin = snap.net_plugins.iter().find(|p| p.loads);
 
-    // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
-    // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
-    let ib_on = match Inherited::nccl("NCCL_IB_DISABLE", snap) {
-        Some(inh) => inherited(plan, &a, &inh, snap, plugin),
-        None => apply(plan, &a, snap, plugin),
+    // An inherited switch (environment or NCCL's config files) is kept with the evidence's verdict; an unset
+    // one is set where the evidence says RDMA cannot work ([`ib_off`]).
+    let judge = |inh: &Inherited| judge_ib_disable(&a, inh, snap, plugin);
+    let ib_on = match switches::IB.decide(snap, plan, judge, || ib_off(&a)) {
+        Outcome::Kept { off } => {
+            let on = !off && matches!(a, Assessment::Usable { .. });
+            if on {
+                use_hcas(plan, &a, hca_inherited(snap).as_ref());
+            }
+            on
+        }
+        Outcome::Set => {
+            // Raised all the same (field case F15, docs/rdma-shm.md): the command inherits the hard limit,
+            // which is what the container was given; the warning names the limit that remains too low.
+            if let Assessment::MemlockLow { raised, .. } = a {
+                plan.raise_memlock |= raised;
+            }
+            disable_plugin_ib(plan, snap, plugin);
+            false
+        }
+        Outcome::Unset => left_on(plan, &a, snap),
     };
     if ib_on {
         check_gid_index(snap, rdma, links.as_ref(), plan);
@@ -408,63 +425,53 @@ pub fn ib_disable_only_skips_probe(snap: &Snapshot, cfg: &Config) -> bool {
     )
 }
 
-/// Apply the assessment when `NCCL_IB_DISABLE` is not inherited. Returns true when IB stays on.
-fn apply(plan: &mut Plan, a: &Assessment, snap: &Snapshot, plugin: Option<&NetPlugin>) -> bool {
-    match a {
-        Assessment::ProbeFailed(e) => {
-            plan.finding(
-                Finding::RdmaProbeError,
-                format!("the RDMA probe failed ({e}); NCCL_IB_DISABLE left as NCCL decides"),
-                "check that sysfs and /dev are mounted normally",
-            );
-            return true;
-        }
-        Assessment::NoDevice(why) | Assessment::NoActivePort(why) => plan.set(
-            "NCCL_IB_DISABLE",
-            "1",
-            format!(
-                "{why}: NET/IB would find nothing (net_ib.cc, ncclIbInitDevices); skip its probe"
-            ),
+/// [`switches::IB`]'s rule when it is unset: where the evidence says RDMA cannot work, turn IB off with the
+/// reason (and the warning where hardware exists but the container is missing something); `None` where the
+/// probe failed or RDMA is usable ([`left_on`]).
+fn ib_off(a: &Assessment) -> Option<TurnOff> {
+    let (reason, said) = match a {
+        Assessment::ProbeFailed(_) | Assessment::Usable { .. } => return None,
+        Assessment::NoDevice(why) | Assessment::NoActivePort(why) => (
+            format!("{why}: NET/IB would find nothing (net_ib.cc, ncclIbInitDevices); skip its probe"),
+            None,
         ),
-        Assessment::NoVerbsNodes(why) => {
-            plan.set(
-                "NCCL_IB_DISABLE",
-                "1",
-                format!("{why}; NCCL would silently fall back to sockets"),
-            );
-            no_verbs(why).record(plan);
-        }
-        Assessment::RoceNetdevMissing(why) => {
-            plan.set(
-                "NCCL_IB_DISABLE",
-                "1",
-                format!("{why}; no usable GID, NCCL would use sockets"),
-            );
-            roce_netdev(why).record(plan);
-        }
-        Assessment::MemlockLow { bytes, raised } => {
-            plan.set(
-                "NCCL_IB_DISABLE",
-                "1",
-                format!(
-                    "RLIMIT_MEMLOCK {} is below {} MiB and the command does not hold CAP_IPC_LOCK: ibv_reg_mr \
-                     would fail and the job would die",
-                    Mib(*bytes),
-                    MEMLOCK_MIN_BYTES / MIB
-                ),
-            );
-            // Raised all the same (field case F15, docs/rdma-shm.md): the command inherits the hard limit,
-            // which is what the container was given; the warning names the limit that remains too low.
-            plan.raise_memlock |= *raised;
-            memlock_low(*bytes, *raised, "ncclenv disables RDMA (NCCL_IB_DISABLE=1)").record(plan);
-        }
-        Assessment::Usable { .. } => {
-            use_hcas(plan, a, hca_inherited(snap).as_ref());
-            return true;
-        }
+        Assessment::NoVerbsNodes(why) => (
+            format!("{why}; NCCL would silently fall back to sockets"),
+            Some(no_verbs(why)),
+        ),
+        Assessment::RoceNetdevMissing(why) => (
+            format!("{why}; no usable GID, NCCL would use sockets"),
+            Some(roce_netdev(why)),
+        ),
+        Assessment::MemlockLow { bytes, raised } => (
+            format!(
+                "RLIMIT_MEMLOCK {} is below {} MiB and the command does not hold CAP_IPC_LOCK: ibv_reg_mr \
+                 would fail and the job would die",
+                Mib(*bytes),
+                MEMLOCK_MIN_BYTES / MIB
+            ),
+            Some(memlock_low(
+                *bytes,
+                *raised,
+                "ncclenv disables RDMA (NCCL_IB_DISABLE=1)",
+            )),
+        ),
+    };
+    Some(TurnOff { reason, said })
+}
+
+/// `NCCL_IB_DISABLE` unset and left so ([`ib_off`] says `None`): a failed probe is said; usable RDMA gets its
+/// HCAs ([`use_hcas`]). Returns true: IB stays on.
+fn left_on(plan: &mut Plan, a: &Assessment, snap: &Snapshot) -> bool {
+    match a {
+        Assessment::ProbeFailed(e) => plan.finding(
+            Finding::RdmaProbeError,
+            format!("the RDMA probe failed ({e}); NCCL_IB_DISABLE left as NCCL decides"),
+            "check that sysfs and /dev are mounted normally",
+        ),
+        _ => use_hcas(plan, a, hca_inherited(snap).as_ref()),
     }
-    disable_plugin_ib(plan, snap, plugin);
-    false
+    true
 }
 
 /// IB stays on: raise memlock, say why memlock does not matter, restrict `NCCL_IB_HCA` to the usable HCAs
@@ -578,48 +585,27 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
     let Some(p) = plugin else {
         return;
     };
-    if let Some(inh) = Inherited::nccl("NCCL_IBEXT_DISABLE", snap) {
-        // Kept whatever its value: the user chose the plugin's switch.
-        settle(plan, Fix::REPAIRS, &inh, Verdict::Works);
-        return;
-    }
-    plan.set(
-        "NCCL_IBEXT_DISABLE",
-        "1",
-        format!(
-            "the net plugin {} ({}) would load and run its own IB transport (IBext), which NCCL_IB_DISABLE \
-             does not switch off; NCCL_IBEXT_DISABLE=1 is its switch",
-            p.path, p.source
-        ),
+    // An inherited one is kept whatever its value: the user chose the plugin's switch.
+    switches::IBEXT.decide(
+        snap,
+        plan,
+        |_| Verdict::Works,
+        || {
+            Some(TurnOff {
+                reason: format!(
+                    "the net plugin {} ({}) would load and run its own IB transport (IBext), which \
+                     NCCL_IB_DISABLE does not switch off; NCCL_IBEXT_DISABLE=1 is its switch",
+                    p.path, p.source
+                ),
+                said: None,
+            })
+        },
     );
 }
 
 /// The `NCCL_IB_HCA` NCCL sees already (environment or config file), if any.
 fn hca_inherited(snap: &Snapshot) -> Option<Inherited<'_>> {
     Inherited::nccl("NCCL_IB_HCA", snap)
-}
-
-/// Keep an inherited `NCCL_IB_DISABLE` (from the environment or a config file) through the one rule
-/// ([`settle`]) with what the evidence says about it ([`judge_ib_disable`]); where IB stays on, use the
-/// usable HCAs. Returns true when IB stays on.
-fn inherited(
-    plan: &mut Plan,
-    a: &Assessment,
-    inh: &Inherited,
-    snap: &Snapshot,
-    plugin: Option<&NetPlugin>,
-) -> bool {
-    let ib_on = !inh.disables() && matches!(a, Assessment::Usable { .. });
-    settle(
-        plan,
-        Fix::REPAIRS,
-        inh,
-        judge_ib_disable(a, inh, snap, plugin),
-    );
-    if ib_on {
-        use_hcas(plan, a, hca_inherited(snap).as_ref());
-    }
-    ib_on
 }
 
 /// The verdict on an inherited `NCCL_IB_DISABLE`, kept whatever its value: a disabling one where RDMA looks
@@ -645,7 +631,7 @@ fn judge_ib_disable(
                 "unset NCCL_IB_DISABLE to use RDMA",
             ));
         }
-        let ibext_off = Inherited::nccl("NCCL_IBEXT_DISABLE", snap).is_some_and(|i| i.disables());
+        let ibext_off = switches::IBEXT.disables(snap);
         let devices = !matches!(a, Assessment::NoDevice(_) | Assessment::ProbeFailed(_));
         if let (Some(p), false, true) = (plugin, ibext_off, devices) {
             said.push(Said::new(

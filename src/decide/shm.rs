@@ -13,7 +13,8 @@
 //! network transport and the job runs. The rule and its numbers are described in docs/rdma-shm.md.
 
 use crate::config::Config;
-use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
+use crate::decide::inherit::{Inherited, Said, Verdict};
+use crate::decide::switches::{self, TurnOff};
 use crate::findings::Finding;
 use crate::nccl_rules::effective;
 use crate::nccl_rules::param_value;
@@ -181,8 +182,8 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     }
     let (problem, remedy) = shm_problem(shm, &need);
     let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
-    if let Some(p2p) = Inherited::nccl("NCCL_P2P_DISABLE", snap) {
-        let verdict = if shm_disabled && p2p.disables() {
+    let judge = |p2p: &Inherited| {
+        if shm_disabled && p2p.disables() {
             Verdict::risky(Said::new(
                 Finding::ShmP2pBothDisabled,
                 "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes \
@@ -193,9 +194,9 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
             ))
         } else {
             Verdict::Works
-        };
-        settle(plan, Fix::REPAIRS, &p2p, verdict);
-    }
+        }
+    };
+    switches::P2P.decide(snap, plan, judge, || None);
 }
 
 /// Whether a rank here has a local peer (SHM is used at all); else the info `shm-no-gpu` (no GPU visible)
@@ -306,48 +307,36 @@ fn shm_problem(shm: &ShmInfo, need: &ShmNeed) -> (Option<(Finding, String)>, Str
     (problem, remedy)
 }
 
-/// Apply the problem: an inherited `NCCL_SHM_DISABLE` is kept whatever its value, through the one rule
-/// ([`settle`]: risky, with the problem's warning, where it does not disable SHM); without one,
-/// `NCCL_SHM_DISABLE=1` and the warning. Returns whether SHM ends up disabled.
+/// [`switches::SHM`]'s rule: an inherited `NCCL_SHM_DISABLE` is kept whatever its value (risky, with the
+/// problem's warning, where it does not disable SHM); an unset one is set to `1` where there is a problem,
+/// with the warning. Returns whether SHM ends up disabled.
 fn disable_on_problem(
     snap: &Snapshot,
     problem: Option<(Finding, String)>,
     remedy: &str,
     plan: &mut Plan,
 ) -> bool {
-    // NCCL applies its config files under the environment (`initEnv`, src/misc/param.cc): a value from
-    // ~/.nccl.conf, /etc/nccl.conf or NCCL_CONF_FILE counts as inherited.
-    let inherited = Inherited::nccl("NCCL_SHM_DISABLE", snap);
-    match (inherited, &problem) {
-        (Some(inh), problem) => {
-            let verdict = match problem {
-                Some((code, why)) if !inh.disables() => Verdict::risky(Said::new(
-                    *code,
-                    format!("{}, but {why}", inh.kept()),
-                    remedy,
-                )),
-                _ => Verdict::Works,
-            };
-            settle(plan, Fix::REPAIRS, &inh, verdict);
-            inh.disables()
-        }
-        (None, Some((code, why))) => {
-            plan.set(
-                "NCCL_SHM_DISABLE",
-                "1",
-                format!("{why}; the network transport carries those pairs instead"),
-            );
-            plan.finding(
+    let judge = |inh: &Inherited| match &problem {
+        Some((code, why)) if !inh.disables() => Verdict::risky(Said::new(
+            *code,
+            format!("{}, but {why}", inh.kept()),
+            remedy,
+        )),
+        _ => Verdict::Works,
+    };
+    let turn_off = || {
+        problem.as_ref().map(|(code, why)| TurnOff {
+            reason: format!("{why}; the network transport carries those pairs instead"),
+            said: Some(Said::new(
                 *code,
                 format!(
                     "{why}; NCCL's SHM transport is disabled (NCCL_SHM_DISABLE=1), which is slower"
                 ),
                 remedy,
-            );
-            true
-        }
-        (None, None) => false,
-    }
+            )),
+        })
+    };
+    switches::SHM.decide(snap, plan, judge, turn_off).off()
 }
 
 #[cfg(test)]

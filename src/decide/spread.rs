@@ -206,8 +206,9 @@ fn mpirun(snap: &Snapshot, s: &crate::snapshot::Spread, plan: &mut Plan) {
 /// an `NCCL_IB_DISABLE=1` that this node needs) stays, and the finding names it as copied to every node.
 fn deepspeed(snap: &Snapshot, cfg: &crate::config::Config, plan: &mut Plan) {
     let skip_only = super::rdma::ib_disable_only_skips_probe(snap, cfg);
-    let withhold =
-        |name: &str| DEEPSPEED_WITHHOLD.contains(&name) || (name == "NCCL_IB_DISABLE" && skip_only);
+    let withhold = |name: &str| {
+        DEEPSPEED_WITHHOLD.contains(&name) || (name == super::switches::IB.var && skip_only)
+    };
     let mut withheld = Vec::new();
     let mut copied = Vec::new();
     for c in &plan.changes {
