@@ -93,6 +93,14 @@ pub fn disables(value: &str) -> bool {
     param_value(value).is_some_and(|n| n != 0)
 }
 
+/// Whether a switch that NCCL compares with 1 (`NCCL_SHM_DISABLE`: `ncclParamShmDisable() == 1` in
+/// `shmCanConnect`, src/transport/shm.cc; `NCCL_P2P_DISABLE`: `strtol(value, NULL, 0) == 1` in `ncclGetLevel`,
+/// src/graph/paths.cc; NCCL 2.18–2.30) set to `value` disables: the integer read as [`param_value`] reads it
+/// is exactly 1, so `"1"`, `"0x1"` and `"1abc"` disable while `"2"` and `"-1"` leave the transport on.
+pub fn disables_at_one(value: &str) -> bool {
+    param_value(value) == Some(1)
+}
+
 /// The value NCCL reads from an integer parameter variable (`NCCL_BUFFSIZE`, `NCCL_IB_GID_INDEX`, …), as
 /// `ncclLoadParam` (src/misc/param.cc, NCCL 2.18–2.30) reads it: `strtoll(value, NULL, 0)`, so leading
 /// whitespace and a sign are accepted, `0x` means hexadecimal and a leading `0` octal, parsing stops at the

@@ -5,7 +5,7 @@
 //! does with the judgement is written once, here.
 
 use crate::findings::Finding;
-use crate::nccl_rules::{self, effective, kept_text, Origin};
+use crate::nccl_rules::{effective, kept_text, Origin};
 use crate::plan::Plan;
 use crate::snapshot::Snapshot;
 
@@ -53,11 +53,6 @@ impl<'s> Inherited<'s> {
     /// "inherited NAME=VALUE kept", or "NAME=VALUE (from FILE) kept" ([`kept_text`]).
     pub fn kept(&self) -> String {
         kept_text(self.name, self.value, &self.origin)
-    }
-
-    /// Whether NCCL reads this switch as on: a non-zero integer ([`nccl_rules::disables`]).
-    pub fn disables(&self) -> bool {
-        nccl_rules::disables(self.value)
     }
 }
 
@@ -267,7 +262,7 @@ pub const ROUTED: &[Route] = &[
     Route {
         vars: &["NCCL_SHM_DISABLE"],
         judged: "`decide/shm.rs` `disable_on_problem`, through `decide/switches.rs` `Switch::decide`",
-        verdicts: "works (any value that disables, or no problem); risky: it leaves SHM on where `/dev/shm` fails (`shm-too-small`, `shm-missing`, `shm-read-only`, `shm-not-writable`); never repaired",
+        verdicts: "works (a value NCCL reads as disabling, exactly 1, or no problem); risky: it leaves SHM on where `/dev/shm` fails (`shm-too-small`, `shm-missing`, `shm-read-only`, `shm-not-writable`); never repaired",
     },
     Route {
         vars: &["NCCL_P2P_DISABLE"],
@@ -383,12 +378,10 @@ mod tests {
     }
 
     #[test]
-    fn kept_and_disables_read_as_nccl_does() {
+    fn kept_names_the_value_and_its_origin() {
         let i = inh();
         assert_eq!(i.kept(), "NCCL_X=bad (from /etc/nccl.conf) kept");
-        assert!(!i.disables());
         let on = Inherited::of("NCCL_IB_DISABLE", "0x1", Origin::Environment);
         assert_eq!(on.kept(), "inherited NCCL_IB_DISABLE=0x1 kept");
-        assert!(on.disables());
     }
 }

@@ -620,7 +620,7 @@ fn judge_ib_disable(
 ) -> Verdict {
     let kept = inh.kept();
     let mut said = Vec::new();
-    if inh.disables() {
+    if switches::IB.turns_off(inh) {
         if let Assessment::Usable { entries, .. } = a {
             said.push(Said::new(
                 Finding::RdmaIbDisabledInherited,

@@ -183,7 +183,7 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     let (problem, remedy) = shm_problem(shm, &need);
     let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
     let judge = |p2p: &Inherited| {
-        if shm_disabled && p2p.disables() {
+        if shm_disabled && switches::P2P.turns_off(p2p) {
             Verdict::risky(Said::new(
                 Finding::ShmP2pBothDisabled,
                 "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes \
@@ -317,7 +317,7 @@ fn disable_on_problem(
     plan: &mut Plan,
 ) -> bool {
     let judge = |inh: &Inherited| match &problem {
-        Some((code, why)) if !inh.disables() => Verdict::risky(Said::new(
+        Some((code, why)) if !switches::SHM.turns_off(inh) => Verdict::risky(Said::new(
             *code,
             format!("{}, but {why}", inh.kept()),
             remedy,
@@ -667,6 +667,28 @@ mod tests {
         assert_eq!(codes(&p), vec!["shm-p2p-both-disabled"]);
         let p = run(&snap(Some(4096), Some(4), &[("NCCL_P2P_DISABLE", "1")]));
         assert!(p.warnings.is_empty());
+    }
+
+    /// NCCL turns SHM and P2P off only at exactly 1 (`shmCanConnect`, `ncclGetLevel`; NCCL 2.18–2.30): an
+    /// inherited `NCCL_SHM_DISABLE=2` leaves SHM on, so a `/dev/shm` too small is still a warning, and
+    /// `NCCL_P2P_DISABLE=2` leaves P2P on, so SHM turned off is not "both disabled".
+    #[test]
+    fn shm_and_p2p_switches_other_than_one_leave_their_transport_on() {
+        for v in ["2", "0x2", "-1"] {
+            let p = run(&snap(Some(64), Some(4), &[("NCCL_SHM_DISABLE", v)]));
+            assert!(p.changes.is_empty(), "{v}: {:?}", p.changes);
+            assert_eq!(codes(&p), vec!["shm-too-small"], "NCCL_SHM_DISABLE={v}");
+            let p = run(&snap(Some(64), Some(4), &[("NCCL_P2P_DISABLE", v)]));
+            assert_eq!(codes(&p), vec!["shm-too-small"], "NCCL_P2P_DISABLE={v}");
+        }
+        for v in ["1", "0x1", "01"] {
+            let p = run(&snap(Some(64), Some(4), &[("NCCL_SHM_DISABLE", v)]));
+            assert!(
+                p.warnings.is_empty(),
+                "NCCL_SHM_DISABLE={v}: {:?}",
+                p.warnings
+            );
+        }
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! value ncclenv sets, the check's retry with it. One generic step ([`Switch::decide`]) is what every rule
 //! does with its switch: an inherited one (the value NCCL sees, environment over its configuration files) is
 //! kept through the one rule (`inherit::settle`) with the verdict of the switch's own rule; an unset one is
-//! set when that rule turns the transport off. How a switch is read is written once ([`Switch::disables`]:
-//! a non-zero integer, `nccl_rules::disables`); the evidence each rule weighs stays in its own module
+//! set when that rule turns the transport off. How NCCL reads a switch is a field of its entry
+//! ([`Switch::reads`]: any non-zero integer, `nccl_rules::disables`, or exactly 1,
+//! `nccl_rules::disables_at_one`); the evidence each rule weighs stays in its own module
 //! (`decide::rdma` for IB, `decide::shm` for `/dev/shm`).
 
 use crate::decide::inherit::{settle, Fix, Inherited, Said, Verdict};
+use crate::nccl_rules;
 use crate::plan::Plan;
 use crate::snapshot::Snapshot;
 
@@ -16,6 +18,9 @@ use crate::snapshot::Snapshot;
 pub struct Switch {
     /// The variable, e.g. `NCCL_SHM_DISABLE`.
     pub var: &'static str,
+    /// How NCCL reads the value: whether a value turns the transport off (`nccl_rules::disables`, any
+    /// non-zero integer, or `nccl_rules::disables_at_one`, exactly 1).
+    pub reads: fn(&str) -> bool,
     /// The value `decide` sets to turn the transport off; `None`: `decide` never sets it.
     pub sets: Option<&'static str>,
     /// The check's repair (`NCCLENV_CHECK_REPAIR=1`) retries a failed allreduce with `VAR=1`.
@@ -53,6 +58,7 @@ pub struct Doc {
 pub const SWITCHES: &[Switch] = &[
     Switch {
         var: "NCCL_SHM_DISABLE",
+        reads: nccl_rules::disables_at_one,
         sets: Some("1"),
         retry: Some(Retry {
             off: "the SHM transport",
@@ -68,6 +74,7 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         var: "NCCL_P2P_DISABLE",
+        reads: nccl_rules::disables_at_one,
         sets: None,
         retry: Some(Retry {
             off: "GPU peer-to-peer",
@@ -83,6 +90,7 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         var: "NCCL_IB_DISABLE",
+        reads: nccl_rules::disables,
         sets: Some("1"),
         retry: Some(Retry {
             off: "InfiniBand/RoCE",
@@ -98,6 +106,7 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         var: "NCCL_IBEXT_DISABLE",
+        reads: nccl_rules::disables,
         sets: Some("1"),
         retry: None,
         #[cfg(test)]
@@ -132,7 +141,7 @@ pub struct TurnOff {
 /// How a switch came out of [`Switch::decide`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// Inherited and kept; `off` when NCCL reads it as turning the transport off ([`Switch::disables`]).
+    /// Inherited and kept; `off` when NCCL reads it as turning the transport off ([`Switch::turns_off`]).
     Kept {
         /// The kept value turns the transport off.
         off: bool,
@@ -161,9 +170,15 @@ impl Switch {
         Inherited::nccl(self.var, snap)
     }
 
-    /// Whether the inherited switch turns its transport off: a non-zero integer ([`Inherited::disables`]).
+    /// Whether the inherited switch turns its transport off, as NCCL reads this one ([`Switch::reads`]).
     pub fn disables(&self, snap: &Snapshot) -> bool {
-        self.inherited(snap).is_some_and(|i| i.disables())
+        self.inherited(snap).is_some_and(|i| self.turns_off(&i))
+    }
+
+    /// Whether `inh`, this switch's inherited value, turns its transport off as NCCL reads it
+    /// ([`Switch::reads`]).
+    pub fn turns_off(&self, inh: &Inherited) -> bool {
+        (self.reads)(inh.value)
     }
 
     /// The one step: an inherited switch is kept whatever its value, through [`settle`] with `judge`'s
@@ -180,7 +195,7 @@ impl Switch {
             let verdict = judge(&inh);
             settle(plan, Fix::REPAIRS, &inh, verdict);
             return Outcome::Kept {
-                off: inh.disables(),
+                off: self.turns_off(&inh),
             };
         }
         let Some(value) = self.sets else {

@@ -647,17 +647,17 @@ fn cap_per_code(all: Vec<(Finding, String, String)>) -> Vec<(Finding, String, St
     out
 }
 
-/// True when the node's command gets `NCCL_IB_DISABLE` set to a non-zero number (NCCL reads it as an
-/// integer, `ncclParamIbDisable`, src/transport/net_ib.cc).
+/// True when the node's command gets `NCCL_IB_DISABLE` set to a value NCCL reads as turning IB off: any
+/// non-zero integer in any base (`ncclParamIbDisable`, src/transport/net_ib.cc; read as `decide` reads it,
+/// `decide::switches::IB`).
 pub fn ib_disabled(r: &NodeReport) -> bool {
     ib_disabled_env(&r.nccl_env)
 }
 
 /// [`ib_disabled`] of a node's `NCCL_*` variables.
 pub fn ib_disabled_env(env: &BTreeMap<String, String>) -> bool {
-    env.get("NCCL_IB_DISABLE")
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .is_some_and(|v| v != 0)
+    let ib = crate::decide::switches::IB;
+    env.get(ib.var).is_some_and(|v| (ib.reads)(v))
 }
 
 /// Members grouped by a value (those without one left out): value → node names.
@@ -1323,6 +1323,26 @@ mod tests {
         }
         assert!(!codes(&agree(&m)).contains(&"preflight-node-ranks"));
         assert!(!codes(&agree(&fleet(3))).contains(&"preflight-node-ranks"));
+    }
+
+    /// A node's `NCCL_IB_DISABLE` is read as NCCL and `decide` read it: `0x1` and `1abc` turn IB off, `0`,
+    /// `0x0` and `yes` do not.
+    #[test]
+    fn ib_disabled_is_read_as_nccl_reads_it() {
+        for (v, off) in [
+            ("1", true),
+            ("0x1", true),
+            ("1abc", true),
+            (" 2", true),
+            ("0", false),
+            ("0x0", false),
+            ("yes", false),
+            ("", false),
+        ] {
+            let env = BTreeMap::from([("NCCL_IB_DISABLE".to_string(), v.to_string())]);
+            assert_eq!(ib_disabled_env(&env), off, "NCCL_IB_DISABLE={v:?}");
+        }
+        assert!(!ib_disabled_env(&BTreeMap::new()));
     }
 
     #[test]

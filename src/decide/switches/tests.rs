@@ -166,6 +166,26 @@ fn the_rules_name_the_switches_only_through_the_table() {
     }
 }
 
+/// Each switch is read as NCCL reads it ([`Switch::reads`]): 1 in any base turns every switch off, 0 and a
+/// non-number none; other integers turn off only the switches NCCL tests against zero (IB, IBext), not those it
+/// compares with 1 (SHM, P2P). The docs' cell says which.
+#[test]
+fn each_switch_is_read_as_nccl_reads_it() {
+    for s in SWITCHES {
+        for v in ["1", "0x1", "01", " 1", "1abc"] {
+            assert!((s.reads)(v), "{}={v:?}", s.var);
+        }
+        for v in ["0", "", "yes", "0x0"] {
+            assert!(!(s.reads)(v), "{}={v:?}", s.var);
+        }
+        let at_one = s.doc.nccl_reads.contains("only 1 turns it off");
+        for v in ["2", "0x2", "-1"] {
+            assert_eq!((s.reads)(v), !at_one, "{}={v:?}", s.var);
+        }
+    }
+    assert!(!(SHM.reads)("2") && !(P2P.reads)("2") && (IB.reads)("2") && (IBEXT.reads)("2"));
+}
+
 /// [`Outcome::off`]: a kept switch by its value, a set one always, an unset one never.
 #[test]
 fn outcome_off_is_the_transports_state() {
