@@ -484,13 +484,18 @@ impl<'a> Report<'a> {
             );
         }
         if let Some(f) = &job.script {
-            if self.peer.is_none() && !job.is_single_node() {
-                let _ = writeln!(
-                    o,
-                    "  the command runs the script {f}, which ncclenv does not read, and nothing names the master: \
-                     set NCCLENV_PEER=<master host> (or MASTER_ADDR) so that ncclenv takes the route to it"
-                );
-            }
+            // Named whenever it runs (break-it finding: it was named only when no master was): a launcher,
+            // an `export NCCL_…` or a `cd` inside it is not seen, whoever names the master.
+            let advice = if self.peer.is_none() && !job.is_single_node() {
+                ", and nothing names the master: set NCCLENV_PEER=<master host> (or MASTER_ADDR) so that \
+                 ncclenv takes the route to it"
+            } else {
+                ": what it sets or starts is not seen here (a variable it exports replaces ncclenv's)"
+            };
+            let _ = writeln!(
+                o,
+                "  the command runs the script {f}, which ncclenv does not read{advice}"
+            );
         }
     }
 

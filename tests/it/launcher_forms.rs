@@ -584,10 +584,11 @@ fn doctor_names_a_shell_script_run_directly_as_not_read() {
     exe::write(&script, "#!/bin/bash\ntorchrun --nnodes=2 t.py\n", 0o755);
     let py = tmp.join("run.py");
     exe::write(&py, "#!/usr/bin/env python3\nprint(1)\n", 0o755);
-    let doctor = |argv: &[&str]| {
+    let doctor_with = |argv: &[&str], env: &[(&str, &str)]| {
         let out = Command::new(BIN)
             .env_clear()
             .env("PATH", PATH)
+            .envs(env.iter().copied())
             .env("NCCLENV_SYSFS", tmp.join("sys"))
             .env("NCCLENV_DEVFS", tmp.join("dev"))
             .arg("doctor")
@@ -597,6 +598,7 @@ fn doctor_names_a_shell_script_run_directly_as_not_read() {
             .unwrap_or_else(|e| panic!("cannot run doctor: {e}"));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    let doctor = |argv: &[&str]| doctor_with(argv, &[]);
     let hint = "which ncclenv does not read";
     let s = script.display().to_string();
     for argv in [vec![s.as_str()], vec!["bash", s.as_str()]] {
@@ -607,5 +609,13 @@ fn doctor_names_a_shell_script_run_directly_as_not_read() {
     assert!(
         !text.contains(hint),
         "a Python script is no shell script\n{text}"
+    );
+    // A master named elsewhere does not make the script read: it is still named, without the master advice.
+    let text = doctor_with(&[s.as_str()], &[("MASTER_ADDR", "192.0.2.9")]);
+    assert!(
+        text.contains(hint)
+            && text.contains("not seen here")
+            && !text.contains("nothing names the master"),
+        "with MASTER_ADDR\n{text}"
     );
 }
