@@ -9,8 +9,8 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F12 read their rows from the one table
-//! in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
+//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F12, F16, F18–F20 and F26–F29 read
+//! their rows from the one table in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
@@ -642,13 +642,21 @@ fn oracle(ns: &Netns, o: &Outcome) {
 // F1–F12: the network
 
 /// Runs the field case `c` (a row of `tests/it/common/layouts.rs`, which `decide_core` decides as plain
-/// data too) in `ns`, where its network is built: the inherited values and node count set, the command's
-/// environment checked against the row, the route to the peer, the findings present and absent, quiet, and
-/// strict mode. Returns the job (the row's variables still set) and the outcome.
+/// data too) in `ns`, where its network is built: the inherited values, the command and the node count set,
+/// the command's environment checked against the row, the route to the peer, the findings present and
+/// absent, the infos, quiet, and strict mode. Returns the job (the row's variables and command still set)
+/// and the outcome.
 fn run_case<'a>(ns: &'a Netns, c: &Case) -> (Job<'a>, Outcome) {
     let mut job = Job::new(ns);
     for (k, v) in c.env {
         job.set(k, v);
+    }
+    if !c.command.is_empty() {
+        assert!(
+            c.nnodes.is_none(),
+            "a launcher's command says the node count"
+        );
+        job.launch(c.command);
     }
     if let Some(n) = c.nnodes {
         job.nnodes(n);
@@ -659,6 +667,11 @@ fn run_case<'a>(ns: &'a Netns, c: &Case) -> (Job<'a>, Outcome) {
     let o = job.check(c.expect);
     for code in c.warns {
         o.warning(code);
+    }
+    for code in c.infos {
+        let line = common::finding_line(&o.stderr, code)
+            .unwrap_or_else(|| panic!("no [{code}] on stderr:\n{}", o.stderr));
+        assert!(!line.starts_with("ncclenv: warning: "), "an info: {line}");
     }
     for code in c.not {
         assert!(!o.has_warning(code), "{code}: {}", o.stderr);
@@ -1734,59 +1747,23 @@ fn a_dead_first_match_follows_the_nccl_version() {
 // ---------------------------------------------------------------------------------------------------------
 // F16–F21, F26–F29: the peer decides
 
-/// F16: node B's `enp3s0` 169.254.94.75/16 (scope link, as link-local autoconfiguration adds it) on a direct
-/// cable to the master 169.254.60.61 (the cable's far end); no default route.
-fn f16(ns: &Netns) {
-    let far = ns.plug("enp3s0");
-    ns.ip(&[
-        "addr",
-        "add",
-        "169.254.94.75/16",
-        "scope",
-        "link",
-        "dev",
-        "enp3s0",
-    ]);
-    ns.peer_ip(&["addr", "add", "169.254.60.61/16", "dev", &far]);
-}
-
-fn paddle_master(master: &str) -> [String; 7] {
-    [
-        "python",
-        "-m",
-        "paddle.distributed.launch",
-        &format!("--master={master}"),
-        "--nnodes=2",
-        "train.py",
-        "--lr=0.1",
-    ]
-    .map(String::from)
-}
-
+/// F16, PaddlePaddle/Paddle#47130: node B's `enp3s0` 169.254.94.75/16 (scope link, as link-local
+/// autoconfiguration adds it) on a direct cable to the master 169.254.60.61 (the cable's far end), Paddle's
+/// launcher naming the master; then with `eno1` holding the default route beside the cable.
 #[test]
-fn f16_direct_cable_with_link_local_addresses() {
+fn f16_paddle_47130_direct_cable_with_link_local_addresses() {
     if !common::require_root() {
         return;
     }
-    let cable = [
-        ("NCCL_SOCKET_IFNAME", Some("enp3s0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("enp3s0")),
-        ("TP_SOCKET_IFNAME", Some("enp3s0")),
-        ("POD_IP", Some("169.254.94.75")),
-    ];
     let ns = Netns::new("f16");
-    f16(&ns);
-    assert_eq!(route_get_dev(&ns, "169.254.60.61"), "enp3s0");
-    let mut job = Job::new(&ns);
-    let cmd = paddle_master("169.254.60.61:36011");
-    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
-    let o = job.check(&cable);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
-    // This node is the master: the interface owning 169.254.94.75.
-    let cmd = paddle_master("169.254.94.75:36011");
-    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
-    job.check(&cable);
+    layouts::F16.build(&ns);
+    for c in [
+        &layouts::CASE_F16,
+        &layouts::CASE_F16_MASTER,
+        &layouts::CASE_F16_KEPT,
+    ] {
+        run_case(&ns, c);
+    }
     // Control: the same 2-node job without the master has no usable interface but lo.
     let mut bare = Job::new(&ns);
     bare.launch(&[
@@ -1798,23 +1775,17 @@ fn f16_direct_cable_with_link_local_addresses() {
     ]);
     assert_eq!(bare.exec().code, Some(78));
 
-    // Variant: a second NIC holds the default route; the route to the master still uses the cable.
-    ns.plug("eno1");
-    ns.addr("eno1", "10.20.0.5/24");
-    ns.route("default via 10.20.0.1 dev eno1");
-    assert_eq!(route_get_dev(&ns, "169.254.60.61"), "enp3s0");
-    let mut job = Job::new(&ns);
-    let cmd = paddle_master("169.254.60.61:36011");
-    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
-    job.check(&cable);
-    // Variant: no peer named → eno1 (link-local is never taken by the default route or ranking).
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eno1")),
-        ("POD_IP", Some("10.20.0.5")),
-    ]);
-    assert_eq!(default_dev(&ns).as_deref(), Some("eno1"));
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let up = Netns::new("f16up");
+    layouts::F16_UPLINK.build(&up);
+    assert_eq!(default_dev(&up).as_deref(), Some("eno1"));
+    for c in [
+        &layouts::CASE_F16_UPLINK,
+        &layouts::CASE_F16_UPLINK_KEPT,
+        &layouts::CASE_F16_UPLINK_NO_PEER,
+        &layouts::CASE_F16_UPLINK_REPAIRED,
+    ] {
+        run_case(&up, c);
+    }
 }
 
 /// A DNS server on 127.0.0.1:53 inside a namespace, run by a thread of the test: `answer` false reads
@@ -2006,74 +1977,36 @@ fn f17_master_name_does_not_resolve_yet() {
     assert!(!o.has_warning("peer-unresolved"), "{}", o.stderr);
 }
 
-/// F18: an EFA-style vendor profile: the bootstrap interface is set, the transport left alone.
+/// F18, aws-samples/aws-do-eks#69: an EFA profile: the bootstrap interface is set, the transport left alone.
 #[test]
-fn f18_vendor_profile_sets_only_the_bootstrap_interface() {
+fn f18_aws_do_eks_69_efa_vendor_profile() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f18");
-    common::layouts::f18(&ns);
-    let mut job = Job::new(&ns);
-    job.set("FI_PROVIDER", "efa").set("NCCL_NET_PLUGIN", "ofi");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("enp73s0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
-        ("TP_SOCKET_IFNAME", Some("enp73s0")),
-        ("NCCL_IB_DISABLE", None),
-    ]);
-    assert!(o.has_warning("vendor-profile"), "{}", o.stderr);
+    layouts::f18(&ns);
+    // Control: without the profile ncclenv disables IB (no RDMA device).
+    run_case(&ns, &layouts::CASE_F18_NO_PROFILE);
+    let (job, o) = run_case(&ns, &layouts::CASE_F18);
     for k in o.env.keys() {
         if k.starts_with("NCCL_IB_") || k.starts_with("NCCL_NET") {
             assert!(job.vars.contains_key(k), "{k} was added: {:?}", o.env);
         }
     }
-    // Control: without the profile ncclenv disables IB (no RDMA device).
-    let plain = Job::new(&ns);
-    plain.check(&[("NCCL_IB_DISABLE", Some("1"))]);
-    // An inherited value that would fail is kept, warned, never repaired; strict refuses.
-    job.set("NCCL_SOCKET_IFNAME", "eth9");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth9")),
-        ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
-        ("NCCL_IB_DISABLE", None),
-    ]);
+    // An inherited value that would fail is kept, warned, never repaired; strict refuses (the row says so).
+    let (_, o) = run_case(&ns, &layouts::CASE_F18_KEPT);
     assert!(o.warning("vendor-value-kept").contains("eth9"));
-    assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
-    job.strict_refuses();
 }
 
 /// F19: Kubeflow's PyTorchJob: `torchrun train.py` with PET_* variables only.
-fn f19(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.244.0.5/24");
-    ns.route("default via 10.244.0.1 dev eth0");
-    ns.plug("net1");
-    ns.addr("net1", "10.100.0.7/24");
-}
-
 #[test]
-fn f19_pytorchjob_pet_variables() {
+fn f19_kubeflow_pytorchjob_pet_variables() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f19");
-    f19(&ns);
-    let net1 = [
-        ("NCCL_SOCKET_IFNAME", Some("net1")),
-        ("GLOO_SOCKET_IFNAME", Some("net1")),
-        ("TP_SOCKET_IFNAME", Some("net1")),
-        ("POD_IP", Some("10.100.0.7")),
-    ];
-    assert_eq!(route_get_dev(&ns, "10.100.0.5"), "net1");
-    let mut job = Job::new(&ns);
-    job.set("PET_NNODES", "2")
-        .set("PET_RDZV_ENDPOINT", "10.100.0.5:29400")
-        .set("PET_NODE_RANK", "1")
-        .launch(&["torchrun", "train.py"]);
-    let o = job.check(&net1);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    layouts::F19.build(&ns);
+    let (job, _) = run_case(&ns, &layouts::CASE_F19);
     let d = job.doctor_json();
     assert_eq!(d["peer"]["source"], "PET_RDZV_ENDPOINT", "{}", d["peer"]);
     assert_eq!(d["peer"]["port"], 29400);
@@ -2101,16 +2034,10 @@ fn f19_pytorchjob_pet_variables() {
     assert!(text.contains("from PET_RDZV_ENDPOINT (torchrun)"), "{text}");
 
     // The same with PET_MASTER_ADDR and PET_MASTER_PORT.
-    let mut job = Job::new(&ns);
-    job.set("PET_NNODES", "2")
-        .set("PET_MASTER_ADDR", "10.100.0.5")
-        .set("PET_MASTER_PORT", "23456")
-        .launch(&["torchrun", "train.py"]);
-    job.check(&net1);
+    let (job, _) = run_case(&ns, &layouts::CASE_F19_MASTER_ADDR);
     assert_eq!(job.doctor_json()["job"]["master_port"], 23456);
     // A flag wins over its PET_ variable, as in torchrun: the master on eth0's network.
-    job.launch(&["torchrun", "--master-addr", "10.244.0.9", "train.py"]);
-    job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    run_case(&ns, &layouts::CASE_F19_FLAG_WINS);
 
     // PET_NNODES makes it a 2-node job: with only lo, refused.
     let lo = Netns::new("f19lo");
@@ -2128,52 +2055,21 @@ fn f20_proxies_and_raw_tcp_rendezvous() {
         return;
     }
     let ns = Netns::new("f20");
-    f19(&ns);
-    let net1 = [("NCCL_SOCKET_IFNAME", Some("net1"))];
-    let mut job = Job::new(&ns);
-    job.set("HTTPS_PROXY", "http://proxy.example:3128")
-        .set("HTTP_PROXY", "http://proxy.example:3128")
-        .launch(&[
-            "torchrun",
-            "--nnodes=2",
-            "--master-addr=10.100.0.5",
-            "train.py",
-        ]);
-    let o = job.check(&net1);
-    assert!(!o.has_warning("proxy-catches-peer"), "{}", o.stderr);
-
-    let cmd = paddle_master("10.100.0.5:8090");
-    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
-    let mut paddle = Job::new(&ns);
-    paddle
-        .set("HTTP_PROXY", "http://proxy.example:3128")
-        .launch(&cmd);
-    let o = paddle.check(&net1);
+    layouts::F19.build(&ns);
+    run_case(&ns, &layouts::CASE_F20_TORCHRUN);
+    let (_, o) = run_case(&ns, &layouts::CASE_F20_PADDLE);
     let w = o.warning("proxy-catches-peer");
     assert!(
         w.contains("Paddle's HTTP master") && w.contains("HTTP_PROXY") && w.contains("10.100.0.5"),
         "{w}"
     );
-    paddle.set("NO_PROXY", "10.100.0.0/16");
-    assert!(!paddle.check(&net1).has_warning("proxy-catches-peer"));
-    // Lower-case proxies alone: Paddle's launcher clears them itself.
-    let mut lower = Job::new(&ns);
-    lower
-        .set("http_proxy", "http://proxy.example:3128")
-        .set("https_proxy", "http://proxy.example:3128")
-        .launch(&cmd);
-    assert!(!lower.check(&net1).has_warning("proxy-catches-peer"));
-    // Paddle with --ips only: no HTTP rendezvous.
-    let mut ips = Job::new(&ns);
-    ips.set("HTTP_PROXY", "http://proxy.example:3128").launch(&[
-        "python",
-        "-m",
-        "paddle.distributed.launch",
-        "--ips=10.100.0.5,10.100.0.7",
-        "train.py",
-    ]);
-    let o = ips.check(&net1);
-    assert!(!o.has_warning("proxy-catches-peer"), "{}", o.stderr);
+    for c in [
+        &layouts::CASE_F20_NO_PROXY,
+        &layouts::CASE_F20_LOWER_CASE,
+        &layouts::CASE_F20_IPS,
+    ] {
+        run_case(&ns, c);
+    }
 }
 
 /// F21: credentials in a rendezvous endpoint appear nowhere.
@@ -2183,7 +2079,7 @@ fn f21_credentials_in_a_rendezvous_endpoint() {
         return;
     }
     let ns = Netns::new("f21");
-    f19(&ns);
+    layouts::F19.build(&ns);
     let mut job = Job::new(&ns);
     job.set("NCCLENV_LOG", "debug").launch(&[
         "torchrun",
@@ -2292,48 +2188,25 @@ fn companions_pinned_to_a_multus_net1_with_only_fe80() {
     }
 }
 
-/// F26: Horovod's own interface variable, and Open MPI's.
+/// F26, horovod/horovod#1341: Horovod's own interface variable, and Open MPI's.
 #[test]
-fn f26_horovod_and_mpi_interface_variables() {
+fn f26_horovod_1341_horovod_gloo_iface() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f26");
-    ns.plug("em1");
-    ns.addr("em1", "10.5.1.11/24");
-    ns.route("default via 10.5.1.1 dev em1");
-    ns.plug("em2");
-    ns.addr("em2", "10.5.2.11/24");
-    let horovodrun = [
-        "horovodrun",
-        "-np",
-        "2",
-        "-H",
-        "node-a:1,node-b:1",
-        "python",
-        "train.py",
-    ];
-    for bad in ["eth0", "em1,enp129s0f1"] {
-        let mut job = Job::new(&ns);
-        job.set("HOROVOD_GLOO_IFACE", bad)
-            .set("NCCL_SOCKET_IFNAME", "em2")
-            .launch(&horovodrun);
-        let o = job.check(&[
-            ("NCCL_SOCKET_IFNAME", Some("em2")),
-            ("GLOO_SOCKET_IFNAME", Some("em2")),
-            ("HOROVOD_GLOO_IFACE", Some("em2")),
-        ]);
+    layouts::F26.build(&ns);
+    for c in [&layouts::CASE_F26, &layouts::CASE_F26_LIST] {
+        let (_, o) = run_case(&ns, c);
+        let bad = c.inherited("HOROVOD_GLOO_IFACE").expect("the row's value");
         assert!(
             o.warning("launcher-ifname-repaired").contains(bad),
             "{}",
             o.stderr
         );
-        job.strict_refuses();
     }
     // Unset: horovodrun gets NCCL's interface; another command does not.
-    let mut job = Job::new(&ns);
-    job.set("NCCL_SOCKET_IFNAME", "em2").launch(&horovodrun);
-    job.check(&[("HOROVOD_GLOO_IFACE", Some("em2"))]);
+    let (mut job, _) = run_case(&ns, &layouts::CASE_F26_UNSET);
     job.launch(&["torchrun", "train.py"]);
     job.check(&[("HOROVOD_GLOO_IFACE", None)]);
     // Open MPI: a missing name is repaired, a CIDR covering em2 is kept; mpirun gets both when unset. A job
@@ -2369,37 +2242,15 @@ fn f26_horovod_and_mpi_interface_variables() {
     ]);
 }
 
-/// F27: SGLang's `--dist-init-addr [fd00:20::11]:5000` on an IPv6-only secondary network.
+/// F27, THUDM/slime#2151: SGLang's `--dist-init-addr [fd00:20::11]:5000` on an IPv6-only secondary network.
 #[test]
-fn f27_sglang_ipv6_init_address() {
+fn f27_slime_2151_sglang_ipv6_init_address() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f27");
-    common::layouts::f27(&ns);
-    assert_eq!(route_get_dev(&ns, "fd00:20::11"), "net1");
-    let mut job = Job::new(&ns);
-    job.launch(&[
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        "m",
-        "--dist-init-addr",
-        "[fd00:20::11]:5000",
-        "--nnodes",
-        "2",
-        "--node-rank",
-        "1",
-    ]);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("net1")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
-        ("GLOO_SOCKET_IFNAME", Some("net1")),
-        ("TP_SOCKET_IFNAME", Some("net1")),
-        ("POD_IP", None),
-    ]);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    layouts::f27(&ns);
+    let (job, _) = run_case(&ns, &layouts::CASE_F27);
     let j = &job.doctor_json()["job"];
     assert_eq!(
         (&j["node_rank"], &j["master_port"], &j["launcher"]),
@@ -2408,23 +2259,18 @@ fn f27_sglang_ipv6_init_address() {
     );
 }
 
-/// F28: the default route lives in table 300, reached by `ip rule add from all lookup 300`.
+/// F28, aws/aws-parallelcluster-cookbook#2766: the default route lives in table 300, reached by `ip rule add
+/// from all lookup 300`.
 #[test]
-fn f28_default_route_in_another_table() {
+fn f28_parallelcluster_cookbook_2766_default_route_in_another_table() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f28");
-    common::layouts::f28(&ns);
+    layouts::f28(&ns);
     assert_eq!(default_dev(&ns), None, "table main has no default route");
-    assert_eq!(route_get_dev(&ns, "198.51.100.1"), "ens6");
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("ens6")),
-        ("GLOO_SOCKET_IFNAME", Some("ens6")),
-        ("POD_IP", Some("10.7.2.10")),
-    ]);
-    assert!(!o.has_warning("no-route-decided"), "{}", o.stderr);
+    assert_eq!(route_get_dev(&ns, layouts::OFFLINK_PROBE), "ens6");
+    let (job, _) = run_case(&ns, &layouts::CASE_F28);
     let d = job.doctor_json();
     let lookups = d["routes"]["lookups"].as_array().expect("lookups");
     assert!(lookups.iter().any(|l| l["table"] == 300), "{lookups:?}");
@@ -2434,48 +2280,23 @@ fn f28_default_route_in_another_table() {
     assert!(o.has_warning("no-route-decided"), "{}", o.stderr);
 }
 
-/// F29: vLLM (or Ray) names this node's address; the interface owning it is the choice.
+/// F29, vllm-project/vllm#15071: vLLM (or Ray) names this node's address; the interface owning it is the
+/// choice.
 #[test]
-fn f29_vllm_host_ip_names_this_nodes_address() {
+fn f29_vllm_15071_vllm_host_ip_names_this_nodes_address() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f29");
-    ns.plug("eth0");
-    ns.addr("eth0", "10.0.1.12/24");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.8.0.12/24");
-    ns.route("default via 10.8.0.1 dev eth1");
-    let eth0 = [
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("GLOO_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("10.0.1.12")),
-    ];
-    let mut job = Job::new(&ns);
-    job.set("VLLM_HOST_IP", "10.0.1.12").launch(&[
-        "vllm",
-        "serve",
-        "model",
-        "--tensor-parallel-size",
-        "16",
-    ]);
-    let o = job.check(&eth0);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
-    let mut ray = Job::new(&ns);
-    ray.launch(&["ray", "start", "--head", "--node-ip-address=10.0.1.12"]);
-    ray.check(&eth0);
+    layouts::F29.build(&ns);
+    run_case(&ns, &layouts::CASE_F29);
+    let (ray, _) = run_case(&ns, &layouts::CASE_F29_RAY_HEAD);
     assert_eq!(
         ray.doctor_json()["job"]["self_addr_source"],
         "--node-ip-address"
     );
     // A Ray worker whose head is reached through eth1: the route decides, the disagreement is said.
-    ray.launch(&[
-        "ray",
-        "start",
-        "--address=10.8.0.50:6379",
-        "--node-ip-address=10.0.1.12",
-    ]);
-    let o = ray.check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F29_RAY_WORKER);
     assert!(
         o.warning("advertised-address-differs")
             .contains("--node-ip-address"),
@@ -2483,7 +2304,7 @@ fn f29_vllm_host_ip_names_this_nodes_address() {
         o.stderr
     );
     // Control: no declared address → the default route.
-    Job::new(&ns).check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
+    run_case(&ns, &layouts::CASE_F29_NO_ADDRESS);
 }
 
 /// A bridged container (Docker's default bridge, NAT'd by the host with nftables) in a multi-node job whose
