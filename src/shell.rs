@@ -785,15 +785,15 @@ enum Expansion {
 fn expand(seg: &str, st: &State) -> String {
     let chars: Vec<char> = seg.chars().collect();
     let mut out = String::new();
-    let mut q = Q::None;
+    let mut quote = Q::None;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        match (q, c) {
-            (Q::Single, '\'') => q = Q::None,
-            (Q::None, '\'') => q = Q::Single,
-            (Q::None, '"') => q = Q::Double,
-            (Q::Double, '"') => q = Q::None,
+        match (quote, c) {
+            (Q::Single, '\'') => quote = Q::None,
+            (Q::None, '\'') => quote = Q::Single,
+            (Q::None, '"') => quote = Q::Double,
+            (Q::Double, '"') => quote = Q::None,
             (Q::None | Q::Double, '\\') => {
                 out.push(c);
                 if let Some(n) = chars.get(i + 1) {
@@ -822,15 +822,15 @@ fn expand(seg: &str, st: &State) -> String {
                 };
                 match e {
                     Expansion::Dollar => out.push('$'),
-                    Expansion::Known(v) => push_value(&mut out, &v, q == Q::Double),
-                    Expansion::Fields(v) => push_fields(&mut out, &v, q == Q::Double),
-                    Expansion::Star(joined, _) if q == Q::Double => {
+                    Expansion::Known(v) => push_value(&mut out, &v, quote == Q::Double),
+                    Expansion::Fields(v) => push_fields(&mut out, &v, quote == Q::Double),
+                    Expansion::Star(joined, _) if quote == Q::Double => {
                         push_value(&mut out, &joined, true)
                     }
                     Expansion::Star(_, v) => push_fields(&mut out, &v, false),
                     Expansion::Unknown(t) => {
                         let marked = format!("{UNKNOWN}{t}{UNKNOWN}");
-                        push_quoted(&mut out, &marked, q == Q::Double);
+                        push_quoted(&mut out, &marked, quote == Q::Double);
                     }
                 }
                 i += len.max(1);

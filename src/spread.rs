@@ -88,15 +88,15 @@ fn mpi(
     files: &ReadFile<'_>,
     info: &mut LaunchInfo,
 ) {
-    let mut s = Spread {
+    let mut spread = Spread {
         ranks_through_ncclenv: is_ncclenv(args.get(stop)),
         ..Spread::default()
     };
     for (n, v) in opts {
         if n == "-x" {
             let name = v.split('=').next().unwrap_or("").to_string();
-            if !name.is_empty() && !s.exports.contains(&name) {
-                s.exports.push(name);
+            if !name.is_empty() && !spread.exports.contains(&name) {
+                spread.exports.push(name);
             }
         }
     }
@@ -104,8 +104,8 @@ fn mpi(
     for w in own.windows(2) {
         if MCA_PAIRS.contains(&w[0].as_str()) {
             let name = w[1].as_str();
-            if !s.mca.iter().any(|m| m == name) {
-                s.mca.push(name.to_string());
+            if !spread.mca.iter().any(|m| m == name) {
+                spread.mca.push(name.to_string());
             }
         }
     }
@@ -124,7 +124,7 @@ fn mpi(
             }
         }
     }
-    info.shape.spread = Some(s);
+    info.shape.spread = Some(spread);
 }
 
 fn deepspeed(
