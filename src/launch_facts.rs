@@ -190,6 +190,21 @@ pub fn redact_userinfo(value: &str) -> String {
 /// an unset `$VAR`; set by `crate::shell`): a word holding it is unknown. [`display`] removes the marks.
 pub const UNKNOWN: char = '\u{1A}';
 
+/// `dir` taken from `base` (`None`: ncclenv's own working directory) as `cd` takes it, and a file name taken
+/// from its directory the same way: an absolute `dir` replaces it, a relative one is joined; unknown (holding
+/// [`UNKNOWN`]) when either is unknown. The shell's `cd` and `env -C`, the launchers' relative files
+/// (Accelerate's config, DeepSpeed's environment files) all join this way.
+pub fn join_dir(base: Option<&str>, dir: &str) -> String {
+    let unknown = |s: &str| s.contains(UNKNOWN);
+    match base {
+        _ if unknown(dir) => UNKNOWN.to_string(),
+        _ if dir.starts_with('/') => dir.to_string(),
+        Some(b) if unknown(b) => UNKNOWN.to_string(),
+        Some(b) => format!("{}/{dir}", b.trim_end_matches('/')),
+        None => dir.to_string(),
+    }
+}
+
 /// `word` with the [`UNKNOWN`] marks removed: the text as the command wrote it.
 pub fn display(word: &str) -> String {
     word.chars().filter(|c| *c != UNKNOWN).collect()

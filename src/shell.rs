@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 // The marks of an expansion ncclenv cannot know live with what every reader shares (`crate::launch_facts`),
 // so that readers below the shell can read a shell's words without importing it.
-pub use crate::launch_facts::{display, is_unknown, UNKNOWN};
+pub use crate::launch_facts::{display, is_unknown, join_dir, UNKNOWN};
 
 /// Marks a word that `"$@"` with no positional parameters left empty: the word is removed (POSIX 2.5.2:
 /// `"$@"` then expands to zero fields), the mark removed from any other word.
@@ -110,19 +110,6 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
         script: st.script,
         problems: st.problems,
         cwd: cmd.cwd,
-    }
-}
-
-/// `dir` taken from `base` (`None`: ncclenv's own working directory) as `cd` takes it: an absolute `dir`
-/// replaces it, a relative one is joined; unknown (holding [`UNKNOWN`]) when either is unknown.
-pub fn join_dir(base: Option<&str>, dir: &str) -> String {
-    let unknown = |s: &str| s.contains(UNKNOWN);
-    match base {
-        _ if unknown(dir) => UNKNOWN.to_string(),
-        _ if dir.starts_with('/') => dir.to_string(),
-        Some(b) if unknown(b) => UNKNOWN.to_string(),
-        Some(b) => format!("{}/{dir}", b.trim_end_matches('/')),
-        None => dir.to_string(),
     }
 }
 

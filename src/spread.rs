@@ -18,7 +18,7 @@
 //! The program a runner starts on every node is "ncclenv" when the command is `mpirun … ncclenv -- PROG` or
 //! `deepspeed --no_python … ncclenv -- PROG`: then every rank decides on its own node.
 
-use crate::launch_facts::{LaunchInfo, ReadFile};
+use crate::launch_facts::{join_dir, LaunchInfo, ReadFile};
 use crate::snapshot::{Launcher, Spread};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -187,7 +187,8 @@ pub const DEEPSPEED_ENV_FILE: &str = ".deepspeed_env";
 /// in order (runner.py reads `~` then `.`, each line `KEY=VALUE` split at the first `=` and passed to
 /// `add_export`, so a later file's value wins, and the files win over the launching node's own variables).
 /// The file's path and the value (its line end removed); `None` when no file sets it. Each file is read
-/// through `files`; one that cannot be read, or is larger than 1 MiB, counts as absent.
+/// through `files` at `name` joined to its directory ([`join_dir`]: an absolute `name` is itself; one
+/// ncclenv cannot know is no file); one that cannot be read, or is larger than 1 MiB, counts as absent.
 pub fn deepspeed_env_ifname(
     dirs: &[&str],
     name: &str,
@@ -195,11 +196,7 @@ pub fn deepspeed_env_ifname(
 ) -> Option<(String, String)> {
     let mut found = None;
     for d in dirs {
-        let path = if name.starts_with('/') {
-            name.to_string()
-        } else {
-            format!("{}/{name}", d.trim_end_matches('/'))
-        };
+        let path = join_dir(Some(d), name);
         let Ok(bytes) = files(&path, MAX_HOSTFILE) else {
             continue;
         };

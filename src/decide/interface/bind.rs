@@ -14,7 +14,22 @@ use crate::plan::Plan;
 use crate::snapshot::{Family, Link, Peer, Snapshot};
 use std::net::IpAddr;
 
-/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value
+/// The verdict on an inherited `NCCL_SOCKET_IFNAME` that would fail, for [`settle`]: repair it to `value`
+/// (the change's `reason`), saying `inherited-ifname-repaired` with `message` and `remedy`.
+fn ifname_fails(
+    value: &str,
+    reason: String,
+    message: String,
+    remedy: impl Into<String>,
+) -> Verdict {
+    Verdict::Fails(Repair {
+        new: Some(value.to_string()),
+        reason,
+        said: Said::new(Finding::InheritedIfnameRepaired, message, remedy),
+    })
+}
+
+/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's `pick` (repairing a fatal inherited value
 /// through [`settle`]), and warn `no-route-decided` when no route supported it.
 pub(super) fn own_interface(
     snap: &Snapshot,
@@ -30,23 +45,16 @@ pub(super) fn own_interface(
     match list {
         InheritedList::Fatal { inh, why } => {
             let (val, origin) = (inh.value, &inh.origin);
-            settle(
-                plan,
-                fix,
-                inh,
-                Verdict::Fails(Repair {
-                    new: Some(value.clone()),
-                    reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", pick.link.name, pick.how),
-                    said: Said::new(
-                        Finding::InheritedIfnameRepaired,
-                        format!(
-                            "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
-                            view.usable_list(family)
-                        ),
-                        format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
-                    ),
-                }),
+            let verdict = ifname_fails(
+                &value,
+                format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", pick.link.name, pick.how),
+                format!(
+                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
+                    view.usable_list(family)
+                ),
+                format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
             );
+            settle(plan, fix, inh, verdict);
         }
         InheritedList::Absent | InheritedList::Ignored => {
             let why = if value.starts_with('=') {
@@ -148,20 +156,13 @@ pub(super) fn loopback_fallback(
     match list.counted() {
         Some(inh) => {
             let (val, origin) = (inh.value, &inh.origin);
-            settle(
-                plan,
-                fix,
-                inh,
-                Verdict::Fails(Repair {
-                    new: Some(value.clone()),
-                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                    said: Said::new(
-                        Finding::InheritedIfnameRepaired,
-                        format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                        "remove NCCL_SOCKET_IFNAME from the image or config file",
-                    ),
-                }),
+            let verdict = ifname_fails(
+                &value,
+                format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                "remove NCCL_SOCKET_IFNAME from the image or config file",
             );
+            settle(plan, fix, inh, verdict);
         }
         None => plan.set(
             "NCCL_SOCKET_IFNAME",
