@@ -59,7 +59,7 @@ fn f1_docker_bridge() {
 }
 
 #[test]
-fn f2_baked_name_missing_on_host() {
+fn f2_deep_learning_containers_6469_baked_name_missing_on_host() {
     decided(&layouts::CASE_F2);
     let (_, p) = decided(&layouts::CASE_F2_BAKED);
     let c = p
@@ -71,7 +71,7 @@ fn f2_baked_name_missing_on_host() {
 }
 
 #[test]
-fn f3_compose_bridges_and_veths() {
+fn f3_nccl_697_compose_bridges_and_veths() {
     let (_, p) = decided(&layouts::CASE_F3);
     for c in &p.changes {
         if let ncclenv::plan::Action::Set { value } = &c.action {
@@ -81,7 +81,7 @@ fn f3_compose_bridges_and_veths() {
 }
 
 #[test]
-fn f4_fe80_veth_beside_uplink() {
+fn f4_pytorch_68893_fe80_veth_beside_uplink() {
     decided(&layouts::CASE_F4);
 }
 
@@ -90,7 +90,7 @@ fn f5() -> Lay {
 }
 
 #[test]
-fn f5_missing_name_is_repaired_listing_usable() {
+fn f5_nccl_1837_missing_name_is_repaired_listing_usable() {
     let (_, p) = decided(&layouts::CASE_F5_MISSING);
     let w = warning(&p, "inherited-ifname-repaired");
     for n in ["eth0", "eth1", "eth10"] {
@@ -99,7 +99,7 @@ fn f5_missing_name_is_repaired_listing_usable() {
 }
 
 #[test]
-fn f5_prefix_matching_two_is_kept_with_warning() {
+fn f5_nccl_1837_prefix_matching_two_is_kept_with_warning() {
     let (_, p) = decided(&layouts::CASE_F5_PREFIX);
     let w = warning(&p, "inherited-ifname-prefix");
     assert!(
@@ -111,12 +111,12 @@ fn f5_prefix_matching_two_is_kept_with_warning() {
 }
 
 #[test]
-fn f6_gloo_given_nccl_syntax() {
+fn f6_aws_do_eks_51_gloo_given_nccl_syntax() {
     decided(&layouts::CASE_F6);
 }
 
 #[test]
-fn f7_prefix_catches_vlan_children() {
+fn f7_nccl_177_prefix_catches_vlan_children() {
     decided(&layouts::CASE_F7);
     let (_, p) = decided(&layouts::CASE_F7_PREFIX);
     let w = warning(&p, "inherited-ifname-prefix");
@@ -128,13 +128,13 @@ fn f7_prefix_catches_vlan_children() {
 }
 
 #[test]
-fn f8_wifi_uplink_and_whitelist_missing_it() {
+fn f8_ray_30333_wifi_uplink_and_whitelist_missing_it() {
     decided(&layouts::CASE_F8);
     decided(&layouts::CASE_F8_LIST);
 }
 
 #[test]
-fn f9_ipv6_only_with_link_local_tunnel_first() {
+fn f9_nccl_529_ipv6_only_with_link_local_tunnel_first() {
     decided(&layouts::CASE_F9);
 }
 

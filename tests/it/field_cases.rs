@@ -707,7 +707,7 @@ fn f1_docker_bridge() {
 /// F2: `ens6` 10.1.0.10/16 (plug), default via 10.1.0.1, no `eth0`; inherited `NCCL_SOCKET_IFNAME=eth0`,
 /// 2 nodes → repaired to `ens6`; nothing inherited → `ens6`.
 #[test]
-fn f2_baked_name_missing_on_host() {
+fn f2_deep_learning_containers_6469_baked_name_missing_on_host() {
     if !common::require_root() {
         return;
     }
@@ -735,7 +735,7 @@ fn f2_baked_name_missing_on_host() {
 /// F3: `bond0` 10.10.1.11/24 with the default route; three compose bridges with running ports; four
 /// fe80-only host-side veths → `bond0`, and no `br-`/`veth` name in any exported value.
 #[test]
-fn f3_compose_bridges_and_veths() {
+fn f3_nccl_697_compose_bridges_and_veths() {
     if !common::require_root() {
         return;
     }
@@ -758,7 +758,7 @@ fn f3_compose_bridges_and_veths() {
 
 /// F4: `ens5` 10.31.0.11/20 with the default route and a RUNNING fe80-only `veth3f2a` → `ens5`.
 #[test]
-fn f4_fe80_veth_beside_uplink() {
+fn f4_pytorch_68893_fe80_veth_beside_uplink() {
     if !common::require_root() {
         return;
     }
@@ -771,7 +771,7 @@ fn f4_fe80_veth_beside_uplink() {
 /// F5: `eth0`/`eth1`/`eth10`, default via `eth0`, job shape unknown. Inherited `eth2` → repaired to `eth0`
 /// with the usable interfaces listed; inherited `eth1` → kept with a prefix warning; nothing → `eth0`.
 #[test]
-fn f5_missing_name_and_prefix_matching_two() {
+fn f5_nccl_1837_missing_name_and_prefix_matching_two() {
     if !common::require_root() {
         return;
     }
@@ -798,7 +798,7 @@ fn f5_missing_name_and_prefix_matching_two() {
 /// F6: `ens5` with the default route, a RUNNING fe80-only `eni4c1d`, inherited NCCL syntax in both
 /// variables, `MASTER_ADDR=10.0.1.20` → the NCCL value is kept, `GLOO_SOCKET_IFNAME` repaired to `ens5`.
 #[test]
-fn f6_gloo_given_nccl_syntax() {
+fn f6_aws_do_eks_51_gloo_given_nccl_syntax() {
     if !common::require_root() {
         return;
     }
@@ -815,7 +815,7 @@ fn f6_gloo_given_nccl_syntax() {
 /// F7: `bond0` with macvlan children `bond0.2973` and `bond0.2973.1` (fe80 only). Nothing inherited →
 /// `=bond0`; inherited `bond0` → kept with a striping warning; strict → 78.
 #[test]
-fn f7_prefix_catches_vlan_children() {
+fn f7_nccl_177_prefix_catches_vlan_children() {
     if !common::require_root() {
         return;
     }
@@ -842,7 +842,7 @@ fn f7_prefix_catches_vlan_children() {
 /// F8: Wi-Fi uplink `wlp2s0` (default route metric 600), `enp3s0` without carrier. Nothing → `wlp2s0`;
 /// inherited `en,eth,bond` (matches only the dead `enp3s0`) → repaired to `wlp2s0`.
 #[test]
-fn f8_wifi_uplink_and_whitelist_missing_it() {
+fn f8_ray_30333_wifi_uplink_and_whitelist_missing_it() {
     if !common::require_root() {
         return;
     }
@@ -869,7 +869,7 @@ fn f8_wifi_uplink_and_whitelist_missing_it() {
 /// F9: no IPv4 but lo; a vxlan `ip6tnl0` (fe80 only, lower index) and `veth0` fd00:10::5/64 with
 /// `default via fe80::1` → `veth0`, `AF_INET6`, no `POD_IP`.
 #[test]
-fn f9_ipv6_only_with_link_local_tunnel_first() {
+fn f9_nccl_529_ipv6_only_with_link_local_tunnel_first() {
     if !common::require_root() {
         return;
     }
