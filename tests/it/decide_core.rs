@@ -1,5 +1,5 @@
-//! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/field-cases.md) as
-//! snapshots, no kernel involved; F1–F12, F16, F18–F20 and F26–F29 are rows of the one table in
+//! The decision core with plain data: the field cases F1–F13 and F16–F21, F26–F29 (docs/field-cases.md) as
+//! snapshots, no kernel involved; F1–F13, F16, F18–F20 and F26–F29 are rows of the one table in
 //! `tests/it/common/layouts.rs` ([`decided`]), F17 and the checks a row cannot hold hand-written. The same
 //! cases run against real namespaces in `tests/it/field_cases.rs`.
 
@@ -7,7 +7,7 @@ use crate::common::layouts::{self, Case};
 use crate::common::snapshot::{has_warning, ip, warning, warnings, SnapshotBuilder as Lay};
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
-use ncclenv::plan::{Plan, Severity, Verdict};
+use ncclenv::plan::{Action, Plan, Severity, Verdict};
 use ncclenv::snapshot::*;
 
 fn val<'a>(p: &'a Plan, k: &str) -> Option<&'a str> {
@@ -18,18 +18,24 @@ fn refused(p: &Plan) -> bool {
 }
 
 /// Decides the field case `c` (a row of `tests/it/common/layouts.rs`, which `field_cases` runs through the
-/// binary too) and checks what the row says: each expected value (an inherited one unchanged; the defaults
-/// of [`Case::expected`]), the findings present and absent, the infos, quiet, and strict mode. Returns the
-/// machine and the plan for the test's own checks.
+/// binary too) and checks what the row says: each expected value as the command would see it (the change,
+/// else the inherited value; an inherited one it expects, unchanged; the defaults of [`Case::expected`]),
+/// the findings present and absent, the infos, quiet, and strict mode. Returns the machine and the plan for
+/// the test's own checks.
 fn decided(c: &Case) -> (Lay, Plan) {
     let l = c.lay();
     let p = l.decide();
     for (k, want) in c.expected() {
-        match (c.inherited(k), want) {
-            (Some(old), Some(v)) if old == v => {
-                assert_eq!(val(&p, k), None, "{k}={v} kept: no change {:?}", p.changes)
-            }
-            _ => assert_eq!(val(&p, k), want, "{k}: {:?}", p.changes),
+        // What the command sees: the change, else the inherited value.
+        let change = p.changes.iter().find(|ch| ch.name == k);
+        let seen = match change.map(|ch| &ch.action) {
+            Some(Action::Set { value }) => Some(value.as_str()),
+            Some(Action::Unset) => None,
+            None => c.inherited(k),
+        };
+        assert_eq!(seen, want, "{k}: {:?}", p.changes);
+        if want.is_some() && want == c.inherited(k) {
+            assert!(change.is_none(), "{k} kept: no change {:?}", p.changes);
         }
     }
     for code in c.warns {
@@ -74,7 +80,7 @@ fn f2_deep_learning_containers_6469_baked_name_missing_on_host() {
 fn f3_nccl_697_compose_bridges_and_veths() {
     let (_, p) = decided(&layouts::CASE_F3);
     for c in &p.changes {
-        if let ncclenv::plan::Action::Set { value } = &c.action {
+        if let Action::Set { value } = &c.action {
             assert!(!value.contains("br-") && !value.contains("veth"), "{c:?}");
         }
     }
@@ -177,6 +183,20 @@ fn f12_peer_on_secondary_network() {
     decided(&layouts::CASE_F12_PEER);
     // This pod is the master: the route is local, the owner of the address wins.
     decided(&layouts::CASE_F12_LOCAL);
+}
+
+/// F13, NVIDIA/nccl#342 and PaddlePaddle/Paddle#29331: Docker's 64 MiB `/dev/shm` with 4 GPUs.
+#[test]
+fn f13_nccl_342_docker_64m_dev_shm() {
+    let (_, p) = decided(&layouts::CASE_F13);
+    let w = warning(&p, "shm-too-small");
+    assert!(
+        w.remedy.contains("--shm-size") && w.remedy.contains("--ipc=host"),
+        "{w:?}"
+    );
+    decided(&layouts::CASE_F13_KEPT);
+    decided(&layouts::CASE_F13_KEPT_ON);
+    decided(&layouts::CASE_F13_ROOM);
 }
 
 #[test]
@@ -1080,7 +1100,7 @@ fn a_loopback_pod_ip_in_a_multi_node_job_is_repaired() {
     assert!(p
         .changes
         .iter()
-        .any(|c| c.name == "POD_IP" && c.action == ncclenv::plan::Action::Unset));
+        .any(|c| c.name == "POD_IP" && c.action == Action::Unset));
     assert!(has_warning(&p, "pod-ip-repaired"));
 }
 

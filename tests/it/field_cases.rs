@@ -9,7 +9,7 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F12, F16, F18–F20 and F26–F29 read
+//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F13, F16, F18–F20 and F26–F29 read
 //! their rows from the one table in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
@@ -217,6 +217,29 @@ impl<'a> Job<'a> {
     fn unset(&mut self, k: &str) -> &mut Self {
         self.vars.remove(k);
         self
+    }
+
+    /// `/dev/shm` for ncclenv is an empty tmpfs of `size` (`NCCLENV_SHM_PATH`, mounted in a private mount
+    /// namespace: `unshare -m`, gone with the process), looked at with the default minimum.
+    fn shm_tmpfs(&mut self, size: &str) -> &mut Self {
+        let dir = self.tmp.join("shm");
+        std::fs::create_dir_all(&dir).expect("mkdir shm");
+        self.wrap = [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            "mount -t tmpfs -o size=\"$1\" tmpfs \"$2\" && shift 2 && exec \"$@\"",
+            "sh",
+            size,
+            &dir.display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        self.unset("NCCLENV_SHM_MIN")
+            .set("NCCLENV_SHM_PATH", &dir.display().to_string())
     }
 
     /// The job is `n` nodes: `--nnodes=N` in the command, `--nnodes=N` for `ncclenv env`.
@@ -661,6 +684,9 @@ fn run_case<'a>(ns: &'a Netns, c: &Case) -> (Job<'a>, Outcome) {
     if let Some(n) = c.nnodes {
         job.nnodes(n);
     }
+    if let Some(size) = c.shm {
+        job.shm_tmpfs(size);
+    }
     if let Some((dest, dev)) = c.peer {
         assert_eq!(route_get_dev(ns, dest), dev);
     }
@@ -1029,43 +1055,20 @@ fn f12_peer_on_secondary_network() {
 // ---------------------------------------------------------------------------------------------------------
 // F13: /dev/shm
 
-/// F13: F1's network, `CUDA_VISIBLE_DEVICES=0,1,2,3`, `NCCLENV_SHM_PATH` on a tmpfs of `size` mounted in a
-/// private mount namespace (`unshare -m`, gone with the process).
-fn f13_job<'a>(ns: &'a Netns, size: &str) -> Job<'a> {
-    let mut job = Job::new(ns);
-    let dir = job.tmp.join("shm");
-    std::fs::create_dir_all(&dir).expect("mkdir shm");
-    job.wrap = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        "mount -t tmpfs -o size=\"$1\" tmpfs \"$2\" && shift 2 && exec \"$@\"",
-        "sh",
-        size,
-        &dir.display().to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    job.unset("NCCLENV_SHM_MIN")
-        .set("NCCLENV_SHM_PATH", &dir.display().to_string())
-        .set("CUDA_VISIBLE_DEVICES", "0,1,2,3");
-    job
-}
-
+/// F13, NVIDIA/nccl#342 and PaddlePaddle/Paddle#29331: F1's network, `CUDA_VISIBLE_DEVICES=0,1,2,3`,
+/// `/dev/shm` a 64 MiB tmpfs → `NCCL_SHM_DISABLE=1` with a warning naming Docker's flags; an inherited value
+/// is kept; 1 GiB → unset.
 #[test]
-fn f13_docker_64m_dev_shm() {
+fn f13_nccl_342_docker_64m_dev_shm() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f13");
-    ns.plug("eth0");
-    ns.addr("eth0", "172.17.0.2/16");
-    ns.route("default via 172.17.0.1 dev eth0");
-
-    let mut small = f13_job(&ns, "64m");
+    layouts::f1(&ns);
+    let (small, o) = run_case(&ns, &layouts::CASE_F13);
+    let w = o.warning("shm-too-small");
+    assert!(w.contains("--shm-size"), "{w}");
+    assert!(w.contains("--ipc=host"), "{w}");
     // Oracle: the tmpfs really is 64 MiB where ncclenv runs.
     let df = small.output(&[
         "/bin/sh".into(),
@@ -1077,29 +1080,11 @@ fn f13_docker_64m_dev_shm() {
         .map(|w| w.parse().expect("stat -f"))
         .collect();
     assert_eq!(blocks.iter().product::<u64>(), 64 << 20, "{df:?}");
-
-    let o = small.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("NCCL_SHM_DISABLE", Some("1")),
-    ]);
-    let w = o.warning("shm-too-small");
-    assert!(w.contains("--shm-size"), "{w}");
-    assert!(w.contains("--ipc=host"), "{w}");
-
     // Inherited values are kept, whatever they say.
-    small.set("NCCL_SHM_DISABLE", "1");
-    let o = small.check(&[("NCCL_SHM_DISABLE", Some("1"))]);
-    assert!(!o.has_warning("shm-too-small"), "{}", o.stderr);
-    small.set("NCCL_SHM_DISABLE", "0");
-    let o = small.check(&[("NCCL_SHM_DISABLE", Some("0"))]);
+    run_case(&ns, &layouts::CASE_F13_KEPT);
+    let (_, o) = run_case(&ns, &layouts::CASE_F13_KEPT_ON);
     assert!(o.warning("shm-too-small").contains("--shm-size"));
-
-    let big = f13_job(&ns, "1g");
-    let o = big.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("NCCL_SHM_DISABLE", None),
-    ]);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    run_case(&ns, &layouts::CASE_F13_ROOM);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //! e.g. the agreement of ncclenv's model of NCCL with the real library (`tests/it/check_real_nccl.rs`).
 //!
 //! The field cases whose variants differ only in what the job inherits and runs are also written here as
-//! specifications, once: one [`Case`] row per variant (F1–F12, F16, F18–F20, F26–F29), which
+//! specifications, once: one [`Case`] row per variant (F1–F13, F16, F18–F20, F26–F29), which
 //! `tests/it/decide_core.rs` decides as plain data and `tests/it/field_cases.rs` runs through the binary.
 //!
 //! Each builder leaves the namespace settled: every RUNNING interface (except `lo`) has its IPv6 link-local
@@ -11,9 +11,10 @@
 
 use super::snapshot::SnapshotBuilder;
 use super::Netns;
-use ncclenv::snapshot::RdmaSnapshot;
+use ncclenv::snapshot::{RdmaSnapshot, ShmInfo};
 use serde_json::Value;
 use std::ffi::OsString;
+use std::path::Path;
 
 /// One layout: a short name (the field case it comes from) and its builder.
 pub struct Layout {
@@ -333,6 +334,18 @@ impl Net {
     }
 }
 
+/// The bytes of a tmpfs `size` as `mount -o size=` reads it: a number with an optional `k`, `m` or `g`
+/// (binary multiples); panics on anything else (test data).
+pub fn tmpfs_bytes(size: &str) -> u64 {
+    let (digits, shift) = match size.as_bytes().last() {
+        Some(b'k') => (&size[..size.len() - 1], 10),
+        Some(b'm') => (&size[..size.len() - 1], 20),
+        Some(b'g') => (&size[..size.len() - 1], 30),
+        _ => (size, 0),
+    };
+    digits.parse::<u64>().expect("tmpfs size") << shift
+}
+
 /// The off-link destination whose route lookup stands for the probe's (TEST-NET-2, reached only by a default
 /// route).
 pub const OFFLINK_PROBE: &str = "198.51.100.1";
@@ -422,6 +435,9 @@ pub struct Case {
     pub command: &'static [&'static str],
     /// The job's node count, when the command says it (`--nnodes=N`).
     pub nnodes: Option<u32>,
+    /// `/dev/shm` as an empty private tmpfs of this size (`mount -t tmpfs -o size=…`, e.g. `64m`), looked at
+    /// with ncclenv's default minimum; `None`: not looked at (the namespace runs set `NCCLENV_SHM_MIN=0`).
+    pub shm: Option<&'static str>,
     /// The job's master and the interface the kernel routes it through, `lo` for an address of this machine
     /// (the peer; its variable is in [`Case::env`]).
     pub peer: Option<(&'static str, &'static str)>,
@@ -447,6 +463,7 @@ const fn plain(net: &'static Net, expect: &'static [(&'static str, Option<&'stat
         env: &[],
         command: &[],
         nnodes: None,
+        shm: None,
         peer: None,
         expect,
         warns: &[],
@@ -711,6 +728,60 @@ pub const CASE_F12_LOCAL: Case = Case {
     env: &[("MASTER_ADDR", "10.100.0.11")],
     peer: Some(("10.100.0.11", "lo")),
     ..plain(&F12, F12_NET1)
+};
+
+/// What the command sees on F13's network with 4 GPUs and too small a `/dev/shm`: `eth0`, no shared memory.
+const F13_SMALL: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("eth0")),
+    ("NCCL_SHM_DISABLE", Some("1")),
+];
+
+/// F13, NVIDIA/nccl#342 and PaddlePaddle/Paddle#29331: Docker's 64 MiB `/dev/shm` on F1's network with
+/// `CUDA_VISIBLE_DEVICES=0,1,2,3` → `NCCL_SHM_DISABLE=1` and `shm-too-small` (not a strict refusal).
+pub const CASE_F13: Case = Case {
+    env: &[("CUDA_VISIBLE_DEVICES", "0,1,2,3")],
+    shm: Some("64m"),
+    warns: &["shm-too-small"],
+    quiet: false,
+    ..plain(&F1, F13_SMALL)
+};
+
+/// F13: an inherited `NCCL_SHM_DISABLE=1` is kept, and nothing is said.
+pub const CASE_F13_KEPT: Case = Case {
+    env: &[
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        ("NCCL_SHM_DISABLE", "1"),
+    ],
+    warns: &[],
+    not: &["shm-too-small"],
+    quiet: true,
+    ..CASE_F13
+};
+
+/// F13: an inherited `NCCL_SHM_DISABLE=0` is kept too, with the warning.
+pub const CASE_F13_KEPT_ON: Case = Case {
+    env: &[
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        ("NCCL_SHM_DISABLE", "0"),
+    ],
+    expect: &[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("NCCL_SHM_DISABLE", Some("0")),
+    ],
+    ..CASE_F13
+};
+
+/// F13 with a 1 GiB `/dev/shm`: `NCCL_SHM_DISABLE` stays unset.
+pub const CASE_F13_ROOM: Case = Case {
+    env: &[("CUDA_VISIBLE_DEVICES", "0,1,2,3")],
+    shm: Some("1g"),
+    ..plain(
+        &F1,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth0")),
+            ("NCCL_SHM_DISABLE", None),
+        ],
+    )
 };
 
 /// What the command sees on F16's cable: every variable names `enp3s0`, `POD_IP` its link-local address.
@@ -1126,6 +1197,19 @@ impl Case {
             l.nnodes(n);
         }
         l.rdma = Some(RdmaSnapshot::default());
+        if let Some(size) = self.shm {
+            let bytes = tmpfs_bytes(size);
+            l.shm = Some(ShmInfo {
+                path: "/dev/shm".into(),
+                total_bytes: Some(bytes),
+                free_bytes: Some(bytes),
+                writable: Some(true),
+                ..ShmInfo::default()
+            });
+            // The GPUs as the binary counts them with no device node and no driver (an empty devfs).
+            let none = Path::new("/nonexistent");
+            l.gpus = Some(ncclenv::probe::host::gpu_count_with(&l.env, none, none));
+        }
         match (self.peer, info.master) {
             (Some((dest, dev)), Some(master)) => {
                 assert_eq!(
