@@ -896,6 +896,8 @@ fn f26_horovod_1341_horovod_gloo_iface() {
         &layouts::CASE_F26,
         &layouts::CASE_F26_LIST,
         &layouts::CASE_F26_UNSET,
+        &layouts::CASE_F26_MPI_UNSET,
+        &layouts::CASE_F26_MPI_ONE_NODE,
     ] {
         let (_, p) = decided(c);
         if let Some(bad) = c.inherited("HOROVOD_GLOO_IFACE") {
@@ -903,6 +905,13 @@ fn f26_horovod_1341_horovod_gloo_iface() {
             assert!(w.message.contains(bad), "{}", w.message);
         }
     }
+    let (_, p) = decided(&layouts::CASE_F26_MPI);
+    assert!(warning(&p, "launcher-ifname-repaired")
+        .message
+        .contains("eth9"));
+    assert!(warning(&p, "companion-differs")
+        .message
+        .contains("10.5.2.0/24"));
     let lay = || {
         let mut l = layouts::F26.lay();
         l.env("NCCL_SOCKET_IFNAME", "em2");

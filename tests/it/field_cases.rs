@@ -2197,34 +2197,11 @@ fn f26_horovod_1341_horovod_gloo_iface() {
     // Open MPI: a missing name is repaired, a CIDR covering em2 is kept; mpirun gets both when unset. A job
     // that may span nodes gets em1's network as a CIDR (another node's NIC may have another name, #21), a
     // single-node one the name.
-    let mut job = Job::new(&ns);
-    job.set("OMPI_MCA_btl_tcp_if_include", "eth9")
-        .set("OMPI_MCA_oob_tcp_if_include", "10.5.2.0/24")
-        .launch(&["mpirun", "-np", "2", "-H", "a,b", "python", "train.py"]);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("em1")),
-        ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
-        ("OMPI_MCA_oob_tcp_if_include", Some("10.5.2.0/24")),
-        (
-            "OMPI_MCA_mca_base_env_list",
-            Some("NCCL_SOCKET_IFNAME;NCCL_SOCKET_FAMILY;GLOO_SOCKET_IFNAME;TP_SOCKET_IFNAME"),
-        ),
-    ]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F26_MPI);
     assert!(o.warning("launcher-ifname-repaired").contains("eth9"));
     assert!(o.warning("companion-differs").contains("10.5.2.0/24"));
-    let mut job = Job::new(&ns);
-    job.launch(&["mpirun", "-np", "2", "python", "train.py"]);
-    job.check(&[
-        ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
-        ("OMPI_MCA_oob_tcp_if_include", Some("10.5.1.0/24")),
-    ]);
-    let mut job = Job::new(&ns);
-    job.launch(&["mpirun", "-np", "2", "-H", "a:2", "python", "train.py"]);
-    job.check(&[
-        ("OMPI_MCA_btl_tcp_if_include", Some("em1")),
-        ("OMPI_MCA_oob_tcp_if_include", Some("em1")),
-        ("OMPI_MCA_mca_base_env_list", None),
-    ]);
+    run_case(&ns, &layouts::CASE_F26_MPI_UNSET);
+    run_case(&ns, &layouts::CASE_F26_MPI_ONE_NODE);
 }
 
 /// F27, THUDM/slime#2151: SGLang's `--dist-init-addr [fd00:20::11]:5000` on an IPv6-only secondary network.

@@ -1091,6 +1091,57 @@ pub const CASE_F26_UNSET: Case = Case {
     ..plain(&F26, F26_EM2)
 };
 
+/// What mpirun is given on F26 when it may span nodes and nothing is inherited: em1's network for both of
+/// Open MPI's TCP components (another node's NIC may have another name, #21).
+const F26_MPI_NETWORK: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("em1")),
+    ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
+    ("OMPI_MCA_oob_tcp_if_include", Some("10.5.1.0/24")),
+];
+
+/// F26 with `mpirun` across two hosts: a missing `OMPI_MCA_btl_tcp_if_include=eth9` is repaired to em1's
+/// network, a CIDR (`oob`) that covers em2 is kept with `companion-differs`, and mpirun forwards ncclenv's
+/// variables (`OMPI_MCA_mca_base_env_list`).
+pub const CASE_F26_MPI: Case = Case {
+    command: &["mpirun", "-np", "2", "-H", "a,b", "python", "train.py"],
+    ..warned(
+        &F26,
+        &[
+            ("OMPI_MCA_btl_tcp_if_include", "eth9"),
+            ("OMPI_MCA_oob_tcp_if_include", "10.5.2.0/24"),
+        ],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("em1")),
+            ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
+            ("OMPI_MCA_oob_tcp_if_include", Some("10.5.2.0/24")),
+            (
+                "OMPI_MCA_mca_base_env_list",
+                Some("NCCL_SOCKET_IFNAME;NCCL_SOCKET_FAMILY;GLOO_SOCKET_IFNAME;TP_SOCKET_IFNAME"),
+            ),
+        ],
+        &["launcher-ifname-repaired", "companion-differs"],
+    )
+};
+
+/// F26 with `mpirun` and nothing inherited, the hosts unknown: em1's network for both components.
+pub const CASE_F26_MPI_UNSET: Case = Case {
+    command: &["mpirun", "-np", "2", "python", "train.py"],
+    ..plain(&F26, F26_MPI_NETWORK)
+};
+
+/// F26 with `mpirun` on one host (`-H a:2`): the interface's name for both components, nothing forwarded.
+pub const CASE_F26_MPI_ONE_NODE: Case = Case {
+    command: &["mpirun", "-np", "2", "-H", "a:2", "python", "train.py"],
+    ..plain(
+        &F26,
+        &[
+            ("OMPI_MCA_btl_tcp_if_include", Some("em1")),
+            ("OMPI_MCA_oob_tcp_if_include", Some("em1")),
+            ("OMPI_MCA_mca_base_env_list", None),
+        ],
+    )
+};
+
 /// F27, THUDM/slime#2151: SGLang's `--dist-init-addr [fd00:20::11]:5000` on the IPv6-only `net1` → `net1`,
 /// `AF_INET6`, no `POD_IP`.
 pub const CASE_F27: Case = Case {
