@@ -889,7 +889,7 @@ fn f20_proxies_only_matter_to_http_rendezvous() {
     assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
 }
 
-/// F26, horovod/horovod#1341: Horovod's, Open MPI's and UCX's interface variables, each in its own syntax.
+/// F26, horovod/horovod#1341: Horovod's own interface variable, and Open MPI's under `mpirun`.
 #[test]
 fn f26_horovod_1341_horovod_gloo_iface() {
     for c in [
@@ -912,11 +912,7 @@ fn f26_horovod_1341_horovod_gloo_iface() {
     assert!(warning(&p, "companion-differs")
         .message
         .contains("10.5.2.0/24"));
-    let lay = || {
-        let mut l = layouts::F26.lay();
-        l.env("NCCL_SOCKET_IFNAME", "em2");
-        l
-    };
+    let lay = f26_em2;
     // The same without horovodrun: Horovod's variable is repaired whoever reads it.
     for bad in ["eth0", "em1,enp129s0f1"] {
         let mut l = lay();
@@ -947,6 +943,20 @@ fn f26_horovod_1341_horovod_gloo_iface() {
     let mut l = lay();
     l.job.launcher = Some(Launcher::Horovod);
     assert_eq!(val(&l.decide(), "HOROVOD_GLOO_IFACE"), Some("em2"));
+}
+
+/// F26's layout with `NCCL_SOCKET_IFNAME=em2` inherited and a plain command (no launcher read).
+fn f26_em2() -> Lay {
+    let mut l = layouts::F26.lay();
+    l.env("NCCL_SOCKET_IFNAME", "em2");
+    l
+}
+
+/// F26 beyond the report: Open MPI's and UCX's interface variables, each in its own syntax, with a plain
+/// command (`mpirun`'s own rows: [`f26_horovod_1341_horovod_gloo_iface`]).
+#[test]
+fn f26_open_mpi_and_ucx_interface_variables() {
+    let lay = f26_em2;
     // Open MPI: names or CIDR networks.
     for (value, repaired, differs) in [
         ("eth9", true, false),
