@@ -251,8 +251,8 @@ pub fn parse_yaml(text: &str) -> Result<Vec<(&'static str, String)>, String> {
 
 /// One YAML scalar written on one line: `Some(None)` for no value (`null`, `~`, nothing), `None` when it
 /// cannot be read on one line (a quote left open, a block scalar `|`/`>`).
-fn yaml_scalar(v: &str) -> Option<Option<String>> {
-    if let Some(rest) = v.strip_prefix('\'') {
+fn yaml_scalar(value: &str) -> Option<Option<String>> {
+    if let Some(rest) = value.strip_prefix('\'') {
         // '' is a quote inside single quotes.
         let mut s = String::new();
         let mut chars = rest.chars().peekable();
@@ -270,7 +270,7 @@ fn yaml_scalar(v: &str) -> Option<Option<String>> {
         }
         return None;
     }
-    if let Some(rest) = v.strip_prefix('"') {
+    if let Some(rest) = value.strip_prefix('"') {
         let mut s = String::new();
         let mut chars = rest.chars();
         while let Some(c) = chars.next() {
@@ -282,14 +282,14 @@ fn yaml_scalar(v: &str) -> Option<Option<String>> {
         }
         return None;
     }
-    if v.starts_with('|') || v.starts_with('>') {
+    if value.starts_with('|') || value.starts_with('>') {
         return None;
     }
     // A plain scalar ends before " #".
-    let v = v.split(" #").next().unwrap_or("").trim();
-    match v {
+    let value = value.split(" #").next().unwrap_or("").trim();
+    match value {
         "" | "~" | "null" | "Null" | "NULL" => Some(None),
-        _ => Some(Some(v.to_string())),
+        _ => Some(Some(value.to_string())),
     }
 }
 

@@ -635,8 +635,8 @@ fn apply(cfg: &mut Config, opt: &Opt, what: &str, v: &str) -> Result<(), UsageEr
 /// The `--help` text: usage, then one line (or a few) per option from [`OPTIONS`], then the exit codes.
 pub fn help() -> String {
     use std::fmt::Write as _;
-    let mut o = String::from(HELP_USAGE);
-    o.push_str("\noptions (each also read from the variable in brackets; the flag wins):\n");
+    let mut out = String::from(HELP_USAGE);
+    out.push_str("\noptions (each also read from the variable in brackets; the flag wins):\n");
     for opt in OPTIONS {
         let left = match opt.value {
             Some(v) => format!("  --{} {v}", opt.name),
@@ -654,19 +654,19 @@ pub fn help() -> String {
         } else {
             format!("{left}  {first}")
         };
-        let _ = writeln!(o, "{line:<64} {var}");
+        let _ = writeln!(out, "{line:<64} {var}");
         for more in lines {
-            let _ = writeln!(o, "{:<24} {more}", "");
+            let _ = writeln!(out, "{:<24} {more}", "");
         }
     }
     for (left, what) in [
         ("  -h, --help", "this text"),
         ("  -V, --version", "the version"),
     ] {
-        let _ = writeln!(o, "{left:<24} {what}");
+        let _ = writeln!(out, "{left:<24} {what}");
     }
     let _ = write!(
-        o,
+        out,
         "\nexit codes: {} usage error, {} refused (NCCL would certainly fail, or strict mode), {} command not\n\
          executable, {} command not found, {}+N interrupted by signal N during a check, {} internal error\n\
          (env, doctor, check); otherwise the command's own.\n",
@@ -677,7 +677,7 @@ pub fn help() -> String {
         crate::exit::SIGNAL_BASE,
         crate::exit::SOFTWARE
     );
-    o
+    out
 }
 
 /// The commands part of `--help`.
@@ -737,8 +737,8 @@ fn other_variables() -> impl Iterator<Item = &'static str> {
 pub fn nearest_variable(name: &str) -> Option<String> {
     let known = option_variables();
     let upper = name.to_ascii_uppercase();
-    if let Some(k) = known.iter().find(|k| **k == upper) {
-        return Some(k.clone());
+    if let Some(known_name) = known.iter().find(|k| **k == upper) {
+        return Some(known_name.clone());
     }
     let tail = |s: &str| s.get(8..).unwrap_or("").to_string();
     let t = tail(&upper);

@@ -298,10 +298,10 @@ fi
 
 /// The fish script: two conditions (`--` seen, `--` just before the cursor) and `complete -c ncclenv` lines.
 fn fish() -> String {
-    let mut o = String::from(FISH);
+    let mut out = String::from(FISH);
     for s in cli::SUBCOMMANDS {
         let _ = writeln!(
-            o,
+            out,
             "complete -c ncclenv -n '__ncclenv_options; and __fish_use_subcommand' -a {} -d {}",
             s.name,
             fish_sq(&summary(s.about))
@@ -316,7 +316,7 @@ fn fish() -> String {
             Arg::Files => "-F".to_string(),
         };
         let _ = writeln!(
-            o,
+            out,
             "complete -c ncclenv -n '__ncclenv_options; and __fish_seen_subcommand_from {}' {args}",
             s.name
         );
@@ -331,13 +331,13 @@ fn fish() -> String {
             Value::Typed => " -x".to_string(),
         };
         let _ = writeln!(
-            o,
+            out,
             "complete -c ncclenv -n __ncclenv_options{short} -l {}{value} -d {}",
             f.long,
             fish_sq(&f.about)
         );
     }
-    o
+    out
 }
 
 /// The fish script's start: no file names unless asked; after `--` the job's command (a command name, then

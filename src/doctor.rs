@@ -302,7 +302,7 @@ impl<'a> Report<'a> {
     /// The report as plain text with aligned columns, one section after another. Every line is escaped
     /// ([`crate::text::escape`]; table cells before they are aligned).
     pub fn text(&self) -> String {
-        let mut o = String::from("ncclenv doctor\n");
+        let mut out = String::from("ncclenv doctor\n");
         let sections: [(&str, Section<'_, 'a>); 13] = [
             ("Interfaces", Report::interfaces_text),
             ("Peer", Report::peer_text),
@@ -319,19 +319,19 @@ impl<'a> Report<'a> {
             ("Verdict", Report::verdict_text),
         ];
         for (title, render) in sections {
-            let _ = writeln!(o, "\n{title}");
-            render(self, &mut o);
+            let _ = writeln!(out, "\n{title}");
+            render(self, &mut out);
         }
         // Names and values from the world may hold control characters: every line leaves inert.
-        crate::text::escape_lines(&o)
+        crate::text::escape_lines(&out)
     }
 
     /// Interfaces (name, state, kind, addresses, MTU, speed, the routes that use it), then the default
     /// routes and the kernel's own answer for off-link destinations; or the network probe's error.
-    fn interfaces_text(&self, o: &mut String) {
+    fn interfaces_text(&self, out: &mut String) {
         let Some(net) = self.net else {
             let _ = writeln!(
-                o,
+                out,
                 "  network probe failed: {}",
                 self.net_error.unwrap_or("")
             );
@@ -358,19 +358,19 @@ impl<'a> Report<'a> {
                 dash(i.used_by.join(", ")),
             ]);
         }
-        o.push_str(&table(&rows, "  "));
-        o.push_str("\nDefault routes\n");
+        out.push_str(&table(&rows, "  "));
+        out.push_str("\nDefault routes\n");
         if self.routes.default.is_empty() {
-            o.push_str("  none\n");
+            out.push_str("  none\n");
         }
         for r in &self.routes.default {
-            let _ = writeln!(o, "  {}", route_text(net, r));
+            let _ = writeln!(out, "  {}", route_text(net, r));
         }
         // The kernel's own answer through every ip rule (a failed lookup, e.g. IPv6 on an IPv4-only
         // host, says nothing the list above does not).
         for lk in self.routes.lookups.iter().filter(|l| l.error.is_none()) {
             let _ = writeln!(
-                o,
+                out,
                 "  {}",
                 lookup_text(net, lk, &format!("kernel's route to off-link {}", lk.dest))
             );
@@ -379,43 +379,43 @@ impl<'a> Report<'a> {
 
     /// The master, how it was found (flag, `PET_*`, variable), its addresses or how long resolution was
     /// tried, the kernel's route to it, the rendezvous, and what the launcher says about the job.
-    fn peer_text(&self, o: &mut String) {
+    fn peer_text(&self, out: &mut String) {
         let job = self.job;
         match &self.peer {
             // Break-it finding 7: "single node" beside "nodes: 2" contradicted the job section.
             None => match job.nnodes {
                 Some(n) if n > 1 => {
                     let _ = writeln!(
-                        o,
+                        out,
                         "  none named, though the job has {n} nodes: NCCLENV_PEER=HOST (or the launcher's master flag) names it"
                     );
                 }
-                Some(1) => o.push_str("  none named (a single-node job)\n"),
-                _ => o.push_str("  none named (single node, or no launcher variable seen)\n"),
+                Some(1) => out.push_str("  none named (a single-node job)\n"),
+                _ => out.push_str("  none named (single node, or no launcher variable seen)\n"),
             },
             Some(pr) => {
-                let p = pr.peer;
-                let addrs: Vec<String> = p.addrs.iter().map(|a| a.to_string()).collect();
-                let resolved = if p.resolve_attempts == 0 {
+                let peer = pr.peer;
+                let addrs: Vec<String> = peer.addrs.iter().map(|a| a.to_string()).collect();
+                let resolved = if peer.resolve_attempts == 0 {
                     String::new()
-                } else if p.addrs.is_empty() {
+                } else if peer.addrs.is_empty() {
                     format!(
                         " (not resolved: tried for {} ms, {} attempt(s){})",
-                        p.resolve_ms,
-                        p.resolve_attempts,
-                        p.error
+                        peer.resolve_ms,
+                        peer.resolve_attempts,
+                        peer.error
                             .as_ref()
                             .map_or(String::new(), |e| format!("; last: {e}"))
                     )
                 } else {
-                    format!(" (resolved in {} ms)", p.resolve_ms)
+                    format!(" (resolved in {} ms)", peer.resolve_ms)
                 };
                 let _ = writeln!(
-                    o,
+                    out,
                     "  {}{} from {}{} -> {}{resolved}",
-                    p.host,
-                    p.port.map_or(String::new(), |n| format!(" port {n}")),
-                    p.source,
+                    peer.host,
+                    peer.port.map_or(String::new(), |n| format!(" port {n}")),
+                    peer.source,
                     job.launcher
                         .map_or(String::new(), |l| format!(" ({})", l.name())),
                     dash(addrs.join(", ")),
@@ -423,7 +423,7 @@ impl<'a> Report<'a> {
                 if let Some(net) = self.net {
                     for lk in pr.routes {
                         let _ = writeln!(
-                            o,
+                            out,
                             "  {}",
                             lookup_text(net, lk, &format!("route to {}", lk.dest))
                         );
@@ -433,7 +433,7 @@ impl<'a> Report<'a> {
         }
         if let Some(r) = &job.rendezvous {
             let _ = writeln!(
-                o,
+                out,
                 "  rendezvous: {} at {}{} ({}, from {})",
                 r.owner,
                 r.host,
@@ -446,11 +446,11 @@ impl<'a> Report<'a> {
                 r.source
             );
         }
-        self.job_facts_text(o);
+        self.job_facts_text(out);
     }
 
     /// What the launcher says about the job: nodes, node rank, master port, this node's address.
-    fn job_facts_text(&self, o: &mut String) {
+    fn job_facts_text(&self, out: &mut String) {
         let job = self.job;
         let mut facts = Vec::new();
         if let Some(n) = job.nnodes {
@@ -472,14 +472,14 @@ impl<'a> Report<'a> {
             ));
         }
         if !facts.is_empty() {
-            let _ = writeln!(o, "  {}", facts.join("; "));
+            let _ = writeln!(out, "  {}", facts.join("; "));
         }
         if let Some(w) = &job.wrapper {
-            let _ = writeln!(o, "  read from {w}");
+            let _ = writeln!(out, "  read from {w}");
         }
         if let Some(row) = &job.orchestrator {
             let _ = writeln!(
-                o,
+                out,
                 "  orchestrator: {row} (its variables named what the launcher left unknown)"
             );
         }
@@ -493,60 +493,60 @@ impl<'a> Report<'a> {
                 ": what it sets or starts is not seen here (a variable it exports replaces ncclenv's)"
             };
             let _ = writeln!(
-                o,
+                out,
                 "  the command runs the script {f}, which ncclenv does not read{advice}"
             );
         }
     }
 
     /// Whether the fleet preflight would run ([`Outlook::text`]).
-    fn preflight_text(&self, o: &mut String) {
-        o.push_str(&self.preflight.text());
+    fn preflight_text(&self, out: &mut String) {
+        out.push_str(&self.preflight.text());
     }
 
     /// What NCCL alone would choose next to ncclenv's choice; a faster interface beside it (`faster-interface`).
-    fn choice_text(&self, o: &mut String) {
+    fn choice_text(&self, out: &mut String) {
         let _ = writeln!(
-            o,
+            out,
             "  NCCL alone: {}",
             self.decision
                 .nccl_alone
                 .as_deref()
                 .unwrap_or("unknown (the network probe failed)")
         );
-        o.push_str(NCCL_ALONE_NOTE);
+        out.push_str(NCCL_ALONE_NOTE);
         match self.decision.choice {
             Some(c) => {
                 let _ = writeln!(
-                    o,
+                    out,
                     "  ncclenv:    {}{} ({})",
                     c.ifname,
                     c.addr.map_or(String::new(), |a| format!(" {a}")),
                     c.how
                 );
             }
-            None => o.push_str("  ncclenv:    no interface chosen\n"),
+            None => out.push_str("  ncclenv:    no interface chosen\n"),
         }
         // `decide::faster`: a faster interface beside the choice (#23, item 5).
         let code = crate::findings::Finding::FasterInterface.code();
         if let Some(w) = self.decision.warnings.iter().find(|w| w.code == code) {
-            let _ = writeln!(o, "  faster:     {}", w.message);
+            let _ = writeln!(out, "  faster:     {}", w.message);
         }
     }
 
     /// RDMA devices and ports, GID tables, verbs nodes, memlock and `CAP_IPC_LOCK`.
-    fn rdma_text(&self, o: &mut String) {
+    fn rdma_text(&self, out: &mut String) {
         let Some(r) = self.rdma else {
-            o.push_str("  not probed\n");
+            out.push_str("  not probed\n");
             return;
         };
         if r.devices.is_empty() {
-            o.push_str("  no device\n");
+            out.push_str("  no device\n");
         } else {
-            self.rdma_tables(o, r);
+            self.rdma_tables(out, r);
         }
         let _ = writeln!(
-            o,
+            out,
             "  verbs nodes: {}; rdma_cm: {}",
             dash(r.uverbs.join(" ")),
             if r.rdma_cm { "yes" } else { "no" }
@@ -557,20 +557,20 @@ impl<'a> Report<'a> {
             Some(false) => "; CAP_IPC_LOCK: no".into(),
         };
         let _ = writeln!(
-            o,
+            out,
             "  memlock: soft {}, hard {}{caps}",
             limit_text(r.memlock_soft),
             limit_text(r.memlock_hard)
         );
         if let Some(e) = &r.error {
-            let _ = writeln!(o, "  probe error: {e}");
+            let _ = writeln!(out, "  probe error: {e}");
         }
     }
 
     /// NCCL net plugins and whether each loads.
-    fn plugins_text(&self, o: &mut String) {
+    fn plugins_text(&self, out: &mut String) {
         if self.net_plugins.is_empty() {
-            o.push_str("  none found\n");
+            out.push_str("  none found\n");
             return;
         }
         let mut rows = vec![row(&["PATH", "FOUND IN", "LOADS"])];
@@ -586,20 +586,20 @@ impl<'a> Report<'a> {
                 },
             ]);
         }
-        o.push_str(&table(&rows, "  "));
+        out.push_str(&table(&rows, "  "));
     }
 
     /// `/dev/shm`: free and total, read-only, writable, leftover `nccl-*` segments, and what NCCL needs.
-    fn shm_text(&self, o: &mut String) {
+    fn shm_text(&self, out: &mut String) {
         match self.shm {
-            None => o.push_str("  not probed\n"),
+            None => out.push_str("  not probed\n"),
             Some(s) => match &s.error {
                 Some(e) => {
-                    let _ = writeln!(o, "  {}: {e}", s.path);
+                    let _ = writeln!(out, "  {}: {e}", s.path);
                 }
                 None => {
                     let _ = writeln!(
-                        o,
+                        out,
                         "  {}: {} free of {}{}{}",
                         s.path,
                         s.free_bytes.map_or("?".into(), mib_text),
@@ -612,7 +612,7 @@ impl<'a> Report<'a> {
                         }
                     );
                     if let Some(e) = &s.write_error {
-                        let _ = writeln!(o, "  {e}");
+                        let _ = writeln!(out, "  {e}");
                     }
                     if !s.nccl_segments.is_empty() {
                         let segs: Vec<String> = s
@@ -620,23 +620,23 @@ impl<'a> Report<'a> {
                             .iter()
                             .map(|g| format!("{} ({})", g.name, mib_text(g.bytes)))
                             .collect();
-                        let _ = writeln!(o, "  nccl-* segments: {}", segs.join(", "));
+                        let _ = writeln!(out, "  nccl-* segments: {}", segs.join(", "));
                     }
                 }
             },
         }
         if let Some(n) = self.decision.shm_need {
-            let _ = writeln!(o, "  NCCL needs: {}", n.describe());
+            let _ = writeln!(out, "  NCCL needs: {}", n.describe());
         }
     }
 
     /// Visible GPUs and the launcher's local ranks.
-    fn gpus_text(&self, o: &mut String) {
+    fn gpus_text(&self, out: &mut String) {
         match self.gpus {
-            None => o.push_str("  not probed\n"),
+            None => out.push_str("  not probed\n"),
             Some(g) => {
                 let _ = writeln!(
-                    o,
+                    out,
                     "  {} ({})",
                     g.count.map_or("unknown".into(), |c| c.to_string()),
                     g.source
@@ -645,7 +645,7 @@ impl<'a> Report<'a> {
         }
         if let Some(n) = self.job.local_ranks {
             let _ = writeln!(
-                o,
+                out,
                 "  local ranks: {n} ({})",
                 self.job
                     .local_ranks_source
@@ -656,9 +656,9 @@ impl<'a> Report<'a> {
     }
 
     /// NCCL libraries found, with their versions.
-    fn installs_text(&self, o: &mut String) {
+    fn installs_text(&self, out: &mut String) {
         if self.nccl_installs.is_empty() {
-            o.push_str("  none found\n");
+            out.push_str("  none found\n");
             return;
         }
         let mut rows = vec![row(&["PATH", "VERSION", "FOUND IN"])];
@@ -669,36 +669,36 @@ impl<'a> Report<'a> {
                 i.source.clone(),
             ]);
         }
-        o.push_str(&table(&rows, "  "));
+        out.push_str(&table(&rows, "  "));
         for d in &self.nccl_defects {
-            let _ = writeln!(o, "  {d}");
+            let _ = writeln!(out, "  {d}");
         }
     }
 
     /// NCCL config files and their values.
-    fn conf_text(&self, o: &mut String) {
+    fn conf_text(&self, out: &mut String) {
         if self.conf_files.is_empty() {
-            o.push_str("  none\n");
+            out.push_str("  none\n");
         }
         for f in self.conf_files {
-            let _ = writeln!(o, "  {}", f.path);
+            let _ = writeln!(out, "  {}", f.path);
             for (k, v) in &f.values {
-                let _ = writeln!(o, "    {k}={v}");
+                let _ = writeln!(out, "    {k}={v}");
             }
             if let Some(e) = &f.error {
-                let _ = writeln!(o, "    error: {e}");
+                let _ = writeln!(out, "    error: {e}");
             }
         }
     }
 
     /// Every change with its reason (and the value it replaced), memlock, hands off.
-    fn changes_text(&self, o: &mut String) {
-        let d = &self.decision;
-        if d.changes.is_empty() {
-            o.push_str("  none\n");
+    fn changes_text(&self, out: &mut String) {
+        let decision = &self.decision;
+        if decision.changes.is_empty() {
+            out.push_str("  none\n");
         } else {
             let mut rows = Vec::new();
-            for c in d.changes {
+            for c in decision.changes {
                 let what = match &c.action {
                     Action::Set { value } => format!("{}={value}", c.name),
                     Action::Unset => format!("unset {}", c.name),
@@ -709,49 +709,49 @@ impl<'a> Report<'a> {
                 }
                 rows.push(vec![what, reason]);
             }
-            o.push_str(&table(&rows, "  "));
+            out.push_str(&table(&rows, "  "));
         }
-        if d.raise_memlock {
-            o.push_str("  raise soft RLIMIT_MEMLOCK to the hard limit before exec\n");
+        if decision.raise_memlock {
+            out.push_str("  raise soft RLIMIT_MEMLOCK to the hard limit before exec\n");
         }
-        if d.hands_off {
-            o.push_str("  hands off: ncclenv changes nothing\n");
+        if decision.hands_off {
+            out.push_str("  hands off: ncclenv changes nothing\n");
         }
     }
 
     /// Every finding with its severity, code and remedy.
-    fn findings_text(&self, o: &mut String) {
+    fn findings_text(&self, out: &mut String) {
         if self.decision.warnings.is_empty() {
-            o.push_str("  none\n");
+            out.push_str("  none\n");
         }
         for w in self.decision.warnings {
             let sev = match w.severity {
                 Severity::Info => "info",
                 Severity::Warn => "warn",
             };
-            let _ = writeln!(o, "  [{sev}] {}: {}", w.code, w.message);
-            let _ = writeln!(o, "         remedy: {}", w.remedy);
+            let _ = writeln!(out, "  [{sev}] {}: {}", w.code, w.message);
+            let _ = writeln!(out, "         remedy: {}", w.remedy);
         }
     }
 
     /// Proceed or refuse, with the exit code.
-    fn verdict_text(&self, o: &mut String) {
+    fn verdict_text(&self, out: &mut String) {
         match self.decision.verdict {
             Verdict::Proceed if self.decision.plan.has_warnings() => {
-                let _ = writeln!(o, "  proceed, with warnings (exit {})", exit::FAILED);
+                let _ = writeln!(out, "  proceed, with warnings (exit {})", exit::FAILED);
             }
             Verdict::Proceed => {
-                let _ = writeln!(o, "  proceed: NCCL should work (exit {})", exit::OK);
+                let _ = writeln!(out, "  proceed: NCCL should work (exit {})", exit::OK);
             }
             Verdict::Refuse { reason, remedy, .. } => {
-                let _ = writeln!(o, "  refuse (exit {}): {reason}", exit::REFUSED);
-                let _ = writeln!(o, "  remedy: {remedy}");
+                let _ = writeln!(out, "  refuse (exit {}): {reason}", exit::REFUSED);
+                let _ = writeln!(out, "  remedy: {remedy}");
             }
         }
     }
 
     /// The HCA/port table (with each HCA's verbs node and whether NCCL can use the port), then the GID tables.
-    fn rdma_tables(&self, o: &mut String, r: &RdmaSnapshot) {
+    fn rdma_tables(&self, out: &mut String, rdma: &RdmaSnapshot) {
         let report = &self.decision.rdma_hcas;
         let mut rows = vec![row(&[
             "DEVICE",
@@ -763,7 +763,7 @@ impl<'a> Report<'a> {
             "VERBS NODE",
             "NCCL",
         ])];
-        for (d, rep) in r.devices.iter().zip(report) {
+        for (d, rep) in rdma.devices.iter().zip(report) {
             // The full open error is in the NCCL column.
             let state = if rep.verbs.starts_with("open failed") {
                 "does not open"
@@ -802,13 +802,13 @@ impl<'a> Report<'a> {
                 ]);
             }
         }
-        o.push_str(&table(&rows, "  "));
-        self.gid_tables(o, r);
+        out.push_str(&table(&rows, "  "));
+        self.gid_tables(out, rdma);
     }
 
     /// Each port's non-empty GID entries: address, type, netdev, and which index NCCL picks, which works
     /// here and which `NCCL_IB_GID_INDEX` names.
-    fn gid_tables(&self, o: &mut String, r: &RdmaSnapshot) {
+    fn gid_tables(&self, out: &mut String, rdma: &RdmaSnapshot) {
         use crate::decide::gid;
         let report = &self.decision.rdma_hcas;
         let links: Option<Vec<&str>> = self
@@ -817,7 +817,7 @@ impl<'a> Report<'a> {
         let mut rows = vec![row(&[
             "DEVICE", "PORT", "INDEX", "GID", "TYPE", "NETDEV", "NOTE",
         ])];
-        for (d, rep) in r.devices.iter().zip(report) {
+        for (d, rep) in rdma.devices.iter().zip(report) {
             for (p, pr) in d.ports.iter().zip(&rep.ports) {
                 for g in &p.gids {
                     let mut notes = Vec::new();
@@ -848,8 +848,8 @@ impl<'a> Report<'a> {
             }
         }
         if rows.len() > 1 {
-            o.push_str("  GID tables (non-empty entries)\n");
-            o.push_str(&table(&rows, "  "));
+            out.push_str("  GID tables (non-empty entries)\n");
+            out.push_str(&table(&rows, "  "));
         }
     }
 }
@@ -1004,8 +1004,8 @@ fn used_by(net: &Network, l: &Link) -> Vec<String> {
     out
 }
 
-fn route_text(net: &Network, r: &Route) -> String {
-    let paths: Vec<String> = r
+fn route_text(net: &Network, route: &Route) -> String {
+    let paths: Vec<String> = route
         .paths()
         .iter()
         .map(|p| {
@@ -1020,12 +1020,12 @@ fn route_text(net: &Network, r: &Route) -> String {
             s
         })
         .collect();
-    let fam = if r.family == crate::snapshot::Family::Inet6 {
+    let fam = if route.family == crate::snapshot::Family::Inet6 {
         "default (IPv6)"
     } else {
         "default"
     };
-    format!("{fam} {} metric {}", dash(paths.join(" / ")), r.metric)
+    format!("{fam} {} metric {}", dash(paths.join(" / ")), route.metric)
 }
 
 fn speed_text(mbps: u64) -> String {

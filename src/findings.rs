@@ -18,39 +18,19 @@ pub enum Severity {
     Warn,
 }
 
-/// Declares [`Finding`] and its table: `Variant = "code", severity, strict, "summary"`.
+/// Declares [`Finding`] and its table (with [`crate::code_table`]'s one macro, which `explain`'s codes share):
+/// `Variant = "code", severity, strict, "summary"`.
 macro_rules! findings {
-    ($( $(#[$doc:meta])* $v:ident = $code:literal, $sev:ident, $strict:literal, $summary:literal; )*) => {
-        /// One finding (or, for [`Finding::ExecE2big`] and [`Finding::Panic`], one log line with a code).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Finding {
-            $( $(#[$doc])* $v, )*
-        }
-
-        impl Finding {
-            /// Every finding, in the order of `docs/findings.md`.
-            pub const ALL: &'static [Finding] = &[ $( Finding::$v, )* ];
-
-            /// The stable code, e.g. `inherited-ifname-repaired`.
-            pub const fn code(self) -> &'static str {
-                match self { $( Finding::$v => $code, )* }
-            }
-
-            /// Info (worth knowing; nothing is wrong) or warn (NCCL may fail or run slowly; `doctor` exits 1).
-            /// A rule may make a warning an info where it is harmless (`Plan::finding_as`).
-            pub const fn severity(self) -> Severity {
-                match self { $( Finding::$v => Severity::$sev, )* }
-            }
-
-            /// True when `NCCLENV_STRICT=1` turns this finding into a refusal (exit 78).
-            pub const fn strict_refuses(self) -> bool {
-                match self { $( Finding::$v => $strict, )* }
-            }
-
-            /// What the finding means, in one line (the table of `docs/findings.md`).
-            pub const fn summary(self) -> &'static str {
-                match self { $( Finding::$v => $summary, )* }
-            }
+    ($($entries:tt)*) => {
+        crate::code_table::code_table! {
+            enum Finding = "One finding (or, for [`Finding::ExecE2big`] and [`Finding::Panic`], one log line with a code).";
+            all = "Every finding, in the order of `docs/findings.md`.";
+            code = "The stable code, e.g. `inherited-ifname-repaired`.";
+            severity = "Info (worth knowing; nothing is wrong) or warn (NCCL may fail or run slowly; `doctor` exits 1).\nA rule may make a warning an info where it is harmless (`Plan::finding_as`).";
+            summary = "What the finding means, in one line (the table of `docs/findings.md`).";
+            strict = "True when `NCCLENV_STRICT=1` turns this finding into a refusal (exit 78).";
+            strict;
+            $($entries)*
         }
     };
 }

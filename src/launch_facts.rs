@@ -65,18 +65,21 @@ pub struct Endpoint {
 /// when written, is 1 to 65535 in digits; a `[` must close. The error is a short reason for a message and
 /// never contains the user information.
 pub fn parse_endpoint(spec: &str) -> Result<Endpoint, String> {
-    let s = spec.trim();
-    let (scheme, s) = match s.find("://") {
-        Some(i) => (Some(s[..i].to_ascii_lowercase()), &s[i + 3..]),
-        None => (None, s),
+    let authority = spec.trim();
+    let (scheme, authority) = match authority.find("://") {
+        Some(i) => (
+            Some(authority[..i].to_ascii_lowercase()),
+            &authority[i + 3..],
+        ),
+        None => (None, authority),
     };
-    let s = s.split('/').next().unwrap_or("");
+    let authority = authority.split('/').next().unwrap_or("");
     // User information: everything up to the last '@' of the authority.
-    let s = match s.rfind('@') {
-        Some(at) => &s[at + 1..],
-        None => s,
+    let authority = match authority.rfind('@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
     };
-    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
         let Some((host, after)) = rest.split_once(']') else {
             return Err("the '[' is not closed by ']'".into());
         };
@@ -87,13 +90,13 @@ pub fn parse_endpoint(spec: &str) -> Result<Endpoint, String> {
                 None => return Err(format!("unexpected {after:?} after ']'")),
             },
         }
-    } else if s.matches(':').count() > 1 {
+    } else if authority.matches(':').count() > 1 {
         // A bare IPv6 address: no port can be told apart.
-        (s, None)
+        (authority, None)
     } else {
-        match s.split_once(':') {
+        match authority.split_once(':') {
             Some((h, p)) => (h, Some(p)),
-            None => (s, None),
+            None => (authority, None),
         }
     };
     if host.is_empty() {
@@ -186,6 +189,21 @@ pub fn redact_userinfo(value: &str) -> String {
 /// Marks, on both sides, the text of an expansion ncclenv cannot know before the shell runs (`$(hostname)`,
 /// an unset `$VAR`; set by `crate::shell`): a word holding it is unknown. [`display`] removes the marks.
 pub const UNKNOWN: char = '\u{1A}';
+
+/// `dir` taken from `base` (`None`: ncclenv's own working directory) as `cd` takes it, and a file name taken
+/// from its directory the same way: an absolute `dir` replaces it, a relative one is joined; unknown (holding
+/// [`UNKNOWN`]) when either is unknown. The shell's `cd` and `env -C`, the launchers' relative files
+/// (Accelerate's config, DeepSpeed's environment files) all join this way.
+pub fn join_dir(base: Option<&str>, dir: &str) -> String {
+    let unknown = |s: &str| s.contains(UNKNOWN);
+    match base {
+        _ if unknown(dir) => UNKNOWN.to_string(),
+        _ if dir.starts_with('/') => dir.to_string(),
+        Some(b) if unknown(b) => UNKNOWN.to_string(),
+        Some(b) => format!("{}/{dir}", b.trim_end_matches('/')),
+        None => dir.to_string(),
+    }
+}
 
 /// `word` with the [`UNKNOWN`] marks removed: the text as the command wrote it.
 pub fn display(word: &str) -> String {

@@ -12,6 +12,7 @@
 pub mod accelerate;
 pub mod check;
 pub mod cli;
+pub mod code_table;
 pub mod completions;
 pub mod config;
 pub mod cross_node;

@@ -285,32 +285,32 @@ fn entrypoint_check(cx: &Ctx<'_>, snap: &Snapshot, plan: &mut Plan) -> Result<()
         return Ok(());
     }
     let env = exec::final_env(cx.environ, plan);
-    let r = run_check(cfg, cfg.check, &env, plan, snap);
-    if let Some(code) = interrupted(&r) {
+    let report = run_check(cfg, cfg.check, &env, plan, snap);
+    if let Some(code) = interrupted(&report) {
         return Err(code);
     }
-    if r.passed {
-        tracing::info!("check passed: {}", r.summary);
-        for e in &r.extra_env {
+    if report.passed {
+        tracing::info!("check passed: {}", report.summary);
+        for e in &report.extra_env {
             plan.set(&e.name, e.value.clone(), e.reason.clone());
             tracing::warn!("check repair: {}={} ({})", e.name, e.value, e.reason);
         }
     } else if cfg.strict {
         let refusal = report::Refusal {
             code: Finding::CheckFailed.code().into(),
-            reason: format!("NCCLENV_STRICT=1 and the check failed: {}", r.summary),
+            reason: format!("NCCLENV_STRICT=1 and the check failed: {}", report.summary),
             remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
         };
         report::refused(&refusal, cfg.termination_log.as_deref());
         return Err(ExitCode::from(exit::REFUSED));
     } else {
-        let remedy = r.detail.error.as_ref().and_then(|e| e.remedy());
+        let remedy = report.detail.error.as_ref().and_then(|e| e.remedy());
         let remedy = remedy
             .map(|x| format!(" (what to do: {x})"))
             .unwrap_or_default();
         tracing::warn!(
             "check failed, running the command anyway: {}{remedy}",
-            r.summary
+            report.summary
         );
     }
     Ok(())
@@ -351,8 +351,8 @@ fn doctor(cx: &Ctx<'_>, json: bool, cmd: &[OsString]) -> ExitCode {
 /// entrypoint).
 fn check(cx: &Ctx<'_>, mode: CheckMode, json: bool, cmd: &[OsString]) -> ExitCode {
     let (snap, mut plan) = cx.decide(cmd, Depth::Start);
-    if let Some(r) = report::refusal(&plan) {
-        report::refusal_line(&r);
+    if let Some(refusal) = report::refusal(&plan) {
+        report::refusal_line(&refusal);
         return ExitCode::from(exit::REFUSED);
     }
     // Under NCCLENV_DEBUG=1 the check's own NCCL writes its file too.

@@ -555,21 +555,21 @@ In a multi-node job the same messages often have these causes (written by hand, 
 
 /// The page `docs/nccl-errors.md`: every entry in full, then the result codes.
 pub fn docs_page() -> String {
-    let mut s = String::from(
+    let mut out = String::from(
         "# What NCCL's errors mean\n\n\
          Generated from `src/nccl_errors.rs` (the one table `ncclenv check`, `ncclenv explain` and these docs use);\n\
          `cargo test --lib nccl_errors` fails when this page differs from it, and\n\
          `NCCLENV_BLESS=1 cargo test --lib nccl_errors` rewrites it. Messages were read in NVIDIA/nccl at the tags\n\
          v2.21.5-1 and v2.27.7-1; paths are relative to that repository.\n\n",
     );
-    s.push_str("## In short\n\n");
-    s.push_str(&summary_rows());
-    s.push('\n');
-    s.push_str(BETWEEN_NODES);
-    s.push('\n');
+    out.push_str("## In short\n\n");
+    out.push_str(&summary_rows());
+    out.push('\n');
+    out.push_str(BETWEEN_NODES);
+    out.push('\n');
     for k in KNOWN {
-        s.push_str(&format!("## `{}`\n\n", k.message));
-        s.push_str(&format!(
+        out.push_str(&format!("## `{}`\n\n", k.message));
+        out.push_str(&format!(
             "- id: `{}`; printed as NCCL {}",
             k.id,
             match k.level {
@@ -578,10 +578,10 @@ pub fn docs_page() -> String {
             }
         ));
         if k.foreign {
-            s.push_str(" (by Gloo, without NCCL's prefix)");
+            out.push_str(" (by Gloo, without NCCL's prefix)");
         }
-        s.push('\n');
-        s.push_str(&format!("- source: {}\n", k.source));
+        out.push('\n');
+        out.push_str(&format!("- source: {}\n", k.source));
         let codes = codes_text(k);
         if !codes.is_empty() {
             let names: Vec<String> = k
@@ -589,28 +589,28 @@ pub fn docs_page() -> String {
                 .iter()
                 .map(|c| format!("{} = {}", c.code, result_name(c.code)))
                 .collect();
-            s.push_str(&format!("- result code: {codes} ({})\n", names.join(", ")));
+            out.push_str(&format!("- result code: {codes} ({})\n", names.join(", ")));
         }
-        s.push_str(&format!("- cause: {}", k.cause));
+        out.push_str(&format!("- cause: {}", k.cause));
         for (_, note) in k.version_notes {
-            s.push_str(note);
+            out.push_str(note);
         }
-        s.push('\n');
-        s.push_str(&format!("- what to do: {}\n", k.remedy));
-        s.push_str(&format!("- ncclenv: {}\n\n", k.ncclenv));
+        out.push('\n');
+        out.push_str(&format!("- what to do: {}\n", k.remedy));
+        out.push_str(&format!("- ncclenv: {}\n\n", k.ncclenv));
     }
-    s.push_str("## Result codes (`ncclResult_t`, src/nccl.h.in)\n\n| code | name | since | `ncclGetErrorString` | usual meaning |\n|---|---|---|---|---|\n");
+    out.push_str("## Result codes (`ncclResult_t`, src/nccl.h.in)\n\n| code | name | since | `ncclGetErrorString` | usual meaning |\n|---|---|---|---|---|\n");
     for (code, name, since, text, meaning) in RESULT_CODES {
         let since = if *since == 0 {
             "2.x".to_string()
         } else {
             series(*since)
         };
-        s.push_str(&format!(
+        out.push_str(&format!(
             "| {code} | `{name}` | {since} | {text} | {meaning} |\n"
         ));
     }
-    s
+    out
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 // The marks of an expansion ncclenv cannot know live with what every reader shares (`crate::launch_facts`),
 // so that readers below the shell can read a shell's words without importing it.
-pub use crate::launch_facts::{display, is_unknown, UNKNOWN};
+pub use crate::launch_facts::{display, is_unknown, join_dir, UNKNOWN};
 
 /// Marks a word that `"$@"` with no positional parameters left empty: the word is removed (POSIX 2.5.2:
 /// `"$@"` then expands to zero fields), the mark removed from any other word.
@@ -110,19 +110,6 @@ pub fn unwrap(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Unwrappe
         script: st.script,
         problems: st.problems,
         cwd: cmd.cwd,
-    }
-}
-
-/// `dir` taken from `base` (`None`: ncclenv's own working directory) as `cd` takes it: an absolute `dir`
-/// replaces it, a relative one is joined; unknown (holding [`UNKNOWN`]) when either is unknown.
-pub fn join_dir(base: Option<&str>, dir: &str) -> String {
-    let unknown = |s: &str| s.contains(UNKNOWN);
-    match base {
-        _ if unknown(dir) => UNKNOWN.to_string(),
-        _ if dir.starts_with('/') => dir.to_string(),
-        Some(b) if unknown(b) => UNKNOWN.to_string(),
-        Some(b) => format!("{}/{dir}", b.trim_end_matches('/')),
-        None => dir.to_string(),
     }
 }
 
@@ -785,15 +772,15 @@ enum Expansion {
 fn expand(seg: &str, st: &State) -> String {
     let chars: Vec<char> = seg.chars().collect();
     let mut out = String::new();
-    let mut q = Q::None;
+    let mut quote = Q::None;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        match (q, c) {
-            (Q::Single, '\'') => q = Q::None,
-            (Q::None, '\'') => q = Q::Single,
-            (Q::None, '"') => q = Q::Double,
-            (Q::Double, '"') => q = Q::None,
+        match (quote, c) {
+            (Q::Single, '\'') => quote = Q::None,
+            (Q::None, '\'') => quote = Q::Single,
+            (Q::None, '"') => quote = Q::Double,
+            (Q::Double, '"') => quote = Q::None,
             (Q::None | Q::Double, '\\') => {
                 out.push(c);
                 if let Some(n) = chars.get(i + 1) {
@@ -822,15 +809,15 @@ fn expand(seg: &str, st: &State) -> String {
                 };
                 match e {
                     Expansion::Dollar => out.push('$'),
-                    Expansion::Known(v) => push_value(&mut out, &v, q == Q::Double),
-                    Expansion::Fields(v) => push_fields(&mut out, &v, q == Q::Double),
-                    Expansion::Star(joined, _) if q == Q::Double => {
+                    Expansion::Known(v) => push_value(&mut out, &v, quote == Q::Double),
+                    Expansion::Fields(v) => push_fields(&mut out, &v, quote == Q::Double),
+                    Expansion::Star(joined, _) if quote == Q::Double => {
                         push_value(&mut out, &joined, true)
                     }
                     Expansion::Star(_, v) => push_fields(&mut out, &v, false),
                     Expansion::Unknown(t) => {
                         let marked = format!("{UNKNOWN}{t}{UNKNOWN}");
-                        push_quoted(&mut out, &marked, q == Q::Double);
+                        push_quoted(&mut out, &marked, quote == Q::Double);
                     }
                 }
                 i += len.max(1);

@@ -18,7 +18,7 @@
 //! The program a runner starts on every node is "ncclenv" when the command is `mpirun … ncclenv -- PROG` or
 //! `deepspeed --no_python … ncclenv -- PROG`: then every rank decides on its own node.
 
-use crate::launch_facts::{LaunchInfo, ReadFile};
+use crate::launch_facts::{join_dir, LaunchInfo, ReadFile};
 use crate::snapshot::{Launcher, Spread};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -88,15 +88,15 @@ fn mpi(
     files: &ReadFile<'_>,
     info: &mut LaunchInfo,
 ) {
-    let mut s = Spread {
+    let mut spread = Spread {
         ranks_through_ncclenv: is_ncclenv(args.get(stop)),
         ..Spread::default()
     };
     for (n, v) in opts {
         if n == "-x" {
             let name = v.split('=').next().unwrap_or("").to_string();
-            if !name.is_empty() && !s.exports.contains(&name) {
-                s.exports.push(name);
+            if !name.is_empty() && !spread.exports.contains(&name) {
+                spread.exports.push(name);
             }
         }
     }
@@ -104,8 +104,8 @@ fn mpi(
     for w in own.windows(2) {
         if MCA_PAIRS.contains(&w[0].as_str()) {
             let name = w[1].as_str();
-            if !s.mca.iter().any(|m| m == name) {
-                s.mca.push(name.to_string());
+            if !spread.mca.iter().any(|m| m == name) {
+                spread.mca.push(name.to_string());
             }
         }
     }
@@ -124,7 +124,7 @@ fn mpi(
             }
         }
     }
-    info.shape.spread = Some(s);
+    info.shape.spread = Some(spread);
 }
 
 fn deepspeed(
@@ -187,7 +187,8 @@ pub const DEEPSPEED_ENV_FILE: &str = ".deepspeed_env";
 /// in order (runner.py reads `~` then `.`, each line `KEY=VALUE` split at the first `=` and passed to
 /// `add_export`, so a later file's value wins, and the files win over the launching node's own variables).
 /// The file's path and the value (its line end removed); `None` when no file sets it. Each file is read
-/// through `files`; one that cannot be read, or is larger than 1 MiB, counts as absent.
+/// through `files` at `name` joined to its directory ([`join_dir`]: an absolute `name` is itself; one
+/// ncclenv cannot know is no file); one that cannot be read, or is larger than 1 MiB, counts as absent.
 pub fn deepspeed_env_ifname(
     dirs: &[&str],
     name: &str,
@@ -195,11 +196,7 @@ pub fn deepspeed_env_ifname(
 ) -> Option<(String, String)> {
     let mut found = None;
     for d in dirs {
-        let path = if name.starts_with('/') {
-            name.to_string()
-        } else {
-            format!("{}/{name}", d.trim_end_matches('/'))
-        };
+        let path = join_dir(Some(d), name);
         let Ok(bytes) = files(&path, MAX_HOSTFILE) else {
             continue;
         };

@@ -26,30 +26,30 @@ pub fn hang_causes(step: Option<Step>) -> &'static str {
 /// "Bootstrap : no socket interface found" comes from `bootstrapNetInit` (src/bootstrap.cc): code 3
 /// (`ncclInternalError`) up to 2.23 and 5 (`ncclInvalidUsage`) from 2.24 on; the knowledge base matches both by
 /// the text.
-pub fn explain_failure(e: &HelperError, version: Option<i32>) -> (String, String) {
-    match e.stage {
+pub fn explain_failure(error: &HelperError, version: Option<i32>) -> (String, String) {
+    match error.stage {
         Stage::Load | Stage::Symbol => (
-            format!("{} (looked: {})", e.message, places(&e.looked)),
+            format!("{} (looked: {})", error.message, places(&error.looked)),
             "Install NCCL (pip install nvidia-nccl-cu12, or the image's libnccl2) or point NCCLENV_NCCL_LIB \
              at libnccl.so.2"
                 .to_string(),
         ),
         Stage::Verify => (
-            e.message.clone(),
+            error.message.clone(),
             "The GPUs or the path between them corrupt data: retry with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 \
              separately to find the transport, and check dmesg for Xid errors"
                 .to_string(),
         ),
         Stage::Crash => (
-            e.message.clone(),
+            error.message.clone(),
             "A rank process died: check dmesg and the helper's stderr below".to_string(),
         ),
-        _ => match e.code {
+        _ => match error.code {
             Some(c) => {
                 let v = version.and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
-                crate::nccl_errors::explain_failure(c, v, e.last_error.as_deref().unwrap_or(""))
+                crate::nccl_errors::explain_failure(c, v, error.last_error.as_deref().unwrap_or(""))
             }
-            None => (e.message.clone(), "See the helper's stderr below".to_string()),
+            None => (error.message.clone(), "See the helper's stderr below".to_string()),
         },
     }
 }

@@ -96,7 +96,7 @@ fn outcome<'a>(att: &'a Attempt, expected: Chosen<'_>) -> Judged<'a> {
 /// The facts of every attempt: what was asked, how the helper ended, its output (bounded), the libraries it
 /// loaded.
 fn attempt_detail(att: &Attempt, mode: CheckMode) -> CheckDetail {
-    let mut d = CheckDetail {
+    let mut detail = CheckDetail {
         requested: Some(mode),
         elapsed_ms: Some(att.elapsed_ms),
         helper_pid: Some(att.pid),
@@ -116,25 +116,25 @@ fn attempt_detail(att: &Attempt, mode: CheckMode) -> CheckDetail {
         .collect();
     let skip = shown.len().saturating_sub(REPORTED_EVENTS);
     if skip > 0 || att.events_dropped > 0 {
-        d.events_not_shown = Some(skip as u64 + att.events_dropped);
+        detail.events_not_shown = Some(skip as u64 + att.events_dropped);
     }
-    d.events = Some(shown[skip..].iter().map(|e| (*e).clone()).collect());
+    detail.events = Some(shown[skip..].iter().map(|e| (*e).clone()).collect());
     for e in &att.events {
         let HelperMsg::Lib(lib) = e else { continue };
         match lib.what {
             LibKind::Nccl => {
-                d.nccl_path = Some(lib.path.clone());
+                detail.nccl_path = Some(lib.path.clone());
                 if let Some(v) = lib.nccl_version {
-                    d.nccl_version = Some(crate::nccl_errors::version_string(v));
+                    detail.nccl_version = Some(crate::nccl_errors::version_string(v));
                 }
             }
             LibKind::Cuda => {
-                d.cuda_path = Some(lib.path.clone());
-                d.cuda_api = lib.cuda;
+                detail.cuda_path = Some(lib.path.clone());
+                detail.cuda_api = lib.cuda;
             }
         }
     }
-    d
+    detail
 }
 
 /// A failed verdict of the requested `mode`.
@@ -165,7 +165,12 @@ fn interrupted(mut d: CheckDetail, mode: CheckMode, sig: i32, elapsed_ms: u64) -
     fail(mode, d, summary, false)
 }
 
-fn hung(mut d: CheckDetail, mode: CheckMode, att: &Attempt, timeout: Duration) -> AttemptVerdict {
+fn hung(
+    mut detail: CheckDetail,
+    mode: CheckMode,
+    att: &Attempt,
+    timeout: Duration,
+) -> AttemptVerdict {
     let steps = last_steps(&att.events);
     let where_ = if steps.is_empty() {
         "helper before its first step".to_string()
@@ -182,7 +187,7 @@ fn hung(mut d: CheckDetail, mode: CheckMode, att: &Attempt, timeout: Duration) -
     // The most advanced step names the cause.
     let worst = steps.iter().map(|(_, s)| *s).max();
     let causes = causes::hang_causes(worst);
-    d.hang = Some(Hang {
+    detail.hang = Some(Hang {
         timeout_s: timeout.as_secs_f64(),
         where_: where_.clone(),
         step: worst,
@@ -192,7 +197,7 @@ fn hung(mut d: CheckDetail, mode: CheckMode, att: &Attempt, timeout: Duration) -
         "check HUNG: no verdict within {} s ({where_}); killed. Likely: {causes}",
         timeout.as_secs()
     );
-    fail(mode, d, summary, true)
+    fail(mode, detail, summary, true)
 }
 
 fn no_verdict(mut d: CheckDetail, mode: CheckMode, att: &Attempt) -> AttemptVerdict {
@@ -225,51 +230,54 @@ fn with_result(mut d: CheckDetail, res: &HelperResult, expected: Chosen<'_>) -> 
     d
 }
 
-fn failed(mut d: CheckDetail, res: &HelperResult) -> AttemptVerdict {
+fn failed(mut detail: CheckDetail, res: &HelperResult) -> AttemptVerdict {
     let ran = CheckMode::from(res.mode);
-    let e = res.error.clone().unwrap_or_else(|| {
+    let error = res.error.clone().unwrap_or_else(|| {
         HelperError::new(
             Stage::Crash,
             "the helper reported a failure without an error",
         )
     });
-    let (explanation, remedy) = causes::explain_failure(&e, res.nccl_version);
-    let facts = causes::failure_facts(&e);
+    let (explanation, remedy) = causes::explain_failure(&error, res.nccl_version);
+    let facts = causes::failure_facts(&error);
     let facts = if facts.is_empty() {
         facts
     } else {
         format!("{facts}: ")
     };
-    let rank = e.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+    let rank = error
+        .rank
+        .map(|r| format!(" on rank {r}"))
+        .unwrap_or_default();
     let summary = format!(
         "{} check FAILED at {}{rank}: {facts}{explanation}",
         mode_name(ran),
-        e.stage.name()
+        error.stage.name()
     );
     // A missing library or an unusable CUDA (NCCL code 1) is not something NCCL variables can fix.
     let repairable = ran == CheckMode::Allreduce
         && !matches!(
-            e.stage,
+            error.stage,
             Stage::Load | Stage::Symbol | Stage::Cuda | Stage::Usage | Stage::Spawn
         )
-        && e.code != Some(1);
-    d.error = Some(ErrorDetail::Reported(ReportedError {
-        stage: e.stage,
-        code: e.code,
-        name: e.code.map(crate::nccl_errors::result_name),
-        error_string: e.error_string,
-        last_error: e.last_error,
-        message: e.message,
-        looked: e.looked,
-        rank: e.rank,
+        && error.code != Some(1);
+    detail.error = Some(ErrorDetail::Reported(ReportedError {
+        stage: error.stage,
+        code: error.code,
+        name: error.code.map(crate::nccl_errors::result_name),
+        error_string: error.error_string,
+        last_error: error.last_error,
+        message: error.message,
+        looked: error.looked,
+        rank: error.rank,
         explanation,
         remedy,
     }));
-    fail(ran, d, summary, repairable)
+    fail(ran, detail, summary, repairable)
 }
 
 fn wrong_address(
-    mut d: CheckDetail,
+    mut detail: CheckDetail,
     res: &HelperResult,
     got: IpAddr,
     expected: Chosen<'_>,
@@ -284,18 +292,18 @@ fn wrong_address(
          NCCL_SOCKET_FAMILY or an NCCL config file decides"
     );
     let summary = format!("{} check FAILED: {p}", mode_name(ran));
-    d.error = Some(ErrorDetail::Own(OwnError {
+    detail.error = Some(ErrorDetail::Own(OwnError {
         remedy: Some(
             "Set NCCL_SOCKET_IFNAME to the interface ncclenv chose, or remove the setting that overrides it"
                 .into(),
         ),
         ..OwnError::new(OwnStage::Address, p)
     }));
-    fail(ran, d, summary, false)
+    fail(ran, detail, summary, false)
 }
 
 fn passed(
-    d: CheckDetail,
+    detail: CheckDetail,
     res: &HelperResult,
     mode: CheckMode,
     expected: Chosen<'_>,
@@ -348,7 +356,7 @@ fn passed(
         mode: ran,
         passed: true,
         summary,
-        detail: d,
+        detail,
         repairable: false,
     }
 }

@@ -10,7 +10,7 @@ const STDERR_LINES: usize = 5;
 /// a hang's step and causes, and the repair found. Ends with a newline. Every line is escaped
 /// ([`crate::text::escape`]).
 pub fn render_check(report: &CheckReport) -> String {
-    let d = &report.detail;
+    let detail = &report.detail;
     let mut out = String::new();
     out.push_str(&format!(
         "ncclenv check ({}): {}\n",
@@ -24,30 +24,30 @@ pub fn render_check(report: &CheckReport) -> String {
         }
     ));
     out.push_str(&format!("  {}\n", report.summary));
-    if let Some(v) = &d.nccl_version {
-        let p = d.nccl_path.as_deref().unwrap_or_default();
+    if let Some(v) = &detail.nccl_version {
+        let p = detail.nccl_path.as_deref().unwrap_or_default();
         out.push_str(&format!("  library:     NCCL {v} {p}\n"));
     }
-    if let Some(r) = &d.result {
-        if let Some(a) = &r.addr {
+    if let Some(result) = &detail.result {
+        if let Some(a) = &result.addr {
             out.push_str(&format!(
                 "  bootstrap:   {a} port {}\n",
-                r.port.unwrap_or(0)
+                result.port.unwrap_or(0)
             ));
         }
-        if let (Some(n), Some(bytes)) = (r.nranks, r.bytes) {
+        if let (Some(n), Some(bytes)) = (result.nranks, result.bytes) {
             out.push_str(&format!(
                 "  allreduce:   {n} rank(s), {bytes} bytes, {:.3} ms, algbw {:.2} GB/s, busbw {:.2} GB/s\n",
-                r.seconds.unwrap_or(0.0) * 1e3,
-                r.algbw_gbps.unwrap_or(0.0),
-                r.busbw_gbps.unwrap_or(0.0),
+                result.seconds.unwrap_or(0.0) * 1e3,
+                result.algbw_gbps.unwrap_or(0.0),
+                result.busbw_gbps.unwrap_or(0.0),
             ));
         }
     }
-    if let Some(n) = &d.note {
-        out.push_str(&format!("  note:        {n}\n"));
+    if let Some(note) = &detail.note {
+        out.push_str(&format!("  note:        {note}\n"));
     }
-    if let Some(e) = &d.error {
+    if let Some(e) = &detail.error {
         // The summary often carries the explanation already (a library not found, with the places looked):
         // said once.
         if let Some(x) = e.explanation().filter(|x| !report.summary.contains(x)) {
@@ -57,7 +57,7 @@ pub fn render_check(report: &CheckReport) -> String {
             out.push_str(&format!("  remedy:      {x}\n"));
         }
     }
-    if let Some(h) = &d.hang {
+    if let Some(h) = &detail.hang {
         out.push_str(&format!("  stuck:       {}\n", h.where_));
         out.push_str(&format!("  likely:      {}\n", h.likely_causes));
     }
@@ -68,7 +68,7 @@ pub fn render_check(report: &CheckReport) -> String {
         ));
     }
     if !report.passed {
-        if let Some(t) = &d.stderr_tail {
+        if let Some(t) = &detail.stderr_tail {
             let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
             let start = lines.len().saturating_sub(STDERR_LINES);
             for l in &lines[start..] {

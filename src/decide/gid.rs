@@ -146,20 +146,20 @@ fn addr_at(p: &RdmaPort, index: u32) -> Ipv6Addr {
 /// The GID index NCCL ≥ 2.21 picks by itself for a RoCE port (`NCCL_IB_GID_INDEX` unset or negative), walking
 /// the table as `ncclIbGetGidIndex` does (see the module docs). `None` for an InfiniBand port (no GID index is
 /// chosen there) or a port without a GID table.
-pub fn nccl_auto_index(p: &RdmaPort, prefs: &GidPrefs) -> Option<u32> {
-    if !is_roce(p) {
+pub fn nccl_auto_index(port: &RdmaPort, prefs: &GidPrefs) -> Option<u32> {
+    if !is_roce(port) {
         return None;
     }
-    let len = p
+    let len = port
         .gid_tbl_len
-        .max(p.gids.iter().map(|g| g.index + 1).max().unwrap_or(0));
+        .max(port.gids.iter().map(|g| g.index + 1).max().unwrap_or(0));
     if len == 0 {
         return None;
     }
     let mut cur: u32 = 0;
     for cand in 1..len {
-        let g = addr_at(p, cur);
-        let c = addr_at(p, cand);
+        let g = addr_at(port, cur);
+        let c = addr_at(port, cand);
         let (gf, cf) = (family_of(&g), family_of(&c));
         let matches = in_range(&c, prefs.range);
         if cf != gf && cf == prefs.family && matches {
@@ -169,7 +169,10 @@ pub fn nccl_auto_index(p: &RdmaPort, prefs: &GidPrefs) -> Option<u32> {
         if cf != prefs.family || !valid(&c) || !matches {
             continue;
         }
-        let (gv, cv) = (roce_version(entry(p, cur)), roce_version(entry(p, cand)));
+        let (gv, cv) = (
+            roce_version(entry(port, cur)),
+            roce_version(entry(port, cand)),
+        );
         if (gv != cv || !valid(&g)) && cv == Some(prefs.roce_version) {
             cur = cand;
         }

@@ -219,7 +219,7 @@ fn probe_failed(snap: &Snapshot, cfg: &Config, failures: &[(String, &str)]) -> P
 
 /// [`Regime::HandsOff`]: `comm-id`, the defects that apply with `NCCL_COMM_ID` set, its subnet and the
 /// inherited `NCCL_SOCKET_IFNAME` checked, then `/dev/shm`.
-fn comm_id(snap: &Snapshot, cfg: &Config, v: &str, origin: &Origin, vendor: bool) -> Plan {
+fn comm_id(snap: &Snapshot, cfg: &Config, value: &str, origin: &Origin, vendor: bool) -> Plan {
     let mut plan = preamble(snap, cfg);
     plan.hands_off = true;
     let defects = crate::nccl_defects::applying(snap);
@@ -229,8 +229,8 @@ fn comm_id(snap: &Snapshot, cfg: &Config, v: &str, origin: &Origin, vendor: bool
     plan.finding(
         Finding::CommId,
         match lo {
-            None => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
-            Some(_) => format!("NCCL_COMM_ID={v} (from {origin}) is set: bootstrap ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            None => format!("NCCL_COMM_ID={value} (from {origin}) is set: bootstrap takes the interface in that address's subnet and ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
+            Some(_) => format!("NCCL_COMM_ID={value} (from {origin}) is set: bootstrap ignores NCCL_SOCKET_IFNAME; ncclenv changes nothing"),
         },
         "unset NCCL_COMM_ID to let ncclenv choose",
     );
@@ -241,7 +241,7 @@ fn comm_id(snap: &Snapshot, cfg: &Config, v: &str, origin: &Origin, vendor: bool
         .cloned()
         .collect();
     version_defects(&comm, &mut plan);
-    comm_id_subnet_check(snap, v, &mut plan);
+    comm_id_subnet_check(snap, value, &mut plan);
     if !vendor {
         comm_id_ifname_check(snap, &mut plan);
     }
@@ -456,26 +456,26 @@ fn finish(mut plan: Plan, snap: &Snapshot, cfg: &Config) -> Plan {
     env_removed(snap, &mut plan);
     env_assigned(snap, &mut plan);
     if cfg.strict {
-        if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
+        if let Some(first) = plan.warnings.iter().find(|w| w.strict_refuses).cloned() {
             // Nothing is applied for a command that does not run: the findings say what a repair would do.
             for w in &mut plan.warnings {
                 w.message = w
                     .message
                     .replacen(" replaced by ", " would be replaced by ", 1);
             }
-            let w = Note {
-                message: w
+            let refusing = Note {
+                message: first
                     .message
                     .replacen(" replaced by ", " would be replaced by ", 1),
-                ..w
+                ..first
             };
             plan.refuse(
-                &w.code,
+                &refusing.code,
                 format!(
                     "NCCLENV_STRICT=1 refuses what ncclenv would otherwise repair or run with a warning ({}): {}",
-                    w.code, w.message
+                    refusing.code, refusing.message
                 ),
-                w.remedy,
+                refusing.remedy,
             );
         }
     }

@@ -1,42 +1,16 @@
-//! Every finding `ncclenv explain` can make, named once, in the style of [`crate::findings`]: [`Code`] knows
-//! its stable code (`[warn] CODE:` in the text, `code` in `--json`), its severity and a one-line summary. The
-//! findings table of `docs/explain.md` is generated from [`Code::ALL`] (`NCCLENV_BLESS=1 cargo test --lib
-//! explain` rewrites it).
+//! Every finding `ncclenv explain` can make, named once, in the style of [`crate::findings`] and with the same
+//! macro ([`crate::code_table`]): [`Code`] knows its stable code (`[warn] CODE:` in the text, `code` in
+//! `--json`), its severity and a one-line summary. The findings table of `docs/explain.md` is generated from
+//! [`Code::ALL`] (`NCCLENV_BLESS=1 cargo test --lib explain` rewrites it).
 
 use crate::plan::Severity;
 
-/// Declares [`Code`] and its table: `Variant = "code", severity, "summary"`.
-macro_rules! codes {
-    ($( $(#[$doc:meta])* $v:ident = $code:literal, $sev:ident, $summary:literal; )*) => {
-        /// One finding of `ncclenv explain`.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Code {
-            $( $(#[$doc])* $v, )*
-        }
-
-        impl Code {
-            /// Every code, in the order of `docs/explain.md`'s table.
-            pub const ALL: &'static [Code] = &[ $( Code::$v, )* ];
-
-            /// The stable code, e.g. `bootstrap-address-shared`.
-            pub const fn code(self) -> &'static str {
-                match self { $( Code::$v => $code, )* }
-            }
-
-            /// Info (worth knowing) or warn (something is wrong: `explain` exits 1).
-            pub const fn severity(self) -> Severity {
-                match self { $( Code::$v => Severity::$sev, )* }
-            }
-
-            /// What the finding means, in one line (the table of `docs/explain.md`).
-            pub const fn summary(self) -> &'static str {
-                match self { $( Code::$v => $summary, )* }
-            }
-        }
-    };
-}
-
-codes! {
+crate::code_table::code_table! {
+    enum Code = "One finding of `ncclenv explain`.";
+    all = "Every code, in the order of `docs/explain.md`'s table.";
+    code = "The stable code, e.g. `bootstrap-address-shared`.";
+    severity = "Info (worth knowing) or warn (something is wrong: `explain` exits 1).";
+    summary = "What the finding means, in one line (the table of `docs/explain.md`).";
     /// An NCCL WARN line (per known error, or per distinct unknown text).
     NcclWarn = "nccl-warn", Warn,
         "a WARN line (one finding per known error, or per distinct unknown text), with the processes";

@@ -100,11 +100,12 @@ impl<'a> Job<'a> {
 }
 
 /// `host:pid on IFACE ADDR` (just `host:pid` without a bootstrap line).
-fn desc(p: &Process) -> String {
-    p.bootstrap
+fn desc(process: &Process) -> String {
+    process
+        .bootstrap
         .as_ref()
-        .map(|b| format!("{} on {} {}", p.name(), b.interface, b.addr))
-        .unwrap_or_else(|| p.name())
+        .map(|b| format!("{} on {} {}", process.name(), b.interface, b.addr))
+        .unwrap_or_else(|| process.name())
 }
 
 /// [`desc`] of each process, joined with `, `.
@@ -133,8 +134,8 @@ const CHECKS: &[Check] = &[
 ];
 
 /// The job-wide findings (see `docs/explain.md` for each code): those of each of `CHECKS`, in order.
-pub fn analyse(r: &Explanation) -> Vec<Diagnosis> {
-    let job = Job::new(r);
+pub fn analyse(explanation: &Explanation) -> Vec<Diagnosis> {
+    let job = Job::new(explanation);
     let mut out: Vec<Diagnosis> = Vec::new();
     for check in CHECKS {
         check(&job, &mut out);
@@ -463,8 +464,8 @@ fn net_transport_mixed(job: &Job, out: &mut Vec<Diagnosis>) {
 
 /// Compare the processes of this host in the report with ncclenv's decision here (see [`Local`]), adding
 /// `local-choice-differs` when NCCL bootstrapped elsewhere. Does nothing when no process ran on this host.
-pub fn compare_local(r: &mut Explanation, local: Local) {
-    let here: Vec<&Process> = r
+pub fn compare_local(explanation: &mut Explanation, local: Local) {
+    let here: Vec<&Process> = explanation
         .processes
         .iter()
         .filter(|p| p.host == local.host)
@@ -498,7 +499,7 @@ pub fn compare_local(r: &mut Explanation, local: Local) {
                 Some(a) => format!("{ifname} ({a})"),
                 None => ifname.clone(),
             };
-            r.findings.push(Diagnosis {
+            explanation.findings.push(Diagnosis {
                 code: Code::LocalChoiceDiffers,
                 message: format!(
                     "NCCL bootstrapped on {} here ({}); ncclenv would choose {want}: {how}",
@@ -513,7 +514,7 @@ pub fn compare_local(r: &mut Explanation, local: Local) {
             });
         }
     }
-    r.local = Some(LocalView {
+    explanation.local = Some(LocalView {
         local,
         processes: procs,
         nccl,
@@ -522,8 +523,12 @@ pub fn compare_local(r: &mut Explanation, local: Local) {
 }
 
 /// Exit status: 1 when a finding is a warning, else 0.
-pub fn exit_code(r: &Explanation) -> u8 {
-    if r.findings.iter().any(|f| f.severity() == Severity::Warn) {
+pub fn exit_code(explanation: &Explanation) -> u8 {
+    if explanation
+        .findings
+        .iter()
+        .any(|f| f.severity() == Severity::Warn)
+    {
         1
     } else {
         0
@@ -531,9 +536,9 @@ pub fn exit_code(r: &Explanation) -> u8 {
 }
 
 /// The other hosts' bootstrap addresses (for the comparison's stand-in peer), in order.
-pub fn other_bootstraps(r: &Explanation, host: &str) -> Vec<IpAddr> {
+pub fn other_bootstraps(explanation: &Explanation, host: &str) -> Vec<IpAddr> {
     let mut v: Vec<IpAddr> = Vec::new();
-    for p in r.processes.iter().filter(|p| p.host != host) {
+    for p in explanation.processes.iter().filter(|p| p.host != host) {
         if let Some(b) = &p.bootstrap {
             if !v.contains(&b.addr) {
                 v.push(b.addr);

@@ -108,9 +108,9 @@ impl Explainer {
             }
         };
         self.input_procs.entry(ii).or_default().insert(pi);
-        let p = &mut self.report.processes[pi];
-        p.lines += 1;
-        p.inputs.insert(iname.clone());
+        let process = &mut self.report.processes[pi];
+        process.lines += 1;
+        process.inputs.insert(iname.clone());
         match l.level {
             Level::Warn => {
                 let text = cut(l.message.trim(), MAX_TEXT);
@@ -124,13 +124,13 @@ impl Explainer {
                     count: 1,
                     known,
                 };
-                match p.add_warning(w, self.warnings_kept < MAX_WARNINGS_KEPT) {
+                match process.add_warning(w, self.warnings_kept < MAX_WARNINGS_KEPT) {
                     Some(true) => self.warnings_kept += 1,
                     Some(false) => {}
                     None => self.report.left_out.warnings += 1,
                 }
             }
-            Level::Info => info_line(p, l.message),
+            Level::Info => info_line(process, l.message),
             Level::Trace | Level::Call => {}
         }
     }
@@ -240,16 +240,16 @@ const INFO_READERS: &[InfoReader] = &[
 ];
 
 /// Read what an INFO message says into the process (the first of [`INFO_READERS`] that recognises it).
-fn info_line(p: &mut Process, msg: &str) {
+fn info_line(process: &mut Process, msg: &str) {
     for read in INFO_READERS {
-        if read(p, msg) {
+        if read(process, msg) {
             return;
         }
     }
 }
 
 /// The bootstrap socket or network device ([`nccl_log::parse_bootstrap`]).
-fn read_bootstrap(p: &mut Process, msg: &str) -> bool {
+fn read_bootstrap(process: &mut Process, msg: &str) -> bool {
     let Some(b) = nccl_log::parse_bootstrap(msg) else {
         return false;
     };
@@ -259,34 +259,34 @@ fn read_bootstrap(p: &mut Process, msg: &str) -> bool {
             addr,
             spaced,
         } => {
-            p.bootstrap = Some(Endpoint {
+            process.bootstrap = Some(Endpoint {
                 interface: cut(&ifname, MAX_TEXT),
                 addr,
             });
-            p.bootstrap_spaced = Some(spaced);
+            process.bootstrap_spaced = Some(spaced);
         }
-        Bootstrap::Device(d) => p.bootstrap_device = Some(cut(&d, MAX_TEXT)),
+        Bootstrap::Device(d) => process.bootstrap_device = Some(cut(&d, MAX_TEXT)),
     }
     true
 }
 
 /// `NCCL version X.Y.Z+cudaA.B` ([`nccl_log::parse_version`]).
-fn read_version(p: &mut Process, msg: &str) -> bool {
+fn read_version(process: &mut Process, msg: &str) -> bool {
     let Some((v, cuda)) = nccl_log::parse_version(msg) else {
         return false;
     };
-    p.nccl_version = Some(cut(&v, MAX_TEXT));
-    p.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
+    process.nccl_version = Some(cut(&v, MAX_TEXT));
+    process.cuda_version = cuda.map(|c| cut(&c, MAX_TEXT));
     true
 }
 
 /// NET/Socket's interfaces ([`nccl_log::parse_net_socket`]), at most [`MAX_ITEMS`].
-fn read_net_socket(p: &mut Process, msg: &str) -> bool {
+fn read_net_socket(process: &mut Process, msg: &str) -> bool {
     let Some(list) = nccl_log::parse_net_socket(msg) else {
         return false;
     };
     let n = list.len();
-    p.net_socket = list
+    process.net_socket = list
         .into_iter()
         .take(MAX_ITEMS)
         .map(|(interface, addr)| Endpoint {
@@ -294,42 +294,42 @@ fn read_net_socket(p: &mut Process, msg: &str) -> bool {
             addr,
         })
         .collect();
-    p.items_left_out += n.saturating_sub(MAX_ITEMS);
+    process.items_left_out += n.saturating_sub(MAX_ITEMS);
     true
 }
 
 /// NET/IB's devices and out-of-band interface ([`nccl_log::parse_net_ib`]), at most [`MAX_ITEMS`] devices.
-fn read_net_ib(p: &mut Process, msg: &str) -> bool {
+fn read_net_ib(process: &mut Process, msg: &str) -> bool {
     let Some(ib) = nccl_log::parse_net_ib(msg) else {
         return false;
     };
-    p.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
-    p.net_ib = ib
+    process.items_left_out += ib.devices.len().saturating_sub(MAX_ITEMS);
+    process.net_ib = ib
         .devices
         .iter()
         .take(MAX_ITEMS)
         .map(|d| cut(d, MAX_TEXT))
         .collect();
-    p.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
+    process.ib_oob = ib.oob.map(|(interface, addr)| Endpoint { interface, addr });
     true
 }
 
 /// A fallback NCCL logs at INFO (a knowledge-base entry of level INFO; `ib-no-device` also sets
 /// [`Process::ib_none`]).
-fn read_fallback_note(p: &mut Process, msg: &str) -> bool {
+fn read_fallback_note(process: &mut Process, msg: &str) -> bool {
     let Some(k) = nccl_errors::lookup(msg).filter(|k| k.level == nccl_errors::Level::Info) else {
         return false;
     };
     if k.id == "ib-no-device" {
-        p.ib_none = true;
+        process.ib_none = true;
     }
-    p.notes.insert(k.id);
+    process.notes.insert(k.id);
     true
 }
 
 /// The network NCCL uses (src/init.cc "Using network %s"; 2.27.7 src/plugin/net.cc "Assigned NET plugin %s
 /// to comm").
-fn read_network(p: &mut Process, msg: &str) -> bool {
+fn read_network(process: &mut Process, msg: &str) -> bool {
     let name = msg.strip_prefix("Using network ").or_else(|| {
         msg.strip_prefix("Assigned NET plugin ")
             .and_then(|r| r.strip_suffix(" to comm"))
@@ -337,27 +337,27 @@ fn read_network(p: &mut Process, msg: &str) -> bool {
     let Some(n) = name else {
         return false;
     };
-    p.network = Some(cut(n.trim(), MAX_TEXT));
+    process.network = Some(cut(n.trim(), MAX_TEXT));
     true
 }
 
 /// The network plugin (2.21.5 src/net.cc "NET/Plugin: Loaded net plugin %s (v%d)" / "Using internal
 /// network plugin."; 2.27.7 "Successfully loaded external plugin %s").
-fn read_plugin(p: &mut Process, msg: &str) -> bool {
+fn read_plugin(process: &mut Process, msg: &str) -> bool {
     if let Some(rest) = msg.strip_prefix("NET/Plugin: Loaded net plugin ") {
         let name = rest.rsplit_once(" (v").map(|(n, _)| n).unwrap_or(rest);
-        p.plugin = Some(cut(name.trim(), MAX_TEXT));
+        process.plugin = Some(cut(name.trim(), MAX_TEXT));
         return true;
     }
     if let Some(rest) = msg.strip_prefix("Successfully loaded external plugin ") {
-        p.plugin = Some(cut(rest.trim(), MAX_TEXT));
+        process.plugin = Some(cut(rest.trim(), MAX_TEXT));
         return true;
     }
     if msg.starts_with("NET/Plugin: Using internal net")
         || msg.contains("Using internal net plugin")
         || msg.contains("Using internal network plugin")
     {
-        p.plugin.get_or_insert_with(|| "internal".to_string());
+        process.plugin.get_or_insert_with(|| "internal".to_string());
         return true;
     }
     false
@@ -365,7 +365,7 @@ fn read_plugin(p: &mut Process, msg: &str) -> bool {
 
 /// A channel's transport (src/transport/net.cc, p2p.cc, shm.cc: "Channel %02d… via NET/%s/%d…", "via
 /// P2P/…", "via SHM/…"): `NET/IB`, `P2P/IPC`, `SHM`, at most [`MAX_ITEMS`].
-fn read_channel(p: &mut Process, msg: &str) -> bool {
+fn read_channel(process: &mut Process, msg: &str) -> bool {
     if !msg.starts_with("Channel ") {
         return false;
     }
@@ -378,8 +378,11 @@ fn read_channel(p: &mut Process, msg: &str) -> bool {
             [a] => a.to_string(),
             [] => String::new(),
         };
-        if !t.is_empty() && !p.transports.contains(&t) && p.room(p.transports.len()) {
-            p.transports.insert(cut(&t, MAX_TEXT));
+        if !t.is_empty()
+            && !process.transports.contains(&t)
+            && process.room(process.transports.len())
+        {
+            process.transports.insert(cut(&t, MAX_TEXT));
         }
     }
     true
@@ -387,7 +390,7 @@ fn read_channel(p: &mut Process, msg: &str) -> bool {
 
 /// A communicator (src/init.cc: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d";
 /// "… Init COMPLETE"): its rank, size and node count.
-fn read_communicator(p: &mut Process, msg: &str) -> bool {
+fn read_communicator(process: &mut Process, msg: &str) -> bool {
     if !(msg.starts_with("comm ") || msg.contains("Init COMPLETE")) {
         return false;
     }
@@ -400,25 +403,25 @@ fn read_communicator(p: &mut Process, msg: &str) -> bool {
             .and_then(|v| v.parse().ok())
     };
     if let Some(r) = after("rank") {
-        if p.ranks.contains(&r) || p.room(p.ranks.len()) {
-            p.ranks.insert(r);
+        if process.ranks.contains(&r) || process.room(process.ranks.len()) {
+            process.ranks.insert(r);
         }
     }
     if let Some(n) = after("nRanks").or_else(|| after("nranks")) {
-        p.nranks = Some(n);
+        process.nranks = Some(n);
     }
     if let Some(n) = after("nNodes") {
-        p.nnodes = Some(n);
+        process.nnodes = Some(n);
     }
     if msg.contains("Init COMPLETE") {
-        p.init_complete = true;
+        process.init_complete = true;
     }
     true
 }
 
 /// The error trail (src/include/checks.h, NCCLCHECK: "%s:%d -> %d"; from 2.30 "%s:%d (%s) -> %d", the
 /// function named, measured with the 2.30.7 wheel): the last one is what the call returned.
-fn read_error_trail(p: &mut Process, msg: &str) -> bool {
+fn read_error_trail(process: &mut Process, msg: &str) -> bool {
     let Some((at, code)) = msg.rsplit_once(" -> ") else {
         return false;
     };
@@ -432,7 +435,7 @@ fn read_error_trail(p: &mut Process, msg: &str) -> bool {
     };
     if let (Some((_, line)), Ok(code)) = (at.rsplit_once(':'), code.trim().parse::<i32>()) {
         if !at.contains(' ') && line.bytes().all(|b| b.is_ascii_digit()) {
-            p.returned = Some(code);
+            process.returned = Some(code);
             return true;
         }
     }
@@ -441,7 +444,7 @@ fn read_error_trail(p: &mut Process, msg: &str) -> bool {
 
 /// A setting NCCL read (src/misc/param.cc and callers: "%s set by environment to %s", ints with a final
 /// '.'), at most [`MAX_ITEMS`].
-fn read_setting(p: &mut Process, msg: &str) -> bool {
+fn read_setting(process: &mut Process, msg: &str) -> bool {
     let Some((name, value)) = msg.split_once(" set by environment to ") else {
         return false;
     };
@@ -453,8 +456,8 @@ fn read_setting(p: &mut Process, msg: &str) -> bool {
         Some(n) if n.parse::<i64>().is_ok() => n,
         _ => v,
     };
-    if p.env.contains_key(name) || p.room(p.env.len()) {
-        p.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
+    if process.env.contains_key(name) || process.room(process.env.len()) {
+        process.env.insert(cut(name, MAX_TEXT), cut(v, MAX_TEXT));
     }
     true
 }

@@ -48,8 +48,8 @@ fn warn_json(w: &Warn) -> Value {
 }
 
 /// The report as one JSON object (shape: `docs/explain.md`).
-pub fn render_json(r: &Explanation) -> Value {
-    let processes: Vec<Value> = r
+pub fn render_json(explanation: &Explanation) -> Value {
+    let processes: Vec<Value> = explanation
         .processes
         .iter()
         .map(|p| {
@@ -80,7 +80,7 @@ pub fn render_json(r: &Explanation) -> Value {
             })
         })
         .collect();
-    let findings: Vec<Value> = r
+    let findings: Vec<Value> = explanation
         .findings
         .iter()
         .map(|f| {
@@ -94,7 +94,7 @@ pub fn render_json(r: &Explanation) -> Value {
             })
         })
         .collect();
-    let local = r.local.as_ref().map(|l| {
+    let local = explanation.local.as_ref().map(|l| {
         json!({
             "host": l.local.host,
             "processes": l.processes,
@@ -107,19 +107,19 @@ pub fn render_json(r: &Explanation) -> Value {
             "agrees": l.agrees,
         })
     });
-    let code = exit_code(r);
+    let code = exit_code(explanation);
     json!({
-        "inputs": r.inputs.iter().map(|i| json!({"name": i.name, "lines": i.lines, "nccl_lines": i.nccl_lines, "error": i.error})).collect::<Vec<_>>(),
-        "hosts": r.processes.iter().map(|p| p.host.clone()).collect::<BTreeSet<_>>(),
+        "inputs": explanation.inputs.iter().map(|i| json!({"name": i.name, "lines": i.lines, "nccl_lines": i.nccl_lines, "error": i.error})).collect::<Vec<_>>(),
+        "hosts": explanation.processes.iter().map(|p| p.host.clone()).collect::<BTreeSet<_>>(),
         "processes": processes,
-        "quoted_errors": r.quoted.iter().map(warn_json).collect::<Vec<_>>(),
-        "versions_unattributed": r.versions_unattributed,
+        "quoted_errors": explanation.quoted.iter().map(warn_json).collect::<Vec<_>>(),
+        "versions_unattributed": explanation.versions_unattributed,
         "left_out": {
-            "processes": r.left_out.processes,
-            "processes_at_least": r.left_out.processes_at_least,
-            "lines": r.left_out.lines,
-            "warnings": r.left_out.warnings,
-            "items": r.left_out.items,
+            "processes": explanation.left_out.processes,
+            "processes_at_least": explanation.left_out.processes_at_least,
+            "lines": explanation.left_out.lines,
+            "warnings": explanation.left_out.warnings,
+            "items": explanation.left_out.items,
         },
         "findings": findings,
         "local": local,
@@ -129,31 +129,31 @@ pub fn render_json(r: &Explanation) -> Value {
 }
 
 /// What a report left out to stay bounded, in one line, or `None` when nothing was.
-pub fn left_out_text(l: &LeftOut) -> Option<String> {
-    if l.is_empty() {
+pub fn left_out_text(left_out: &LeftOut) -> Option<String> {
+    if left_out.is_empty() {
         return None;
     }
     let mut parts = Vec::new();
-    if l.processes > 0 {
+    if left_out.processes > 0 {
         parts.push(format!(
             "{}{} more process(es) ({} NCCL line(s)) beyond the first {MAX_PROCESSES}, counted, not listed or \
              compared",
-            if l.processes_at_least { "at least " } else { "" },
-            l.processes,
-            l.lines
+            if left_out.processes_at_least { "at least " } else { "" },
+            left_out.processes,
+            left_out.lines
         ));
     }
-    if l.warnings > 0 {
+    if left_out.warnings > 0 {
         parts.push(format!(
             "{} more distinct WARN text(s) (at most {MAX_WARNINGS} per process, {MAX_WARNINGS_KEPT} in all)",
-            l.warnings
+            left_out.warnings
         ));
     }
-    if l.items > 0 {
+    if left_out.items > 0 {
         parts.push(format!(
             "{} more setting(s), transport(s), interface(s), device(s) or rank(s) (at most {MAX_ITEMS} of each \
              per process)",
-            l.items
+            left_out.items
         ));
     }
     Some(format!("left out to stay bounded: {}", parts.join("; ")))
@@ -161,77 +161,81 @@ pub fn left_out_text(l: &LeftOut) -> Option<String> {
 
 /// The report as text for a terminal or an issue: the summary, each process, this node, the findings and
 /// the verdict.
-pub fn render_text(r: &Explanation) -> String {
-    let mut o = String::new();
-    text_summary(&mut o, r);
-    for p in &r.processes {
-        text_process(&mut o, p);
+pub fn render_text(explanation: &Explanation) -> String {
+    let mut out = String::new();
+    text_summary(&mut out, explanation);
+    for p in &explanation.processes {
+        text_process(&mut out, p);
     }
-    if let Some(l) = &r.local {
-        text_local(&mut o, l);
+    if let Some(l) = &explanation.local {
+        text_local(&mut out, l);
     }
-    text_findings(&mut o, r);
-    o
+    text_findings(&mut out, explanation);
+    out
 }
 
 /// The first lines: how many processes, hosts, inputs and lines; the inputs that could not be read; what
 /// was left out.
-fn text_summary(o: &mut String, r: &Explanation) {
+fn text_summary(out: &mut String, explanation: &Explanation) {
     use std::fmt::Write as _;
-    let lines: usize = r.inputs.iter().map(|i| i.lines).sum();
-    let nccl: usize = r.inputs.iter().map(|i| i.nccl_lines).sum();
-    let hosts: BTreeSet<&str> = r.processes.iter().map(|p| p.host.as_str()).collect();
+    let lines: usize = explanation.inputs.iter().map(|i| i.lines).sum();
+    let nccl: usize = explanation.inputs.iter().map(|i| i.nccl_lines).sum();
+    let hosts: BTreeSet<&str> = explanation
+        .processes
+        .iter()
+        .map(|p| p.host.as_str())
+        .collect();
     let _ = writeln!(
-        o,
+        out,
         "ncclenv explain: {} process(es) on {} host(s), from {} input(s) ({lines} line{}, {nccl} from NCCL)",
-        r.processes.len(),
+        explanation.processes.len(),
         hosts.len(),
-        r.inputs.len(),
+        explanation.inputs.len(),
         if lines == 1 { "" } else { "s" }
     );
-    for i in r.inputs.iter().filter(|i| i.error.is_some()) {
-        let _ = writeln!(o, "  {}: {}", i.name, i.error.as_deref().unwrap_or(""));
+    for i in explanation.inputs.iter().filter(|i| i.error.is_some()) {
+        let _ = writeln!(out, "  {}: {}", i.name, i.error.as_deref().unwrap_or(""));
     }
-    if let Some(line) = left_out_text(&r.left_out) {
-        let _ = writeln!(o, "  {line}");
+    if let Some(line) = left_out_text(&explanation.left_out) {
+        let _ = writeln!(out, "  {line}");
     }
 }
 
 /// One row of a process's section: the key in a column of 11, then the value.
-fn text_row(o: &mut String, k: &str, v: String) {
+fn text_row(out: &mut String, k: &str, v: String) {
     use std::fmt::Write as _;
-    let _ = writeln!(o, "  {k:<11}{v}");
+    let _ = writeln!(out, "  {k:<11}{v}");
 }
 
 /// A process's section: a blank line, its head line ([`text_process_head`]), its rows
 /// ([`text_process_rows`]) and its WARN lines ([`text_process_warnings`]).
-fn text_process(o: &mut String, p: &Process) {
-    o.push('\n');
-    o.push_str(&text_process_head(p));
-    o.push('\n');
-    text_process_rows(o, p);
-    text_process_warnings(o, p);
+fn text_process(out: &mut String, process: &Process) {
+    out.push('\n');
+    out.push_str(&text_process_head(process));
+    out.push('\n');
+    text_process_rows(out, process);
+    text_process_warnings(out, process);
 }
 
 /// `host:pid  NCCL version (CUDA c)  rank r,… of n`, as far as the log tells.
-fn text_process_head(p: &Process) -> String {
+fn text_process_head(process: &Process) -> String {
     use std::fmt::Write as _;
-    let mut head = p.name();
-    if let Some(v) = p.version_label() {
-        let how = if p.nccl_version.is_none() {
+    let mut head = process.name();
+    if let Some(v) = process.version_label() {
+        let how = if process.nccl_version.is_none() {
             " (by the log's format)"
         } else {
             ""
         };
         let _ = write!(head, "  NCCL {v}{how}");
-        if let Some(c) = &p.cuda_version {
+        if let Some(c) = &process.cuda_version {
             let _ = write!(head, " (CUDA {c})");
         }
     }
-    if !p.ranks.is_empty() {
-        let rk: Vec<String> = p.ranks.iter().map(|r| r.to_string()).collect();
+    if !process.ranks.is_empty() {
+        let rk: Vec<String> = process.ranks.iter().map(|r| r.to_string()).collect();
         let _ = write!(head, "  rank {}", rk.join(","));
-        if let Some(n) = p.nranks {
+        if let Some(n) = process.nranks {
             let _ = write!(head, " of {n}");
         }
     }
@@ -240,10 +244,10 @@ fn text_process_head(p: &Process) -> String {
 
 /// A process's rows: bootstrap, NET/Socket, NET/IB, network, net plugin, returned, transports, settings
 /// (each when the log tells it; bootstrap always).
-fn text_process_rows(o: &mut String, p: &Process) {
-    match (&p.bootstrap, &p.bootstrap_device) {
+fn text_process_rows(out: &mut String, process: &Process) {
+    match (&process.bootstrap, &process.bootstrap_device) {
         (Some(b), _) => text_row(
-            o,
+            out,
             "bootstrap",
             format!(
                 "{} {} ({})",
@@ -252,57 +256,66 @@ fn text_process_rows(o: &mut String, p: &Process) {
                 if b.addr.is_ipv4() { "IPv4" } else { "IPv6" }
             ),
         ),
-        (None, Some(d)) => text_row(o, "bootstrap", format!("network device {d}")),
-        (None, None) => text_row(o, "bootstrap", "not logged".into()),
+        (None, Some(d)) => text_row(out, "bootstrap", format!("network device {d}")),
+        (None, None) => text_row(out, "bootstrap", "not logged".into()),
     }
-    if !p.net_socket.is_empty() {
-        let v: Vec<String> = p
+    if !process.net_socket.is_empty() {
+        let v: Vec<String> = process
             .net_socket
             .iter()
             .map(|e| format!("{} {}", e.interface, e.addr))
             .collect();
-        text_row(o, "NET/Socket", v.join(", "));
+        text_row(out, "NET/Socket", v.join(", "));
     }
-    if !p.net_ib.is_empty() {
-        let oob = p
+    if !process.net_ib.is_empty() {
+        let oob = process
             .ib_oob
             .as_ref()
             .map(|e| format!("; OOB {} {}", e.interface, e.addr))
             .unwrap_or_default();
-        text_row(o, "NET/IB", format!("{}{oob}", p.net_ib.join(", ")));
-    } else if p.ib_none {
-        text_row(o, "NET/IB", "no device found (sockets are used)".into());
+        text_row(out, "NET/IB", format!("{}{oob}", process.net_ib.join(", ")));
+    } else if process.ib_none {
+        text_row(out, "NET/IB", "no device found (sockets are used)".into());
     }
-    if let Some(k) = p.net_kind() {
-        text_row(o, "network", k);
+    if let Some(kind) = process.net_kind() {
+        text_row(out, "network", kind);
     }
-    if let Some(pl) = &p.plugin {
-        text_row(o, "net plugin", pl.clone());
+    if let Some(pl) = &process.plugin {
+        text_row(out, "net plugin", pl.clone());
     }
-    if let Some(c) = p.returned {
+    if let Some(c) = process.returned {
         text_row(
-            o,
+            out,
             "returned",
             format!("{c} ({})", nccl_errors::result_name(c)),
         );
     }
-    if !p.transports.is_empty() {
+    if !process.transports.is_empty() {
         text_row(
-            o,
+            out,
             "transports",
-            p.transports.iter().cloned().collect::<Vec<_>>().join(", "),
+            process
+                .transports
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
         );
     }
-    if !p.env.is_empty() {
-        let v: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        text_row(o, "settings", v.join(" "));
+    if !process.env.is_empty() {
+        let v: Vec<String> = process
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        text_row(out, "settings", v.join(" "));
     }
 }
 
 /// A process's WARN lines, each with its count, and the cause and fix of a known one.
-fn text_process_warnings(o: &mut String, p: &Process) {
+fn text_process_warnings(out: &mut String, process: &Process) {
     use std::fmt::Write as _;
-    for w in &p.warnings {
+    for w in &process.warnings {
         let n = if w.count > 1 {
             format!(" (×{})", w.count)
         } else {
@@ -313,56 +326,56 @@ fn text_process_warnings(o: &mut String, p: &Process) {
             .as_deref()
             .map(|s| format!("{s} "))
             .unwrap_or_default();
-        text_row(o, "WARN", format!("{src}{}{n}", w.text));
+        text_row(out, "WARN", format!("{src}{}{n}", w.text));
         if let Some(k) = w.known {
-            let _ = writeln!(o, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
-            let _ = writeln!(o, "  {:<11}fix:   {}", "", k.remedy);
+            let _ = writeln!(out, "  {:<11}cause: {}", "", nccl_errors::cause_for(k, 0));
+            let _ = writeln!(out, "  {:<11}fix:   {}", "", k.remedy);
         }
     }
 }
 
 /// This node's section: ncclenv's choice here (or why none) and the peer it used.
-fn text_local(o: &mut String, l: &LocalView) {
+fn text_local(out: &mut String, view: &LocalView) {
     use std::fmt::Write as _;
-    let _ = writeln!(o);
-    let _ = writeln!(o, "This node ({})", l.local.host);
-    match &l.local.choice {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "This node ({})", view.local.host);
+    match &view.local.choice {
         Some((i, a, how)) => {
             let a = a.map(|a| format!(" {a}")).unwrap_or_default();
-            let _ = writeln!(o, "  ncclenv would choose {i}{a} ({how})");
+            let _ = writeln!(out, "  ncclenv would choose {i}{a} ({how})");
         }
         None => {
             let _ = writeln!(
-                o,
+                out,
                 "  ncclenv would set no interface: {}",
-                l.local.no_choice.as_deref().unwrap_or("no choice")
+                view.local.no_choice.as_deref().unwrap_or("no choice")
             );
         }
     }
-    if let Some(p) = &l.local.peer {
-        let _ = writeln!(o, "  peer: {p}");
+    if let Some(p) = &view.local.peer {
+        let _ = writeln!(out, "  peer: {p}");
     }
 }
 
 /// The findings, each with what to do, and the verdict with the exit status ([`exit_code`]).
-fn text_findings(o: &mut String, r: &Explanation) {
+fn text_findings(out: &mut String, explanation: &Explanation) {
     use std::fmt::Write as _;
-    let _ = writeln!(o);
-    let _ = writeln!(o, "Findings");
-    if r.findings.is_empty() {
-        let _ = writeln!(o, "  none");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Findings");
+    if explanation.findings.is_empty() {
+        let _ = writeln!(out, "  none");
     }
-    for f in &r.findings {
+    for f in &explanation.findings {
         let sev = match f.severity() {
             Severity::Info => "info",
             Severity::Warn => "warn",
         };
-        let _ = writeln!(o, "  [{sev}] {}: {}", f.code, f.message);
-        let _ = writeln!(o, "         what to do: {}", f.remedy);
+        let _ = writeln!(out, "  [{sev}] {}: {}", f.code, f.message);
+        let _ = writeln!(out, "         what to do: {}", f.remedy);
     }
-    let code = exit_code(r);
+    let code = exit_code(explanation);
     let _ = writeln!(
-        o,
+        out,
         "\n{} (exit {code})",
         if code == 0 {
             "Nothing wrong found"

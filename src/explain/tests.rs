@@ -52,8 +52,8 @@ fn report(inputs: &[(&str, &str)]) -> Explanation {
     ex.finish()
 }
 
-fn codes(r: &Explanation) -> Vec<&'static str> {
-    r.findings.iter().map(|f| f.code.code()).collect()
+fn codes(explanation: &Explanation) -> Vec<&'static str> {
+    explanation.findings.iter().map(|f| f.code.code()).collect()
 }
 
 // Lines below are written after NCCL's format strings (v2.27.7-1 unless noted): src/debug.cc prefix,

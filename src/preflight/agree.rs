@@ -362,39 +362,39 @@ fn absence(plan: &mut Plan, meeting: &Meeting, names: &[String], present: u32) {
 /// left, lost after arriving, connections without a whole hello, another master endpoint's preflight, nodes
 /// that say another node count). `counted`: the members present and the misfits.
 fn absence_parts(meeting: &Meeting, lost: &[String], counted: u32) -> String {
-    let h = &meeting.heard;
-    let known = (lost.len() + h.left.len()) as u32;
+    let heard = &meeting.heard;
+    let known = (lost.len() + heard.left.len()) as u32;
     let missing = meeting.expected.saturating_sub(counted + known);
     let mut parts = Vec::new();
     if missing > 0 {
         let them = if missing == 1 { "it" } else { "them" };
-        parts.push(if h.unheard == 0 && h.foreign == 0 {
+        parts.push(if heard.unheard == 0 && heard.foreign == 0 {
             format!("{missing} missing: nothing came from {them}")
         } else {
             format!("{missing} missing: no hello came from {them}")
         });
     }
-    if !h.left.is_empty() {
+    if !heard.left.is_empty() {
         parts.push(format!(
             "said hello and left before the meeting ended: {}",
-            list(&h.left)
+            list(&heard.left)
         ));
     }
     if !lost.is_empty() {
         parts.push(format!("lost after arriving: {}", list(lost)));
     }
-    if h.unheard > 0 {
+    if heard.unheard > 0 {
         parts.push(format!(
             "{} connection(s) to the master port sent no whole hello (strangers, or a node on a link that lost \
              it)",
-            h.unheard
+            heard.unheard
         ));
     }
-    if h.foreign > 0 {
+    if heard.foreign > 0 {
         parts.push(format!(
             "{} connection(s) spoke the preflight of another master endpoint or version (another job on this \
              port, or this job's master address resolving differently on that node)",
-            h.foreign
+            heard.foreign
         ));
     }
     if !meeting.misfits.is_empty() {
@@ -408,12 +408,12 @@ fn absence_parts(meeting: &Meeting, lost: &[String], counted: u32) -> String {
 
 /// IB disabled on some nodes: disabled on all (a repair every node applies).
 fn ib_repair(plan: &mut Plan, repairs: &mut Vec<FleetRepair>, meeting: &Meeting, names: &[String]) {
-    let n = meeting.members.len();
+    let member_count = meeting.members.len();
     // Repair: IB disabled on some nodes → on all.
-    let ib_off: Vec<usize> = (0..n)
+    let ib_off: Vec<usize> = (0..member_count)
         .filter(|&i| ib_disabled(&meeting.members[i].report))
         .collect();
-    if !ib_off.is_empty() && ib_off.len() < n {
+    if !ib_off.is_empty() && ib_off.len() < member_count {
         let why: Vec<String> = ib_off
             .iter()
             .map(|&i| {
@@ -432,7 +432,7 @@ fn ib_repair(plan: &mut Plan, repairs: &mut Vec<FleetRepair>, meeting: &Meeting,
             })
             .collect();
         let reason = format!(
-            "InfiniBand is disabled on {} of {n} nodes ({}); every node must use the same NCCL network transport, so it is disabled on all",
+            "InfiniBand is disabled on {} of {member_count} nodes ({}); every node must use the same NCCL network transport, so it is disabled on all",
             ib_off.len(),
             list(&why)
         );
@@ -533,20 +533,20 @@ fn risky(plan: &mut Plan, meeting: &Meeting, names: &[String]) {
 /// "the others".
 fn nnodes_text(meeting: &Meeting, names: &[String]) -> String {
     let lost = lost_flags(meeting);
-    let mut g: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut groups: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for (i, n) in names.iter().enumerate() {
         if !lost[i] {
-            g.entry(meeting.expected).or_default().push(n.clone());
+            groups.entry(meeting.expected).or_default().push(n.clone());
         }
     }
     for x in &meeting.misfits {
-        g.entry(x.nnodes).or_default().push(x.report.name());
+        groups.entry(x.nnodes).or_default().push(x.report.name());
     }
-    let major = g
+    let major = groups
         .iter()
         .max_by_key(|(n, v)| (v.len(), **n == meeting.expected))
         .map_or(meeting.expected, |(n, _)| *n);
-    let others: Vec<String> = g
+    let others: Vec<String> = groups
         .iter()
         .filter(|(n, _)| **n != major)
         .map(|(n, v)| {
@@ -558,7 +558,7 @@ fn nnodes_text(meeting: &Meeting, names: &[String]) -> String {
             format!("{noun} {} {verb} {n} nodes", list(v))
         })
         .collect();
-    let rest = g.get(&major).map(|v| list(v)).unwrap_or_default();
+    let rest = groups.get(&major).map(|v| list(v)).unwrap_or_default();
     format!("{}, the others {major} ({rest})", others.join("; "))
 }
 
@@ -755,27 +755,27 @@ pub fn outcome_text(p: &ProbeReport) -> String {
 /// first explanation whatever the error; else a timeout is a firewall that drops new inbound connections to
 /// ephemeral ports (the node's own connection to the master port worked).
 fn likely_cause(
-    o: ProbeOutcome,
+    outcome: ProbeOutcome,
     target: &Member,
     tname: &str,
     pname: &str,
 ) -> (String, &'static str) {
-    let r = &target.report;
-    if let ProbeOutcome::NoListener = o {
+    let report = &target.report;
+    if let ProbeOutcome::NoListener = outcome {
         return (
             format!(
                 "{tname} cannot listen on its own bootstrap address ({}); NCCL's bootstrap would fail the same way",
-                r.listen_error.as_deref().unwrap_or("bind failed")
+                report.listen_error.as_deref().unwrap_or("bind failed")
             ),
             "check the node's address (a tentative IPv6 address, an address removed after ncclenv chose it)",
         );
     }
-    if let Some(seen) = target.seen_from.filter(|s| *s != r.addr) {
+    if let Some(seen) = target.seen_from.filter(|s| *s != report.addr) {
         return (
             format!(
                 "a NAT'd bridge: the node advertises {} but its connection to the master came from {seen}, so it sits \
                  behind NAT (a bridged container) and no other node can connect back to it",
-                r.addr
+                report.addr
             ),
             REMEDY_NAT,
         );
@@ -786,7 +786,7 @@ fn likely_cause(
     } else {
         "the node is up: it reached the master port"
     };
-    match o {
+    match outcome {
         ProbeOutcome::TimedOut => (
             format!(
                 "a firewall on {tname} drops new inbound connections to ephemeral ports, where NCCL listens ({up})"
@@ -803,7 +803,7 @@ fn likely_cause(
         ProbeOutcome::NoRoute => (
             format!(
                 "no route back: {pname} has no route to {} (a private or container address, or a missing route)",
-                r.addr
+                report.addr
             ),
             REMEDY_NAT,
         ),
@@ -811,7 +811,7 @@ fn likely_cause(
             format!(
                 "the address {} is not unique: another listener answered there (NAT'd containers, duplicate \
                  addresses)",
-                r.addr
+                report.addr
             ),
             REMEDY_NAT,
         ),
@@ -828,11 +828,11 @@ fn likely_cause(
 /// repaired variable without the repair.
 pub fn apply(
     plan: &mut Plan,
-    v: &FleetVerdict,
+    verdict: &FleetVerdict,
     current: impl Fn(&str) -> Option<String>,
     vendor_profile: bool,
 ) {
-    for w in &v.findings {
+    for w in &verdict.findings {
         plan.warnings.push(Note {
             strict_refuses: false,
             ..w.clone()
@@ -842,7 +842,7 @@ pub fn apply(
         name,
         value,
         reason,
-    } in &v.repairs
+    } in &verdict.repairs
     {
         let now = current(name);
         if now.as_deref() == Some(value.as_str()) {
@@ -865,7 +865,7 @@ pub fn apply(
             None => plan.set(name, value.clone(), format!("preflight: {reason}")),
         }
     }
-    if let Some(r) = &v.refuse {
+    if let Some(r) = &verdict.refuse {
         plan.verdict = Verdict::Refuse {
             reason: r.message.clone(),
             remedy: r.remedy.clone(),

@@ -109,23 +109,23 @@ fn run(endpoint: SocketAddr, key: &str, nonce: u64, stop: &AtomicBool, out: &Mut
 
 /// One check: connect, read the greeting, challenge, read the answer.
 fn once(endpoint: SocketAddr, key: &str, nonce: u64) -> Found {
-    let mut s = match TcpStream::connect_timeout(&endpoint, STEP) {
-        Ok(s) => s,
+    let mut stream = match TcpStream::connect_timeout(&endpoint, STEP) {
+        Ok(stream) => stream,
         Err(e) => return Found::Nowhere(super::net::connect_words(&e)),
     };
-    let _ = s.set_nonblocking(true);
-    let _ = s.set_nodelay(true);
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.set_nodelay(true);
     let mut buf = FrameBuf::default();
     // The greeting of this job's endpoint, whatever node count the master there says.
-    match next(&mut s, &mut buf, key) {
+    match next(&mut stream, &mut buf, key) {
         Ok((Msg::Greeting, _)) => {}
         Ok(_) => return Found::Nowhere("it sent something else than a greeting".into()),
         Err(why) => return Found::Nowhere(why),
     }
-    if send(&mut s, key, &Msg::Probe(nonce), Instant::now() + STEP).is_err() {
+    if send(&mut stream, key, &Msg::Probe(nonce), Instant::now() + STEP).is_err() {
         return Found::Nowhere("it closed the connection".into());
     }
-    let found = match next(&mut s, &mut buf, key) {
+    let found = match next(&mut stream, &mut buf, key) {
         Ok((Msg::ProbeAck(n), _)) if n == nonce => Found::Here,
         Ok((Msg::ProbeAck(n), None)) => Found::Other(n, "another preflight master".into()),
         Ok((Msg::ProbeAck(n), Some(c))) => {
@@ -136,7 +136,7 @@ fn once(endpoint: SocketAddr, key: &str, nonce: u64) -> Found {
         Err(why) => Found::Nowhere(why),
     };
     // The checker closes first: the master's side goes without TIME_WAIT.
-    drop(s);
+    drop(stream);
     found
 }
 

@@ -286,12 +286,12 @@ impl Hub {
     /// messages, and connections that closed or sent something that is not a message of this meeting.
     fn wait(&mut self, listener: Option<&TcpListener>, key: &str, deadline: Instant) -> Vec<Event> {
         let mut ready = [EpollEvent::empty(); 64];
-        let n = match self.epoll.wait(&mut ready, slice_ms(deadline)) {
-            Ok(n) => n,
+        let ready_count = match self.epoll.wait(&mut ready, slice_ms(deadline)) {
+            Ok(ready_count) => ready_count,
             Err(_) => return Vec::new(),
         };
         let mut out = Vec::new();
-        for ev in &ready[..n] {
+        for ev in &ready[..ready_count] {
             if ev.data() == LISTENER {
                 if let Some(l) = listener {
                     while let Ok((s, from)) = l.accept() {
@@ -309,7 +309,9 @@ impl Hub {
                 match c.buf.next_frame() {
                     Ok(Some(body)) => match super::protocol::decode_any(&body, key) {
                         Ok((Msg::Hello(r), None)) => out.push(Event::Hello(id, Box::new(r))),
-                        Ok((Msg::Hello(r), Some(n))) => out.push(Event::Misfit(id, Box::new(r), n)),
+                        Ok((Msg::Hello(r), Some(ready_count))) => {
+                            out.push(Event::Misfit(id, Box::new(r), ready_count))
+                        }
                         Ok((Msg::ProbeResult(p), None)) => out.push(Event::Probe(id, p)),
                         Ok((Msg::Measured(f), None)) => out.push(Event::Measured(id, f)),
                         Ok((Msg::Probe(_), _)) => out.push(Event::Challenge(id)),
@@ -398,41 +400,43 @@ impl Roll {
     }
 }
 
-/// Run the master's side of the meeting described by `s`, with this node's own report `me` (its nonce and
+/// Run the master's side of the meeting described by `setup`, with this node's own report `me` (its nonce and
 /// probe port already in it). Waits for the other nodes until `deadline`, probes its own ring successor
 /// within `probe_timeout`. `Err` (with the reason) only when the master port cannot be listened on: the
 /// caller fails open.
 pub fn run(
-    s: &Setup,
+    setup: &Setup,
     me: NodeReport,
     deadline: Instant,
     probe_timeout: Duration,
 ) -> Result<MasterOutcome, String> {
     let started = Instant::now();
-    let expected = s.nnodes as usize;
+    let expected = setup.nnodes as usize;
     let _nofile = NofileRaise::to(expected + MAX_PENDING + 64);
-    let (listener, mut hub) = open(s)?;
+    let (listener, mut hub) = open(setup)?;
     super::log(format!(
         "preflight: node 1/{expected} {} {} ({}) NCCL {} [master, listening on {} for {} more node(s), up to {} s]",
         me.hostname,
         me.addr,
         me.ifname,
         me.nccl_version.as_deref().unwrap_or("unknown"),
-        s.listen,
+        setup.listen,
         expected.saturating_sub(1),
-        s.timeout_s
+        setup.timeout_s
     ));
     let mut roll = Roll::new(me, started);
 
     // 1. Meet; a master on the wildcard address checks where the master endpoint leads.
-    let check = s
+    let check = setup
         .listen
         .ip()
         .is_unspecified()
-        .then(|| super::endpoint::Check::start(s.master, &s.key, roll.members[0].report.nonce))
+        .then(|| {
+            super::endpoint::Check::start(setup.master, &setup.key, roll.members[0].report.nonce)
+        })
         .flatten();
     let other = meet(
-        s,
+        setup,
         &mut hub,
         &listener,
         &mut roll,
@@ -460,29 +464,29 @@ pub fn run(
         Instant::now()
     };
     close_strangers(&mut hub, &mut roll);
-    let mut met = settle(s, &mut hub, roll);
+    let mut met = settle(setup, &mut hub, roll);
 
     // 2. The ring: each node probes its successor; 3. collect the probe results.
-    let mut lost = assign_ring(s, &mut hub, &mut met, probe_timeout);
-    collect_probes(s, &mut hub, &mut met, &mut lost, probe_timeout);
+    let mut lost = assign_ring(setup, &mut hub, &mut met, probe_timeout);
+    collect_probes(setup, &mut hub, &mut met, &mut lost, probe_timeout);
     let n = met.members.len();
     // 3b. The networks every node shares: measured when there is a choice to make (#23).
-    let (cands, measured, skipped) = measure_networks(s, &mut hub, &met, &lost);
+    let (cands, measured, skipped) = measure_networks(setup, &mut hub, &met, &lost);
 
     // 4. Agree and tell everyone; 5. close.
     let mut verdict = agree(&Meeting {
         expected: expected as u32,
         members: met.members.clone(),
         lost: (0..n).filter(|&k| lost[k]).collect(),
-        waited_s: s.timeout_s,
+        waited_s: setup.timeout_s,
         misfits: met.misfits,
         not_reached: met.not_reached,
         heard: met.heard,
     });
     super::networks::conclude(&mut verdict, &met.members, cands, measured, skipped);
-    deliver(s, &mut hub, &verdict);
+    deliver(setup, &mut hub, &verdict);
     let after_last = end_of_meeting.elapsed();
-    close_all(s, &mut hub);
+    close_all(setup, &mut hub);
     Ok(MasterOutcome::Verdict(MasterEnd {
         verdict,
         after_last,
@@ -491,10 +495,11 @@ pub fn run(
 }
 
 /// Listen on the master port and make the epoll set with the listener in it; `Err` with the reason.
-fn open(s: &Setup) -> Result<(TcpListener, Hub), String> {
-    let failed =
-        |e: &dyn std::fmt::Display| format!("cannot listen on the master port {}: {e}", s.listen);
-    let listener = net::listen(s.listen).map_err(|e| failed(&e))?;
+fn open(setup: &Setup) -> Result<(TcpListener, Hub), String> {
+    let failed = |e: &dyn std::fmt::Display| {
+        format!("cannot listen on the master port {}: {e}", setup.listen)
+    };
+    let listener = net::listen(setup.listen).map_err(|e| failed(&e))?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| failed(&e))?;
     epoll
         .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
@@ -543,7 +548,7 @@ fn close_strangers(hub: &mut Hub, roll: &mut Roll) {
 
 /// The nodes that stay for the ring: members that left before it was drawn are not in it; each
 /// connection learns its member's new index.
-fn settle(s: &Setup, hub: &mut Hub, roll: Roll) -> Met {
+fn settle(setup: &Setup, hub: &mut Hub, roll: Roll) -> Met {
     let mut members = Vec::new();
     let mut conn_of = Vec::new();
     // Members whose connection closed and that did not say hello again: they said hello and left.
@@ -572,8 +577,8 @@ fn settle(s: &Setup, hub: &mut Hub, roll: Roll) -> Met {
                 "node {} listens as the master ({}), but its own connection to the master endpoint {} did not \
                  reach it ({why})",
                 members[0].report.name(),
-                s.role_reason,
-                s.master
+                setup.role_reason,
+                setup.master
             )
         });
     for (k, id) in conn_of.iter().enumerate() {
@@ -614,30 +619,34 @@ fn no_listener(j: usize) -> ProbeReport {
 
 /// Send every worker its ring successor, then probe the master's own (while the workers' run: their results
 /// wait in the socket buffers). Returns, by member index, those lost (the ring could not be sent).
-fn assign_ring(s: &Setup, hub: &mut Hub, met: &mut Met, probe_timeout: Duration) -> Vec<bool> {
-    let n = met.members.len();
-    let mut lost = vec![false; n];
+fn assign_ring(setup: &Setup, hub: &mut Hub, met: &mut Met, probe_timeout: Duration) -> Vec<bool> {
+    let member_count = met.members.len();
+    let mut lost = vec![false; member_count];
     let mut known: Vec<(usize, ProbeReport)> = Vec::new();
     for (k, id) in met.conn_of.iter().enumerate().skip(1) {
         let Some(id) = *id else { continue };
-        let j = ring_target(k, n);
+        let j = ring_target(k, member_count);
         let t = j.and_then(|j| target_of(&met.members, j));
         if let (Some(j), None) = (j, &t) {
             known.push((k, no_listener(j)));
         }
         let msg = Msg::Ring(t);
         let ok = match hub.conns.get_mut(id) {
-            Some(Some(c)) => {
-                send(&mut c.stream, &s.key, &msg, Instant::now() + WRITE_BOUND).is_ok()
-            }
+            Some(Some(c)) => send(
+                &mut c.stream,
+                &setup.key,
+                &msg,
+                Instant::now() + WRITE_BOUND,
+            )
+            .is_ok(),
             _ => false,
         };
         if !ok {
             lost[k] = true;
         }
     }
-    met.members[0].probe = ring_target(0, n).map(|j| match target_of(&met.members, j) {
-        Some(t) => net::probe(&t, &s.key, probe_timeout),
+    met.members[0].probe = ring_target(0, member_count).map(|j| match target_of(&met.members, j) {
+        Some(t) => net::probe(&t, &setup.key, probe_timeout),
         None => no_listener(j),
     });
     for (k, p) in known {
@@ -656,7 +665,7 @@ const REPORT_SLACK: Duration = Duration::from_secs(7);
 /// Collect the workers' probe results until each reported or was lost, or the probe time and
 /// [`REPORT_SLACK`] more have passed; a member that did not report is lost.
 fn collect_probes(
-    s: &Setup,
+    setup: &Setup,
     hub: &mut Hub,
     met: &mut Met,
     lost: &mut [bool],
@@ -670,7 +679,7 @@ fn collect_probes(
         .filter(|&k| !lost[k] && met.conn_of[k].is_some() && members[k].probe.is_none())
         .count();
     while pending > 0 && Instant::now() < collect_until {
-        for ev in hub.wait(None, &s.key, collect_until) {
+        for ev in hub.wait(None, &setup.key, collect_until) {
             let gone = match ev {
                 Event::Probe(id, mut p) => {
                     let Some(k) = hub
@@ -729,7 +738,7 @@ fn collect_probes(
 /// measured, when nothing was.
 #[allow(clippy::type_complexity)]
 fn measure_networks(
-    s: &Setup,
+    setup: &Setup,
     hub: &mut Hub,
     met: &Met,
     lost: &[bool],
@@ -752,7 +761,7 @@ fn measure_networks(
     let cands = networks::candidates(&current, &ifaces);
     // A node that says another node count gets the verdict too, but did not measure: as if lost.
     let lost_n = lost.iter().filter(|l| **l).count() + met.misfits.len();
-    let skipped = networks::skip(&met.members, s.nnodes, lost_n, cands.len());
+    let skipped = networks::skip(&met.members, setup.nnodes, lost_n, cands.len());
     if let Some((why, _)) = &skipped {
         super::log(format!("preflight: no network measurement: {why}"));
         return (cands, Vec::new(), skipped);
@@ -767,7 +776,14 @@ fn measure_networks(
             continue;
         };
         let msg = Msg::Measure(plans[k].clone());
-        if send(&mut c.stream, &s.key, &msg, Instant::now() + WRITE_BOUND).is_ok() {
+        if send(
+            &mut c.stream,
+            &setup.key,
+            &msg,
+            Instant::now() + WRITE_BOUND,
+        )
+        .is_ok()
+        {
             pending += 1;
         }
     }
@@ -778,7 +794,7 @@ fn measure_networks(
     let until =
         Instant::now() + super::measure::LEG_BOUND * cands.len() as u32 + Duration::from_secs(2);
     while pending > 0 && Instant::now() < until {
-        for ev in hub.wait(None, &s.key, until) {
+        for ev in hub.wait(None, &setup.key, until) {
             let (id, f) = match ev {
                 Event::Measured(id, f) => (id, Some(f)),
                 Event::Gone(id, _) => (id, None),
@@ -819,8 +835,8 @@ fn measure_networks(
 }
 
 /// Send the verdict, encoded once (the same bytes to every node), to every connection still open.
-fn deliver(s: &Setup, hub: &mut Hub, verdict: &FleetVerdict) {
-    let frame = super::protocol::encode(&s.key, &Msg::Verdict(verdict.clone()));
+fn deliver(setup: &Setup, hub: &mut Hub, verdict: &FleetVerdict) {
+    let frame = super::protocol::encode(&setup.key, &Msg::Verdict(verdict.clone()));
     for id in 0..hub.conns.len() {
         let sent = match hub.conns.get_mut(id) {
             Some(Some(c)) => {
@@ -838,10 +854,10 @@ fn deliver(s: &Setup, hub: &mut Hub, verdict: &FleetVerdict) {
 
 /// The workers close first (up to [`CLOSE_BOUND`]); then the master's side goes without TIME_WAIT, and a
 /// worker that did not close in time is reset only where the verdict was acknowledged.
-fn close_all(s: &Setup, hub: &mut Hub) {
+fn close_all(setup: &Setup, hub: &mut Hub) {
     let close_until = Instant::now() + CLOSE_BOUND;
     while hub.live() > 0 && Instant::now() < close_until {
-        for ev in hub.wait(None, &s.key, close_until) {
+        for ev in hub.wait(None, &setup.key, close_until) {
             if let Event::Gone(id, _) = ev {
                 if let Some(c) = hub.take(id) {
                     close_after_peer(c.stream);
@@ -862,7 +878,7 @@ fn close_all(s: &Setup, hub: &mut Hub) {
 /// With `check` (a master on the wildcard address), returns why this node is not the master when the master
 /// endpoint leads to another master.
 fn meet(
-    s: &Setup,
+    setup: &Setup,
     hub: &mut Hub,
     listener: &TcpListener,
     roll: &mut Roll,
@@ -870,16 +886,16 @@ fn meet(
     deadline: Instant,
     check: Option<&super::endpoint::Check>,
 ) -> Option<String> {
-    let expected = s.nnodes as usize;
+    let expected = setup.nnodes as usize;
     while !roll.complete(expected) && Instant::now() < deadline {
-        if let Some(why) = check.and_then(|c| checked(s, roll, c)) {
+        if let Some(why) = check.and_then(|c| checked(setup, roll, c)) {
             return Some(why);
         }
         let mut until = hub.next_due().map_or(deadline, |d| d.min(deadline));
         if check.is_some() {
             until = until.min(Instant::now() + Duration::from_millis(100));
         }
-        for ev in hub.wait(Some(listener), &s.key, until) {
+        for ev in hub.wait(Some(listener), &setup.key, until) {
             match ev {
                 Event::Accepted(mut stream, from) => {
                     if hub.make_room() {
@@ -888,19 +904,24 @@ fn meet(
                     let _ = stream.set_nonblocking(true);
                     let _ = stream.set_nodelay(true);
                     let bound = Instant::now() + WRITE_BOUND;
-                    if send(&mut stream, &s.key, &Msg::Greeting, bound).is_ok() {
+                    if send(&mut stream, &setup.key, &Msg::Greeting, bound).is_ok() {
                         // When the epoll set refuses it, the connection is closed and the worker retries.
                         let _ = hub.add(stream, from);
                     } else {
                         close_after_peer(stream);
                     }
                 }
-                Event::Hello(id, report) => admit(s, hub, roll, id, report, started),
-                Event::Misfit(id, report, n) => misfit(s, hub, roll, id, report, n),
+                Event::Hello(id, report) => admit(setup, hub, roll, id, report, started),
+                Event::Misfit(id, report, n) => misfit(setup, hub, roll, id, report, n),
                 Event::Challenge(id) => {
                     if let Some(Some(c)) = hub.conns.get_mut(id) {
                         let ack = Msg::ProbeAck(roll.members[0].report.nonce);
-                        let _ = send(&mut c.stream, &s.key, &ack, Instant::now() + WRITE_BOUND);
+                        let _ = send(
+                            &mut c.stream,
+                            &setup.key,
+                            &ack,
+                            Instant::now() + WRITE_BOUND,
+                        );
                         // Not a stranger: a master's check; it closes first.
                         c.leaving = true;
                     }
@@ -928,7 +949,7 @@ fn meet(
 /// Take in what the checks of the master endpoint found: another master there (this node yields, unless the
 /// endpoint also led here and this node's nonce is the larger: a Service that forwards to both, where the
 /// smaller yields) returns why this node is not the master.
-fn checked(s: &Setup, roll: &mut Roll, check: &super::endpoint::Check) -> Option<String> {
+fn checked(setup: &Setup, roll: &mut Roll, check: &super::endpoint::Check) -> Option<String> {
     use super::endpoint::Found;
     let own = roll.members[0].report.nonce;
     for f in check.found() {
@@ -939,7 +960,7 @@ fn checked(s: &Setup, roll: &mut Roll, check: &super::endpoint::Check) -> Option
                 return Some(format!(
                     "this node believes it is the master ({}), but the master endpoint {} leads to {how} on \
                      another node: this node joins it as a worker",
-                    s.role_reason, s.master
+                    setup.role_reason, setup.master
                 ));
             }
             Found::Other(..) => {}
@@ -976,12 +997,12 @@ fn leave(roll: &mut Roll, id: usize, c: &Conn, why: Why, expected: usize) {
 /// A hello on connection `id` from a node of this master endpoint that says the job has `n` nodes: held
 /// for the verdict (whose finding names it), not in the ring; the same node again replaces itself.
 fn misfit(
-    s: &Setup,
+    setup: &Setup,
     hub: &mut Hub,
     roll: &mut Roll,
     id: usize,
     mut report: Box<NodeReport>,
-    n: u32,
+    nnodes: u32,
 ) {
     let from = match hub.conns.get_mut(id) {
         Some(Some(c)) if c.pending() => {
@@ -1005,17 +1026,17 @@ fn misfit(
         }
     }
     super::log(format!(
-        "preflight: node {} (from {from}) says the job has {n} nodes, this master {}: held for the verdict, \
+        "preflight: node {} (from {from}) says the job has {nnodes} nodes, this master {}: held for the verdict, \
          not counted as a node of this meeting",
         report.name(),
-        s.nnodes
+        setup.nnodes
     ));
     roll.last_arrival = Instant::now();
     roll.misfits.push((
         Misfit {
             report: *report,
             seen_from: from,
-            nnodes: n,
+            nnodes,
         },
         id,
     ));
@@ -1024,14 +1045,14 @@ fn misfit(
 /// A hello on connection `id`: a new member, the same node again (its new connection replaces the old), or
 /// one node too many (told so, [`Msg::NotAdmitted`]).
 fn admit(
-    s: &Setup,
+    setup: &Setup,
     hub: &mut Hub,
     roll: &mut Roll,
     id: usize,
     mut report: Box<NodeReport>,
     started: Instant,
 ) {
-    let expected = s.nnodes as usize;
+    let expected = setup.nnodes as usize;
     let from = match hub.conns.get(id) {
         Some(Some(c)) if c.pending() => c.from,
         _ => return,
@@ -1045,11 +1066,11 @@ fn admit(
         .skip(1)
         .position(|x| *x == ident)
         .map(|k| k + 1);
-    let k = match again {
-        Some(k) => {
-            let old = roll.conn_of[k].replace(id);
+    let member = match again {
+        Some(member) => {
+            let old = roll.conn_of[member].replace(id);
             if let Some(Some(c)) = hub.conns.get_mut(id) {
-                c.member = Some(k);
+                c.member = Some(member);
             }
             if let Some(old) = old.and_then(|old| hub.take(old)) {
                 close_after_peer(old.stream);
@@ -1060,9 +1081,9 @@ fn admit(
                 report.name(),
                 roll.present()
             ));
-            roll.members[k].report = *report;
-            roll.members[k].seen_from = Some(from);
-            roll.left_how.remove(&k);
+            roll.members[member].report = *report;
+            roll.members[member].seen_from = Some(from);
+            roll.left_how.remove(&member);
             roll.last_arrival = Instant::now();
             return;
         }
@@ -1075,7 +1096,7 @@ fn admit(
             if let Some(Some(c)) = hub.conns.get_mut(id) {
                 let _ = send(
                     &mut c.stream,
-                    &s.key,
+                    &setup.key,
                     &Msg::NotAdmitted(why.clone()),
                     Instant::now() + WRITE_BOUND,
                 );
@@ -1087,7 +1108,7 @@ fn admit(
         None => roll.members.len(),
     };
     if let Some(Some(c)) = hub.conns.get_mut(id) {
-        c.member = Some(k);
+        c.member = Some(member);
     }
     roll.last_arrival = Instant::now();
     roll.conn_of.push(Some(id));

@@ -180,14 +180,16 @@ fn accept_loop(listeners: Vec<TcpListener>, nonce: u64, wake: OwnedFd) {
 /// Serve one measurement connection: the header (magic and this node's nonce) within 1 s, then count the
 /// bytes for [`WINDOW`] or up to [`CAP`], answer with the count and the microseconds (16 bytes, big endian),
 /// and read on until the sender closes (bounded), so that the answer is never reset away.
-fn serve(mut s: TcpStream, nonce: u64) {
-    if s.set_nonblocking(false).is_err()
-        || s.set_read_timeout(Some(Duration::from_secs(1))).is_err()
+fn serve(mut stream: TcpStream, nonce: u64) {
+    if stream.set_nonblocking(false).is_err()
+        || stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .is_err()
     {
         return;
     }
     let mut head = [0u8; 16];
-    if s.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
+    if stream.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
         return;
     }
     if u64::from_be_bytes([
@@ -202,10 +204,10 @@ fn serve(mut s: TcpStream, nonce: u64) {
     let mut bytes: u64 = 0;
     while bytes < CAP {
         let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
             break;
         }
-        match s.read(&mut buf) {
+        match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => bytes += n as u64,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -216,22 +218,23 @@ fn serve(mut s: TcpStream, nonce: u64) {
     let mut answer = [0u8; 16];
     answer[..8].copy_from_slice(&bytes.to_be_bytes());
     answer[8..].copy_from_slice(&us.to_be_bytes());
-    if s.write_all(&answer).is_err() {
+    if stream.write_all(&answer).is_err() {
         return;
     }
     // Read on until the sender closes: closing with unread data would reset the connection.
     let until = Instant::now() + LEG_BOUND;
     while Instant::now() < until {
-        if s.set_read_timeout(Some(
-            until
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1)),
-        ))
-        .is_err()
+        if stream
+            .set_read_timeout(Some(
+                until
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ))
+            .is_err()
         {
             break;
         }
-        match s.read(&mut buf) {
+        match stream.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
@@ -258,15 +261,16 @@ pub fn run_legs(legs: &[MeasureLeg]) -> Vec<Figure> {
 /// Send to a sink at `to` (whose node has `nonce`) until it answers; the figure in kbit/s.
 pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
     let started = Instant::now();
-    let mut s = TcpStream::connect_timeout(&to, CONNECT_BOUND)
+    let mut stream = TcpStream::connect_timeout(&to, CONNECT_BOUND)
         .map_err(|e| format!("cannot connect to {to}: {e}"))?;
     let deadline = started + LEG_BOUND;
     let mut head = [0u8; 16];
     head[..8].copy_from_slice(MAGIC);
     head[8..].copy_from_slice(&nonce.to_be_bytes());
-    s.set_write_timeout(Some(CONNECT_BOUND))
-        .and_then(|_| s.write_all(&head))
-        .and_then(|_| s.set_nonblocking(true))
+    stream
+        .set_write_timeout(Some(CONNECT_BOUND))
+        .and_then(|_| stream.write_all(&head))
+        .and_then(|_| stream.set_nonblocking(true))
         .map_err(|e| format!("{to}: {e}"))?;
     let chunk = vec![0u8; 1024 * 1024];
     let mut sent: u64 = 0;
@@ -283,7 +287,7 @@ pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
         if sent < CAP + (8 << 20) {
             flags |= PollFlags::POLLOUT;
         }
-        let mut fds = [PollFd::new(s.as_fd(), flags)];
+        let mut fds = [PollFd::new(stream.as_fd(), flags)];
         let ms = left.as_millis().clamp(1, 1000) as u16;
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
@@ -292,7 +296,7 @@ pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
         let ready = fds[0].revents().unwrap_or(PollFlags::empty());
         if ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
             let mut b = [0u8; 16];
-            match s.read(&mut b[..16 - answer.len()]) {
+            match stream.read(&mut b[..16 - answer.len()]) {
                 Ok(0) => return Err(format!("{to} closed before answering")),
                 Ok(n) => answer.extend_from_slice(&b[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -300,7 +304,7 @@ pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
             }
         }
         if ready.contains(PollFlags::POLLOUT) && answer.is_empty() {
-            match s.write(&chunk) {
+            match stream.write(&chunk) {
                 Ok(n) => sent += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(format!("{to}: {e}")),
@@ -309,7 +313,7 @@ pub fn send_to(to: SocketAddr, nonce: u64) -> Result<u64, String> {
     }
     // Reset, not close: what the socket still holds is dropped at once instead of filling the link (a slow
     // network would carry it for seconds, in the way of the verdict).
-    super::net::close_after_peer(s);
+    super::net::close_after_peer(stream);
     let bytes = u64::from_be_bytes(answer[..8].try_into().unwrap_or([0; 8]));
     let us = u64::from_be_bytes(answer[8..16].try_into().unwrap_or([0; 8])).max(1);
     // bits per microsecond = Mbit/s; ×1000 = kbit/s.

@@ -267,8 +267,8 @@ fn role(
 /// (`preflight-skipped`); or, when no verdict came (no master, the master port busy), a warning that
 /// strict mode turns into a refusal. `environ` is the environment the command inherits.
 pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
-    let s = match setup(snap, cfg, plan) {
-        Ok(s) => s,
+    let setup = match setup(snap, cfg, plan) {
+        Ok(setup) => setup,
         Err(why) => {
             plan.finding(
                 Finding::PreflightSkipped,
@@ -284,7 +284,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let probe_timeout = PROBE_TIMEOUT.min(Duration::from_secs(cfg.preflight_timeout_s));
     let env = nccl_env(&crate::exec::final_env(environ, plan));
     let nonce = nonce();
-    let responder = net::Responder::start(s.bootstrap, &s.key, nonce);
+    let responder = net::Responder::start(setup.bootstrap, &setup.key, nonce);
     let ifaces = networks::local(snap, cfg);
     let has = |v6: bool| {
         ifaces
@@ -293,12 +293,12 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             .any(|a| a.addr.is_ipv6() == v6)
     };
     let sink = measure::Sink::start(has(false), has(true), nonce);
-    let mut me = local_report(snap, cfg, plan, &s, &env, &responder, nonce);
+    let mut me = local_report(snap, cfg, plan, &setup, &env, &responder, nonce);
     me.ifaces = ifaces.clone();
     me.sink_ports = (sink.port4, sink.port6);
     let vendor = !crate::decide::vendor_profile(snap).is_empty();
-    let end: Result<FleetVerdict, (Finding, String)> = match s.role {
-        Role::Master => match master::run(&s, me.clone(), deadline, probe_timeout) {
+    let end: Result<FleetVerdict, (Finding, String)> = match setup.role {
+        Role::Master => match master::run(&setup, me.clone(), deadline, probe_timeout) {
             Ok(master::MasterOutcome::Verdict(m)) => {
                 log(format!(
                     "preflight: verdict for {} of {} nodes, {}: {}",
@@ -311,11 +311,11 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
             }
             Ok(master::MasterOutcome::Yield(why)) => {
                 log(format!("preflight: {why}"));
-                as_worker(&s, me, deadline, probe_timeout)
+                as_worker(&setup, me, deadline, probe_timeout)
             }
             Err(why) => Err((Finding::PreflightListenFailed, why)),
         },
-        Role::Worker => as_worker(&s, me, deadline, probe_timeout),
+        Role::Worker => as_worker(&setup, me, deadline, probe_timeout),
     };
     responder.stop();
     sink.stop();
@@ -429,16 +429,16 @@ fn move_to(
 
 /// The worker's side of the meeting, its verdict logged; or why none came, with the finding it is.
 fn as_worker(
-    s: &Setup,
+    setup: &Setup,
     me: NodeReport,
     deadline: Instant,
     probe_timeout: Duration,
 ) -> Result<FleetVerdict, (Finding, String)> {
-    match worker::run(s, me, deadline, probe_timeout) {
+    match worker::run(setup, me, deadline, probe_timeout) {
         worker::WorkerEnd::Verdict(v) => {
             log(format!(
                 "preflight: verdict from the master {} for {} of {} nodes: {}",
-                s.master,
+                setup.master,
                 v.present,
                 v.expected,
                 verdict_word(&v)
@@ -496,7 +496,7 @@ fn local_report(
     snap: &Snapshot,
     cfg: &Config,
     plan: &Plan,
-    s: &Setup,
+    setup: &Setup,
     env: &BTreeMap<String, String>,
     responder: &net::Responder,
     nonce: u64,
@@ -508,14 +508,14 @@ fn local_report(
         .net
         .as_ref()
         .ok()
-        .and_then(|n| n.links.iter().find(|l| l.name == s.ifname))
+        .and_then(|n| n.links.iter().find(|l| l.name == setup.ifname))
         .and_then(|l| l.mtu);
     let nccl_version = node_nccl_version(snap, cfg);
-    let mut r = NodeReport {
+    let mut report = NodeReport {
         hostname,
-        ifname: s.ifname.clone(),
-        addr: s.bootstrap,
-        family: Family::of(&s.bootstrap),
+        ifname: setup.ifname.clone(),
+        addr: setup.bootstrap,
+        family: Family::of(&setup.bootstrap),
         mtu,
         data_mtus: mtu::local(snap, env.get("NCCL_SOCKET_IFNAME").map(String::as_str))
             .iter()
@@ -534,7 +534,7 @@ fn local_report(
             Verdict::Refuse { reason, .. } => Some(reason.clone()),
             Verdict::Proceed => None,
         },
-        node_rank: s.node_rank,
+        node_rank: setup.node_rank,
         ifaces: Vec::new(),
         sink_ports: (None, None),
         measure: cfg.preflight_measure,
@@ -549,10 +549,10 @@ fn local_report(
         }),
     };
     for c in plan.changes.iter().filter(|c| c.name.starts_with("NCCL_")) {
-        r.decided.insert(c.name.clone(), c.reason.clone());
+        report.decided.insert(c.name.clone(), c.reason.clone());
     }
-    r.sanitize();
-    r
+    report.sanitize();
+    report
 }
 
 /// The NCCL version this node reports to the others: with `NCCLENV_NCCL_LIB` / `--nccl-lib` set, that

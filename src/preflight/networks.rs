@@ -277,58 +277,69 @@ pub fn choose(ms: &[Measured]) -> Option<usize> {
 ///   node figure divided by [`SLOW_FRACTION`]; a pair under the median pair so divided, neither of whose
 ///   nodes is so named, is named as a pair (one direction slow);
 /// - nominal: a node whose sysfs speed on this network is below the fastest node's there (both known).
-pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
-    let n = m.cand.legs.len();
+pub fn slow_links(measurement: &Measured, names: &[String]) -> Vec<String> {
+    let leg_count = measurement.cand.legs.len();
     let mut out = Vec::new();
-    let speeds = nominal(&m.cand);
-    let fig: Vec<Option<u64>> = m.pairs.iter().map(|p| p.as_ref().ok().copied()).collect();
+    let speeds = nominal(&measurement.cand);
+    let fig: Vec<Option<u64>> = measurement
+        .pairs
+        .iter()
+        .map(|p| p.as_ref().ok().copied())
+        .collect();
     let mut known: Vec<u64> = fig.iter().flatten().copied().collect();
     known.sort_unstable();
     let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("node {i}"));
-    if n >= 3 && known.len() == n {
-        let pair_median = known[n / 2];
+    if leg_count >= 3 && known.len() == leg_count {
+        let pair_median = known[leg_count / 2];
         let f = |i: usize| fig[i].unwrap_or(0);
         // A node's figure is the faster of its two pairs: a slow node slows both, a slow neighbour one.
-        let node: Vec<u64> = (0..n).map(|k| f(k).max(f((k + n - 1) % n))).collect();
+        let node: Vec<u64> = (0..leg_count)
+            .map(|k| f(k).max(f((k + leg_count - 1) % leg_count)))
+            .collect();
         let mut sorted = node.clone();
         sorted.sort_unstable();
-        let node_median = sorted[n / 2];
+        let node_median = sorted[leg_count / 2];
         let named: Vec<bool> = node
             .iter()
             .map(|x| x.saturating_mul(SLOW_FRACTION) < node_median)
             .collect();
-        for k in (0..n).filter(|&k| named[k]) {
-            let pred = (k + n - 1) % n;
+        for k in (0..leg_count).filter(|&k| named[k]) {
+            let pred = (k + leg_count - 1) % leg_count;
             out.push(format!(
                 "node {} ({}) measured {} to {} and {} from {}, under a quarter of the fleet's median {} on {}; \
                  {speeds}",
                 name(k),
-                m.cand.legs[k].ifname,
+                measurement.cand.legs[k].ifname,
                 rate(f(k)),
-                name((k + 1) % n),
+                name((k + 1) % leg_count),
                 rate(f(pred)),
                 name(pred),
                 rate(node_median),
-                m.cand.label()
+                measurement.cand.label()
             ));
         }
         let slow = |i: usize| f(i).saturating_mul(SLOW_FRACTION) < pair_median;
-        for i in (0..n).filter(|&i| slow(i) && !named[i] && !named[(i + 1) % n]) {
+        for i in (0..leg_count).filter(|&i| slow(i) && !named[i] && !named[(i + 1) % leg_count]) {
             out.push(format!(
                 "the pair {} ({}) to {} ({}) measured {}, under a quarter of the fleet's median pair {} on {}; \
                  {speeds}",
                 name(i),
-                m.cand.legs[i].ifname,
-                name((i + 1) % n),
-                m.cand.legs[(i + 1) % n].ifname,
+                measurement.cand.legs[i].ifname,
+                name((i + 1) % leg_count),
+                measurement.cand.legs[(i + 1) % leg_count].ifname,
                 rate(f(i)),
                 rate(pair_median),
-                m.cand.label()
+                measurement.cand.label()
             ));
         }
     }
-    let top = m.cand.legs.iter().filter_map(|l| l.speed_mbps).max();
-    for (i, l) in m.cand.legs.iter().enumerate() {
+    let top = measurement
+        .cand
+        .legs
+        .iter()
+        .filter_map(|l| l.speed_mbps)
+        .max();
+    for (i, l) in measurement.cand.legs.iter().enumerate() {
         if let (Some(s), Some(top)) = (l.speed_mbps, top) {
             if s < top {
                 let measured = fig.get(i).copied().flatten().map_or_else(
@@ -341,7 +352,7 @@ pub fn slow_links(m: &Measured, names: &[String]) -> Vec<String> {
                     name(i),
                     l.ifname,
                     link_rate(s),
-                    m.cand.label(),
+                    measurement.cand.label(),
                     link_rate(top)
                 ));
             }
@@ -500,7 +511,7 @@ pub fn assemble(cands: Vec<Candidate>, figures: &[Option<Vec<Figure>>]) -> Vec<M
 /// returned), the faster network beside a kept `NCCL_SOCKET_IFNAME`, or the choice that stays; with every
 /// network's figure.
 fn decide(
-    v: &mut FleetVerdict,
+    verdict: &mut FleetVerdict,
     members: &[Member],
     measured: &[Measured],
     plan: &mut Plan,
@@ -523,7 +534,7 @@ fn decide(
                 now.cand.names(),
                 rate(now.slowest().unwrap_or(0)),
             );
-            v.network = w.cand.net.map(|net| NetChoice { net, how });
+            verdict.network = w.cand.net.map(|net| NetChoice { net, how });
             used = Some(w.clone());
             (
                 format!(
@@ -570,7 +581,7 @@ fn decide(
 /// network the fleet uses ([`slow_links`]; by nominal speed also without a measurement), which refuses
 /// when any node is strict and nothing refuses yet.
 pub fn conclude(
-    v: &mut FleetVerdict,
+    verdict: &mut FleetVerdict,
     members: &[Member],
     cands: Vec<Candidate>,
     measured: Vec<Measured>,
@@ -587,7 +598,7 @@ pub fn conclude(
         );
     }
     if !measured.is_empty() {
-        if let Some(w) = decide(v, members, &measured, &mut plan) {
+        if let Some(w) = decide(verdict, members, &measured, &mut plan) {
             used = Some(w);
         }
     }
@@ -612,9 +623,9 @@ pub fn conclude(
         }
     }
     let strict = members.iter().any(|m| m.report.strict);
-    if strict && v.refuse.is_none() {
+    if strict && verdict.refuse.is_none() {
         if let Some(w) = plan.warnings.iter().find(|w| w.strict_refuses) {
-            v.refuse = Some(Note {
+            verdict.refuse = Some(Note {
                 code: w.code.clone(),
                 severity: Severity::Warn,
                 message: format!(
@@ -625,11 +636,12 @@ pub fn conclude(
                 strict_refuses: false,
             });
             // A refusing fleet has not passed.
-            v.findings
+            verdict
+                .findings
                 .retain(|w| w.code != Finding::PreflightPassed.code());
         }
     }
-    v.findings.extend(plan.warnings);
+    verdict.findings.extend(plan.warnings);
 }
 
 #[cfg(test)]

@@ -77,38 +77,38 @@ enum Attempt {
     Lost(String),
 }
 
-/// Run the worker's side of the meeting `s` with this node's report `me` until `deadline` (for reaching
+/// Run the worker's side of the meeting `setup` with this node's report `me` until `deadline` (for reaching
 /// the master; once connected, the master's own deadline bounds the wait), probing within `probe_timeout`.
 /// A connection the master closes before the ring (a hello it found overdue on a lossy link, a restarted
 /// master) is retried until `deadline`.
-pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration) -> WorkerEnd {
-    let master = s.master;
+pub fn run(setup: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration) -> WorkerEnd {
+    let master = setup.master;
     let mut lost: Option<String> = None;
     let (mut stream, mut buf, target) = loop {
-        let (stream, buf, other) = match connect(s, deadline, me.nonce) {
+        let (stream, buf, other) = match connect(setup, deadline, me.nonce) {
             Ok(x) => x,
             Err(why) => {
                 return WorkerEnd::NoVerdict(match lost {
                     Some(l) => format!(
                         "the master {master} went away during the meeting ({l}) and no preflight master answered \
                          there again within {} s",
-                        s.timeout_s
+                        setup.timeout_s
                     ),
                     None => why,
                 })
             }
         };
-        match meet(s, &me, stream, buf, other) {
+        match meet(setup, &me, stream, buf, other) {
             Attempt::Ring(st, b, t) => break (st, b, t),
             Attempt::End(e) => return e,
             Attempt::Lost(why) => lost = Some(why),
         }
     };
     if let Some(t) = &target {
-        let p = net::probe(t, &s.key, probe_timeout);
+        let p = net::probe(t, &setup.key, probe_timeout);
         if let Err(e) = send(
             &mut stream,
-            &s.key,
+            &setup.key,
             &Msg::ProbeResult(p),
             Instant::now() + Duration::from_secs(5),
         ) {
@@ -118,13 +118,13 @@ pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration
         }
     }
     let mut wait = probe_timeout + Duration::from_secs(10);
-    let mut got = recv(&mut stream, &mut buf, &s.key, Instant::now() + wait);
+    let mut got = recv(&mut stream, &mut buf, &setup.key, Instant::now() + wait);
     // The master may first ask for this node's pairs on the networks every node shares (#23).
     if let Ok(Msg::Measure(legs)) = &got {
         let figures = super::measure::run_legs(legs);
         let sent = send(
             &mut stream,
-            &s.key,
+            &setup.key,
             &Msg::Measured(figures),
             Instant::now() + Duration::from_secs(5),
         );
@@ -134,7 +134,7 @@ pub fn run(s: &Setup, me: NodeReport, deadline: Instant, probe_timeout: Duration
             ));
         }
         wait = Duration::from_secs(10);
-        got = recv(&mut stream, &mut buf, &s.key, Instant::now() + wait);
+        got = recv(&mut stream, &mut buf, &setup.key, Instant::now() + wait);
     }
     let end = match got {
         Ok(Msg::Verdict(mut v)) => {
@@ -174,23 +174,23 @@ fn gone_words(e: &RecvError) -> String {
 /// node count (`other`), the hello still goes out with this node's own key (the master names the difference)
 /// and this node waits for the master's verdict, read with the master's key: it is not in the ring.
 fn meet(
-    s: &Setup,
+    setup: &Setup,
     me: &NodeReport,
     mut stream: TcpStream,
     mut buf: FrameBuf,
     other: OtherCount,
 ) -> Attempt {
-    let master = s.master;
+    let master = setup.master;
     let bound = Instant::now() + Duration::from_secs(5);
-    if let Err(e) = send(&mut stream, &s.key, &Msg::Hello(me.clone()), bound) {
+    if let Err(e) = send(&mut stream, &setup.key, &Msg::Hello(me.clone()), bound) {
         return Attempt::Lost(format!("cannot say hello: {e}"));
     }
     if let Some((n, key)) = other {
-        return misfit(s, stream, buf, n, &key);
+        return misfit(setup, stream, buf, n, &key);
     }
     // The master waits at most its own timeout for the others (it started before this connection).
-    let ring_until = Instant::now() + Duration::from_secs(s.timeout_s) + Duration::from_secs(5);
-    match recv(&mut stream, &mut buf, &s.key, ring_until) {
+    let ring_until = Instant::now() + Duration::from_secs(setup.timeout_s) + Duration::from_secs(5);
+    match recv(&mut stream, &mut buf, &setup.key, ring_until) {
         Ok(Msg::Ring(t)) => Attempt::Ring(stream, buf, t),
         Ok(Msg::NotAdmitted(why)) => Attempt::End(WorkerEnd::NoVerdict(format!(
             "the master {master} did not admit this node: {}",
@@ -201,7 +201,7 @@ fn meet(
         ))),
         Err(RecvError::Timeout) => Attempt::End(WorkerEnd::NoVerdict(format!(
             "no ring assignment from the master {master} within {} s",
-            s.timeout_s + 5
+            setup.timeout_s + 5
         ))),
         Err(e) => Attempt::Lost(gone_words(&e)),
     }
@@ -209,14 +209,21 @@ fn meet(
 
 /// The rest of a meeting whose master says the job has `n` nodes where this node says `s.nnodes`: log it
 /// and wait for the master's verdict (its findings name this node), read with the master's `key`.
-fn misfit(s: &Setup, mut stream: TcpStream, mut buf: FrameBuf, n: u32, key: &str) -> Attempt {
-    let master = s.master;
+fn misfit(
+    setup: &Setup,
+    mut stream: TcpStream,
+    mut buf: FrameBuf,
+    nnodes: u32,
+    key: &str,
+) -> Attempt {
+    let master = setup.master;
     super::log(format!(
-        "preflight: the master {master} says the job has {n} nodes, this node {}: it reported to the master and \
+        "preflight: the master {master} says the job has {nnodes} nodes, this node {}: it reported to the master and \
          waits for its verdict",
-        s.nnodes
+        setup.nnodes
     ));
-    let wait = Duration::from_secs(s.timeout_s) + super::PROBE_TIMEOUT + Duration::from_secs(10);
+    let wait =
+        Duration::from_secs(setup.timeout_s) + super::PROBE_TIMEOUT + Duration::from_secs(10);
     Attempt::End(match recv(&mut stream, &mut buf, key, Instant::now() + wait) {
         Ok(Msg::Verdict(mut v)) => {
             sanitize_verdict(&mut v);
@@ -230,14 +237,14 @@ fn misfit(s: &Setup, mut stream: TcpStream, mut buf: FrameBuf, n: u32, key: &str
             "the master {master} sent something else than its verdict"
         )),
         Err(RecvError::Timeout) => WorkerEnd::Undelivered(format!(
-            "this node met the master {master} (it says {n} nodes, this node {}), but its verdict did not \
+            "this node met the master {master} (it says {nnodes} nodes, this node {}), but its verdict did not \
              arrive within {} s",
-            s.nnodes,
+            setup.nnodes,
             wait.as_secs()
         )),
         Err(e) => WorkerEnd::NoVerdict(format!(
-            "the master {master} (it says {n} nodes, this node {}) went away ({}) without a verdict",
-            s.nnodes,
+            "the master {master} (it says {nnodes} nodes, this node {}) went away ({}) without a verdict",
+            setup.nnodes,
             gone_words(&e)
         )),
     })
@@ -317,7 +324,7 @@ fn silent_words(master: std::net::SocketAddr, n: u32) -> String {
 /// there is over), as do [`SILENT_TRIES`] connections in a row that were accepted and on which nothing spoke
 /// ([`silent_words`]).
 fn connect(
-    s: &Setup,
+    setup: &Setup,
     deadline: Instant,
     seed: u64,
 ) -> Result<(TcpStream, FrameBuf, OtherCount), String> {
@@ -329,22 +336,22 @@ fn connect(
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(no_master_words(
-                s.master,
+                setup.master,
                 &last.0,
                 last.1,
                 attempt,
-                s.timeout_s,
+                setup.timeout_s,
             ));
         }
         attempt += 1;
-        match TcpStream::connect_timeout(&s.master, left.min(Duration::from_secs(2))) {
+        match TcpStream::connect_timeout(&setup.master, left.min(Duration::from_secs(2))) {
             Ok(mut stream) => {
                 let _ = stream.set_nonblocking(true);
                 let _ = stream.set_nodelay(true);
                 let mut buf = FrameBuf::default();
                 let waited = greeting_wait(silent);
                 let until = (Instant::now() + waited).min(deadline);
-                let e = match recv(&mut stream, &mut buf, &s.key, until) {
+                let e = match recv(&mut stream, &mut buf, &setup.key, until) {
                     Ok(Msg::Greeting) => return Ok((stream, buf, None)),
                     // This job's master endpoint with another node count: one of the two is misconfigured,
                     // and the master names it to every node.
@@ -354,12 +361,12 @@ fn connect(
                     Ok(_) => {
                         return Err(format!(
                             "the preflight master at {} sent something else than its greeting",
-                            s.master
+                            setup.master
                         ))
                     }
                     Err(e) => e,
                 };
-                match no_greeting(s.master, e) {
+                match no_greeting(setup.master, e) {
                     NoGreeting::Again(what, why) => {
                         last = (what, why);
                         silent = 0;
@@ -369,7 +376,7 @@ fn connect(
                         silent += 1;
                         last = (format!("no greeting within {} s", waited.as_secs()), None);
                         if silent >= SILENT_TRIES {
-                            return Err(silent_words(s.master, silent));
+                            return Err(silent_words(setup.master, silent));
                         }
                         continue;
                     }

@@ -231,44 +231,44 @@ pub fn job_command(
             .find(|(k, _)| k.as_encoded_bytes() == name.as_bytes())
             .map(|(_, v)| v.to_string_lossy().into_owned())
     };
-    let u = crate::shell::unwrap(&args, &lookup);
-    if !u.wrapped() {
+    let unwrapped = crate::shell::unwrap(&args, &lookup);
+    if !unwrapped.wrapped() {
         return JobCommand {
             argv: cmd.to_vec(),
             env: None,
             wrapper: None,
-            script: u.script,
-            problems: u.problems,
+            script: unwrapped.script,
+            problems: unwrapped.problems,
             env_removed: None,
             env_assigned: Vec::new(),
             cwd: None,
         };
     }
     let mut job_env = env.clone();
-    if u.cleared {
+    if unwrapped.cleared {
         job_env.retain(|k, _| !is_launcher_var(k));
     }
-    for n in &u.unset {
+    for n in &unwrapped.unset {
         job_env.remove(n);
     }
     let mut env_assigned = Vec::new();
-    for (n, v) in &u.assignments {
+    for (n, v) in &unwrapped.assignments {
         if is_launcher_var(n) {
             job_env.insert(n.clone(), launcher::redact_userinfo(v));
         } else if is_recorded(n) {
             env_assigned.push((n.clone(), launcher::redact_userinfo(v)));
         }
     }
-    let env_removed = removed_names(&u);
+    let env_removed = removed_names(&unwrapped);
     JobCommand {
-        argv: u.argv.iter().map(OsString::from).collect(),
+        argv: unwrapped.argv.iter().map(OsString::from).collect(),
         env: Some(job_env),
-        wrapper: Some(wrapper_text(&u)),
-        script: u.script,
-        problems: u.problems,
+        wrapper: Some(wrapper_text(&unwrapped)),
+        script: unwrapped.script,
+        problems: unwrapped.problems,
         env_removed,
         env_assigned,
-        cwd: u.cwd,
+        cwd: unwrapped.cwd,
     }
 }
 

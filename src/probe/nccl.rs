@@ -52,20 +52,20 @@ pub const PYTHON_LIB_ROOTS: &[&str] = &[
 /// `nvidia_nccl_cu*-X.Y.Z.dist-info` directory in the same site-packages. Never fails: unreadable
 /// directories are skipped.
 pub fn find_installs(env: &BTreeMap<String, String>) -> Vec<NcclInstall> {
-    let mut f = Finder::default();
+    let mut finder = Finder::default();
     if let Some(lp) = env.get("LD_LIBRARY_PATH") {
         for d in lp.split(':').filter(|d| !d.is_empty()) {
-            f.scan_dir(Path::new(d), "LD_LIBRARY_PATH", None);
+            finder.scan_dir(Path::new(d), "LD_LIBRARY_PATH", None);
         }
     }
     if let Ok(bytes) = super::read::read_file(Path::new(LD_SO_CACHE), super::read::LD_CACHE_MAX) {
         for p in ld_cache_paths(&bytes) {
-            f.add(&p, "ld.so.cache", None);
+            finder.add(&p, "ld.so.cache", None);
         }
     }
     for d in SYSTEM_LIB_DIRS {
         for dir in expand(d, env) {
-            f.scan_dir(&dir, "system library directory", None);
+            finder.scan_dir(&dir, "system library directory", None);
         }
     }
     let mut sites: Vec<(PathBuf, &str)> = Vec::new();
@@ -99,23 +99,23 @@ pub fn find_installs(env: &BTreeMap<String, String>) -> Vec<NcclInstall> {
             continue;
         }
         let wheel = wheel_version(&site);
-        f.scan_dir(
+        finder.scan_dir(
             &site.join("nvidia/nccl/lib"),
             &format!("{label} (nvidia-nccl wheel)"),
             wheel.as_deref(),
         );
-        f.scan_dir(
+        finder.scan_dir(
             &site.join("torch/lib"),
             &format!("{label} (torch bundled)"),
             None,
         );
-        f.scan_dir(
+        finder.scan_dir(
             &site.join("paddle/libs"),
             &format!("{label} (paddle bundled)"),
             None,
         );
     }
-    f.out
+    finder.out
 }
 
 /// `source` of the installation named by `NCCLENV_NCCL_LIB` / `--nccl-lib` (see [`explicit_install`]).

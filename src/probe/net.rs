@@ -483,17 +483,17 @@ fn drop_plain_labels(net: &mut Network) {
 /// or `None` when it is not an IPv4/IPv6 route of table main (`RTA_TABLE` when present, else `rtm_table`),
 /// or is a cache clone (`RTM_F_CLONED`). `RTNH_F_LINKDOWN` or `RTNH_F_DEAD` in `rtm_flags` (single path) or
 /// in a next hop's `rtnh_flags` (`RTA_MULTIPATH`) mark that path as link-down.
-fn route_from(m: RouteMessage) -> Option<Route> {
-    let h = &m.header;
-    let family = match h.address_family {
+fn route_from(msg: RouteMessage) -> Option<Route> {
+    let header = &msg.header;
+    let family = match header.address_family {
         AddressFamily::Inet => Family::Inet,
         AddressFamily::Inet6 => Family::Inet6,
         _ => return None,
     };
-    if h.flags.contains(RouteFlags::Cloned) {
+    if header.flags.contains(RouteFlags::Cloned) {
         return None;
     }
-    let mut table = u32::from(h.table);
+    let mut table = u32::from(header.table);
     let dead = RouteFlags::Linkdown | RouteFlags::Dead;
     let mut route = Route {
         family,
@@ -501,14 +501,14 @@ fn route_from(m: RouteMessage) -> Option<Route> {
         metric: 0,
         oif: None,
         gateway: None,
-        linkdown: h.flags.intersects(dead),
+        linkdown: header.flags.intersects(dead),
         nexthops: Vec::new(),
-        kind: u8::from(h.kind),
-        scope: u8::from(h.scope),
+        kind: u8::from(header.kind),
+        scope: u8::from(header.scope),
         prefsrc: None,
     };
-    let dst_len = h.destination_prefix_length;
-    for attr in m.attributes {
+    let dst_len = header.destination_prefix_length;
+    for attr in msg.attributes {
         match attr {
             RouteAttribute::Table(t) => table = t,
             RouteAttribute::Destination(a) if dst_len > 0 => {

@@ -1,13 +1,13 @@
-//! The decision core with plain data: the field cases F1–F12 and F16–F21, F26–F29 (docs/field-cases.md) as
-//! snapshots, no kernel involved; F1–F12 are rows of the one table in `tests/it/common/layouts.rs`
-//! ([`decided`]), the others hand-written. The same cases run against real namespaces in
-//! `tests/it/field_cases.rs`.
+//! The decision core with plain data: the field cases F1–F13 and F16–F21, F26–F29 (docs/field-cases.md) as
+//! snapshots, no kernel involved; F1–F13, F16, F18–F20 and F26–F29 are rows of the one table in
+//! `tests/it/common/layouts.rs` ([`decided`]), F17 and the checks a row cannot hold hand-written. The same
+//! cases run against real namespaces in `tests/it/field_cases.rs`.
 
 use crate::common::layouts::{self, Case};
 use crate::common::snapshot::{has_warning, ip, warning, warnings, SnapshotBuilder as Lay};
 use ncclenv::config::Config;
 use ncclenv::decide::decide;
-use ncclenv::plan::{Plan, Verdict};
+use ncclenv::plan::{Action, Plan, Severity, Verdict};
 use ncclenv::snapshot::*;
 
 fn val<'a>(p: &'a Plan, k: &str) -> Option<&'a str> {
@@ -18,21 +18,31 @@ fn refused(p: &Plan) -> bool {
 }
 
 /// Decides the field case `c` (a row of `tests/it/common/layouts.rs`, which `field_cases` runs through the
-/// binary too) and checks what the row says: each expected value (an inherited one unchanged), the findings
-/// present and absent, quiet, and strict mode. Returns the machine and the plan for the test's own checks.
+/// binary too) and checks what the row says: each expected value as the command would see it (the change,
+/// else the inherited value; an inherited one it expects, unchanged; the defaults of [`Case::expected`]),
+/// the findings present and absent, the infos, quiet, and strict mode. Returns the machine and the plan for
+/// the test's own checks.
 fn decided(c: &Case) -> (Lay, Plan) {
     let l = c.lay();
     let p = l.decide();
-    for (k, want) in c.expect {
-        match (c.inherited(k), want) {
-            (Some(old), Some(v)) if old == *v => {
-                assert_eq!(val(&p, k), None, "{k}={v} kept: no change {:?}", p.changes)
-            }
-            _ => assert_eq!(val(&p, k), *want, "{k}: {:?}", p.changes),
+    for (k, want) in c.expected() {
+        // What the command sees: the change, else the inherited value.
+        let change = p.changes.iter().find(|ch| ch.name == k);
+        let seen = match change.map(|ch| &ch.action) {
+            Some(Action::Set { value }) => Some(value.as_str()),
+            Some(Action::Unset) => None,
+            None => c.inherited(k),
+        };
+        assert_eq!(seen, want, "{k}: {:?}", p.changes);
+        if want.is_some() && want == c.inherited(k) {
+            assert!(change.is_none(), "{k} kept: no change {:?}", p.changes);
         }
     }
     for code in c.warns {
-        warning(&p, code);
+        assert_eq!(warning(&p, code).severity, Severity::Warn, "{code}");
+    }
+    for code in c.infos {
+        assert_eq!(warning(&p, code).severity, Severity::Info, "{code}");
     }
     for code in c.not {
         assert!(!has_warning(&p, code), "{code}: {:?}", p.warnings);
@@ -55,7 +65,7 @@ fn f1_docker_bridge() {
 }
 
 #[test]
-fn f2_baked_name_missing_on_host() {
+fn f2_deep_learning_containers_6469_baked_name_missing_on_host() {
     decided(&layouts::CASE_F2);
     let (_, p) = decided(&layouts::CASE_F2_BAKED);
     let c = p
@@ -67,17 +77,17 @@ fn f2_baked_name_missing_on_host() {
 }
 
 #[test]
-fn f3_compose_bridges_and_veths() {
+fn f3_nccl_697_compose_bridges_and_veths() {
     let (_, p) = decided(&layouts::CASE_F3);
     for c in &p.changes {
-        if let ncclenv::plan::Action::Set { value } = &c.action {
+        if let Action::Set { value } = &c.action {
             assert!(!value.contains("br-") && !value.contains("veth"), "{c:?}");
         }
     }
 }
 
 #[test]
-fn f4_fe80_veth_beside_uplink() {
+fn f4_pytorch_68893_fe80_veth_beside_uplink() {
     decided(&layouts::CASE_F4);
 }
 
@@ -86,7 +96,7 @@ fn f5() -> Lay {
 }
 
 #[test]
-fn f5_missing_name_is_repaired_listing_usable() {
+fn f5_nccl_1837_missing_name_is_repaired_listing_usable() {
     let (_, p) = decided(&layouts::CASE_F5_MISSING);
     let w = warning(&p, "inherited-ifname-repaired");
     for n in ["eth0", "eth1", "eth10"] {
@@ -95,7 +105,7 @@ fn f5_missing_name_is_repaired_listing_usable() {
 }
 
 #[test]
-fn f5_prefix_matching_two_is_kept_with_warning() {
+fn f5_nccl_1837_prefix_matching_two_is_kept_with_warning() {
     let (_, p) = decided(&layouts::CASE_F5_PREFIX);
     let w = warning(&p, "inherited-ifname-prefix");
     assert!(
@@ -107,12 +117,12 @@ fn f5_prefix_matching_two_is_kept_with_warning() {
 }
 
 #[test]
-fn f6_gloo_given_nccl_syntax() {
+fn f6_aws_do_eks_51_gloo_given_nccl_syntax() {
     decided(&layouts::CASE_F6);
 }
 
 #[test]
-fn f7_prefix_catches_vlan_children() {
+fn f7_nccl_177_prefix_catches_vlan_children() {
     decided(&layouts::CASE_F7);
     let (_, p) = decided(&layouts::CASE_F7_PREFIX);
     let w = warning(&p, "inherited-ifname-prefix");
@@ -124,13 +134,13 @@ fn f7_prefix_catches_vlan_children() {
 }
 
 #[test]
-fn f8_wifi_uplink_and_whitelist_missing_it() {
+fn f8_ray_30333_wifi_uplink_and_whitelist_missing_it() {
     decided(&layouts::CASE_F8);
     decided(&layouts::CASE_F8_LIST);
 }
 
 #[test]
-fn f9_ipv6_only_with_link_local_tunnel_first() {
+fn f9_nccl_529_ipv6_only_with_link_local_tunnel_first() {
     decided(&layouts::CASE_F9);
 }
 
@@ -173,6 +183,20 @@ fn f12_peer_on_secondary_network() {
     decided(&layouts::CASE_F12_PEER);
     // This pod is the master: the route is local, the owner of the address wins.
     decided(&layouts::CASE_F12_LOCAL);
+}
+
+/// F13, NVIDIA/nccl#342 and PaddlePaddle/Paddle#29331: Docker's 64 MiB `/dev/shm` with 4 GPUs.
+#[test]
+fn f13_nccl_342_docker_64m_dev_shm() {
+    let (_, p) = decided(&layouts::CASE_F13);
+    let w = warning(&p, "shm-too-small");
+    assert!(
+        w.remedy.contains("--shm-size") && w.remedy.contains("--ipc=host"),
+        "{w:?}"
+    );
+    decided(&layouts::CASE_F13_KEPT);
+    decided(&layouts::CASE_F13_KEPT_ON);
+    decided(&layouts::CASE_F13_ROOM);
 }
 
 #[test]
@@ -661,83 +685,33 @@ fn every_finding_code_is_documented_and_tested() {
 // ---------------------------------------------------------------------------------------------------------
 // F16–F21, F26–F29: the peer decides (docs/field-cases.md; the policy: docs/policy.md)
 
-/// F16: a direct cable with IPv4 link-local addresses only. The master 169.254.60.61 is on the cable.
-fn f16(default_nic: bool) -> (Lay, u32) {
-    let mut l = Lay::new();
-    if default_nic {
-        let e = l.plug("eno1", &["10.20.0.5/24"]);
-        l.default_via("10.20.0.1", e, 0, false);
-    }
-    let c = l.plug("enp3s0", &["169.254.94.75/16"]);
-    l.nnodes(2);
-    (l, c)
-}
-
+/// F16, PaddlePaddle/Paddle#47130: a direct cable with IPv4 link-local addresses. Link-local is usable when
+/// the master is on that link, and never taken without it.
 #[test]
-fn f16_link_local_is_usable_when_the_peer_is_on_that_link() {
-    for default_nic in [false, true] {
-        let (mut l, c) = f16(default_nic);
-        l.peer("--master", "169.254.60.61", Some(c), false);
-        let p = l.decide();
-        assert!(!refused(&p), "{:?}", p.verdict);
-        for k in [
-            "NCCL_SOCKET_IFNAME",
-            "GLOO_SOCKET_IFNAME",
-            "TP_SOCKET_IFNAME",
-        ] {
-            assert_eq!(
-                val(&p, k),
-                Some("enp3s0"),
-                "{k} (default NIC {default_nic})"
-            );
-        }
-        assert_eq!(val(&p, "POD_IP"), Some("169.254.94.75"));
-        assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
-        assert!(!p.has_warnings(), "{:#?}", p.warnings);
-        // An inherited value naming the cable is kept, not called risky or repaired.
-        l.env("NCCL_SOCKET_IFNAME", "enp3s0");
-        let p = l.decide();
-        assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None, "kept");
-        assert!(
-            !has_warning(&p, "inherited-ifname-repaired"),
-            "{:#?}",
-            p.warnings
-        );
-        assert!(
-            !has_warning(&p, "inherited-ifname-risky"),
-            "{:#?}",
-            p.warnings
-        );
+fn f16_paddle_47130_direct_cable_with_link_local_addresses() {
+    for c in [
+        &layouts::CASE_F16,
+        &layouts::CASE_F16_MASTER,
+        &layouts::CASE_F16_KEPT,
+        &layouts::CASE_F16_UPLINK,
+        &layouts::CASE_F16_UPLINK_KEPT,
+        &layouts::CASE_F16_UPLINK_NO_PEER,
+        &layouts::CASE_F16_UPLINK_REPAIRED,
+    ] {
+        decided(c);
     }
-    // This node is the master on the cable: the interface owning the address.
-    let (mut l, c) = f16(true);
-    l.peer("--master", "169.254.94.75", Some(1), true);
-    let _ = c;
-    assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("enp3s0"));
-}
-
-#[test]
-fn f16_link_local_is_never_taken_without_the_peer() {
-    // No peer: the default route's eno1, never the link-local cable.
-    let (l, _) = f16(true);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eno1"));
     // No default route either: eno1 is the only candidate (the cable is not one).
     let mut l = Lay::new();
     l.plug("eno1", &["10.20.0.5/24"]);
     l.plug("enp3s0", &["169.254.94.75/16"]);
     assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("eno1"));
     // A peer reached through a gateway on that link does not make link-local usable.
-    let (mut l, c) = f16(false);
-    l.peer_via("MASTER_ADDR", "10.9.0.1", c, "169.254.0.1");
+    let mut l = layouts::F16.lay();
+    l.nnodes(2);
+    let cable = layouts::index(&l, "enp3s0");
+    l.peer_via("MASTER_ADDR", "10.9.0.1", cable, "169.254.0.1");
     let p = l.decide();
     assert!(refused(&p), "{:#?}", p);
-    // Without the peer an inherited link-local-only value in a 2-node job is still repaired.
-    let (mut l, _) = f16(true);
-    l.env("NCCL_SOCKET_IFNAME", "enp3s0");
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eno1"));
-    assert!(has_warning(&p, "inherited-ifname-repaired"));
 }
 
 #[test]
@@ -834,43 +808,22 @@ fn f17_an_unresolved_peer_still_leaves_a_decided_environment() {
     assert!(!has_warning(&l.decide(), "peer-unresolved"));
 }
 
-/// F18: a vendor profile hands off the transport, not the bootstrap.
+/// F18, aws-samples/aws-do-eks#69: an EFA profile hands off the transport, not the bootstrap.
 #[test]
-fn f18_vendor_profile_sets_the_bootstrap_interface_and_repairs_nothing() {
-    let host = || {
-        let mut l = Lay::new();
-        let e = l.link("enp73s0", true, None);
-        l.addr(e, "10.1.239.200/16");
-        l.default_via("10.1.0.1", e, 0, false);
-        let d = l.link("docker0", true, Some("bridge"));
-        l.addr(d, "172.17.0.1/16");
-        l.rdma = Some(RdmaSnapshot::default());
-        l
-    };
-    // Control: without the profile NCCL_IB_DISABLE=1 is set (no RDMA device).
-    assert_eq!(val(&host().decide(), "NCCL_IB_DISABLE"), Some("1"));
-    let mut l = host();
-    l.env("FI_PROVIDER", "efa");
-    l.env("NCCL_NET_PLUGIN", "ofi");
-    let p = l.decide();
+fn f18_aws_do_eks_69_efa_vendor_profile() {
+    decided(&layouts::CASE_F18_NO_PROFILE);
+    let (_, p) = decided(&layouts::CASE_F18);
     assert!(!p.hands_off);
-    assert!(has_warning(&p, "vendor-profile"));
-    for k in [
-        "NCCL_SOCKET_IFNAME",
-        "GLOO_SOCKET_IFNAME",
-        "TP_SOCKET_IFNAME",
-    ] {
-        assert_eq!(val(&p, k), Some("enp73s0"), "{k}");
-    }
-    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET"));
     for c in &p.changes {
         assert!(
             !c.name.starts_with("NCCL_IB_") && !c.name.starts_with("NCCL_NET"),
             "a transport variable changed: {c:?}"
         );
     }
-    // An inherited value that would fail is kept and warned, never repaired.
-    l.env("NCCL_SOCKET_IFNAME", "eth9");
+    decided(&layouts::CASE_F18_KEPT);
+    // Gloo's `^lo` too (a namespace run cannot show it kept: `field_cases` holds every exported Gloo value
+    // to one plain name): kept and warned, never repaired.
+    let mut l = layouts::CASE_F18_KEPT.lay();
     l.env("GLOO_SOCKET_IFNAME", "^lo");
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), None);
@@ -896,77 +849,37 @@ fn f18_vendor_profile_sets_the_bootstrap_interface_and_repairs_nothing() {
     );
     assert!(refused(&l.strict()));
     // NCCL_NET_PLUGIN=none is no profile.
-    let mut l = host();
+    let mut l = layouts::CASE_F18_NO_PROFILE.lay();
     l.env("NCCL_NET_PLUGIN", "none");
     let p = l.decide();
     assert!(!has_warning(&p, "vendor-profile"));
     assert_eq!(val(&p, "NCCL_IB_DISABLE"), Some("1"));
 }
 
-/// F19: PyTorchJob's PET_RDZV_ENDPOINT on the Multus network (the parsing: `launcher` unit tests).
+/// F19, a Kubeflow PyTorchJob: the rendezvous endpoint or the master named by `PET_*` variables on the
+/// Multus network decides; a flag wins over its variable (the parsing: `launcher` unit tests).
 #[test]
-fn f19_the_rendezvous_endpoint_on_the_secondary_network_decides() {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["10.244.0.5/24"]);
-    l.default_via("10.244.0.1", e, 0, false);
-    let n = l.plug("net1", &["10.100.0.7/24"]);
-    l.nnodes(2);
-    l.peer("PET_RDZV_ENDPOINT", "10.100.0.5", Some(n), false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("net1"));
-    assert!(!p.has_warnings(), "{:#?}", p.warnings);
+fn f19_kubeflow_pytorchjob_pet_variables() {
+    decided(&layouts::CASE_F19);
+    decided(&layouts::CASE_F19_MASTER_ADDR);
+    decided(&layouts::CASE_F19_FLAG_WINS);
 }
 
 /// F20: the proxy warning is for HTTP rendezvous only, names whose, and knows what Paddle clears.
 #[test]
 fn f20_proxies_only_matter_to_http_rendezvous() {
-    let pod = || {
-        let mut l = Lay::new();
-        let e = l.plug("eth0", &["10.244.0.5/24"]);
-        l.default_via("10.244.0.1", e, 0, false);
-        let n = l.plug("net1", &["10.100.0.7/24"]);
-        l.nnodes(2);
-        l.peer("--master-addr", "10.100.0.5", Some(n), false);
-        l
-    };
-    // torchrun's static rendezvous: raw TCP.
-    let mut l = pod();
-    l.rendezvous(
-        RdzvProtocol::Tcp,
-        "torchrun's static rendezvous (TCPStore)",
-        "--master-addr",
-        "10.100.0.5",
-    );
-    l.env("HTTPS_PROXY", "http://proxy.example:3128");
-    l.env("HTTP_PROXY", "http://proxy.example:3128");
-    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
-    // Paddle's HTTP master with HTTP_PROXY: the warning names Paddle's master.
-    let mut l = pod();
-    l.rendezvous(
-        RdzvProtocol::Http,
-        "Paddle's HTTP master",
-        "--master",
-        "10.100.0.5",
-    );
-    l.env("HTTP_PROXY", "http://proxy.example:3128");
-    let p = l.decide();
+    decided(&layouts::CASE_F20_TORCHRUN);
+    let (_, p) = decided(&layouts::CASE_F20_PADDLE);
     let w = warning(&p, "proxy-catches-peer");
     assert!(
         w.message.contains("Paddle's HTTP master") && w.message.contains("HTTP_PROXY"),
         "{}",
         w.message
     );
+    decided(&layouts::CASE_F20_NO_PROXY);
+    decided(&layouts::CASE_F20_IPS);
     // Lower-case proxies alone: Paddle's launcher clears them. HTTPS_PROXY: not for an http:// master.
-    let mut l = pod();
-    l.rendezvous(
-        RdzvProtocol::Http,
-        "Paddle's HTTP master",
-        "--master",
-        "10.100.0.5",
-    );
-    l.env("http_proxy", "http://proxy.example:3128");
-    l.env("https_proxy", "http://proxy.example:3128");
+    let (mut l, _) = decided(&layouts::CASE_F20_LOWER_CASE);
     l.env("HTTPS_PROXY", "http://proxy.example:3128");
     assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
     // ALL_PROXY counts; NO_PROXY naming the host exempts it.
@@ -974,23 +887,33 @@ fn f20_proxies_only_matter_to_http_rendezvous() {
     assert!(has_warning(&l.decide(), "proxy-catches-peer"));
     l.env("NO_PROXY", "10.100.0.5");
     assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
-    // Paddle with --ips only: no rendezvous server, no warning.
-    let mut l = pod();
-    l.env("HTTP_PROXY", "http://proxy.example:3128");
-    assert!(!has_warning(&l.decide(), "proxy-catches-peer"));
 }
 
-/// F26: Horovod's, Open MPI's and UCX's interface variables, each in its own syntax.
+/// F26, horovod/horovod#1341: Horovod's own interface variable, and Open MPI's under `mpirun`.
 #[test]
-fn f26_other_launchers_interface_variables() {
-    let lay = || {
-        let mut l = Lay::new();
-        let a = l.plug("em1", &["10.5.1.11/24"]);
-        l.default_via("10.5.1.1", a, 0, false);
-        l.plug("em2", &["10.5.2.11/24"]);
-        l.env("NCCL_SOCKET_IFNAME", "em2");
-        l
-    };
+fn f26_horovod_1341_horovod_gloo_iface() {
+    for c in [
+        &layouts::CASE_F26,
+        &layouts::CASE_F26_LIST,
+        &layouts::CASE_F26_UNSET,
+        &layouts::CASE_F26_MPI_UNSET,
+        &layouts::CASE_F26_MPI_ONE_NODE,
+    ] {
+        let (_, p) = decided(c);
+        if let Some(bad) = c.inherited("HOROVOD_GLOO_IFACE") {
+            let w = warning(&p, "launcher-ifname-repaired");
+            assert!(w.message.contains(bad), "{}", w.message);
+        }
+    }
+    let (_, p) = decided(&layouts::CASE_F26_MPI);
+    assert!(warning(&p, "launcher-ifname-repaired")
+        .message
+        .contains("eth9"));
+    assert!(warning(&p, "companion-differs")
+        .message
+        .contains("10.5.2.0/24"));
+    let lay = f26_em2;
+    // The same without horovodrun: Horovod's variable is repaired whoever reads it.
     for bad in ["eth0", "em1,enp129s0f1"] {
         let mut l = lay();
         l.env("HOROVOD_GLOO_IFACE", bad);
@@ -1020,6 +943,20 @@ fn f26_other_launchers_interface_variables() {
     let mut l = lay();
     l.job.launcher = Some(Launcher::Horovod);
     assert_eq!(val(&l.decide(), "HOROVOD_GLOO_IFACE"), Some("em2"));
+}
+
+/// F26's layout with `NCCL_SOCKET_IFNAME=em2` inherited and a plain command (no launcher read).
+fn f26_em2() -> Lay {
+    let mut l = layouts::F26.lay();
+    l.env("NCCL_SOCKET_IFNAME", "em2");
+    l
+}
+
+/// F26 beyond the report: Open MPI's and UCX's interface variables, each in its own syntax, with a plain
+/// command (`mpirun`'s own rows: [`f26_horovod_1341_horovod_gloo_iface`]).
+#[test]
+fn f26_open_mpi_and_ucx_interface_variables() {
+    let lay = f26_em2;
     // Open MPI: names or CIDR networks.
     for (value, repaired, differs) in [
         ("eth9", true, false),
@@ -1085,37 +1022,16 @@ fn f26_other_launchers_interface_variables() {
     assert_eq!(val(&lay().decide(), "UCX_NET_DEVICES"), None);
 }
 
-/// F27: SGLang's IPv6 init address on net1.
+/// F27, THUDM/slime#2151: SGLang's IPv6 init address on net1.
 #[test]
-fn f27_an_ipv6_peer_on_the_secondary_network() {
-    let mut l = Lay::new();
-    let e = l.plug("eth0", &["10.30.0.11/24"]);
-    l.default_via("10.30.0.1", e, 0, false);
-    let n = l.plug("net1", &["fd00:20::12/64"]);
-    l.nnodes(2);
-    l.peer("--dist-init-addr", "fd00:20::11", Some(n), false);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("net1"));
-    assert_eq!(val(&p, "NCCL_SOCKET_FAMILY"), Some("AF_INET6"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("net1"));
-    assert_eq!(val(&p, "TP_SOCKET_IFNAME"), Some("net1"));
-    assert_eq!(val(&p, "POD_IP"), None);
+fn f27_slime_2151_sglang_ipv6_init_address() {
+    decided(&layouts::CASE_F27);
 }
 
-/// F28: the default route lives in table 300, reached by an ip rule.
+/// F28, aws/aws-parallelcluster-cookbook#2766: the default route lives in table 300, reached by an ip rule.
 #[test]
-fn f28_policy_routing_decides_the_default_route() {
-    let lay = || {
-        let mut l = Lay::new();
-        l.plug("ens5", &["10.7.1.10/24"]);
-        let b = l.plug("ens6", &["10.7.2.10/24"]);
-        (l, b)
-    };
-    let (mut l, b) = lay();
-    l.offlink("198.51.100.1", b, "10.7.2.1", 300);
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("ens6"));
-    assert!(!has_warning(&p, "no-route-decided"), "{:#?}", p.warnings);
+fn f28_parallelcluster_cookbook_2766_default_route_in_another_table() {
+    let (_, p) = decided(&layouts::CASE_F28);
     assert!(
         p.choice
             .as_ref()
@@ -1124,37 +1040,35 @@ fn f28_policy_routing_decides_the_default_route() {
         p.choice
     );
     // Control: without the rule's answer nothing tells them apart.
-    let (l, _) = lay();
+    let mut l = layouts::F28.lay();
+    l.net.default_lookups.clear();
     let p = l.decide();
     assert!(has_warning(&p, "no-route-decided"));
     // An answer from table main changes nothing: main's default routes (metric, dead links) decide.
-    let (mut l, b) = lay();
-    let a = 2;
-    l.default_via("10.7.1.1", a, 0, false);
-    l.offlink("198.51.100.1", b, "10.7.2.1", 254);
+    let ens5 = layouts::index(&l, "ens5");
+    let ens6 = layouts::index(&l, "ens6");
+    l.default_via("10.7.1.1", ens5, 0, false);
+    l.offlink(layouts::OFFLINK_PROBE, ens6, "10.7.2.1", 254);
     assert_eq!(val(&l.decide(), "NCCL_SOCKET_IFNAME"), Some("ens5"));
 }
 
-/// F29: vLLM names this node's address; with no peer route it decides.
+/// F29, vllm-project/vllm#15071: vLLM (or Ray) names this node's address; with no peer route it decides.
 #[test]
-fn f29_this_nodes_declared_address_decides_without_a_peer() {
-    let lay = || {
-        let mut l = Lay::new();
-        let a = l.plug("eth0", &["10.0.1.12/24"]);
-        let b = l.plug("eth1", &["10.8.0.12/24"]);
-        l.default_via("10.8.0.1", b, 0, false);
-        l.job.self_addr = Some("10.0.1.12".into());
-        l.job.self_addr_source = Some("VLLM_HOST_IP".into());
-        (l, a, b)
-    };
-    let (l, _, _) = lay();
-    let p = l.decide();
-    assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth0"));
-    assert_eq!(val(&p, "GLOO_SOCKET_IFNAME"), Some("eth0"));
-    assert!(!p.has_warnings(), "{:#?}", p.warnings);
+fn f29_vllm_15071_vllm_host_ip_names_this_nodes_address() {
+    decided(&layouts::CASE_F29);
+    decided(&layouts::CASE_F29_RAY_HEAD);
+    decided(&layouts::CASE_F29_NO_ADDRESS);
     // A peer route elsewhere wins, and the disagreement is said.
-    let (mut l, _, b) = lay();
-    l.peer_via("--address", "10.9.0.1", b, "10.8.0.1");
+    let (_, p) = decided(&layouts::CASE_F29_RAY_WORKER);
+    let w = warning(&p, "advertised-address-differs");
+    assert!(
+        w.message.contains("--node-ip-address") && w.message.contains("eth0"),
+        "{}",
+        w.message
+    );
+    let mut l = layouts::CASE_F29.lay();
+    let eth1 = layouts::index(&l, "eth1");
+    l.peer_via("--address", "10.9.0.1", eth1, "10.8.0.1");
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
     let w = warning(&p, "advertised-address-differs");
@@ -1164,7 +1078,7 @@ fn f29_this_nodes_declared_address_decides_without_a_peer() {
         w.message
     );
     // An address no interface has: the default route, and a warning.
-    let (mut l, _, _) = lay();
+    let mut l = layouts::CASE_F29.lay();
     l.job.self_addr = Some("10.0.7.7".into());
     let p = l.decide();
     assert_eq!(val(&p, "NCCL_SOCKET_IFNAME"), Some("eth1"));
@@ -1205,7 +1119,7 @@ fn a_loopback_pod_ip_in_a_multi_node_job_is_repaired() {
     assert!(p
         .changes
         .iter()
-        .any(|c| c.name == "POD_IP" && c.action == ncclenv::plan::Action::Unset));
+        .any(|c| c.name == "POD_IP" && c.action == Action::Unset));
     assert!(has_warning(&p, "pod-ip-repaired"));
 }
 

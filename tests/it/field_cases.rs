@@ -9,8 +9,8 @@
 //! - `ip -j` as an independent oracle: the chosen interface exists, is RUNNING, owns `POD_IP`, and is the
 //!   one the kernel's routes name.
 //!
-//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F12 read their rows from the one table
-//! in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
+//! The same cases run with plain data in `tests/it/decide_core.rs`; F1–F13, F16, F18–F20 and F26–F29 read
+//! their rows from the one table in `tests/it/common/layouts.rs` ([`run_case`]). After them: every finding code and README
 //! claim about the interface choice, produced through the binary from an input (and absent where it must
 //! be): config files, name resolution's bound, `NCCLENV_EXCLUDE`, hands-off cases, the NCCL version rule.
 
@@ -217,6 +217,29 @@ impl<'a> Job<'a> {
     fn unset(&mut self, k: &str) -> &mut Self {
         self.vars.remove(k);
         self
+    }
+
+    /// `/dev/shm` for ncclenv is an empty tmpfs of `size` (`NCCLENV_SHM_PATH`, mounted in a private mount
+    /// namespace: `unshare -m`, gone with the process), looked at with the default minimum.
+    fn shm_tmpfs(&mut self, size: &str) -> &mut Self {
+        let dir = self.tmp.join("shm");
+        std::fs::create_dir_all(&dir).expect("mkdir shm");
+        self.wrap = [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            "mount -t tmpfs -o size=\"$1\" tmpfs \"$2\" && shift 2 && exec \"$@\"",
+            "sh",
+            size,
+            &dir.display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        self.unset("NCCLENV_SHM_MIN")
+            .set("NCCLENV_SHM_PATH", &dir.display().to_string())
     }
 
     /// The job is `n` nodes: `--nnodes=N` in the command, `--nnodes=N` for `ncclenv env`.
@@ -642,16 +665,27 @@ fn oracle(ns: &Netns, o: &Outcome) {
 // F1–F12: the network
 
 /// Runs the field case `c` (a row of `tests/it/common/layouts.rs`, which `decide_core` decides as plain
-/// data too) in `ns`, where its network is built: the inherited values and node count set, the command's
-/// environment checked against the row, the route to the peer, the findings present and absent, quiet, and
-/// strict mode. Returns the job (the row's variables still set) and the outcome.
+/// data too) in `ns`, where its network is built: the inherited values, the command and the node count set,
+/// the command's environment checked against the row, the route to the peer, the findings present and
+/// absent, the infos, quiet, and strict mode. Returns the job (the row's variables and command still set)
+/// and the outcome.
 fn run_case<'a>(ns: &'a Netns, c: &Case) -> (Job<'a>, Outcome) {
     let mut job = Job::new(ns);
     for (k, v) in c.env {
         job.set(k, v);
     }
+    if !c.command.is_empty() {
+        assert!(
+            c.nnodes.is_none(),
+            "a launcher's command says the node count"
+        );
+        job.launch(c.command);
+    }
     if let Some(n) = c.nnodes {
         job.nnodes(n);
+    }
+    if let Some(size) = c.shm {
+        job.shm_tmpfs(size);
     }
     if let Some((dest, dev)) = c.peer {
         assert_eq!(route_get_dev(ns, dest), dev);
@@ -659,6 +693,11 @@ fn run_case<'a>(ns: &'a Netns, c: &Case) -> (Job<'a>, Outcome) {
     let o = job.check(c.expect);
     for code in c.warns {
         o.warning(code);
+    }
+    for code in c.infos {
+        let line = common::finding_line(&o.stderr, code)
+            .unwrap_or_else(|| panic!("no [{code}] on stderr:\n{}", o.stderr));
+        assert!(!line.starts_with("ncclenv: warning: "), "an info: {line}");
     }
     for code in c.not {
         assert!(!o.has_warning(code), "{code}: {}", o.stderr);
@@ -694,7 +733,7 @@ fn f1_docker_bridge() {
 /// F2: `ens6` 10.1.0.10/16 (plug), default via 10.1.0.1, no `eth0`; inherited `NCCL_SOCKET_IFNAME=eth0`,
 /// 2 nodes → repaired to `ens6`; nothing inherited → `ens6`.
 #[test]
-fn f2_baked_name_missing_on_host() {
+fn f2_deep_learning_containers_6469_baked_name_missing_on_host() {
     if !common::require_root() {
         return;
     }
@@ -722,7 +761,7 @@ fn f2_baked_name_missing_on_host() {
 /// F3: `bond0` 10.10.1.11/24 with the default route; three compose bridges with running ports; four
 /// fe80-only host-side veths → `bond0`, and no `br-`/`veth` name in any exported value.
 #[test]
-fn f3_compose_bridges_and_veths() {
+fn f3_nccl_697_compose_bridges_and_veths() {
     if !common::require_root() {
         return;
     }
@@ -745,7 +784,7 @@ fn f3_compose_bridges_and_veths() {
 
 /// F4: `ens5` 10.31.0.11/20 with the default route and a RUNNING fe80-only `veth3f2a` → `ens5`.
 #[test]
-fn f4_fe80_veth_beside_uplink() {
+fn f4_pytorch_68893_fe80_veth_beside_uplink() {
     if !common::require_root() {
         return;
     }
@@ -758,7 +797,7 @@ fn f4_fe80_veth_beside_uplink() {
 /// F5: `eth0`/`eth1`/`eth10`, default via `eth0`, job shape unknown. Inherited `eth2` → repaired to `eth0`
 /// with the usable interfaces listed; inherited `eth1` → kept with a prefix warning; nothing → `eth0`.
 #[test]
-fn f5_missing_name_and_prefix_matching_two() {
+fn f5_nccl_1837_missing_name_and_prefix_matching_two() {
     if !common::require_root() {
         return;
     }
@@ -785,7 +824,7 @@ fn f5_missing_name_and_prefix_matching_two() {
 /// F6: `ens5` with the default route, a RUNNING fe80-only `eni4c1d`, inherited NCCL syntax in both
 /// variables, `MASTER_ADDR=10.0.1.20` → the NCCL value is kept, `GLOO_SOCKET_IFNAME` repaired to `ens5`.
 #[test]
-fn f6_gloo_given_nccl_syntax() {
+fn f6_aws_do_eks_51_gloo_given_nccl_syntax() {
     if !common::require_root() {
         return;
     }
@@ -802,7 +841,7 @@ fn f6_gloo_given_nccl_syntax() {
 /// F7: `bond0` with macvlan children `bond0.2973` and `bond0.2973.1` (fe80 only). Nothing inherited →
 /// `=bond0`; inherited `bond0` → kept with a striping warning; strict → 78.
 #[test]
-fn f7_prefix_catches_vlan_children() {
+fn f7_nccl_177_prefix_catches_vlan_children() {
     if !common::require_root() {
         return;
     }
@@ -829,7 +868,7 @@ fn f7_prefix_catches_vlan_children() {
 /// F8: Wi-Fi uplink `wlp2s0` (default route metric 600), `enp3s0` without carrier. Nothing → `wlp2s0`;
 /// inherited `en,eth,bond` (matches only the dead `enp3s0`) → repaired to `wlp2s0`.
 #[test]
-fn f8_wifi_uplink_and_whitelist_missing_it() {
+fn f8_ray_30333_wifi_uplink_and_whitelist_missing_it() {
     if !common::require_root() {
         return;
     }
@@ -856,7 +895,7 @@ fn f8_wifi_uplink_and_whitelist_missing_it() {
 /// F9: no IPv4 but lo; a vxlan `ip6tnl0` (fe80 only, lower index) and `veth0` fd00:10::5/64 with
 /// `default via fe80::1` → `veth0`, `AF_INET6`, no `POD_IP`.
 #[test]
-fn f9_ipv6_only_with_link_local_tunnel_first() {
+fn f9_nccl_529_ipv6_only_with_link_local_tunnel_first() {
     if !common::require_root() {
         return;
     }
@@ -1016,43 +1055,20 @@ fn f12_peer_on_secondary_network() {
 // ---------------------------------------------------------------------------------------------------------
 // F13: /dev/shm
 
-/// F13: F1's network, `CUDA_VISIBLE_DEVICES=0,1,2,3`, `NCCLENV_SHM_PATH` on a tmpfs of `size` mounted in a
-/// private mount namespace (`unshare -m`, gone with the process).
-fn f13_job<'a>(ns: &'a Netns, size: &str) -> Job<'a> {
-    let mut job = Job::new(ns);
-    let dir = job.tmp.join("shm");
-    std::fs::create_dir_all(&dir).expect("mkdir shm");
-    job.wrap = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        "mount -t tmpfs -o size=\"$1\" tmpfs \"$2\" && shift 2 && exec \"$@\"",
-        "sh",
-        size,
-        &dir.display().to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    job.unset("NCCLENV_SHM_MIN")
-        .set("NCCLENV_SHM_PATH", &dir.display().to_string())
-        .set("CUDA_VISIBLE_DEVICES", "0,1,2,3");
-    job
-}
-
+/// F13, NVIDIA/nccl#342 and PaddlePaddle/Paddle#29331: F1's network, `CUDA_VISIBLE_DEVICES=0,1,2,3`,
+/// `/dev/shm` a 64 MiB tmpfs → `NCCL_SHM_DISABLE=1` with a warning naming Docker's flags; an inherited value
+/// is kept; 1 GiB → unset.
 #[test]
-fn f13_docker_64m_dev_shm() {
+fn f13_nccl_342_docker_64m_dev_shm() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f13");
-    ns.plug("eth0");
-    ns.addr("eth0", "172.17.0.2/16");
-    ns.route("default via 172.17.0.1 dev eth0");
-
-    let mut small = f13_job(&ns, "64m");
+    layouts::f1(&ns);
+    let (small, o) = run_case(&ns, &layouts::CASE_F13);
+    let w = o.warning("shm-too-small");
+    assert!(w.contains("--shm-size"), "{w}");
+    assert!(w.contains("--ipc=host"), "{w}");
     // Oracle: the tmpfs really is 64 MiB where ncclenv runs.
     let df = small.output(&[
         "/bin/sh".into(),
@@ -1064,29 +1080,11 @@ fn f13_docker_64m_dev_shm() {
         .map(|w| w.parse().expect("stat -f"))
         .collect();
     assert_eq!(blocks.iter().product::<u64>(), 64 << 20, "{df:?}");
-
-    let o = small.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("NCCL_SHM_DISABLE", Some("1")),
-    ]);
-    let w = o.warning("shm-too-small");
-    assert!(w.contains("--shm-size"), "{w}");
-    assert!(w.contains("--ipc=host"), "{w}");
-
     // Inherited values are kept, whatever they say.
-    small.set("NCCL_SHM_DISABLE", "1");
-    let o = small.check(&[("NCCL_SHM_DISABLE", Some("1"))]);
-    assert!(!o.has_warning("shm-too-small"), "{}", o.stderr);
-    small.set("NCCL_SHM_DISABLE", "0");
-    let o = small.check(&[("NCCL_SHM_DISABLE", Some("0"))]);
+    run_case(&ns, &layouts::CASE_F13_KEPT);
+    let (_, o) = run_case(&ns, &layouts::CASE_F13_KEPT_ON);
     assert!(o.warning("shm-too-small").contains("--shm-size"));
-
-    let big = f13_job(&ns, "1g");
-    let o = big.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("NCCL_SHM_DISABLE", None),
-    ]);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    run_case(&ns, &layouts::CASE_F13_ROOM);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1734,59 +1732,23 @@ fn a_dead_first_match_follows_the_nccl_version() {
 // ---------------------------------------------------------------------------------------------------------
 // F16–F21, F26–F29: the peer decides
 
-/// F16: node B's `enp3s0` 169.254.94.75/16 (scope link, as link-local autoconfiguration adds it) on a direct
-/// cable to the master 169.254.60.61 (the cable's far end); no default route.
-fn f16(ns: &Netns) {
-    let far = ns.plug("enp3s0");
-    ns.ip(&[
-        "addr",
-        "add",
-        "169.254.94.75/16",
-        "scope",
-        "link",
-        "dev",
-        "enp3s0",
-    ]);
-    ns.peer_ip(&["addr", "add", "169.254.60.61/16", "dev", &far]);
-}
-
-fn paddle_master(master: &str) -> [String; 7] {
-    [
-        "python",
-        "-m",
-        "paddle.distributed.launch",
-        &format!("--master={master}"),
-        "--nnodes=2",
-        "train.py",
-        "--lr=0.1",
-    ]
-    .map(String::from)
-}
-
+/// F16, PaddlePaddle/Paddle#47130: node B's `enp3s0` 169.254.94.75/16 (scope link, as link-local
+/// autoconfiguration adds it) on a direct cable to the master 169.254.60.61 (the cable's far end), Paddle's
+/// launcher naming the master; then with `eno1` holding the default route beside the cable.
 #[test]
-fn f16_direct_cable_with_link_local_addresses() {
+fn f16_paddle_47130_direct_cable_with_link_local_addresses() {
     if !common::require_root() {
         return;
     }
-    let cable = [
-        ("NCCL_SOCKET_IFNAME", Some("enp3s0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("enp3s0")),
-        ("TP_SOCKET_IFNAME", Some("enp3s0")),
-        ("POD_IP", Some("169.254.94.75")),
-    ];
     let ns = Netns::new("f16");
-    f16(&ns);
-    assert_eq!(route_get_dev(&ns, "169.254.60.61"), "enp3s0");
-    let mut job = Job::new(&ns);
-    let cmd = paddle_master("169.254.60.61:36011");
-    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
-    let o = job.check(&cable);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
-    // This node is the master: the interface owning 169.254.94.75.
-    let cmd = paddle_master("169.254.94.75:36011");
-    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
-    job.check(&cable);
+    layouts::F16.build(&ns);
+    for c in [
+        &layouts::CASE_F16,
+        &layouts::CASE_F16_MASTER,
+        &layouts::CASE_F16_KEPT,
+    ] {
+        run_case(&ns, c);
+    }
     // Control: the same 2-node job without the master has no usable interface but lo.
     let mut bare = Job::new(&ns);
     bare.launch(&[
@@ -1798,23 +1760,17 @@ fn f16_direct_cable_with_link_local_addresses() {
     ]);
     assert_eq!(bare.exec().code, Some(78));
 
-    // Variant: a second NIC holds the default route; the route to the master still uses the cable.
-    ns.plug("eno1");
-    ns.addr("eno1", "10.20.0.5/24");
-    ns.route("default via 10.20.0.1 dev eno1");
-    assert_eq!(route_get_dev(&ns, "169.254.60.61"), "enp3s0");
-    let mut job = Job::new(&ns);
-    let cmd = paddle_master("169.254.60.61:36011");
-    job.launch(&cmd.iter().map(String::as_str).collect::<Vec<_>>());
-    job.check(&cable);
-    // Variant: no peer named → eno1 (link-local is never taken by the default route or ranking).
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eno1")),
-        ("POD_IP", Some("10.20.0.5")),
-    ]);
-    assert_eq!(default_dev(&ns).as_deref(), Some("eno1"));
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    let up = Netns::new("f16up");
+    layouts::F16_UPLINK.build(&up);
+    assert_eq!(default_dev(&up).as_deref(), Some("eno1"));
+    for c in [
+        &layouts::CASE_F16_UPLINK,
+        &layouts::CASE_F16_UPLINK_KEPT,
+        &layouts::CASE_F16_UPLINK_NO_PEER,
+        &layouts::CASE_F16_UPLINK_REPAIRED,
+    ] {
+        run_case(&up, c);
+    }
 }
 
 /// A DNS server on 127.0.0.1:53 inside a namespace, run by a thread of the test: `answer` false reads
@@ -2006,74 +1962,36 @@ fn f17_master_name_does_not_resolve_yet() {
     assert!(!o.has_warning("peer-unresolved"), "{}", o.stderr);
 }
 
-/// F18: an EFA-style vendor profile: the bootstrap interface is set, the transport left alone.
+/// F18, aws-samples/aws-do-eks#69: an EFA profile: the bootstrap interface is set, the transport left alone.
 #[test]
-fn f18_vendor_profile_sets_only_the_bootstrap_interface() {
+fn f18_aws_do_eks_69_efa_vendor_profile() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f18");
-    common::layouts::f18(&ns);
-    let mut job = Job::new(&ns);
-    job.set("FI_PROVIDER", "efa").set("NCCL_NET_PLUGIN", "ofi");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("enp73s0")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
-        ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
-        ("TP_SOCKET_IFNAME", Some("enp73s0")),
-        ("NCCL_IB_DISABLE", None),
-    ]);
-    assert!(o.has_warning("vendor-profile"), "{}", o.stderr);
+    layouts::f18(&ns);
+    // Control: without the profile ncclenv disables IB (no RDMA device).
+    run_case(&ns, &layouts::CASE_F18_NO_PROFILE);
+    let (job, o) = run_case(&ns, &layouts::CASE_F18);
     for k in o.env.keys() {
         if k.starts_with("NCCL_IB_") || k.starts_with("NCCL_NET") {
             assert!(job.vars.contains_key(k), "{k} was added: {:?}", o.env);
         }
     }
-    // Control: without the profile ncclenv disables IB (no RDMA device).
-    let plain = Job::new(&ns);
-    plain.check(&[("NCCL_IB_DISABLE", Some("1"))]);
-    // An inherited value that would fail is kept, warned, never repaired; strict refuses.
-    job.set("NCCL_SOCKET_IFNAME", "eth9");
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("eth9")),
-        ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
-        ("NCCL_IB_DISABLE", None),
-    ]);
+    // An inherited value that would fail is kept, warned, never repaired; strict refuses (the row says so).
+    let (_, o) = run_case(&ns, &layouts::CASE_F18_KEPT);
     assert!(o.warning("vendor-value-kept").contains("eth9"));
-    assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
-    job.strict_refuses();
 }
 
 /// F19: Kubeflow's PyTorchJob: `torchrun train.py` with PET_* variables only.
-fn f19(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.244.0.5/24");
-    ns.route("default via 10.244.0.1 dev eth0");
-    ns.plug("net1");
-    ns.addr("net1", "10.100.0.7/24");
-}
-
 #[test]
-fn f19_pytorchjob_pet_variables() {
+fn f19_kubeflow_pytorchjob_pet_variables() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f19");
-    f19(&ns);
-    let net1 = [
-        ("NCCL_SOCKET_IFNAME", Some("net1")),
-        ("GLOO_SOCKET_IFNAME", Some("net1")),
-        ("TP_SOCKET_IFNAME", Some("net1")),
-        ("POD_IP", Some("10.100.0.7")),
-    ];
-    assert_eq!(route_get_dev(&ns, "10.100.0.5"), "net1");
-    let mut job = Job::new(&ns);
-    job.set("PET_NNODES", "2")
-        .set("PET_RDZV_ENDPOINT", "10.100.0.5:29400")
-        .set("PET_NODE_RANK", "1")
-        .launch(&["torchrun", "train.py"]);
-    let o = job.check(&net1);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    layouts::F19.build(&ns);
+    let (job, _) = run_case(&ns, &layouts::CASE_F19);
     let d = job.doctor_json();
     assert_eq!(d["peer"]["source"], "PET_RDZV_ENDPOINT", "{}", d["peer"]);
     assert_eq!(d["peer"]["port"], 29400);
@@ -2101,16 +2019,10 @@ fn f19_pytorchjob_pet_variables() {
     assert!(text.contains("from PET_RDZV_ENDPOINT (torchrun)"), "{text}");
 
     // The same with PET_MASTER_ADDR and PET_MASTER_PORT.
-    let mut job = Job::new(&ns);
-    job.set("PET_NNODES", "2")
-        .set("PET_MASTER_ADDR", "10.100.0.5")
-        .set("PET_MASTER_PORT", "23456")
-        .launch(&["torchrun", "train.py"]);
-    job.check(&net1);
+    let (job, _) = run_case(&ns, &layouts::CASE_F19_MASTER_ADDR);
     assert_eq!(job.doctor_json()["job"]["master_port"], 23456);
     // A flag wins over its PET_ variable, as in torchrun: the master on eth0's network.
-    job.launch(&["torchrun", "--master-addr", "10.244.0.9", "train.py"]);
-    job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    run_case(&ns, &layouts::CASE_F19_FLAG_WINS);
 
     // PET_NNODES makes it a 2-node job: with only lo, refused.
     let lo = Netns::new("f19lo");
@@ -2128,52 +2040,21 @@ fn f20_proxies_and_raw_tcp_rendezvous() {
         return;
     }
     let ns = Netns::new("f20");
-    f19(&ns);
-    let net1 = [("NCCL_SOCKET_IFNAME", Some("net1"))];
-    let mut job = Job::new(&ns);
-    job.set("HTTPS_PROXY", "http://proxy.example:3128")
-        .set("HTTP_PROXY", "http://proxy.example:3128")
-        .launch(&[
-            "torchrun",
-            "--nnodes=2",
-            "--master-addr=10.100.0.5",
-            "train.py",
-        ]);
-    let o = job.check(&net1);
-    assert!(!o.has_warning("proxy-catches-peer"), "{}", o.stderr);
-
-    let cmd = paddle_master("10.100.0.5:8090");
-    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
-    let mut paddle = Job::new(&ns);
-    paddle
-        .set("HTTP_PROXY", "http://proxy.example:3128")
-        .launch(&cmd);
-    let o = paddle.check(&net1);
+    layouts::F19.build(&ns);
+    run_case(&ns, &layouts::CASE_F20_TORCHRUN);
+    let (_, o) = run_case(&ns, &layouts::CASE_F20_PADDLE);
     let w = o.warning("proxy-catches-peer");
     assert!(
         w.contains("Paddle's HTTP master") && w.contains("HTTP_PROXY") && w.contains("10.100.0.5"),
         "{w}"
     );
-    paddle.set("NO_PROXY", "10.100.0.0/16");
-    assert!(!paddle.check(&net1).has_warning("proxy-catches-peer"));
-    // Lower-case proxies alone: Paddle's launcher clears them itself.
-    let mut lower = Job::new(&ns);
-    lower
-        .set("http_proxy", "http://proxy.example:3128")
-        .set("https_proxy", "http://proxy.example:3128")
-        .launch(&cmd);
-    assert!(!lower.check(&net1).has_warning("proxy-catches-peer"));
-    // Paddle with --ips only: no HTTP rendezvous.
-    let mut ips = Job::new(&ns);
-    ips.set("HTTP_PROXY", "http://proxy.example:3128").launch(&[
-        "python",
-        "-m",
-        "paddle.distributed.launch",
-        "--ips=10.100.0.5,10.100.0.7",
-        "train.py",
-    ]);
-    let o = ips.check(&net1);
-    assert!(!o.has_warning("proxy-catches-peer"), "{}", o.stderr);
+    for c in [
+        &layouts::CASE_F20_NO_PROXY,
+        &layouts::CASE_F20_LOWER_CASE,
+        &layouts::CASE_F20_IPS,
+    ] {
+        run_case(&ns, c);
+    }
 }
 
 /// F21: credentials in a rendezvous endpoint appear nowhere.
@@ -2183,7 +2064,7 @@ fn f21_credentials_in_a_rendezvous_endpoint() {
         return;
     }
     let ns = Netns::new("f21");
-    f19(&ns);
+    layouts::F19.build(&ns);
     let mut job = Job::new(&ns);
     job.set("NCCLENV_LOG", "debug").launch(&[
         "torchrun",
@@ -2292,114 +2173,46 @@ fn companions_pinned_to_a_multus_net1_with_only_fe80() {
     }
 }
 
-/// F26: Horovod's own interface variable, and Open MPI's.
+/// F26, horovod/horovod#1341: Horovod's own interface variable, and Open MPI's.
 #[test]
-fn f26_horovod_and_mpi_interface_variables() {
+fn f26_horovod_1341_horovod_gloo_iface() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f26");
-    ns.plug("em1");
-    ns.addr("em1", "10.5.1.11/24");
-    ns.route("default via 10.5.1.1 dev em1");
-    ns.plug("em2");
-    ns.addr("em2", "10.5.2.11/24");
-    let horovodrun = [
-        "horovodrun",
-        "-np",
-        "2",
-        "-H",
-        "node-a:1,node-b:1",
-        "python",
-        "train.py",
-    ];
-    for bad in ["eth0", "em1,enp129s0f1"] {
-        let mut job = Job::new(&ns);
-        job.set("HOROVOD_GLOO_IFACE", bad)
-            .set("NCCL_SOCKET_IFNAME", "em2")
-            .launch(&horovodrun);
-        let o = job.check(&[
-            ("NCCL_SOCKET_IFNAME", Some("em2")),
-            ("GLOO_SOCKET_IFNAME", Some("em2")),
-            ("HOROVOD_GLOO_IFACE", Some("em2")),
-        ]);
+    layouts::F26.build(&ns);
+    for c in [&layouts::CASE_F26, &layouts::CASE_F26_LIST] {
+        let (_, o) = run_case(&ns, c);
+        let bad = c.inherited("HOROVOD_GLOO_IFACE").expect("the row's value");
         assert!(
             o.warning("launcher-ifname-repaired").contains(bad),
             "{}",
             o.stderr
         );
-        job.strict_refuses();
     }
     // Unset: horovodrun gets NCCL's interface; another command does not.
-    let mut job = Job::new(&ns);
-    job.set("NCCL_SOCKET_IFNAME", "em2").launch(&horovodrun);
-    job.check(&[("HOROVOD_GLOO_IFACE", Some("em2"))]);
+    let (mut job, _) = run_case(&ns, &layouts::CASE_F26_UNSET);
     job.launch(&["torchrun", "train.py"]);
     job.check(&[("HOROVOD_GLOO_IFACE", None)]);
     // Open MPI: a missing name is repaired, a CIDR covering em2 is kept; mpirun gets both when unset. A job
     // that may span nodes gets em1's network as a CIDR (another node's NIC may have another name, #21), a
     // single-node one the name.
-    let mut job = Job::new(&ns);
-    job.set("OMPI_MCA_btl_tcp_if_include", "eth9")
-        .set("OMPI_MCA_oob_tcp_if_include", "10.5.2.0/24")
-        .launch(&["mpirun", "-np", "2", "-H", "a,b", "python", "train.py"]);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("em1")),
-        ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
-        ("OMPI_MCA_oob_tcp_if_include", Some("10.5.2.0/24")),
-        (
-            "OMPI_MCA_mca_base_env_list",
-            Some("NCCL_SOCKET_IFNAME;NCCL_SOCKET_FAMILY;GLOO_SOCKET_IFNAME;TP_SOCKET_IFNAME"),
-        ),
-    ]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F26_MPI);
     assert!(o.warning("launcher-ifname-repaired").contains("eth9"));
     assert!(o.warning("companion-differs").contains("10.5.2.0/24"));
-    let mut job = Job::new(&ns);
-    job.launch(&["mpirun", "-np", "2", "python", "train.py"]);
-    job.check(&[
-        ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
-        ("OMPI_MCA_oob_tcp_if_include", Some("10.5.1.0/24")),
-    ]);
-    let mut job = Job::new(&ns);
-    job.launch(&["mpirun", "-np", "2", "-H", "a:2", "python", "train.py"]);
-    job.check(&[
-        ("OMPI_MCA_btl_tcp_if_include", Some("em1")),
-        ("OMPI_MCA_oob_tcp_if_include", Some("em1")),
-        ("OMPI_MCA_mca_base_env_list", None),
-    ]);
+    run_case(&ns, &layouts::CASE_F26_MPI_UNSET);
+    run_case(&ns, &layouts::CASE_F26_MPI_ONE_NODE);
 }
 
-/// F27: SGLang's `--dist-init-addr [fd00:20::11]:5000` on an IPv6-only secondary network.
+/// F27, THUDM/slime#2151: SGLang's `--dist-init-addr [fd00:20::11]:5000` on an IPv6-only secondary network.
 #[test]
-fn f27_sglang_ipv6_init_address() {
+fn f27_slime_2151_sglang_ipv6_init_address() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f27");
-    common::layouts::f27(&ns);
-    assert_eq!(route_get_dev(&ns, "fd00:20::11"), "net1");
-    let mut job = Job::new(&ns);
-    job.launch(&[
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        "m",
-        "--dist-init-addr",
-        "[fd00:20::11]:5000",
-        "--nnodes",
-        "2",
-        "--node-rank",
-        "1",
-    ]);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("net1")),
-        ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
-        ("GLOO_SOCKET_IFNAME", Some("net1")),
-        ("TP_SOCKET_IFNAME", Some("net1")),
-        ("POD_IP", None),
-    ]);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
+    layouts::f27(&ns);
+    let (job, _) = run_case(&ns, &layouts::CASE_F27);
     let j = &job.doctor_json()["job"];
     assert_eq!(
         (&j["node_rank"], &j["master_port"], &j["launcher"]),
@@ -2408,23 +2221,18 @@ fn f27_sglang_ipv6_init_address() {
     );
 }
 
-/// F28: the default route lives in table 300, reached by `ip rule add from all lookup 300`.
+/// F28, aws/aws-parallelcluster-cookbook#2766: the default route lives in table 300, reached by `ip rule add
+/// from all lookup 300`.
 #[test]
-fn f28_default_route_in_another_table() {
+fn f28_parallelcluster_cookbook_2766_default_route_in_another_table() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f28");
-    common::layouts::f28(&ns);
+    layouts::f28(&ns);
     assert_eq!(default_dev(&ns), None, "table main has no default route");
-    assert_eq!(route_get_dev(&ns, "198.51.100.1"), "ens6");
-    let job = Job::new(&ns);
-    let o = job.check(&[
-        ("NCCL_SOCKET_IFNAME", Some("ens6")),
-        ("GLOO_SOCKET_IFNAME", Some("ens6")),
-        ("POD_IP", Some("10.7.2.10")),
-    ]);
-    assert!(!o.has_warning("no-route-decided"), "{}", o.stderr);
+    assert_eq!(route_get_dev(&ns, layouts::OFFLINK_PROBE), "ens6");
+    let (job, _) = run_case(&ns, &layouts::CASE_F28);
     let d = job.doctor_json();
     let lookups = d["routes"]["lookups"].as_array().expect("lookups");
     assert!(lookups.iter().any(|l| l["table"] == 300), "{lookups:?}");
@@ -2434,48 +2242,23 @@ fn f28_default_route_in_another_table() {
     assert!(o.has_warning("no-route-decided"), "{}", o.stderr);
 }
 
-/// F29: vLLM (or Ray) names this node's address; the interface owning it is the choice.
+/// F29, vllm-project/vllm#15071: vLLM (or Ray) names this node's address; the interface owning it is the
+/// choice.
 #[test]
-fn f29_vllm_host_ip_names_this_nodes_address() {
+fn f29_vllm_15071_vllm_host_ip_names_this_nodes_address() {
     if !common::require_root() {
         return;
     }
     let ns = Netns::new("f29");
-    ns.plug("eth0");
-    ns.addr("eth0", "10.0.1.12/24");
-    ns.plug("eth1");
-    ns.addr("eth1", "10.8.0.12/24");
-    ns.route("default via 10.8.0.1 dev eth1");
-    let eth0 = [
-        ("NCCL_SOCKET_IFNAME", Some("eth0")),
-        ("GLOO_SOCKET_IFNAME", Some("eth0")),
-        ("POD_IP", Some("10.0.1.12")),
-    ];
-    let mut job = Job::new(&ns);
-    job.set("VLLM_HOST_IP", "10.0.1.12").launch(&[
-        "vllm",
-        "serve",
-        "model",
-        "--tensor-parallel-size",
-        "16",
-    ]);
-    let o = job.check(&eth0);
-    assert!(o.warnings().is_empty(), "{}", o.stderr);
-    let mut ray = Job::new(&ns);
-    ray.launch(&["ray", "start", "--head", "--node-ip-address=10.0.1.12"]);
-    ray.check(&eth0);
+    layouts::F29.build(&ns);
+    run_case(&ns, &layouts::CASE_F29);
+    let (ray, _) = run_case(&ns, &layouts::CASE_F29_RAY_HEAD);
     assert_eq!(
         ray.doctor_json()["job"]["self_addr_source"],
         "--node-ip-address"
     );
     // A Ray worker whose head is reached through eth1: the route decides, the disagreement is said.
-    ray.launch(&[
-        "ray",
-        "start",
-        "--address=10.8.0.50:6379",
-        "--node-ip-address=10.0.1.12",
-    ]);
-    let o = ray.check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
+    let (_, o) = run_case(&ns, &layouts::CASE_F29_RAY_WORKER);
     assert!(
         o.warning("advertised-address-differs")
             .contains("--node-ip-address"),
@@ -2483,7 +2266,7 @@ fn f29_vllm_host_ip_names_this_nodes_address() {
         o.stderr
     );
     // Control: no declared address → the default route.
-    Job::new(&ns).check(&[("NCCL_SOCKET_IFNAME", Some("eth1"))]);
+    run_case(&ns, &layouts::CASE_F29_NO_ADDRESS);
 }
 
 /// A bridged container (Docker's default bridge, NAT'd by the host with nftables) in a multi-node job whose

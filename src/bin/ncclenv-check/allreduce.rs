@@ -233,45 +233,50 @@ impl Orchestrator {
             r.gpus_visible = Some(0);
             return r;
         }
-        let mut r = HelperResult::new(Mode::Allreduce, false);
-        r.nccl_version = self.nccl_version;
-        if let Some(m) = &self.id {
-            r.addr = m.addr.clone();
-            r.port = m.port;
-            r.family = m.family.clone();
-            r.nranks = Some(m.nranks);
-            r.gpus_visible = m.gpus_visible;
+        let mut result = HelperResult::new(Mode::Allreduce, false);
+        result.nccl_version = self.nccl_version;
+        if let Some(id) = &self.id {
+            result.addr = id.addr.clone();
+            result.port = id.port;
+            result.family = id.family.clone();
+            result.nranks = Some(id.nranks);
+            result.gpus_visible = id.gpus_visible;
         }
         self.results.sort_by_key(|m| m.rank);
-        r.ranks = std::mem::take(&mut self.results);
+        result.ranks = std::mem::take(&mut self.results);
         if let Some(e) = self.failure {
-            r.error = Some(e);
-            return r;
+            result.error = Some(e);
+            return result;
         }
-        let n = r.nranks.unwrap_or(0);
-        if n == 0 || r.ranks.len() as u32 != n {
-            r.error = Some(HelperError::new(
+        let nranks = result.nranks.unwrap_or(0);
+        if nranks == 0 || result.ranks.len() as u32 != nranks {
+            result.error = Some(HelperError::new(
                 Stage::Crash,
-                format!("{} of {n} ranks reported", r.ranks.len()),
+                format!("{} of {nranks} ranks reported", result.ranks.len()),
             ));
-            return r;
+            return result;
         }
-        let secs = r
+        let secs = result
             .ranks
             .iter()
             .filter_map(|m| m.seconds)
             .fold(0.0f64, f64::max);
-        let bytes = r.ranks.iter().filter_map(|m| m.bytes).max().unwrap_or(0);
-        r.ok = true;
-        r.bytes = Some(bytes);
-        r.seconds = Some(secs);
+        let bytes = result
+            .ranks
+            .iter()
+            .filter_map(|m| m.bytes)
+            .max()
+            .unwrap_or(0);
+        result.ok = true;
+        result.bytes = Some(bytes);
+        result.seconds = Some(secs);
         if secs > 0.0 {
             let alg = bytes as f64 / secs / 1e9;
-            r.algbw_gbps = Some(alg);
-            r.busbw_gbps = Some(alg * 2.0 * (f64::from(n) - 1.0) / f64::from(n));
+            result.algbw_gbps = Some(alg);
+            result.busbw_gbps = Some(alg * 2.0 * (f64::from(nranks) - 1.0) / f64::from(nranks));
         }
-        r.note = capped_note(self.gpus, n);
-        r
+        result.note = capped_note(self.gpus, nranks);
+        result
     }
 }
 

@@ -224,7 +224,7 @@ impl Cuda {
     /// Number of visible GPUs; `CUDA_ERROR_NO_DEVICE` (100) and, for the runtime without a driver,
     /// `cudaErrorInsufficientDriver` (35) mean no GPU.
     pub fn count(&self) -> Result<Count, HelperError> {
-        let mut n: c_int = 0;
+        let mut devices: c_int = 0;
         match &self.api {
             Api::Driver { init, count, .. } => {
                 // SAFETY: cuInit takes flags (0).
@@ -236,14 +236,14 @@ impl Cuda {
                     return Err(self.err("cuInit", rc));
                 }
                 // SAFETY: cuDeviceGetCount writes one int to the pointer given.
-                let rc = unsafe { count(&mut n) };
+                let rc = unsafe { count(&mut devices) };
                 if rc != CUDA_OK {
                     return Err(self.err("cuDeviceGetCount", rc));
                 }
             }
             Api::Runtime { count, .. } => {
                 // SAFETY: cudaGetDeviceCount writes one int to the pointer given.
-                let rc = unsafe { count(&mut n) };
+                let rc = unsafe { count(&mut devices) };
                 if rc == NO_DEVICE || rc == INSUFFICIENT_DRIVER {
                     return Ok(self.no_gpu("cudaGetDeviceCount", rc));
                 }
@@ -252,10 +252,10 @@ impl Cuda {
                 }
             }
         }
-        if n <= 0 {
+        if devices <= 0 {
             Ok(Count::NoGpu("CUDA sees 0 devices".into()))
         } else {
-            Ok(Count::Gpus(u32::try_from(n).unwrap_or(0)))
+            Ok(Count::Gpus(u32::try_from(devices).unwrap_or(0)))
         }
     }
 

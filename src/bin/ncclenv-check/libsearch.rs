@@ -135,23 +135,23 @@ pub enum Cand {
 
 /// Where libnccl is looked for, in order.
 pub fn nccl_candidates() -> Vec<Cand> {
-    let mut c = Vec::new();
+    let mut candidates = Vec::new();
     // An explicit NCCLENV_NCCL_LIB is the only candidate: proving another library than the one the user
     // named would prove nothing about theirs.
     if let Ok(p) = std::env::var("NCCLENV_NCCL_LIB") {
         if !p.is_empty() {
-            c.push(Cand::Pattern(p));
-            return c;
+            candidates.push(Cand::Pattern(p));
+            return candidates;
         }
     }
-    c.push(Cand::Loader("libnccl.so.2".into()));
-    c.push(Cand::Pattern("/usr/local/cuda*/lib64/libnccl.so.2".into()));
-    c.push(Cand::Pattern(
+    candidates.push(Cand::Loader("libnccl.so.2".into()));
+    candidates.push(Cand::Pattern("/usr/local/cuda*/lib64/libnccl.so.2".into()));
+    candidates.push(Cand::Pattern(
         "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
     ));
-    c.push(Cand::Pattern("/usr/lib64/libnccl.so.2".into()));
+    candidates.push(Cand::Pattern("/usr/lib64/libnccl.so.2".into()));
     for d in python_dirs() {
-        c.push(Cand::Any(
+        candidates.push(Cand::Any(
             format!("{d}/{{nvidia/nccl/lib,paddle/libs,torch/lib}}/libnccl.so.2"),
             vec![
                 format!("{d}/nvidia/nccl/lib/libnccl.so.2"),
@@ -160,27 +160,27 @@ pub fn nccl_candidates() -> Vec<Cand> {
             ],
         ));
     }
-    c
+    candidates
 }
 
 /// Where the CUDA driver library (then the runtime, newest first) is looked for, in order.
 pub fn cuda_candidates() -> Vec<Cand> {
-    let mut c = Vec::new();
+    let mut candidates = Vec::new();
     if let Ok(p) = std::env::var("NCCLENV_CUDA_LIB") {
         if !p.is_empty() {
-            c.push(Cand::Pattern(p));
+            candidates.push(Cand::Pattern(p));
         }
     }
-    c.push(Cand::Loader("libcuda.so.1".into()));
-    c.push(Cand::Pattern(
+    candidates.push(Cand::Loader("libcuda.so.1".into()));
+    candidates.push(Cand::Pattern(
         "/usr/lib/x86_64-linux-gnu/libcuda.so.1".into(),
     ));
-    c.push(Cand::Pattern("/usr/lib64/libcuda.so.1".into()));
-    c.push(Cand::Pattern("/usr/local/cuda*/compat/libcuda.so.1".into()));
+    candidates.push(Cand::Pattern("/usr/lib64/libcuda.so.1".into()));
+    candidates.push(Cand::Pattern("/usr/local/cuda*/compat/libcuda.so.1".into()));
     let dirs = python_dirs();
     for v in ["13", "12", "11.0"] {
-        c.push(Cand::Loader(format!("libcudart.so.{v}")));
-        c.push(Cand::Pattern(format!(
+        candidates.push(Cand::Loader(format!("libcudart.so.{v}")));
+        candidates.push(Cand::Pattern(format!(
             "/usr/local/cuda*/lib64/libcudart.so.{v}"
         )));
         // CUDA 12's runtime wheel (nvidia-cuda-runtime-cu12) has nvidia/cuda_runtime/lib; CUDA 13's
@@ -197,7 +197,7 @@ pub fn cuda_candidates() -> Vec<Cand> {
             &["nvidia/cuda_runtime/lib", "torch/lib", "paddle/libs"]
         };
         for d in &dirs {
-            c.push(Cand::Any(
+            candidates.push(Cand::Any(
                 format!("{d}/{{{}}}/libcudart.so.{v}", subs.join(",")),
                 subs.iter()
                     .map(|s| format!("{d}/{s}/libcudart.so.{v}"))
@@ -205,7 +205,7 @@ pub fn cuda_candidates() -> Vec<Cand> {
             ));
         }
     }
-    c
+    candidates
 }
 
 /// The paths a candidate stands for and the label it is reported under; `Err` with the "not found" line when

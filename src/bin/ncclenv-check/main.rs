@@ -51,7 +51,7 @@ struct Options {
 
 /// Parse `--gpus N`, `--mib M`, `--rank R`, `--nranks N` (each takes a number).
 fn options(args: &[String]) -> Options {
-    let mut o = Options {
+    let mut options = Options {
         gpus: 2,
         mib: 64,
         rank: None,
@@ -64,14 +64,14 @@ fn options(args: &[String]) -> Options {
         };
         let v32 = u32::try_from(v).unwrap_or(u32::MAX);
         match a.as_str() {
-            "--gpus" => o.gpus = v32.max(1),
-            "--mib" => o.mib = v.clamp(1, 1 << 20),
-            "--rank" => o.rank = Some(v32),
-            "--nranks" => o.nranks = Some(v32.max(1)),
+            "--gpus" => options.gpus = v32.max(1),
+            "--mib" => options.mib = v.clamp(1, 1 << 20),
+            "--rank" => options.rank = Some(v32),
+            "--nranks" => options.nranks = Some(v32.max(1)),
             other => usage_error(&format!("unknown option {other}")),
         }
     }
-    o
+    options
 }
 
 fn main() {
@@ -89,7 +89,7 @@ fn main() {
     let Some(cmd) = args.first() else {
         usage_error("no command")
     };
-    let o = options(&args[1..]);
+    let opts = options(&args[1..]);
     match cmd.as_str() {
         "bootstrap" => {
             emit(&HelperMsg::Result(bootstrap::bootstrap(None)));
@@ -97,18 +97,20 @@ fn main() {
         }
         "allreduce" => {
             step(None, Step::Load);
-            emit(&HelperMsg::Result(allreduce::allreduce(o.gpus, o.mib)));
+            emit(&HelperMsg::Result(allreduce::allreduce(
+                opts.gpus, opts.mib,
+            )));
             finish(EXIT_RESULT)
         }
         "rank" => {
-            let Some(rank) = o.rank else {
+            let Some(rank) = opts.rank else {
                 usage_error("rank needs --rank")
             };
             rank::run(rank::RankArgs {
                 rank,
-                gpus: o.gpus,
-                mib: o.mib,
-                nranks: o.nranks,
+                gpus: opts.gpus,
+                mib: opts.mib,
+                nranks: opts.nranks,
             })
         }
         "--version" | "-V" => {

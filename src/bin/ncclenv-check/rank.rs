@@ -52,34 +52,34 @@ pub fn run(a: RankArgs) -> ! {
 }
 
 /// The rank's steps, in order; a failure stops at its step.
-fn rank(a: &RankArgs) -> Result<RankResult, Stop> {
-    let r = a.rank;
-    step(Some(r), Step::Load);
-    let (nccl, cuda) = load(r)?;
-    if r == 0 {
+fn rank(args: &RankArgs) -> Result<RankResult, Stop> {
+    let rank = args.rank;
+    step(Some(rank), Step::Load);
+    let (nccl, cuda) = load(rank)?;
+    if rank == 0 {
         emit(&nccl.lib_msg());
         emit(&cuda.lib_msg());
     }
-    step(Some(r), Step::Cuda);
-    let visible = visible_gpus(&cuda, r)?;
-    let nranks = a.nranks.unwrap_or_else(|| a.gpus.max(1).min(visible));
-    if r >= visible {
+    step(Some(rank), Step::Cuda);
+    let visible = visible_gpus(&cuda, rank)?;
+    let nranks = args.nranks.unwrap_or_else(|| args.gpus.max(1).min(visible));
+    if rank >= visible {
         return Err(HelperError::new(
             Stage::Cuda,
-            format!("rank {r} has no GPU: only {visible} visible"),
+            format!("rank {rank} has no GPU: only {visible} visible"),
         )
         .into());
     }
-    let id = if r == 0 {
+    let id = if rank == 0 {
         make_id(&nccl, nranks, visible)?
     } else {
         read_id()?
     };
-    let bufs = Buffers::new(&cuda, r, a.mib)?;
-    step(Some(r), Step::Init);
+    let bufs = Buffers::new(&cuda, rank, args.mib)?;
+    step(Some(rank), Step::Init);
     let coll = nccl.collectives()?;
-    let comm = coll.init_rank(nranks, id, r)?;
-    step(Some(r), Step::Collective);
+    let comm = coll.init_rank(nranks, id, rank)?;
+    step(Some(rank), Step::Collective);
     let mut seconds = 0.0;
     // The first round warms up (connections, buffers); the second is timed.
     for round in 0..2 {
@@ -90,8 +90,8 @@ fn rank(a: &RankArgs) -> Result<RankResult, Stop> {
             seconds = t0.elapsed().as_secs_f64();
         }
     }
-    step(Some(r), Step::Verify);
-    verify(&cuda, &bufs, r, nranks, seconds)
+    step(Some(rank), Step::Verify);
+    verify(&cuda, &bufs, rank, nranks, seconds)
 }
 
 /// Load libnccl, then CUDA; rank 0 without a CUDA library reports `nogpu` (with the places looked).
@@ -207,7 +207,7 @@ impl Buffers {
 fn verify(
     cuda: &Cuda,
     bufs: &Buffers,
-    r: u32,
+    rank: u32,
     nranks: u32,
     seconds: f64,
 ) -> Result<RankResult, Stop> {
@@ -227,11 +227,11 @@ fn verify(
     let error = (mismatches > 0).then(|| {
         let (at, want, got) = first.unwrap_or((0, 0.0, 0.0));
         HelperError {
-            rank: Some(r),
+            rank: Some(rank),
             ..HelperError::new(
                 Stage::Verify,
                 format!(
-                    "wrong allreduce result on rank {r}: {mismatches} of {} float32 elements differ; first at \
+                    "wrong allreduce result on rank {rank}: {mismatches} of {} float32 elements differ; first at \
                      index {at} (expected {want}, got {got})",
                     bufs.count
                 ),
@@ -239,7 +239,7 @@ fn verify(
         }
     });
     Ok(RankResult {
-        rank: r,
+        rank,
         ok: mismatches == 0,
         nranks: Some(nranks),
         bytes: Some(bufs.send.bytes() as u64),

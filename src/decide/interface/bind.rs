@@ -14,39 +14,47 @@ use crate::plan::Plan;
 use crate::snapshot::{Family, Link, Peer, Snapshot};
 use std::net::IpAddr;
 
-/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's pick `p` (repairing a fatal inherited value
+/// The verdict on an inherited `NCCL_SOCKET_IFNAME` that would fail, for [`settle`]: repair it to `value`
+/// (the change's `reason`), saying `inherited-ifname-repaired` with `message` and `remedy`.
+fn ifname_fails(
+    value: &str,
+    reason: String,
+    message: String,
+    remedy: impl Into<String>,
+) -> Verdict {
+    Verdict::Fails(Repair {
+        new: Some(value.to_string()),
+        reason,
+        said: Said::new(Finding::InheritedIfnameRepaired, message, remedy),
+    })
+}
+
+/// Step "own choice used": set `NCCL_SOCKET_IFNAME` to ncclenv's `pick` (repairing a fatal inherited value
 /// through [`settle`]), and warn `no-route-decided` when no route supported it.
 pub(super) fn own_interface(
     snap: &Snapshot,
     view: &NetworkView,
-    p: &Pick,
+    pick: &Pick,
     list: &InheritedList,
     family: Option<Family>,
     fix: Fix,
     plan: &mut Plan,
 ) -> Bound {
     let era = nccl_target(snap).era;
-    let value = view.nccl_value_for(p.link, p.addr, family, era);
+    let value = view.nccl_value_for(pick.link, pick.addr, family, era);
     match list {
         InheritedList::Fatal { inh, why } => {
             let (val, origin) = (inh.value, &inh.origin);
-            settle(
-                plan,
-                fix,
-                inh,
-                Verdict::Fails(Repair {
-                    new: Some(value.clone()),
-                    reason: format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", p.link.name, p.how),
-                    said: Said::new(
-                        Finding::InheritedIfnameRepaired,
-                        format!(
-                            "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
-                            view.usable_list(family)
-                        ),
-                        format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
-                    ),
-                }),
+            let verdict = ifname_fails(
+                &value,
+                format!("inherited value {val:?} (from {origin}) would fail: {why}; chose {} by {}", pick.link.name, pick.how),
+                format!(
+                    "NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: {why}. Usable interfaces: {}",
+                    view.usable_list(family)
+                ),
+                format!("remove NCCL_SOCKET_IFNAME from the image or config file, or set it to {value}"),
             );
+            settle(plan, fix, inh, verdict);
         }
         InheritedList::Absent | InheritedList::Ignored => {
             let why = if value.starts_with('=') {
@@ -59,12 +67,12 @@ pub(super) fn own_interface(
             plan.set(
                 "NCCL_SOCKET_IFNAME",
                 value,
-                format!("{} by {}{why}", p.link.name, p.how),
+                format!("{} by {}{why}", pick.link.name, pick.how),
             );
         }
         InheritedList::Kept { .. } => {}
     }
-    if !p.routed {
+    if !pick.routed {
         let lead = match &snap.peer {
             Some(peer) if !peer.addrs.is_empty() => {
                 "no route to the peer and no default route named an interface"
@@ -76,21 +84,21 @@ pub(super) fn own_interface(
             Finding::NoRouteDecided,
             format!(
                 "{lead}; took {} as the {}. Usable: {}",
-                p.link.name,
-                p.how,
+                pick.link.name,
+                pick.how,
                 view.usable_list(family)
             ),
             "set NCCLENV_PEER (or MASTER_ADDR) to the master's address, or NCCL_SOCKET_IFNAME yourself",
         );
     }
     Bound {
-        ifname: p.link.name.clone(),
-        gname: p
+        ifname: pick.link.name.clone(),
+        gname: pick
             .addr
             .and_then(|a| a.label.clone())
-            .unwrap_or_else(|| p.link.name.clone()),
-        addr: p.addr.map(|a| a.addr),
-        how: p.how.clone(),
+            .unwrap_or_else(|| pick.link.name.clone()),
+        addr: pick.addr.map(|a| a.addr),
+        how: pick.how.clone(),
     }
 }
 
@@ -148,20 +156,13 @@ pub(super) fn loopback_fallback(
     match list.counted() {
         Some(inh) => {
             let (val, origin) = (inh.value, &inh.origin);
-            settle(
-                plan,
-                fix,
-                inh,
-                Verdict::Fails(Repair {
-                    new: Some(value.clone()),
-                    reason: format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
-                    said: Said::new(
-                        Finding::InheritedIfnameRepaired,
-                        format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
-                        "remove NCCL_SOCKET_IFNAME from the image or config file",
-                    ),
-                }),
+            let verdict = ifname_fails(
+                &value,
+                format!("inherited value {val:?} (from {origin}) matches no usable interface; only lo is left"),
+                format!("NCCL_SOCKET_IFNAME={val:?} (from {origin}) replaced by {value:?}: nothing it names is usable"),
+                "remove NCCL_SOCKET_IFNAME from the image or config file",
             );
+            settle(plan, fix, inh, verdict);
         }
         None => plan.set(
             "NCCL_SOCKET_IFNAME",
@@ -226,8 +227,8 @@ fn lacks_text(
 /// chosen here, is named). Elsewhere a warning that says what is true: a node that is not the master would
 /// connect to itself; a host name that resolves to loopback is typically the master's own name in its
 /// `/etc/hosts`.
-pub(super) fn peer_loopback(snap: &Snapshot, p: &Peer, own: Option<IpAddr>, plan: &mut Plan) {
-    let lo: Vec<String> = p
+pub(super) fn peer_loopback(snap: &Snapshot, peer: &Peer, own: Option<IpAddr>, plan: &mut Plan) {
+    let lo: Vec<String> = peer
         .addrs
         .iter()
         .filter(|a| a.is_loopback())
@@ -237,17 +238,17 @@ pub(super) fn peer_loopback(snap: &Snapshot, p: &Peer, own: Option<IpAddr>, plan
         return;
     }
     let nnodes = snap.job.nnodes.unwrap_or(2);
-    let literal = p.host.parse::<IpAddr>().is_ok();
+    let literal = peer.host.parse::<IpAddr>().is_ok();
     let here = if literal {
         format!(
             "the master {} (from {}) is a loopback address",
-            p.host, p.source
+            peer.host, peer.source
         )
     } else {
         format!(
             "the master's name {} (from {}) resolves to a loopback address here ({})",
-            p.host,
-            p.source,
+            peer.host,
+            peer.source,
             lo.join(", ")
         )
     };
@@ -259,7 +260,7 @@ pub(super) fn peer_loopback(snap: &Snapshot, p: &Peer, own: Option<IpAddr>, plan
     let owned = snap.net.as_ref().ok().and_then(|n| {
         n.addrs
             .iter()
-            .find(|a| !a.addr.is_loopback() && p.addrs.contains(&a.addr))
+            .find(|a| !a.addr.is_loopback() && peer.addrs.contains(&a.addr))
             .map(|a| a.addr)
     });
     let master_here = match (snap.job.node_rank, owned) {

@@ -243,16 +243,16 @@ fn route_to_peer<'a>(
     lookup: &RouteLookup,
     plan: &mut Plan,
 ) -> Option<Pick<'a>> {
-    let l = lookup.oif.and_then(|i| view.link(i))?;
+    let link = lookup.oif.and_then(|i| view.link(i))?;
     let peer_fam = Some(Family::of(&lookup.dest));
-    let Some(a) = view.candidate_for_peer(l, peer_fam) else {
+    let Some(a) = view.candidate_for_peer(link, peer_fam) else {
         plan.finding(
             Finding::PeerRouteUnusable,
             format!(
                 "the route to the peer {} leaves through {}, but {}",
                 lookup.dest,
-                l.name,
-                view.why_not(l, peer_fam)
+                link.name,
+                view.why_not(link, peer_fam)
             ),
             format!(
                 "fix that interface or the route; {}",
@@ -270,11 +270,11 @@ fn route_to_peer<'a>(
             view.net
                 .addrs
                 .iter()
-                .find(|x| x.index == l.index && x.addr == src && x.usable())
+                .find(|x| x.index == link.index && x.addr == src && x.usable())
         })
         .unwrap_or(a);
     Some(Pick {
-        link: l,
+        link,
         addr: Some(a),
         how: format!(
             "route to peer {} ({} from {}){}",

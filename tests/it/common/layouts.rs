@@ -2,12 +2,19 @@
 //! a few decoys of the same kind, as builders over a [`Netns`]. Used where a test must run on every layout,
 //! e.g. the agreement of ncclenv's model of NCCL with the real library (`tests/it/check_real_nccl.rs`).
 //!
+//! The field cases whose variants differ only in what the job inherits and runs are also written here as
+//! specifications, once: one [`Case`] row per variant (F1–F13, F16, F18–F20, F26–F29), which
+//! `tests/it/decide_core.rs` decides as plain data and `tests/it/field_cases.rs` runs through the binary.
+//!
 //! Each builder leaves the namespace settled: every RUNNING interface (except `lo`) has its IPv6 link-local
 //! address, so that two probes of the same layout see the same addresses in the same order.
 
 use super::snapshot::SnapshotBuilder;
 use super::Netns;
+use ncclenv::snapshot::{RdmaSnapshot, ShmInfo};
 use serde_json::Value;
+use std::ffi::OsString;
+use std::path::Path;
 
 /// One layout: a short name (the field case it comes from) and its builder.
 pub struct Layout {
@@ -210,6 +217,13 @@ pub enum Part {
     Vxlan(&'static str, &'static [&'static str]),
     /// The default route via `.0` out of `.1` with the metric `.2`.
     Default(&'static str, &'static str, u32),
+    /// A direct cable: a plug `.0` whose address `.1` has link scope (as link-local autoconfiguration adds
+    /// it), and `.2` on the cable's far end (the peer namespace's side of the veth).
+    Cable(&'static str, &'static str, &'static str),
+    /// The default route via `.0` out of `.1` only in the routing table `.2`, which an `ip rule` (`from all
+    /// lookup .2 pref 1000`) consults before table `main`; in plain data, the kernel's answer to an off-link
+    /// lookup from that table.
+    Table(&'static str, &'static str, u32),
 }
 
 /// A field case's network: its parts in creation order (so in the kernel's index order).
@@ -256,6 +270,20 @@ impl Net {
                     };
                     ns.route(&format!("{family}default via {gw} dev {dev}{metric}"));
                 }
+                Part::Cable(name, cidr, far) => {
+                    let far_end = ns.plug(name);
+                    ns.ip(&["addr", "add", cidr, "scope", "link", "dev", name]);
+                    ns.peer_ip(&["addr", "add", far, "dev", &far_end]);
+                }
+                Part::Table(gw, dev, table) => {
+                    let table = table.to_string();
+                    ns.ip(&[
+                        "rule", "add", "from", "all", "lookup", &table, "pref", "1000",
+                    ]);
+                    ns.ip(&[
+                        "route", "add", "default", "via", gw, "dev", dev, "table", &table,
+                    ]);
+                }
             }
         }
         for name in children {
@@ -293,11 +321,34 @@ impl Net {
                     let down = l.net.links.iter().any(|k| k.index == oif && !k.running);
                     l.default_via(gw, oif, metric, down);
                 }
+                Part::Cable(name, cidr, _) => {
+                    l.plug(name, &[cidr]);
+                }
+                Part::Table(gw, dev, table) => {
+                    let oif = index(&l, dev);
+                    l.offlink(OFFLINK_PROBE, oif, gw, table);
+                }
             }
         }
         l
     }
 }
+
+/// The bytes of a tmpfs `size` as `mount -o size=` reads it: a number with an optional `k`, `m` or `g`
+/// (binary multiples); panics on anything else (test data).
+pub fn tmpfs_bytes(size: &str) -> u64 {
+    let (digits, shift) = match size.as_bytes().last() {
+        Some(b'k') => (&size[..size.len() - 1], 10),
+        Some(b'm') => (&size[..size.len() - 1], 20),
+        Some(b'g') => (&size[..size.len() - 1], 30),
+        _ => (size, 0),
+    };
+    digits.parse::<u64>().expect("tmpfs size") << shift
+}
+
+/// The off-link destination whose route lookup stands for the probe's (TEST-NET-2, reached only by a default
+/// route).
+pub const OFFLINK_PROBE: &str = "198.51.100.1";
 
 /// The index of the link `name` in `l`; panics when there is none (test data).
 pub fn index(l: &SnapshotBuilder, name: &str) -> u32 {
@@ -379,8 +430,14 @@ pub struct Case {
     pub net: &'static Net,
     /// The inherited variables.
     pub env: &'static [(&'static str, &'static str)],
+    /// The job's command when it says something about the job (a launcher and its arguments, program
+    /// first), read as the binary reads it (`ncclenv::launcher::read`); empty for a plain command.
+    pub command: &'static [&'static str],
     /// The job's node count, when the command says it (`--nnodes=N`).
     pub nnodes: Option<u32>,
+    /// `/dev/shm` as an empty private tmpfs of this size (`mount -t tmpfs -o size=…`, e.g. `64m`), looked at
+    /// with ncclenv's default minimum; `None`: not looked at (the namespace runs set `NCCLENV_SHM_MIN=0`).
+    pub shm: Option<&'static str>,
     /// The job's master and the interface the kernel routes it through, `lo` for an address of this machine
     /// (the peer; its variable is in [`Case::env`]).
     pub peer: Option<(&'static str, &'static str)>,
@@ -391,6 +448,8 @@ pub struct Case {
     pub warns: &'static [&'static str],
     /// The finding codes that must not be.
     pub not: &'static [&'static str],
+    /// The info codes that must be reported (as infos, not warnings).
+    pub infos: &'static [&'static str],
     /// No warning at all (infos allowed).
     pub quiet: bool,
     /// `NCCLENV_STRICT=1` refuses the job (exit 78); otherwise it runs.
@@ -402,11 +461,14 @@ const fn plain(net: &'static Net, expect: &'static [(&'static str, Option<&'stat
     Case {
         net,
         env: &[],
+        command: &[],
         nnodes: None,
+        shm: None,
         peer: None,
         expect,
         warns: &[],
         not: &[],
+        infos: &[],
         quiet: true,
         strict_refuses: false,
     }
@@ -668,27 +730,566 @@ pub const CASE_F12_LOCAL: Case = Case {
     ..plain(&F12, F12_NET1)
 };
 
+/// What the command sees on F13's network with 4 GPUs and too small a `/dev/shm`: `eth0`, no shared memory.
+const F13_SMALL: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("eth0")),
+    ("NCCL_SHM_DISABLE", Some("1")),
+];
+
+/// F13, NVIDIA/nccl#342 and PaddlePaddle/Paddle#29331: Docker's 64 MiB `/dev/shm` on F1's network with
+/// `CUDA_VISIBLE_DEVICES=0,1,2,3` → `NCCL_SHM_DISABLE=1` and `shm-too-small` (not a strict refusal).
+pub const CASE_F13: Case = Case {
+    env: &[("CUDA_VISIBLE_DEVICES", "0,1,2,3")],
+    shm: Some("64m"),
+    warns: &["shm-too-small"],
+    quiet: false,
+    ..plain(&F1, F13_SMALL)
+};
+
+/// F13: an inherited `NCCL_SHM_DISABLE=1` is kept, and nothing is said.
+pub const CASE_F13_KEPT: Case = Case {
+    env: &[
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        ("NCCL_SHM_DISABLE", "1"),
+    ],
+    warns: &[],
+    not: &["shm-too-small"],
+    quiet: true,
+    ..CASE_F13
+};
+
+/// F13: an inherited `NCCL_SHM_DISABLE=0` is kept too, with the warning.
+pub const CASE_F13_KEPT_ON: Case = Case {
+    env: &[
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        ("NCCL_SHM_DISABLE", "0"),
+    ],
+    expect: &[
+        ("NCCL_SOCKET_IFNAME", Some("eth0")),
+        ("NCCL_SHM_DISABLE", Some("0")),
+    ],
+    ..CASE_F13
+};
+
+/// F13 with a 1 GiB `/dev/shm`: `NCCL_SHM_DISABLE` stays unset.
+pub const CASE_F13_ROOM: Case = Case {
+    env: &[("CUDA_VISIBLE_DEVICES", "0,1,2,3")],
+    shm: Some("1g"),
+    ..plain(
+        &F1,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth0")),
+            ("NCCL_SHM_DISABLE", None),
+        ],
+    )
+};
+
+/// What the command sees on F16's cable: every variable names `enp3s0`, `POD_IP` its link-local address.
+pub const F16_CABLE: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("enp3s0")),
+    ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+    ("GLOO_SOCKET_IFNAME", Some("enp3s0")),
+    ("TP_SOCKET_IFNAME", Some("enp3s0")),
+    ("POD_IP", Some("169.254.94.75")),
+];
+
+/// Paddle's launcher with its HTTP master on F16's cable, 2 nodes.
+const F16_PADDLE: &[&str] = &[
+    "python",
+    "-m",
+    "paddle.distributed.launch",
+    "--master=169.254.60.61:36011",
+    "--nnodes=2",
+    "train.py",
+    "--lr=0.1",
+];
+
+/// F16, PaddlePaddle/Paddle#47130: `--master` on the far end of a link-local cable → the cable.
+pub const CASE_F16: Case = Case {
+    command: F16_PADDLE,
+    peer: Some(("169.254.60.61", "enp3s0")),
+    ..plain(&F16, F16_CABLE)
+};
+
+/// F16: this node is the master on the cable (`--master=169.254.94.75:36011`, its own address) → the
+/// interface owning the address.
+pub const CASE_F16_MASTER: Case = Case {
+    command: &[
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        "--master=169.254.94.75:36011",
+        "--nnodes=2",
+        "train.py",
+        "--lr=0.1",
+    ],
+    peer: Some(("169.254.94.75", "lo")),
+    ..plain(&F16, F16_CABLE)
+};
+
+/// F16: an inherited `NCCL_SOCKET_IFNAME=enp3s0` naming the cable is kept, neither called risky nor
+/// repaired.
+pub const CASE_F16_KEPT: Case = Case {
+    env: &[("NCCL_SOCKET_IFNAME", "enp3s0")],
+    not: &["inherited-ifname-repaired", "inherited-ifname-risky"],
+    ..CASE_F16
+};
+
+/// F16 with `eno1` holding the default route: the route to the master still leaves through the cable.
+pub const CASE_F16_UPLINK: Case = Case {
+    net: &F16_UPLINK,
+    ..CASE_F16
+};
+
+/// F16 with `eno1`: the inherited `enp3s0` is kept there too.
+pub const CASE_F16_UPLINK_KEPT: Case = Case {
+    net: &F16_UPLINK,
+    ..CASE_F16_KEPT
+};
+
+/// F16 with `eno1` and no master named → `eno1`: link-local is never taken by the default route or ranking.
+pub const CASE_F16_UPLINK_NO_PEER: Case = plain(
+    &F16_UPLINK,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("eno1")),
+        ("GLOO_SOCKET_IFNAME", Some("eno1")),
+        ("POD_IP", Some("10.20.0.5")),
+    ],
+);
+
+/// F16 with `eno1`, no master, 2 nodes: an inherited `enp3s0` (link-local only) is repaired to `eno1`.
+pub const CASE_F16_UPLINK_REPAIRED: Case = Case {
+    nnodes: Some(2),
+    ..warned(
+        &F16_UPLINK,
+        &[("NCCL_SOCKET_IFNAME", "enp3s0")],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eno1")),
+            ("GLOO_SOCKET_IFNAME", Some("eno1")),
+            ("POD_IP", Some("10.20.0.5")),
+        ],
+        &["inherited-ifname-repaired"],
+    )
+};
+
+/// What the command sees on F18: the bootstrap interface `enp73s0`, NCCL's transport untouched (no
+/// `NCCL_IB_DISABLE` although no RDMA device is there).
+const F18_BOOTSTRAP: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("enp73s0")),
+    ("NCCL_SOCKET_FAMILY", Some("AF_INET")),
+    ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
+    ("TP_SOCKET_IFNAME", Some("enp73s0")),
+    ("POD_IP", Some("10.1.239.200")),
+    ("NCCL_IB_DISABLE", None),
+];
+
+/// The EFA profile of F18.
+const F18_EFA: &[(&str, &str)] = &[("FI_PROVIDER", "efa"), ("NCCL_NET_PLUGIN", "ofi")];
+
+/// F18, aws-samples/aws-do-eks#69: an EFA profile (`FI_PROVIDER=efa`, `NCCL_NET_PLUGIN=ofi`) → the bootstrap
+/// interface is set, the transport left alone.
+pub const CASE_F18: Case = Case {
+    env: F18_EFA,
+    infos: &["vendor-profile"],
+    ..plain(&F18, F18_BOOTSTRAP)
+};
+
+/// F18 without the profile (the control): `NCCL_IB_DISABLE=1`, since no RDMA device is there.
+pub const CASE_F18_NO_PROFILE: Case = Case {
+    not: &["vendor-profile"],
+    ..plain(
+        &F18,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("enp73s0")),
+            ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
+            ("NCCL_IB_DISABLE", Some("1")),
+        ],
+    )
+};
+
+/// F18: under the profile an inherited `NCCL_SOCKET_IFNAME=eth9` that would fail is kept and warned, never
+/// repaired; strict mode refuses.
+pub const CASE_F18_KEPT: Case = Case {
+    infos: &["vendor-profile"],
+    not: &["inherited-ifname-repaired"],
+    ..warned(
+        &F18,
+        &[
+            ("FI_PROVIDER", "efa"),
+            ("NCCL_NET_PLUGIN", "ofi"),
+            ("NCCL_SOCKET_IFNAME", "eth9"),
+        ],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth9")),
+            ("GLOO_SOCKET_IFNAME", Some("enp73s0")),
+            ("NCCL_IB_DISABLE", None),
+        ],
+        &["vendor-value-kept"],
+    )
+};
+
+/// What the command sees on F19's pod when the master is on the Multus network: `net1`.
+pub const F19_NET1: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("net1")),
+    ("GLOO_SOCKET_IFNAME", Some("net1")),
+    ("TP_SOCKET_IFNAME", Some("net1")),
+    ("POD_IP", Some("10.100.0.7")),
+];
+
+/// F19, a Kubeflow PyTorchJob: `torchrun train.py` with `PET_NNODES=2` and `PET_RDZV_ENDPOINT` on `net1` →
+/// `net1`.
+pub const CASE_F19: Case = Case {
+    env: &[
+        ("PET_NNODES", "2"),
+        ("PET_RDZV_ENDPOINT", "10.100.0.5:29400"),
+        ("PET_NODE_RANK", "1"),
+    ],
+    command: &["torchrun", "train.py"],
+    peer: Some(("10.100.0.5", "net1")),
+    ..plain(&F19, F19_NET1)
+};
+
+/// F19 with `PET_MASTER_ADDR` and `PET_MASTER_PORT` instead of the endpoint → `net1`.
+pub const CASE_F19_MASTER_ADDR: Case = Case {
+    env: &[
+        ("PET_NNODES", "2"),
+        ("PET_MASTER_ADDR", "10.100.0.5"),
+        ("PET_MASTER_PORT", "23456"),
+    ],
+    ..CASE_F19
+};
+
+/// F19: a flag wins over its `PET_` variable, as in torchrun: `--master-addr 10.244.0.9` beside
+/// `PET_MASTER_ADDR=10.100.0.5` → `eth0`.
+pub const CASE_F19_FLAG_WINS: Case = Case {
+    env: CASE_F19_MASTER_ADDR.env,
+    command: &["torchrun", "--master-addr", "10.244.0.9", "train.py"],
+    peer: Some(("10.244.0.9", "eth0")),
+    ..plain(
+        &F19,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("eth0")),
+            ("GLOO_SOCKET_IFNAME", Some("eth0")),
+            ("POD_IP", Some("10.244.0.5")),
+        ],
+    )
+};
+
+/// Paddle's launcher with its HTTP master 10.100.0.5:8090 on F19's `net1`, 2 nodes.
+const F20_PADDLE: &[&str] = &[
+    "python",
+    "-m",
+    "paddle.distributed.launch",
+    "--master=10.100.0.5:8090",
+    "--nnodes=2",
+    "train.py",
+    "--lr=0.1",
+];
+
+/// A proxy for the rows of F20.
+const PROXY: &str = "http://proxy.example:3128";
+
+/// F20: torchrun's static rendezvous is raw TCP: `HTTPS_PROXY` and `HTTP_PROXY` catch nothing.
+pub const CASE_F20_TORCHRUN: Case = Case {
+    env: &[("HTTPS_PROXY", PROXY), ("HTTP_PROXY", PROXY)],
+    command: &[
+        "torchrun",
+        "--nnodes=2",
+        "--master-addr=10.100.0.5",
+        "train.py",
+    ],
+    peer: Some(("10.100.0.5", "net1")),
+    not: &["proxy-catches-peer"],
+    ..plain(&F19, F19_NET1)
+};
+
+/// F20: Paddle's HTTP master with `HTTP_PROXY` and no `NO_PROXY` → `proxy-catches-peer` (not a strict
+/// refusal).
+pub const CASE_F20_PADDLE: Case = Case {
+    env: &[("HTTP_PROXY", PROXY)],
+    command: F20_PADDLE,
+    peer: Some(("10.100.0.5", "net1")),
+    warns: &["proxy-catches-peer"],
+    quiet: false,
+    ..plain(&F19, F19_NET1)
+};
+
+/// F20: `NO_PROXY` covering the master exempts it.
+pub const CASE_F20_NO_PROXY: Case = Case {
+    env: &[("HTTP_PROXY", PROXY), ("NO_PROXY", "10.100.0.0/16")],
+    warns: &[],
+    not: &["proxy-catches-peer"],
+    quiet: true,
+    ..CASE_F20_PADDLE
+};
+
+/// F20: lower-case proxies alone are no risk to Paddle: its launcher clears them itself.
+pub const CASE_F20_LOWER_CASE: Case = Case {
+    env: &[("http_proxy", PROXY), ("https_proxy", PROXY)],
+    ..CASE_F20_NO_PROXY
+};
+
+/// F20: Paddle with `--ips` only has no HTTP rendezvous → no warning.
+pub const CASE_F20_IPS: Case = Case {
+    env: &[("HTTP_PROXY", PROXY)],
+    command: &[
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        "--ips=10.100.0.5,10.100.0.7",
+        "train.py",
+    ],
+    ..CASE_F20_NO_PROXY
+};
+
+/// `horovodrun` across two hosts (F26).
+const HOROVODRUN: &[&str] = &[
+    "horovodrun",
+    "-np",
+    "2",
+    "-H",
+    "node-a:1,node-b:1",
+    "python",
+    "train.py",
+];
+
+/// What the command sees on F26 with `NCCL_SOCKET_IFNAME=em2` inherited: every library on `em2`.
+const F26_EM2: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("em2")),
+    ("GLOO_SOCKET_IFNAME", Some("em2")),
+    ("HOROVOD_GLOO_IFACE", Some("em2")),
+];
+
+/// F26, horovod/horovod#1341: `HOROVOD_GLOO_IFACE=eth0` (no such interface) beside `NCCL_SOCKET_IFNAME=em2`
+/// → NCCL keeps `em2`, Horovod's variable is repaired to `em2`.
+pub const CASE_F26: Case = Case {
+    command: HOROVODRUN,
+    ..warned(
+        &F26,
+        &[
+            ("HOROVOD_GLOO_IFACE", "eth0"),
+            ("NCCL_SOCKET_IFNAME", "em2"),
+        ],
+        F26_EM2,
+        &["launcher-ifname-repaired"],
+    )
+};
+
+/// F26 with a list, one name missing (`em1,enp129s0f1`): repaired the same way.
+pub const CASE_F26_LIST: Case = Case {
+    env: &[
+        ("HOROVOD_GLOO_IFACE", "em1,enp129s0f1"),
+        ("NCCL_SOCKET_IFNAME", "em2"),
+    ],
+    ..CASE_F26
+};
+
+/// F26 with `HOROVOD_GLOO_IFACE` unset: `horovodrun` gets NCCL's interface.
+pub const CASE_F26_UNSET: Case = Case {
+    env: &[("NCCL_SOCKET_IFNAME", "em2")],
+    command: HOROVODRUN,
+    ..plain(&F26, F26_EM2)
+};
+
+/// What mpirun is given on F26 when it may span nodes and nothing is inherited: em1's network for both of
+/// Open MPI's TCP components (another node's NIC may have another name, #21).
+const F26_MPI_NETWORK: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("em1")),
+    ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
+    ("OMPI_MCA_oob_tcp_if_include", Some("10.5.1.0/24")),
+];
+
+/// F26 with `mpirun` across two hosts: a missing `OMPI_MCA_btl_tcp_if_include=eth9` is repaired to em1's
+/// network, a CIDR (`oob`) that covers em2 is kept with `companion-differs`, and mpirun forwards ncclenv's
+/// variables (`OMPI_MCA_mca_base_env_list`).
+pub const CASE_F26_MPI: Case = Case {
+    command: &["mpirun", "-np", "2", "-H", "a,b", "python", "train.py"],
+    ..warned(
+        &F26,
+        &[
+            ("OMPI_MCA_btl_tcp_if_include", "eth9"),
+            ("OMPI_MCA_oob_tcp_if_include", "10.5.2.0/24"),
+        ],
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("em1")),
+            ("OMPI_MCA_btl_tcp_if_include", Some("10.5.1.0/24")),
+            ("OMPI_MCA_oob_tcp_if_include", Some("10.5.2.0/24")),
+            (
+                "OMPI_MCA_mca_base_env_list",
+                Some("NCCL_SOCKET_IFNAME;NCCL_SOCKET_FAMILY;GLOO_SOCKET_IFNAME;TP_SOCKET_IFNAME"),
+            ),
+        ],
+        &["launcher-ifname-repaired", "companion-differs"],
+    )
+};
+
+/// F26 with `mpirun` and nothing inherited, the hosts unknown: em1's network for both components.
+pub const CASE_F26_MPI_UNSET: Case = Case {
+    command: &["mpirun", "-np", "2", "python", "train.py"],
+    ..plain(&F26, F26_MPI_NETWORK)
+};
+
+/// F26 with `mpirun` on one host (`-H a:2`): the interface's name for both components, nothing forwarded.
+pub const CASE_F26_MPI_ONE_NODE: Case = Case {
+    command: &["mpirun", "-np", "2", "-H", "a:2", "python", "train.py"],
+    ..plain(
+        &F26,
+        &[
+            ("OMPI_MCA_btl_tcp_if_include", Some("em1")),
+            ("OMPI_MCA_oob_tcp_if_include", Some("em1")),
+            ("OMPI_MCA_mca_base_env_list", None),
+        ],
+    )
+};
+
+/// F27, THUDM/slime#2151: SGLang's `--dist-init-addr [fd00:20::11]:5000` on the IPv6-only `net1` → `net1`,
+/// `AF_INET6`, no `POD_IP`.
+pub const CASE_F27: Case = Case {
+    command: &[
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--dist-init-addr",
+        "[fd00:20::11]:5000",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+    ],
+    peer: Some(("fd00:20::11", "net1")),
+    ..plain(
+        &F27,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("net1")),
+            ("NCCL_SOCKET_FAMILY", Some("AF_INET6")),
+            ("GLOO_SOCKET_IFNAME", Some("net1")),
+            ("TP_SOCKET_IFNAME", Some("net1")),
+            ("POD_IP", None),
+        ],
+    )
+};
+
+/// F28, aws/aws-parallelcluster-cookbook#2766: the default route only in table 300 → `ens6`, no
+/// `no-route-decided`.
+pub const CASE_F28: Case = Case {
+    not: &["no-route-decided"],
+    ..plain(
+        &F28,
+        &[
+            ("NCCL_SOCKET_IFNAME", Some("ens6")),
+            ("GLOO_SOCKET_IFNAME", Some("ens6")),
+            ("POD_IP", Some("10.7.2.10")),
+        ],
+    )
+};
+
+/// What the command sees on F29 when this node's declared address decides: `eth0`.
+const F29_ETH0: &[(&str, Option<&str>)] = &[
+    ("NCCL_SOCKET_IFNAME", Some("eth0")),
+    ("GLOO_SOCKET_IFNAME", Some("eth0")),
+    ("POD_IP", Some("10.0.1.12")),
+];
+
+/// F29, vllm-project/vllm#15071: `VLLM_HOST_IP=10.0.1.12` with `vllm serve` → `eth0`, the interface owning
+/// it, not the default route's `eth1`.
+pub const CASE_F29: Case = Case {
+    env: &[("VLLM_HOST_IP", "10.0.1.12")],
+    command: &["vllm", "serve", "model", "--tensor-parallel-size", "16"],
+    ..plain(&F29, F29_ETH0)
+};
+
+/// F29 with Ray's head: `ray start --head --node-ip-address=10.0.1.12` → `eth0`.
+pub const CASE_F29_RAY_HEAD: Case = Case {
+    command: &["ray", "start", "--head", "--node-ip-address=10.0.1.12"],
+    ..plain(&F29, F29_ETH0)
+};
+
+/// F29: a Ray worker whose head 10.8.0.50 is reached through `eth1`: the route decides, and the
+/// disagreement with `--node-ip-address` is said (not a strict refusal).
+pub const CASE_F29_RAY_WORKER: Case = Case {
+    command: &[
+        "ray",
+        "start",
+        "--address=10.8.0.50:6379",
+        "--node-ip-address=10.0.1.12",
+    ],
+    peer: Some(("10.8.0.50", "eth1")),
+    warns: &["advertised-address-differs"],
+    quiet: false,
+    ..plain(&F29, &[("NCCL_SOCKET_IFNAME", Some("eth1"))])
+};
+
+/// F29 without a declared address (the control): the default route's `eth1`.
+pub const CASE_F29_NO_ADDRESS: Case = plain(
+    &F29,
+    &[
+        ("NCCL_SOCKET_IFNAME", Some("eth1")),
+        ("GLOO_SOCKET_IFNAME", Some("eth1")),
+        ("POD_IP", Some("10.8.0.12")),
+    ],
+);
+
 impl Case {
-    /// The plain-data machine of this case: [`Net::lay`] with the inherited values, node count and peer.
+    /// The plain-data machine of this case: [`Net::lay`] with the inherited values; the job as the binary
+    /// reads it from the command and the variables (`ncclenv::launcher::read`), the node count, and the
+    /// kernel's route to the master the job names (the row's peer, which every row naming a master gives);
+    /// RDMA probed and no device found, as the binary finds in the empty sysfs of `field_cases`.
     pub fn lay(&self) -> SnapshotBuilder {
         let mut l = self.net.lay();
         for (k, v) in self.env {
             l.env(k, v);
         }
+        let argv: Vec<OsString> = self.command.iter().map(OsString::from).collect();
+        let info = ncclenv::launcher::read(&argv, &l.env);
+        l.job = info.shape;
         if let Some(n) = self.nnodes {
             l.nnodes(n);
         }
-        if let Some((dest, dev)) = self.peer {
-            // The kernel answers a local address from `lo` (`ip route get` says `dev lo`).
-            let oif = index(&l, dev);
-            let source = self
-                .env
-                .iter()
-                .find(|(_, v)| *v == dest)
-                .map_or("MASTER_ADDR", |(k, _)| *k);
-            l.peer(source, dest, Some(oif), dev == "lo");
+        l.rdma = Some(RdmaSnapshot::default());
+        if let Some(size) = self.shm {
+            let bytes = tmpfs_bytes(size);
+            l.shm = Some(ShmInfo {
+                path: "/dev/shm".into(),
+                total_bytes: Some(bytes),
+                free_bytes: Some(bytes),
+                writable: Some(true),
+                ..ShmInfo::default()
+            });
+            // The GPUs as the binary counts them with no device node and no driver (an empty devfs).
+            let none = Path::new("/nonexistent");
+            l.gpus = Some(ncclenv::probe::host::gpu_count_with(&l.env, none, none));
+        }
+        match (self.peer, info.master) {
+            (Some((dest, dev)), Some(master)) => {
+                assert_eq!(
+                    master.value.host, dest,
+                    "the row's peer is the job's master"
+                );
+                // The kernel answers a local address from `lo` (`ip route get` says `dev lo`).
+                let oif = index(&l, dev);
+                l.peer(&master.source, dest, Some(oif), dev == "lo");
+                if let Some(p) = l.peer.as_mut() {
+                    p.port = master.value.port;
+                }
+            }
+            (None, None) => {}
+            (peer, master) => panic!("the row's peer {peer:?} and the job's master {master:?}"),
         }
         l
+    }
+
+    /// What the command must see: [`Case::expect`], then the defaults that `field_cases`' `Job::check` also
+    /// adds where the row is silent: `NCCL_IB_DISABLE=1` (no RDMA device) and no `NCCL_SHM_DISABLE`.
+    pub fn expected(&self) -> Vec<(&'static str, Option<&'static str>)> {
+        let mut all = self.expect.to_vec();
+        for (k, v) in [("NCCL_IB_DISABLE", Some("1")), ("NCCL_SHM_DISABLE", None)] {
+            if !all.iter().any(|(e, _)| *e == k) {
+                all.push((k, v));
+            }
+        }
+        all
     }
 
     /// The inherited value of `k`, if any.
@@ -763,6 +1364,65 @@ pub const F12: Net = Net(&[
     Part::Macvlan("net1", "ext0", &["10.100.0.11/24"]),
 ]);
 
+/// F16 (PaddlePaddle/Paddle#47130): node B's `enp3s0` 169.254.94.75/16 on a direct cable to the master
+/// 169.254.60.61 (the cable's far end); no default route.
+pub const F16: Net = Net(&[Part::Cable(
+    "enp3s0",
+    "169.254.94.75/16",
+    "169.254.60.61/16",
+)]);
+
+/// F16 with a second NIC: `eno1` 10.20.0.5/24 holds the default route beside the cable.
+pub const F16_UPLINK: Net = Net(&[
+    Part::Cable("enp3s0", "169.254.94.75/16", "169.254.60.61/16"),
+    Part::Plug("eno1", &["10.20.0.5/24"]),
+    Part::Default("10.20.0.1", "eno1", 0),
+]);
+
+/// F18 (aws-samples/aws-do-eks#69): host network, `docker0` 172.17.0.1/16 with a running port, `enp73s0`
+/// with the default route.
+pub const F18: Net = Net(&[
+    Part::Bridge("docker0", &["172.17.0.1/16"]),
+    Part::Plug("enp73s0", &["10.1.239.200/16"]),
+    Part::Default("10.1.0.1", "enp73s0", 0),
+]);
+
+/// F19 (a Kubeflow PyTorchJob pod, also F20's and F21's): `eth0` with the default route, Multus `net1`
+/// 10.100.0.7/24.
+pub const F19: Net = Net(&[
+    Part::Plug("eth0", &["10.244.0.5/24"]),
+    Part::Default("10.244.0.1", "eth0", 0),
+    Part::Plug("net1", &["10.100.0.7/24"]),
+]);
+
+/// F26 (horovod/horovod#1341): `em1` with the default route, `em2` beside it.
+pub const F26: Net = Net(&[
+    Part::Plug("em1", &["10.5.1.11/24"]),
+    Part::Default("10.5.1.1", "em1", 0),
+    Part::Plug("em2", &["10.5.2.11/24"]),
+]);
+
+/// F27 (THUDM/slime#2151): `eth0` 10.30.0.11/24 with the default route, `net1` with only fd00:20::12/64.
+pub const F27: Net = Net(&[
+    Part::Plug("eth0", &["10.30.0.11/24"]),
+    Part::Default("10.30.0.1", "eth0", 0),
+    Part::Plug("net1", &["fd00:20::12/64"]),
+]);
+
+/// F28 (aws/aws-parallelcluster-cookbook#2766): `ens5` and `ens6`, the default route only in table 300.
+pub const F28: Net = Net(&[
+    Part::Plug("ens5", &["10.7.1.10/24"]),
+    Part::Plug("ens6", &["10.7.2.10/24"]),
+    Part::Table("10.7.2.1", "ens6", 300),
+]);
+
+/// F29 (vllm-project/vllm#15071): `eth0` 10.0.1.12/24 (the cluster network), `eth1` with the default route.
+pub const F29: Net = Net(&[
+    Part::Plug("eth0", &["10.0.1.12/24"]),
+    Part::Plug("eth1", &["10.8.0.12/24"]),
+    Part::Default("10.8.0.1", "eth1", 0),
+]);
+
 /// [`F9`] in `ns`.
 pub fn f9(ns: &Netns) {
     F9.build(ns);
@@ -812,39 +1472,19 @@ pub fn f16(ns: &Netns) {
     settle(ns);
 }
 
-/// F18: host network, `enp73s0` with the default route, `docker0` 172.17.0.1/16 with a running port.
+/// [`F18`] in `ns`.
 pub fn f18(ns: &Netns) {
-    ns.bridge("docker0");
-    ns.addr("docker0", "172.17.0.1/16");
-    ns.plug("enp73s0");
-    ns.addr("enp73s0", "10.1.239.200/16");
-    ns.route("default via 10.1.0.1 dev enp73s0");
-    settle(ns);
+    F18.build(ns);
 }
 
-/// F27: `eth0` 10.30.0.11/24 with the default route, `net1` with only fd00:20::12/64.
+/// [`F27`] in `ns`.
 pub fn f27(ns: &Netns) {
-    ns.plug("eth0");
-    ns.addr("eth0", "10.30.0.11/24");
-    ns.route("default via 10.30.0.1 dev eth0");
-    ns.plug("net1");
-    ns.addr("net1", "fd00:20::12/64");
-    settle(ns);
+    F27.build(ns);
 }
 
-/// F28: `ens5` and `ens6`, the default route only in table 300 (`ip rule … lookup 300`).
+/// [`F28`] in `ns`.
 pub fn f28(ns: &Netns) {
-    ns.plug("ens5");
-    ns.addr("ens5", "10.7.1.10/24");
-    ns.plug("ens6");
-    ns.addr("ens6", "10.7.2.10/24");
-    ns.ip(&[
-        "rule", "add", "from", "all", "lookup", "300", "pref", "1000",
-    ]);
-    ns.ip(&[
-        "route", "add", "default", "via", "10.7.2.1", "dev", "ens6", "table", "300",
-    ]);
-    settle(ns);
+    F28.build(ns);
 }
 
 /// Only `docker0` (a bridge with an address) beside `lo`: NCCL's automatic chain falls to its `docker` step.

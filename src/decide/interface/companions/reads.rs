@@ -159,22 +159,22 @@ impl Companion<'_, '_> {
 /// gloo/transport/tcp/device.cc): a name with no address fails ("Unable to find address for: …"), and in a
 /// multi-node job so does one whose first address is loopback or link-local (not on a link-local master's
 /// link), the grounds on which NCCL's value is repaired (`fatal_reason`; #26 item 4).
-pub(super) fn gloo_name_fails(view: &NetworkView, n: &str, multi: bool) -> Option<String> {
+pub(super) fn gloo_name_fails(view: &NetworkView, name: &str, multi: bool) -> Option<String> {
     let entries = nccl_rules::ifaddrs(view.net);
-    let first = entries.iter().find(|e| e.name == n);
-    let syntax = n.is_empty() || n.starts_with('^') || n.starts_with('=');
+    let first = entries.iter().find(|e| e.name == name);
+    let syntax = name.is_empty() || name.starts_with('^') || name.starts_with('=');
     match first {
         _ if syntax => Some(format!(
-            "{{var}} takes exact interface names, not NCCL's list syntax ({n:?}); Gloo would fail with \"Unable to find address for\""
+            "{{var}} takes exact interface names, not NCCL's list syntax ({name:?}); Gloo would fail with \"Unable to find address for\""
         )),
-        None if n.contains(':') => Some(format!(
-            "{{var}} takes exact interface names, not NCCL's list syntax ({n:?}), and no address is labelled so; Gloo would fail with \"Unable to find address for\""
+        None if name.contains(':') => Some(format!(
+            "{{var}} takes exact interface names, not NCCL's list syntax ({name:?}), and no address is labelled so; Gloo would fail with \"Unable to find address for\""
         )),
-        None if view.link_by_name(n).is_some() => Some(format!(
-            "{n:?} has no IPv4 or IPv6 address here; Gloo would fail with \"Unable to find address for\""
+        None if view.link_by_name(name).is_some() => Some(format!(
+            "{name:?} has no IPv4 or IPv6 address here; Gloo would fail with \"Unable to find address for\""
         )),
         None => Some(format!(
-            "no interface named {n:?} exists here; Gloo would fail with \"Unable to find address for\""
+            "no interface named {name:?} exists here; Gloo would fail with \"Unable to find address for\""
         )),
         Some(e)
             if multi
@@ -182,7 +182,7 @@ pub(super) fn gloo_name_fails(view: &NetworkView, n: &str, multi: bool) -> Optio
                     || (is_link_local_ip(&e.addr) && !view.link_local_ok(e.index, &e.addr))) =>
         {
             Some(format!(
-                "Gloo binds the first address of {n:?}, {}, which another node cannot reach (only {})",
+                "Gloo binds the first address of {name:?}, {}, which another node cannot reach (only {})",
                 e.addr,
                 if e.addr.is_loopback() { "loopback" } else { "link-local" }
             ))
