@@ -27,7 +27,8 @@
 //!   nested shell changes (`cd`, variables, exports, `set --`, `shift`) ends with it (POSIX 2.12, 2.9.3.1;
 //!   bash(1) Pipelines); `cd DIR || true` is followed; a relative `cd` with `CDPATH` set goes where ncclenv
 //!   cannot follow (unknown);
-//! * a shell running a script file (`bash run.sh`) is not read: [`Unwrapped::script`] names the file.
+//! * a shell running a script file (`bash run.sh`) or sourcing one (`. env.sh`, `source env.sh`) does not
+//!   read it: [`Unwrapped::script`] names the first such file.
 //!
 //! A string that does not split (an unclosed quote or `$(`) is a problem (a `launcher-argument` warning), and
 //! the command is then read as written. Sources: POSIX.1-2017 Shell Command Language, 2.3 (token
@@ -615,9 +616,17 @@ fn builtin(words: &[String], st: &mut State) -> bool {
             set_positional(words, st);
             true
         }
-        "shopt" | "ulimit" | "umask" | "source" | "." | "echo" | "printf" | "true" | "false"
-        | ":" | "trap" | "wait" | "sleep" | "mkdir" | "unset" | "hostname" | "nvidia-smi"
-        | "pip" | "pip3" | "ls" | "cat" | "fi" | "done" => true,
+        "source" | "." => {
+            // The file runs in this shell and is not read: a launcher or an `export` in it is not seen.
+            // The first one is named, as a script a shell runs is (doctor says so; break-it finding).
+            if st.script.is_none() {
+                st.script = words.get(1).cloned();
+            }
+            true
+        }
+        "shopt" | "ulimit" | "umask" | "echo" | "printf" | "true" | "false" | ":" | "trap"
+        | "wait" | "sleep" | "mkdir" | "unset" | "hostname" | "nvidia-smi" | "pip" | "pip3"
+        | "ls" | "cat" | "fi" | "done" => true,
         _ => false,
     }
 }
@@ -1488,6 +1497,12 @@ mod tests {
         assert_eq!(u.argv[0], "bash");
         let u = un(&["bash", "-x", "/w/run.sh"], &[]);
         assert_eq!(u.script.as_deref(), Some("/w/run.sh"));
+        // A file sourced into the string is not read either; the launcher after it still is.
+        let u = un(&["bash", "-c", "source /opt/env.sh && torchrun t.py"], &[]);
+        assert_eq!(u.script.as_deref(), Some("/opt/env.sh"));
+        assert_eq!(u.argv, words(&["torchrun", "t.py"]));
+        let u = un(&["sh", "-c", ". ./a.sh; . ./b.sh; exec torchrun t.py"], &[]);
+        assert_eq!(u.script.as_deref(), Some("./a.sh"));
         let u = un(&["sh", "-c", "torchrun --master_addr='m t.py"], &[]);
         assert_eq!(u.problems.len(), 1, "{:?}", u.problems);
         assert!(u.problems[0].contains("unclosed quote"), "{:?}", u.problems);
