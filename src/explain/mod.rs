@@ -123,6 +123,11 @@ pub struct Process {
     pub host: String,
     /// Process id.
     pub pid: u32,
+    /// How many processes logged under the same `host:pid` before this one (0 for the first): NCCL prints
+    /// its version once per process (`std::call_once(once, showVersion)` in `ncclCommInitRankDev`, src/init.cc,
+    /// 2.30), so a second version line under one `host:pid` is another process, e.g. a second container with
+    /// the same `--hostname` and PID 1.
+    pub again: u32,
     /// Inputs it appears in.
     pub inputs: BTreeSet<String>,
     /// NCCL lines.
@@ -173,9 +178,12 @@ pub struct Process {
 }
 
 impl Process {
-    /// `host:pid`.
+    /// `host:pid`, and `#N` after it for the Nth process under the same `host:pid` ([`Process::again`]).
     pub fn name(&self) -> String {
-        format!("{}:{}", self.host, self.pid)
+        match self.again {
+            0 => format!("{}:{}", self.host, self.pid),
+            n => format!("{}:{}#{}", self.host, self.pid, n + 1),
+        }
     }
 
     /// The network kind: `IB`, `Socket`, a plugin's name, or `None` when the log does not say.

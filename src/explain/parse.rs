@@ -90,16 +90,19 @@ impl Explainer {
         };
         self.report.inputs[ii].nccl_lines += 1;
         let key = (cut(l.host, MAX_TEXT), l.pid);
-        let pi = match self.index.get(&key) {
-            Some(i) => *i,
-            None if self.report.processes.len() >= MAX_PROCESSES => {
+        let held = self.index.get(&key).copied();
+        let pi = match held {
+            Some(i) if !(l.level == Level::Info && self.starts_another(i, l.message)) => i,
+            _ if self.report.processes.len() >= MAX_PROCESSES => {
                 self.leave_out(&key);
                 return;
             }
-            None => {
+            _ => {
+                let again = held.map_or(0, |i| self.report.processes[i].again + 1);
                 self.report.processes.push(Process {
                     host: key.0.clone(),
                     pid: l.pid,
+                    again,
                     ..Process::default()
                 });
                 let i = self.report.processes.len() - 1;
@@ -133,6 +136,13 @@ impl Explainer {
             Level::Info => info_line(process, l.message),
             Level::Trace | Level::Call => {}
         }
+    }
+
+    /// Whether the INFO `message`, logged under the `host:pid` of process `i`, starts another process: it is
+    /// an `NCCL version` line and `i` logged one already (NCCL logs it once per process, [`Process::again`]).
+    fn starts_another(&self, i: usize, message: &str) -> bool {
+        self.report.processes[i].nccl_version.is_some()
+            && nccl_log::parse_version(message).is_some()
     }
 
     /// Count a line of a process beyond [`MAX_PROCESSES`], and the process once.

@@ -342,3 +342,39 @@ fn every_code_is_made_by_some_log() {
         Code::ALL.iter().map(|c| c.code()).collect();
     assert_eq!(made, all);
 }
+
+/// Two processes under one `host:pid` (two containers with one `--hostname`, each NCCL as PID 1; break-it
+/// finding of stop 32): NCCL logs its version once per process, so the second version line is a second
+/// process (`trainer:1#2`), and their different versions are found. The same log given twice is two
+/// processes with one version, and nothing differs.
+#[test]
+fn a_second_version_line_under_one_host_and_pid_is_another_process() {
+    let a = "trainer:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+             trainer:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+    let b = "trainer:1:1 [0] NCCL INFO NCCL version 2.27.7+cuda12.9\n\
+             trainer:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>\n";
+    let r = report(&[("a.log", a), ("b.log", b)]);
+    let names: Vec<String> = r.processes.iter().map(|p| p.name()).collect();
+    assert_eq!(names, ["trainer:1", "trainer:1#2"]);
+    assert_eq!(r.processes[1].nccl_version.as_deref(), Some("2.27.7"));
+    assert!(
+        codes(&r).contains(&"nccl-versions-differ"),
+        "{:?}",
+        codes(&r)
+    );
+    // One input with both, one after the other (two pods' logs concatenated).
+    let r = report(&[("all.log", &format!("{a}{b}"))]);
+    assert_eq!(r.processes.len(), 2);
+    assert!(codes(&r).contains(&"nccl-versions-differ"));
+    // The same file twice: two processes, one version.
+    let r = report(&[("a.log", a), ("a-copy.log", a)]);
+    assert_eq!(r.processes.len(), 2);
+    assert!(
+        !codes(&r).contains(&"nccl-versions-differ"),
+        "{:?}",
+        codes(&r)
+    );
+    // One process's lines after its version line stay one process.
+    let r = report(&[("a.log", &format!("{a}trainer:1:2 [1] NCCL INFO comm 0x1 rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0\n"))]);
+    assert_eq!(r.processes.len(), 1);
+}
