@@ -986,7 +986,20 @@ fn init_container_install() {
         return;
     }
     let img = images();
-    // The "unmodified training image": busybox only, no ncclenv.
+    let (plain, _p) = plain_image();
+    let vol = uniq("vol");
+    ok(&mut docker(&["volume", "create", &vol]));
+    let _v = Guard::Volume(vol.clone());
+    let init_mount = format!("{vol}:/opt/ncclenv");
+    install_into_volume(&img.carrier, &plain, &init_mount);
+    let main_mount = format!("{vol}:/opt/ncclenv:ro");
+    run_from_the_volume(&plain, &main_mount);
+    refusal_reaches_the_termination_log(&plain, &main_mount);
+}
+
+/// Builds the "unmodified training image" (busybox only, no ncclenv) and checks it has no ncclenv. Returns
+/// its tag and the guard that removes it.
+fn plain_image() -> (String, Guard) {
     let (ctx, _d) = temp_dir("plain-ctx");
     std::fs::copy(BUSYBOX, ctx.join("busybox")).unwrap();
     std::fs::write(
@@ -1003,22 +1016,24 @@ fn init_container_install() {
         &["sh", "-c", "command -v ncclenv || echo none"],
     );
     assert_eq!(stdout(&o).trim(), "none", "the plain image has ncclenv");
+    (plain, _p)
+}
 
-    let vol = uniq("vol");
-    ok(&mut docker(&["volume", "create", &vol]));
-    let _v = Guard::Volume(vol.clone());
-    let init_mount = format!("{vol}:/opt/ncclenv");
+/// The init container: the carrier image `carrier` runs `ncclenv install` into the volume `init_mount`
+/// (`VOL:/opt/ncclenv`, made world-writable first in the image `plain`, as an emptyDir is), which copies
+/// both binaries and names the path to run; a second install changes nothing.
+fn install_into_volume(carrier: &str, plain: &str, init_mount: &str) {
     // The carrier runs as 65532 (runAsNonRoot); a Kubernetes emptyDir is world-writable (mode 1777 here), a
     // fresh Docker volume is root's: make it what emptyDir is, as root in the plain image.
     let o = run(
-        &["--rm", "-v", &init_mount, "--user", "0:0"],
-        &plain,
+        &["--rm", "-v", init_mount, "--user", "0:0"],
+        plain,
         &["chmod", "1777", "/opt/ncclenv"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let o = run(
-        &["--rm", "-v", &init_mount],
-        &img.carrier,
+        &["--rm", "-v", init_mount],
+        carrier,
         &["/ncclenv", "install", "/opt/ncclenv"],
     );
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
@@ -1037,8 +1052,8 @@ fn init_container_install() {
         );
     }
     let o = run(
-        &["--rm", "-v", &init_mount],
-        &img.carrier,
+        &["--rm", "-v", init_mount],
+        carrier,
         &["/ncclenv", "install", "/opt/ncclenv"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -1051,13 +1066,15 @@ fn init_container_install() {
         "{}",
         stdout(&o)
     );
+}
 
-    // The training container: the volume read-only at the same path (examples/k8s/init/), as a non-root
-    // user, running the command `install`'s "run:" line names.
-    let main_mount = format!("{vol}:/opt/ncclenv:ro");
+/// The training container: the image `plain` with the volume read-only at the same path (`main_mount`, as
+/// in examples/k8s/init/), as a non-root user, running the command `install`'s "run:" line names; and
+/// `check` finding its helper beside the installed ncclenv.
+fn run_from_the_volume(plain: &str, main_mount: &str) {
     let o = run(
-        &["--rm", "-v", &main_mount, "--user", "1000:1000"],
-        &plain,
+        &["--rm", "-v", main_mount, "--user", "1000:1000"],
+        plain,
         &[
             "/opt/ncclenv/ncclenv",
             "--",
@@ -1077,29 +1094,25 @@ fn init_container_install() {
     assert!(stdout(&o).contains("-rwxr-xr-x"), "{}", stdout(&o));
     // `check` finds its helper beside the installed ncclenv (it then fails on this image: no glibc, no NCCL).
     let o = run(
-        &["--rm", "-v", &main_mount],
-        &plain,
+        &["--rm", "-v", main_mount],
+        plain,
         &["/opt/ncclenv/ncclenv", "check", "--json"],
     );
     let out = stdout(&o);
     assert!(!out.contains("not found (looked:"), "{out}{}", stderr(&o));
     assert!(out.contains("/opt/ncclenv/ncclenv-check"), "{out}");
+}
 
-    // Kubernetes' /dev/termination-log: a refusal writes its reason there; a job that runs does not.
+/// Kubernetes' /dev/termination-log (a host file bind-mounted there), in the image `plain` with the volume
+/// at `main_mount`: a refusal writes its reason there; a job that runs does not.
+fn refusal_reaches_the_termination_log(plain: &str, main_mount: &str) {
     let (tdir, _t) = temp_dir("termlog");
     let tlog = tdir.join("termination-log");
     std::fs::write(&tlog, "").unwrap();
     let bind = format!("type=bind,src={},dst=/dev/termination-log", tlog.display());
     let o = run(
-        &[
-            "--rm",
-            "--network=none",
-            "-v",
-            &main_mount,
-            "--mount",
-            &bind,
-        ],
-        &plain,
+        &["--rm", "--network=none", "-v", main_mount, "--mount", &bind],
+        plain,
         &["/opt/ncclenv/ncclenv", "--nnodes=2", "--", "true"],
     );
     assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
@@ -1111,8 +1124,8 @@ fn init_container_install() {
     assert!(written.contains("--network=none"), "{written}");
     std::fs::write(&tlog, "").unwrap();
     let o = run(
-        &["--rm", "-v", &main_mount, "--mount", &bind],
-        &plain,
+        &["--rm", "-v", main_mount, "--mount", &bind],
+        plain,
         &["/opt/ncclenv/ncclenv", "--", "true"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -1142,86 +1155,24 @@ struct Stage {
 /// (not in RUN, CMD, ENTRYPOINT: the shell expands those, from the ARGs in its environment).
 fn parse_dockerfile(path: &Path) -> (BTreeMap<String, String>, Vec<Stage>) {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for l in text.lines() {
-        let t = l.trim();
-        if cur.is_empty() && (t.is_empty() || t.starts_with('#')) {
-            continue;
-        }
-        if cur.is_empty() || !t.starts_with('#') {
-            match t.strip_suffix('\\') {
-                Some(s) => {
-                    cur.push_str(s);
-                    cur.push(' ');
-                    continue;
-                }
-                None => cur.push_str(t),
-            }
-        }
-        lines.push(std::mem::take(&mut cur));
-    }
-    assert!(
-        cur.is_empty(),
-        "{}: dangling line continuation",
-        path.display()
-    );
     let mut global = BTreeMap::new();
     let mut stages: Vec<Stage> = Vec::new();
     let mut scope: BTreeMap<String, String> = BTreeMap::new();
-    for l in lines {
-        let (op, rest) = l.split_once(char::is_whitespace).unwrap_or((&l, ""));
-        let op = op.to_ascii_uppercase();
-        let known = [
-            "FROM",
-            "ARG",
-            "RUN",
-            "COPY",
-            "ADD",
-            "ENV",
-            "WORKDIR",
-            "LABEL",
-            "ENTRYPOINT",
-            "CMD",
-            "USER",
-            "EXPOSE",
-            "VOLUME",
-            "SHELL",
-            "STOPSIGNAL",
-            "HEALTHCHECK",
-            "ONBUILD",
-        ];
-        assert!(
-            known.contains(&op.as_str()),
-            "{}: unknown instruction {op}",
-            path.display()
-        );
-        let vars = if stages.is_empty() || op == "FROM" {
+    for l in dockerfile_lines(path, &text) {
+        let first = l
+            .split_once(char::is_whitespace)
+            .map_or(l.as_str(), |(w, _)| w);
+        let vars = if stages.is_empty() || first.eq_ignore_ascii_case("FROM") {
             &global
         } else {
             &scope
         };
-        // The builder substitutes variables in these; RUN, CMD and ENTRYPOINT are left to the shell.
-        let rest = if ["RUN", "CMD", "ENTRYPOINT"].contains(&op.as_str()) {
-            rest.trim().to_string()
-        } else {
-            expand(rest.trim(), vars)
-        };
-        let json = rest.starts_with('[');
-        let mut words: Vec<String> = if json {
-            serde_json::from_str(&rest)
-                .unwrap_or_else(|e| panic!("{}: {op} {rest}: bad JSON form: {e}", path.display()))
-        } else {
-            rest.split_whitespace().map(String::from).collect()
-        };
-        let mut flags = BTreeMap::new();
-        if !json {
-            while words.first().is_some_and(|w| w.starts_with("--")) {
-                let f = words.remove(0);
-                let (k, v) = f[2..].split_once('=').unwrap_or((&f[2..], ""));
-                flags.insert(k.to_string(), v.to_string());
-            }
-        }
+        let Insn {
+            op,
+            flags,
+            args: words,
+            json,
+        } = parse_insn(path, &l, vars);
         if op == "ARG" {
             let (k, v) = words[0].split_once('=').unwrap_or((&words[0], ""));
             let v = if v.is_empty() {
@@ -1260,6 +1211,96 @@ fn parse_dockerfile(path: &Path) -> (BTreeMap<String, String>, Vec<Stage>) {
         });
     }
     (global, stages)
+}
+
+/// The instructions of Dockerfile `text` (read from `path`, named in messages), one a line: blank and
+/// comment lines dropped, `\` continuations joined (a comment inside a continuation is skipped). Panics on
+/// a continuation that never ends.
+fn dockerfile_lines(path: &Path, text: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for l in text.lines() {
+        let t = l.trim();
+        if cur.is_empty() && (t.is_empty() || t.starts_with('#')) {
+            continue;
+        }
+        if cur.is_empty() || !t.starts_with('#') {
+            match t.strip_suffix('\\') {
+                Some(s) => {
+                    cur.push_str(s);
+                    cur.push(' ');
+                    continue;
+                }
+                None => cur.push_str(t),
+            }
+        }
+        lines.push(std::mem::take(&mut cur));
+    }
+    assert!(
+        cur.is_empty(),
+        "{}: dangling line continuation",
+        path.display()
+    );
+    lines
+}
+
+/// One joined Dockerfile line `l` (from `path`, named in messages) as an instruction: the keyword upper
+/// cased and checked against the known ones, `vars` (the ARG defaults in scope) expanded except in RUN, CMD
+/// and ENTRYPOINT, the JSON form decoded, and leading `--flag=value` words split off the shell form.
+fn parse_insn(path: &Path, l: &str, vars: &BTreeMap<String, String>) -> Insn {
+    let (op, rest) = l.split_once(char::is_whitespace).unwrap_or((l, ""));
+    let op = op.to_ascii_uppercase();
+    let known = [
+        "FROM",
+        "ARG",
+        "RUN",
+        "COPY",
+        "ADD",
+        "ENV",
+        "WORKDIR",
+        "LABEL",
+        "ENTRYPOINT",
+        "CMD",
+        "USER",
+        "EXPOSE",
+        "VOLUME",
+        "SHELL",
+        "STOPSIGNAL",
+        "HEALTHCHECK",
+        "ONBUILD",
+    ];
+    assert!(
+        known.contains(&op.as_str()),
+        "{}: unknown instruction {op}",
+        path.display()
+    );
+    // The builder substitutes variables in these; RUN, CMD and ENTRYPOINT are left to the shell.
+    let rest = if ["RUN", "CMD", "ENTRYPOINT"].contains(&op.as_str()) {
+        rest.trim().to_string()
+    } else {
+        expand(rest.trim(), vars)
+    };
+    let json = rest.starts_with('[');
+    let mut words: Vec<String> = if json {
+        serde_json::from_str(&rest)
+            .unwrap_or_else(|e| panic!("{}: {op} {rest}: bad JSON form: {e}", path.display()))
+    } else {
+        rest.split_whitespace().map(String::from).collect()
+    };
+    let mut flags = BTreeMap::new();
+    if !json {
+        while words.first().is_some_and(|w| w.starts_with("--")) {
+            let f = words.remove(0);
+            let (k, v) = f[2..].split_once('=').unwrap_or((&f[2..], ""));
+            flags.insert(k.to_string(), v.to_string());
+        }
+    }
+    Insn {
+        op,
+        flags,
+        args: words,
+        json,
+    }
 }
 
 fn expand(s: &str, vars: &BTreeMap<String, String>) -> String {
@@ -1451,6 +1492,51 @@ fn simulate_runs(stage: &Stage, arch: &str, musl_target: Option<&str>) -> Sim {
 #[test]
 fn dockerfile_builds_what_cargo_produces() {
     let (global, stages) = parse_dockerfile(&root().join("docker/Dockerfile"));
+    check_builder_stages(&global, &stages);
+    let musl = &stages[0];
+    check_musl_target_is_derived(&global, musl);
+    let sims = simulate_musl_builds(musl);
+    check_musl_layout_against_cargo();
+    let g_rel = check_glibc_stage(&stages[1]);
+    check_carrier(&stages, &sims, &g_rel);
+    for s in &stages {
+        assert!(
+            !s.insns
+                .iter()
+                .any(|i| i.op == "ENV" && i.args.join(" ").contains("CARGO_TARGET_DIR")),
+            "CARGO_TARGET_DIR moves cargo's output"
+        );
+    }
+    check_local_dockerfile();
+    check_dockerignores();
+}
+
+/// Where cargo puts `--target t --bin b` under the target directory; checked against cargo in
+/// [`check_musl_layout_against_cargo`].
+fn layout(t: &str, b: &str) -> String {
+    format!("{t}/release/{b}")
+}
+
+/// The arguments (after `cargo`) the musl stage must give to build ncclenv for target `t`.
+fn ncclenv_args(t: &str) -> Vec<String> {
+    [
+        "build",
+        "--locked",
+        "--release",
+        "--target",
+        t,
+        "--bin",
+        "ncclenv",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// docker/Dockerfile's stages (`global`: its global ARG defaults, `stages`: as parsed) are musl, glibc and
+/// carrier; the rust image is new enough for every locked dependency; both builder stages are on that rust
+/// image, the glibc one on a Debian with glibc <= 2.31 (Ubuntu 20.04); and every stage that runs cargo
+/// copies what cargo reads, the build script (the commit of --version) too.
+fn check_builder_stages(global: &BTreeMap<String, String>, stages: &[Stage]) {
     let names: Vec<_> = stages
         .iter()
         .map(|s| s.name.clone().unwrap_or_default())
@@ -1498,11 +1584,11 @@ fn dockerfile_builds_what_cargo_produces() {
             );
         }
     }
+}
 
-    // The musl stage: ARG MUSL_TARGET without a default (so the target is derived), shell-form RUNs, one
-    // WORKDIR. Its RUNs are run for real (`sh -c`) with stand-ins for uname, rustup and cargo, once per
-    // `uname -m`, and once with the override.
-    let musl = &stages[0];
+/// The musl stage (`musl`; `global`: the Dockerfile's global ARG defaults) derives its target: ARG
+/// MUSL_TARGET without a default, neither a global default nor an ENV pinning it, and one WORKDIR.
+fn check_musl_target_is_derived(global: &BTreeMap<String, String>, musl: &Stage) {
     let arg = musl
         .all("ARG")
         .into_iter()
@@ -1525,23 +1611,14 @@ fn dockerfile_builds_what_cargo_produces() {
         "ENV pins MUSL_TARGET"
     );
     assert_eq!(musl.all("WORKDIR").len(), 1, "musl stage: one WORKDIR");
+}
+
+/// Runs the musl stage's RUNs for real (`sh -c`) with stand-ins for uname, rustup and cargo, once per
+/// `uname -m` and once with the MUSL_TARGET override each way, and checks each asks rustup for, and cargo
+/// to build, the musl target rustup knows. Returns, per build, its description, the target it must build
+/// and the sandbox it ran in (for the carrier's check).
+fn simulate_musl_builds(musl: &Stage) -> Vec<(String, &'static str, Sim)> {
     let known = rustup_targets(false);
-    let installed = rustup_targets(true);
-    // Where cargo puts `--target T --bin B` under the target directory; checked against cargo below.
-    let layout = |t: &str, b: &str| format!("{t}/release/{b}");
-    let ncclenv_args = |t: &str| {
-        [
-            "build",
-            "--locked",
-            "--release",
-            "--target",
-            t,
-            "--bin",
-            "ncclenv",
-        ]
-        .map(String::from)
-        .to_vec()
-    };
     let cases = [
         ("x86_64", None, "x86_64-unknown-linux-musl"),
         ("aarch64", None, "aarch64-unknown-linux-musl"),
@@ -1573,8 +1650,13 @@ fn dockerfile_builds_what_cargo_produces() {
         assert_eq!(sim.calls, want_calls, "{ctx}: rustup and cargo commands");
         sims.push((ctx, want, sim));
     }
-    // Cargo's own word on where each target's binary goes (for every target installed here; the layout is
-    // the same for every triple, and the host's musl target must be installed).
+    sims
+}
+
+/// Cargo's own word on where each musl target's binary goes (for every target installed here; the layout is
+/// the same for every triple, and the host's musl target must be installed), against [`layout`].
+fn check_musl_layout_against_cargo() {
+    let installed = rustup_targets(true);
     assert!(
         installed.iter().any(|t| t == MUSL_TARGET),
         "rustup target add {MUSL_TARGET}"
@@ -1590,9 +1672,12 @@ fn dockerfile_builds_what_cargo_produces() {
             ));
         }
     }
+}
 
-    // The glibc stage: the check helper for the platform the stage runs on.
-    let runs = stages[1].all("RUN");
+/// The glibc stage (`glibc`) builds the check helper for the platform the stage runs on. Returns where cargo
+/// puts it, relative to the target directory.
+fn check_glibc_stage(glibc: &Stage) -> String {
+    let runs = glibc.all("RUN");
     let g = runs
         .iter()
         .find(|r| r.args.join(" ").contains("cargo build"))
@@ -1607,10 +1692,13 @@ fn dockerfile_builds_what_cargo_produces() {
     );
     let g_rel = cargo_artifact(&g[1..].iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(g_rel, "release/ncclenv-check");
+    g_rel
+}
 
-    // The carrier: FROM scratch, exactly /ncclenv from the musl stage and /ncclenv-check from the glibc
-    // stage, nothing run. /ncclenv's source is a fixed path that, in every simulated build, holds the
-    // binary cargo built for that build's target.
+/// The carrier (`stages[2]`): FROM scratch, exactly /ncclenv from the musl stage and /ncclenv-check from the
+/// glibc stage (`g_rel`: where cargo puts it), nothing run. /ncclenv's source is a fixed path that, in every
+/// simulated build (`sims`, from [`simulate_musl_builds`]), holds the binary cargo built for that target.
+fn check_carrier(stages: &[Stage], sims: &[(String, &str, Sim)], g_rel: &str) {
     let carrier = &stages[2];
     assert_eq!(carrier.from, "scratch");
     for i in &carrier.insns {
@@ -1649,9 +1737,9 @@ fn dockerfile_builds_what_cargo_produces() {
         "carrier: /ncclenv's source must not depend on the target: {m_src}"
     );
     let m_rel = m_src
-        .strip_prefix(&format!("{}/", musl.workdir()))
+        .strip_prefix(&format!("{}/", stages[0].workdir()))
         .unwrap_or_else(|| panic!("{m_src} is not under the musl stage's WORKDIR"));
-    for (ctx, want, sim) in &sims {
+    for (ctx, want, sim) in sims {
         let got = std::fs::read_to_string(sim.workdir.join(m_rel))
             .unwrap_or_else(|e| panic!("{ctx}: {m_src} not written: {e}"));
         assert_eq!(
@@ -1665,16 +1753,10 @@ fn dockerfile_builds_what_cargo_produces() {
         format!("{}/target/{g_rel}", stages[1].workdir()),
         "carrier: /ncclenv-check's source"
     );
-    for s in &stages {
-        assert!(
-            !s.insns
-                .iter()
-                .any(|i| i.op == "ENV" && i.args.join(" ").contains("CARGO_TARGET_DIR")),
-            "CARGO_TARGET_DIR moves cargo's output"
-        );
-    }
+}
 
-    // The offline variant publishes the same two paths, user, command and labels.
+/// The offline variant, docker/Dockerfile.local, publishes the same two paths, user, command and labels.
+fn check_local_dockerfile() {
     let (_, local) = parse_dockerfile(&root().join("docker/Dockerfile.local"));
     assert_eq!(local.len(), 1);
     assert_eq!(local[0].from, "scratch");
@@ -1691,9 +1773,11 @@ fn dockerfile_builds_what_cargo_produces() {
             vec!["ncclenv-check", "/ncclenv-check"]
         ]
     );
+}
 
-    // BuildKit's per-Dockerfile ignore file, and the root one the classic builder reads, keep only what the
-    // builder stages copy.
+/// BuildKit's per-Dockerfile ignore file, and the root one the classic builder reads, keep only what the
+/// builder stages copy.
+fn check_dockerignores() {
     for file in ["docker/Dockerfile.dockerignore", ".dockerignore"] {
         let ignore = std::fs::read_to_string(root().join(file)).unwrap();
         assert!(
@@ -1905,133 +1989,149 @@ fn k8s_manifests() {
     let (init_torch, init_paddle, job) = (&docs[3][0], &docs[4][0], &docs[5][0]);
     assert_eq!(nad["kind"], "NetworkAttachmentDefinition");
     let net = nad["metadata"]["name"].as_str().unwrap();
+    check_entrypoint_manifests(paddle, torch, net);
+    check_init_manifests(init_torch, init_paddle, job);
+}
 
-    // Every pod: the container's command runs ncclenv, nothing repeats the launcher's arguments, a
-    // memory-backed /dev/shm, and Kubernetes shows the termination log.
-    let check_common = |what: &str, tpl: &Value, container: &str, entry: &[&str]| {
-        let spec = &tpl["spec"];
-        let c = &spec["containers"][0];
-        assert_eq!(c["name"], container, "{what}");
-        assert_eq!(
-            strings(&c["command"]),
-            entry,
-            "{what}: command replaces ENTRYPOINT"
-        );
-        let env: Vec<String> = c["env"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|e| e["name"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert_no_repeats(what, &strings(&c["args"]), &env);
-        assert_eq!(
-            c["terminationMessagePolicy"], "FallbackToLogsOnError",
-            "{what}"
-        );
-        assert!(
-            c["resources"]["limits"]["nvidia.com/gpu"].is_number(),
-            "{what}"
-        );
-        let mount = c["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["mountPath"] == "/dev/shm")
-            .unwrap_or_else(|| panic!("{what}: no /dev/shm mount"));
-        let vol = spec["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == mount["name"])
-            .unwrap();
-        assert_eq!(
-            vol["emptyDir"]["medium"], "Memory",
-            "{what}: memory-backed /dev/shm"
-        );
-    };
-    // The entrypoint examples: Multus network, RDMA resource, IPC_LOCK.
-    let check_pod = |what: &str, tpl: &Value, container: &str| {
-        check_common(what, tpl, container, &["ncclenv", "--"]);
-        let ann = &tpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"];
-        assert_eq!(ann.as_str(), Some(net), "{what}: Multus annotation");
-        let c = &tpl["spec"]["containers"][0];
-        let limits = c["resources"]["limits"].as_object().unwrap();
-        assert!(
-            limits.keys().any(|k| k.starts_with("rdma/")),
-            "{what}: RDMA device plugin resource"
-        );
-        let caps = &c["securityContext"]["capabilities"]["add"];
-        assert!(
-            caps.as_array().unwrap().iter().any(|x| x == "IPC_LOCK"),
-            "{what}: IPC_LOCK"
-        );
-    };
-    // The init-container examples: the carrier runs `ncclenv install` into an emptyDir, which the training
-    // container mounts (read-only) where its command finds ncclenv.
-    let check_init = |what: &str, tpl: &Value, container: &str| {
-        check_common(what, tpl, container, &["/opt/ncclenv/ncclenv", "--"]);
-        let spec = &tpl["spec"];
-        let init = &spec["initContainers"][0];
-        assert!(
-            init["image"]
-                .as_str()
-                .is_some_and(|i| i.ends_with(&format!("/{}", carrier_tag()))),
-            "{what}: init image {} is not the carrier {}",
-            init["image"],
-            carrier_tag()
-        );
-        let cmd = strings(&init["command"]);
-        assert_eq!(cmd.len(), 3, "{what}: {cmd:?}");
-        assert_eq!(&cmd[..2], ["/ncclenv", "install"], "{what}");
-        let into = init["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["mountPath"] == cmd[2].as_str())
-            .unwrap_or_else(|| panic!("{what}: nothing mounted at {}", cmd[2]));
-        let vol = spec["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == into["name"])
-            .unwrap();
-        assert!(
-            vol["emptyDir"].is_object(),
-            "{what}: the binaries go to an emptyDir"
-        );
-        let c = &spec["containers"][0];
-        let m = c["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["name"] == into["name"])
-            .unwrap_or_else(|| {
-                panic!("{what}: the training container does not mount the emptyDir")
-            });
-        // The same path in both: `install DIR` prints `run: DIR/ncclenv -- COMMAND`, which must exist in the
-        // training container.
-        assert_eq!(
-            m["mountPath"],
-            cmd[2].as_str(),
-            "{what}: mounted elsewhere than installed"
-        );
-        assert_eq!(m["readOnly"], true, "{what}");
-    };
-    // A refusal (exit 78) fails the job instead of restarting it: Kubeflow's `ExitCode` (1-127 permanent).
-    let fails_on_78 = |what: &str, spec: &Value| {
-        assert_eq!(
-            spec["restartPolicy"], "ExitCode",
-            "{what}: exit 78 must fail the job"
-        );
-    };
+/// Every pod template `tpl` (named `what` in messages): its container (named `container`) has the command
+/// `entry`, which runs ncclenv; nothing repeats the launcher's arguments; a memory-backed /dev/shm; and
+/// Kubernetes shows the termination log.
+fn check_pod_common(what: &str, tpl: &Value, container: &str, entry: &[&str]) {
+    let spec = &tpl["spec"];
+    let c = &spec["containers"][0];
+    assert_eq!(c["name"], container, "{what}");
+    assert_eq!(
+        strings(&c["command"]),
+        entry,
+        "{what}: command replaces ENTRYPOINT"
+    );
+    let env: Vec<String> = c["env"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_no_repeats(what, &strings(&c["args"]), &env);
+    assert_eq!(
+        c["terminationMessagePolicy"], "FallbackToLogsOnError",
+        "{what}"
+    );
+    assert!(
+        c["resources"]["limits"]["nvidia.com/gpu"].is_number(),
+        "{what}"
+    );
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/dev/shm")
+        .unwrap_or_else(|| panic!("{what}: no /dev/shm mount"));
+    let vol = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(
+        vol["emptyDir"]["medium"], "Memory",
+        "{what}: memory-backed /dev/shm"
+    );
+}
 
+/// The entrypoint examples' pod template `tpl` (named `what`; its container `container`): on the Multus
+/// network `net`, with an RDMA resource and IPC_LOCK, besides [`check_pod_common`].
+fn check_entrypoint_pod(what: &str, tpl: &Value, container: &str, net: &str) {
+    check_pod_common(what, tpl, container, &["ncclenv", "--"]);
+    let ann = &tpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"];
+    assert_eq!(ann.as_str(), Some(net), "{what}: Multus annotation");
+    let c = &tpl["spec"]["containers"][0];
+    let limits = c["resources"]["limits"].as_object().unwrap();
+    assert!(
+        limits.keys().any(|k| k.starts_with("rdma/")),
+        "{what}: RDMA device plugin resource"
+    );
+    let caps = &c["securityContext"]["capabilities"]["add"];
+    assert!(
+        caps.as_array().unwrap().iter().any(|x| x == "IPC_LOCK"),
+        "{what}: IPC_LOCK"
+    );
+}
+
+/// The init-container examples' pod template `tpl` (named `what`; its container `container`): the carrier
+/// runs `ncclenv install` into an emptyDir, which the training container mounts (read-only) where its
+/// command finds ncclenv, besides [`check_pod_common`].
+fn check_init_pod(what: &str, tpl: &Value, container: &str) {
+    check_pod_common(what, tpl, container, &["/opt/ncclenv/ncclenv", "--"]);
+    let spec = &tpl["spec"];
+    let init = &spec["initContainers"][0];
+    assert!(
+        init["image"]
+            .as_str()
+            .is_some_and(|i| i.ends_with(&format!("/{}", carrier_tag()))),
+        "{what}: init image {} is not the carrier {}",
+        init["image"],
+        carrier_tag()
+    );
+    let cmd = strings(&init["command"]);
+    assert_eq!(cmd.len(), 3, "{what}: {cmd:?}");
+    assert_eq!(&cmd[..2], ["/ncclenv", "install"], "{what}");
+    let into = init["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == cmd[2].as_str())
+        .unwrap_or_else(|| panic!("{what}: nothing mounted at {}", cmd[2]));
+    let vol = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == into["name"])
+        .unwrap();
+    assert!(
+        vol["emptyDir"].is_object(),
+        "{what}: the binaries go to an emptyDir"
+    );
+    let c = &spec["containers"][0];
+    let m = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == into["name"])
+        .unwrap_or_else(|| panic!("{what}: the training container does not mount the emptyDir"));
+    // The same path in both: `install DIR` prints `run: DIR/ncclenv -- COMMAND`, which must exist in the
+    // training container.
+    assert_eq!(
+        m["mountPath"],
+        cmd[2].as_str(),
+        "{what}: mounted elsewhere than installed"
+    );
+    assert_eq!(m["readOnly"], true, "{what}");
+}
+
+/// A refusal (exit 78) fails the job instead of restarting it: Kubeflow's `ExitCode` (1-127 permanent), in
+/// the replica spec `spec` (named `what`).
+fn fails_on_78(what: &str, spec: &Value) {
+    assert_eq!(
+        spec["restartPolicy"], "ExitCode",
+        "{what}: exit 78 must fail the job"
+    );
+}
+
+/// The entrypoint examples: PaddleFlow's PaddleJob (`paddle`) and the PyTorchJob (`torch`), their pods on
+/// the Multus network `net`.
+fn check_entrypoint_manifests(paddle: &Value, torch: &Value, net: &str) {
     // PaddleFlow's PaddleJob: the operator's endpoint list tells ncclenv the master and the node count.
     assert_eq!(paddle["apiVersion"], "batch.paddlepaddle.org/v1");
     assert_eq!(paddle["kind"], "PaddleJob");
     assert_eq!(paddle["spec"]["worker"]["replicas"], 2);
-    check_pod("PaddleJob", &paddle["spec"]["worker"]["template"], "paddle");
+    check_entrypoint_pod(
+        "PaddleJob",
+        &paddle["spec"]["worker"]["template"],
+        "paddle",
+        net,
+    );
     // PaddleFlow: a failed worker fails the job; the pod must not restart the container itself.
     assert_eq!(
         paddle["spec"]["worker"]["template"]["spec"]["restartPolicy"], "Never",
@@ -2043,18 +2143,23 @@ fn k8s_manifests() {
     assert_eq!(specs["Master"]["replicas"], 1);
     assert_eq!(specs["Worker"]["replicas"], 1);
     for role in ["Master", "Worker"] {
-        check_pod(
+        check_entrypoint_pod(
             &format!("PyTorchJob {role}"),
             &specs[role]["template"],
             "pytorch",
+            net,
         );
         fails_on_78(&format!("PyTorchJob {role}"), &specs[role]);
     }
+}
 
+/// The init-container examples: the PyTorchJob (`init_torch`), Kubeflow's PaddleJob (`init_paddle`) and
+/// the plain batch Job (`job`).
+fn check_init_manifests(init_torch: &Value, init_paddle: &Value, job: &Value) {
     assert_eq!(init_torch["kind"], "PyTorchJob");
     let specs = &init_torch["spec"]["pytorchReplicaSpecs"];
     for role in ["Master", "Worker"] {
-        check_init(
+        check_init_pod(
             &format!("init PyTorchJob {role}"),
             &specs[role]["template"],
             "pytorch",
@@ -2067,7 +2172,7 @@ fn k8s_manifests() {
     assert_eq!(init_paddle["kind"], "PaddleJob");
     let worker = &init_paddle["spec"]["paddleReplicaSpecs"]["Worker"];
     assert_eq!(worker["replicas"], 2);
-    check_init("init PaddleJob", &worker["template"], "paddle");
+    check_init_pod("init PaddleJob", &worker["template"], "paddle");
     fails_on_78("init PaddleJob", worker);
     assert_eq!(
         worker["template"]["spec"]["containers"][0]["ports"][0]["name"],
@@ -2079,7 +2184,7 @@ fn k8s_manifests() {
         (&job["apiVersion"], &job["kind"]),
         (&"batch/v1".into(), &"Job".into())
     );
-    check_init("Job", &job["spec"]["template"], "train");
+    check_init_pod("Job", &job["spec"]["template"], "train");
     assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
     let rules = job["spec"]["podFailurePolicy"]["rules"]
         .as_array()

@@ -1210,9 +1210,17 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     let m = marker.display().to_string();
     let mut vars = base(&tmp);
     vars.push(var("NCCLENV_CHECK_HELPER", "/nonexistent/ncclenv-check"));
+    doctor_credits_the_job_to_its_sources(&vars, &m);
+    env_and_check_read_the_command_and_run_only_themselves(&vars, &m);
+    assert!(!marker.exists(), "the job's command ran");
+}
 
+/// doctor (with `vars`; `m`: the marker file a command that runs would create) reads the job from the
+/// command and credits each fact to its source (launcher flags, --peer, NCCLENV_PEER, --nnodes); bad
+/// launcher values and peers from the environment are problems, not silence.
+fn doctor_credits_the_job_to_its_sources(vars: &[(OsString, OsString)], m: &str) {
     let d = doctor_json(
-        &vars,
+        vars,
         &[
             "--",
             "torchrun",
@@ -1220,7 +1228,7 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
             "--master-addr",
             "10.0.0.1",
             "t.py",
-            &m,
+            m,
         ],
     );
     assert_eq!(d["job"]["nnodes"], 2, "{}", d["job"]);
@@ -1229,9 +1237,9 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     assert_eq!(d["peer"]["host"], "10.0.0.1");
     // A peer given by --peer is credited to the flag, one given by NCCLENV_PEER to the variable; the flag
     // wins over the variable.
-    let d = doctor_json(&vars, &["--peer", "10.0.0.7"]);
+    let d = doctor_json(vars, &["--peer", "10.0.0.7"]);
     assert_eq!(d["peer"]["source"], "--peer", "{}", d["peer"]);
-    let mut with_var = vars.clone();
+    let mut with_var = vars.to_vec();
     with_var.push(var("NCCLENV_PEER", "10.0.0.8"));
     let d = doctor_json(&with_var, &[]);
     assert_eq!(d["peer"]["source"], "NCCLENV_PEER", "{}", d["peer"]);
@@ -1241,17 +1249,17 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
         (&"--peer".into(), &"10.0.0.7".into())
     );
     // torchrun --standalone: one node.
-    let d = doctor_json(&vars, &["--", "torchrun", "--standalone", "t.py"]);
+    let d = doctor_json(vars, &["--", "torchrun", "--standalone", "t.py"]);
     assert_eq!(
         (&d["job"]["nnodes"], &d["job"]["source"]),
         (&1.into(), &"--standalone".into())
     );
     // ncclenv's own --nnodes says so.
-    let d = doctor_json(&vars, &["--nnodes", "3"]);
+    let d = doctor_json(vars, &["--nnodes", "3"]);
     assert_eq!(d["job"]["source"], "--nnodes/NCCLENV_NNODES");
     // Bad launcher values and peers from the environment are problems, not silence.
     let d = doctor_json(
-        &vars,
+        vars,
         &[
             "--",
             "python",
@@ -1268,7 +1276,7 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
         problems.contains("--nnodes") && problems.contains("--master"),
         "{problems}"
     );
-    let mut v = vars.clone();
+    let mut v = vars.to_vec();
     v.push(var("MASTER_ADDR", "a b"));
     let d = doctor_json(&v, &[]);
     assert!(
@@ -1276,11 +1284,15 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
         "{}",
         d["job"]
     );
+}
 
+/// env reads the launcher argument (its problem is reported) and check runs the check (here it cannot run:
+/// no helper, exit 69), neither the command (`touch m`, with `vars`); doctor and env take a command.
+fn env_and_check_read_the_command_and_run_only_themselves(vars: &[(OsString, OsString)], m: &str) {
     // env: the launcher argument is read (its problem is reported); nothing runs.
     let o = output(&mut ncclenv(
-        &vars,
-        &["env", "--", "torchrun", "--master-addr=:8090", "touch", &m],
+        vars,
+        &["env", "--", "torchrun", "--master-addr=:8090", "touch", m],
     ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("export "));
@@ -1291,8 +1303,8 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
     );
     // check: runs the check (here it cannot run: no helper, exit 69), not the command.
     let o = output(&mut ncclenv(
-        &vars,
-        &["check", "bootstrap", "--", "touch", &m],
+        vars,
+        &["check", "bootstrap", "--", "touch", m],
     ));
     assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
     assert!(
@@ -1301,13 +1313,12 @@ fn env_doctor_and_check_read_the_jobs_command_without_running_it() {
         String::from_utf8_lossy(&o.stdout)
     );
     for args in [
-        &["doctor", "--", "touch", &m][..],
-        &["env", "--", "touch", &m],
+        &["doctor", "--", "touch", m][..],
+        &["env", "--", "touch", m],
     ] {
-        let o = output(&mut ncclenv(&vars, args));
+        let o = output(&mut ncclenv(vars, args));
         assert_ne!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
-    assert!(!marker.exists(), "the job's command ran");
 }
 
 /// The test suite's CI switch (tests/it/common/needs.rs): the usual truthy spellings turn it on, anything else off.

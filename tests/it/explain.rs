@@ -325,6 +325,17 @@ fn problems_between_hosts_in_real_logs() {
     let tmp = TempDir::new("xp-hosts");
     let oldest = &wheels[0];
     let newest = &wheels[wheels.len() - 1];
+    let logs = logs_of_hosts(&tmp, oldest, newest);
+    pairs_of_hosts_are_compared(&tmp, &logs, oldest, newest);
+    let [log_a, log_b] = [&logs[0], &logs[2]];
+    one_job_log_holds_both_processes(&tmp, log_a, log_b);
+    explain_reads_stdin(log_a);
+}
+
+/// Real NCCL logs (in `tmp`) from six "hosts": node-a and node-a2 on one network with the `newest` wheel,
+/// node-b and node-e sharing an address on another with the `oldest`, node-c with only a loopback, and
+/// node-d on IPv6 only (NCCL_SOCKET_FAMILY=AF_INET6). Returns them in that order.
+fn logs_of_hosts(tmp: &TempDir, oldest: &Wheel, newest: &Wheel) -> [PathBuf; 6] {
     let uplink = |tag: &str, cidr: &str, gw: &str| {
         let ns = Netns::new(tag);
         ns.plug("eth0");
@@ -341,25 +352,33 @@ fn problems_between_hosts_in_real_logs() {
     v6.addr("eth0", "fd00:20::12/64");
     v6.route("-6 default via fd00:20::1 dev eth0");
 
-    let log_a = nccl_log(&a, newest, Some("node-a"), &[], &tmp);
-    let log_a2 = nccl_log(&a2, newest, Some("node-a2"), &[], &tmp);
-    let log_b = nccl_log(&b, oldest, Some("node-b"), &[], &tmp);
-    let log_b2 = nccl_log(&b, oldest, Some("node-e"), &[], &tmp);
-    let log_c = nccl_log(&lo_only, newest, Some("node-c"), &[], &tmp);
+    let log_a = nccl_log(&a, newest, Some("node-a"), &[], tmp);
+    let log_a2 = nccl_log(&a2, newest, Some("node-a2"), &[], tmp);
+    let log_b = nccl_log(&b, oldest, Some("node-b"), &[], tmp);
+    let log_b2 = nccl_log(&b, oldest, Some("node-e"), &[], tmp);
+    let log_c = nccl_log(&lo_only, newest, Some("node-c"), &[], tmp);
     let log_d = nccl_log(
         &v6,
         newest,
         Some("node-d"),
         &[("NCCL_SOCKET_FAMILY", "AF_INET6")],
-        &tmp,
+        tmp,
     );
+    [log_a, log_a2, log_b, log_b2, log_c, log_d]
+}
+
+/// explain over pairs of the `logs` of [`logs_of_hosts`] (in `tmp`): nothing wrong between two hosts on one
+/// network with one version, and each problem between hosts where its pair shows it (the versions differ
+/// only when the `oldest` and `newest` wheels spell the bootstrap line differently).
+fn pairs_of_hosts_are_compared(tmp: &TempDir, logs: &[PathBuf; 6], oldest: &Wheel, newest: &Wheel) {
+    let [log_a, log_a2, log_b, log_b2, log_c, log_d] = logs;
     let has = |files: &[&PathBuf], code: &str| -> (bool, Value) {
         let files: Vec<PathBuf> = files.iter().map(|p| (*p).clone()).collect();
-        let (_, v) = explain(None, &tmp, &files);
+        let (_, v) = explain(None, tmp, &files);
         (codes(&v).iter().any(|c| c == code), v)
     };
     // Two hosts on one network, same version: nothing wrong.
-    let (code, v) = explain(None, &tmp, &[log_a.clone(), log_a2.clone()]);
+    let (code, v) = explain(None, tmp, &[log_a.clone(), log_a2.clone()]);
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["hosts"], serde_json::json!(["node-a", "node-a2"]));
     for c in [
@@ -371,28 +390,32 @@ fn problems_between_hosts_in_real_logs() {
     ] {
         assert!(!codes(&v).iter().any(|x| x == c), "{c}: {v:#}");
     }
-    let (yes, v) = has(&[&log_a, &log_b], "bootstrap-networks-differ");
+    let (yes, v) = has(&[log_a, log_b], "bootstrap-networks-differ");
     assert!(yes, "{v:#}");
-    let (yes, v) = has(&[&log_b, &log_b2], "bootstrap-address-shared");
+    let (yes, v) = has(&[log_b, log_b2], "bootstrap-address-shared");
     assert!(yes, "{v:#}");
-    let (yes, v) = has(&[&log_a, &log_c], "bootstrap-loopback");
+    let (yes, v) = has(&[log_a, log_c], "bootstrap-loopback");
     assert!(yes, "{v:#}");
     assert_eq!(v["processes"][1]["bootstrap"]["interface"], "lo");
-    let (yes, v) = has(&[&log_a, &log_d], "bootstrap-family-mixed");
+    let (yes, v) = has(&[log_a, log_d], "bootstrap-family-mixed");
     assert!(yes, "{v:#}");
     // Different versions show in the bootstrap line's spelling (2.21.5 vs 2.27.7), when both are installed.
-    let (yes, v) = has(&[&log_a, &log_b], "nccl-versions-differ");
+    let (yes, v) = has(&[log_a, log_b], "nccl-versions-differ");
     assert_eq!(yes, oldest.new_format() != newest.new_format(), "{v:#}");
+}
 
+/// The same two processes (`log_a`, `log_b`, in `tmp`) in one combined job log, with a launcher's tags and
+/// other lines, plus lines no machine here produces: explain finds both processes and their networks.
+fn one_job_log_holds_both_processes(tmp: &TempDir, log_a: &Path, log_b: &Path) {
     // The same two processes in one combined job log, with a launcher's tags and other lines, plus lines no
     // machine here produces, written after NCCL's format strings (src/init.cc "NCCL version %s", "Using network
     // %s"; src/transport/net_ib.cc "NET/IB : Using%s %s; OOB %s:%s"; "NET/IB : No device found."; 2.21.5 prints
     // the version line without a prefix).
     let pid = |v: &Value, i: usize| v["processes"][i]["pid"].as_u64().unwrap_or(0);
-    let (_, sep) = explain(None, &tmp, &[log_a.clone(), log_b.clone()]);
+    let (_, sep) = explain(None, tmp, &[log_a.to_path_buf(), log_b.to_path_buf()]);
     let (pa, pb) = (pid(&sep, 0), pid(&sep, 1));
     let mut job = String::from("LAUNCH INFO starting 2 nodes\n");
-    for l in read(&log_a).lines() {
+    for l in read(log_a).lines() {
         job.push_str(&format!("[rank0]:{l}\n"));
     }
     job.push_str(&format!(
@@ -402,7 +425,7 @@ fn problems_between_hosts_in_real_logs() {
         "[rank0]:node-a:{pa}:{pa} [0] NCCL INFO Using network IB\n"
     ));
     job.push_str("epoch 0 step 0 loss 2.3\n");
-    for l in read(&log_b).lines() {
+    for l in read(log_b).lines() {
         job.push_str(&format!("[rank1]:{l}\n"));
     }
     job.push_str(&format!(
@@ -413,7 +436,7 @@ fn problems_between_hosts_in_real_logs() {
     ));
     let combined = tmp.join("job.log");
     std::fs::write(&combined, job).expect("write job log");
-    let (code, v) = explain(None, &tmp, &[combined]);
+    let (code, v) = explain(None, tmp, &[combined]);
     assert_eq!(code, 1);
     assert_eq!(v["processes"].as_array().map(Vec::len), Some(2), "{v:#}");
     assert_eq!(v["processes"][0]["host"], "node-a");
@@ -426,12 +449,16 @@ fn problems_between_hosts_in_real_logs() {
     ] {
         assert!(codes(&v).iter().any(|x| x == c), "{c}: {v:#}");
     }
+}
+
+/// explain reads a log (`log_a`) from stdin as well as from a file.
+fn explain_reads_stdin(log_a: &Path) {
     // stdin works as well as a file.
     let mut c = Command::new(BIN);
     c.env_clear()
         .env("PATH", PATH)
         .args(["explain", "--json"])
-        .stdin(std::fs::File::open(&log_a).expect("open"));
+        .stdin(std::fs::File::open(log_a).expect("open"));
     let o = c.output().expect("explain stdin");
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["processes"][0]["host"], "node-a");

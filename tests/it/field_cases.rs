@@ -1474,26 +1474,49 @@ fn nccl_config_files_are_read_as_nccl_reads_them() {
         ("GLOO_SOCKET_IFNAME", Some("eth1")),
         ("POD_IP", Some("10.0.1.5")),
     ];
-
-    // NCCL_CONF_FILE.
     let mut job = Job::new(&ns);
     let conf = job.tmp.join("nccl.conf");
+    conf_file_is_read(&mut job, &conf, &repaired, &kept_eth1);
+    home_and_etc_files_are_read(&mut job, &conf, &repaired, &kept_eth1, etc_had_one);
+    unreadable_conf_file_fails_open(&ns);
+}
+
+/// `NCCL_CONF_FILE` (pointed by `job` at `conf`): a value NCCL would fail with is repaired (`repaired`: the
+/// variables then; the warning names the file), one it works with is kept (`kept_eth1`), and the environment
+/// wins over the file.
+fn conf_file_is_read(
+    job: &mut Job,
+    conf: &std::path::Path,
+    repaired: &[(&str, Option<&str>)],
+    kept_eth1: &[(&str, Option<&str>)],
+) {
     let conf_s = conf.display().to_string();
-    std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth2\n").expect("write conf");
+    std::fs::write(conf, "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth2\n").expect("write conf");
     job.set("NCCL_CONF_FILE", &conf_s);
-    let o = job.check(&repaired);
+    let o = job.check(repaired);
     let w = o.warning("inherited-ifname-repaired");
     assert!(w.contains(&conf_s) && w.contains("\"eth2\""), "{w}");
-    std::fs::write(&conf, "NCCL_SOCKET_IFNAME=eth1\n").expect("write conf");
-    let o = job.check(&kept_eth1);
+    std::fs::write(conf, "NCCL_SOCKET_IFNAME=eth1\n").expect("write conf");
+    let o = job.check(kept_eth1);
     assert!(o.warning("inherited-ifname-prefix").contains(&conf_s));
     // The environment wins over the file.
     job.set("NCCL_SOCKET_IFNAME", "eth0");
     let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
     assert!(o.warnings().is_empty(), "{}", o.stderr);
     job.unset("NCCL_SOCKET_IFNAME");
+}
 
-    // ~/.nccl.conf (and /etc/nccl.conf) in a private mount namespace.
+/// `~/.nccl.conf` (the home of the user's password entry) and `/etc/nccl.conf`, replaced in a private mount
+/// namespace that `job`'s command runs in: each is read, `NCCL_CONF_FILE` (`conf`) replaces the home file,
+/// the first file that sets a variable wins (`repaired`, `kept_eth1`: the variables then), and the machine's
+/// own files are not touched (`etc_had_one`: whether /etc/nccl.conf existed before the test).
+fn home_and_etc_files_are_read(
+    job: &mut Job,
+    conf: &std::path::Path,
+    repaired: &[(&str, Option<&str>)],
+    kept_eth1: &[(&str, Option<&str>)],
+    etc_had_one: bool,
+) {
     let home = nix::unistd::User::from_uid(nix::unistd::getuid())
         .ok()
         .flatten()
@@ -1520,26 +1543,26 @@ fn nccl_config_files_are_read_as_nccl_reads_them() {
     job.unset("NCCL_CONF_FILE");
     let home_conf = fake_home.join(".nccl.conf");
     std::fs::write(&home_conf, "NCCL_SOCKET_IFNAME=eth2\n").expect("write");
-    let o = job.check(&repaired);
+    let o = job.check(repaired);
     let w = o.warning("inherited-ifname-repaired");
     assert!(w.contains(".nccl.conf") && w.contains("\"eth2\""), "{w}");
     // NCCL_CONF_FILE replaces ~/.nccl.conf: the home file is then not read.
-    std::fs::write(&conf, "NCCL_DEBUG=WARN\n").expect("write conf");
-    job.set("NCCL_CONF_FILE", &conf_s);
-    let o = job.check(&repaired);
+    std::fs::write(conf, "NCCL_DEBUG=WARN\n").expect("write conf");
+    job.set("NCCL_CONF_FILE", &conf.display().to_string());
+    let o = job.check(repaired);
     assert!(o.warnings().is_empty(), "{}", o.stderr);
     job.unset("NCCL_CONF_FILE");
     // /etc/nccl.conf alone, then behind ~/.nccl.conf (the first file that sets a variable wins).
     std::fs::remove_file(&home_conf).expect("rm");
     std::fs::write(&etc_conf, "NCCL_SOCKET_IFNAME=eth2\n").expect("write");
-    let o = job.check(&repaired);
+    let o = job.check(repaired);
     let w = o.warning("inherited-ifname-repaired");
     assert!(
         w.contains("/etc/nccl.conf") && w.contains("\"eth2\""),
         "{w}"
     );
     std::fs::write(&home_conf, "NCCL_SOCKET_IFNAME=eth1\n").expect("write");
-    let o = job.check(&kept_eth1);
+    let o = job.check(kept_eth1);
     assert!(o.warning("inherited-ifname-prefix").contains(".nccl.conf"));
     assert!(!o.has_warning("inherited-ifname-repaired"), "{}", o.stderr);
     // The machine's own /etc and home were not touched.
@@ -1552,9 +1575,12 @@ fn nccl_config_files_are_read_as_nccl_reads_them() {
         !home.join(".nccl.conf").exists(),
         "{home:?}/.nccl.conf appeared"
     );
+}
 
-    // A file that cannot be read (a directory): fail open, the environment untouched; strict refuses.
-    let mut job = Job::new(&ns);
+/// A config file that cannot be read (a directory as `NCCL_CONF_FILE`, in `ns`): fail open, the environment
+/// untouched; strict refuses.
+fn unreadable_conf_file_fails_open(ns: &Netns) {
+    let mut job = Job::new(ns);
     let dir = job.tmp.join("conf.d");
     std::fs::create_dir_all(&dir).expect("mkdir");
     job.set("NCCL_CONF_FILE", &dir.display().to_string());
@@ -1863,7 +1889,6 @@ fn f17_master_name_does_not_resolve_yet() {
     if !common::require_root() {
         return;
     }
-    const TIMEOUT_MS: u64 = 1500;
     let ns = Netns::new("f17");
     ns.plug("eth0");
     ns.addr("eth0", "10.244.1.7/24");
@@ -1874,7 +1899,35 @@ fn f17_master_name_does_not_resolve_yet() {
         ("TP_SOCKET_IFNAME", Some("eth0")),
         ("POD_IP", Some("10.244.1.7")),
     ];
-    let mut job = Job::new(&ns);
+    let mut job = f17_job(&ns);
+    for (what, dns) in [
+        ("no server", None),
+        ("a silent server", Some(false)),
+        ("an NXDOMAIN server", Some(true)),
+    ] {
+        f17_waits_then_decides_by_the_default_route(&job, &ns, what, dns, &eth0);
+    }
+
+    // The image's broken Gloo value is repaired as usual; strict mode refuses.
+    job.set("GLOO_SOCKET_IFNAME", "^lo,docker");
+    let o = job.check(&eth0);
+    assert!(o.warning("gloo-ifname-repaired").contains("^lo,docker"));
+    job.unset("GLOO_SOCKET_IFNAME");
+    let s = job.strict_refuses();
+    assert!(s.stderr.contains("peer-unresolved"), "{}", s.stderr);
+    // A name that resolves (/etc/hosts is read first): no warning.
+    job.set("MASTER_ADDR", "localhost");
+    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
+    assert!(!o.has_warning("peer-unresolved"), "{}", o.stderr);
+}
+
+/// F17's resolve timeout (NCCLENV_RESOLVE_TIMEOUT_MS), in milliseconds.
+const F17_TIMEOUT_MS: u64 = 1500;
+
+/// F17's job in `ns`: torchrun for two nodes with MASTER_ADDR=job-master-0, NCCLENV_RESOLVE_TIMEOUT_MS set,
+/// run in a private mount namespace whose `/etc/resolv.conf` is empty (so the resolver asks 127.0.0.1).
+fn f17_job(ns: &Netns) -> Job<'_> {
+    let mut job = Job::new(ns);
     let resolv = job.tmp.join("resolv.conf");
     std::fs::write(&resolv, "").expect("empty resolv.conf");
     job.wrap = [
@@ -1891,75 +1944,70 @@ fn f17_master_name_does_not_resolve_yet() {
     .map(String::from)
     .to_vec();
     job.set("MASTER_ADDR", "job-master-0")
-        .set("NCCLENV_RESOLVE_TIMEOUT_MS", &TIMEOUT_MS.to_string())
+        .set("NCCLENV_RESOLVE_TIMEOUT_MS", &F17_TIMEOUT_MS.to_string())
         .launch(&["torchrun", "--nnodes=2", "--nproc-per-node=8", "train.py"]);
+    job
+}
 
-    for (what, dns) in [
-        ("no server", None),
-        ("a silent server", Some(false)),
-        ("an NXDOMAIN server", Some(true)),
-    ] {
-        let server = dns.map(|answer| Dns::start(&ns, answer));
-        let t0 = std::time::Instant::now();
-        let o = job.exec();
-        let waited = t0.elapsed().as_millis() as u64;
-        assert_eq!((o.code, o.ran), (Some(0), true), "{what}: {o:#?}");
-        for (k, v) in eth0 {
-            assert_eq!(o.var(k), v, "{what}: {k}");
-        }
-        if dns.is_none() {
-            // Once, the whole check: `ncclenv env` agrees and the ip -j oracle holds.
-            job.check(&eth0);
-        }
-        let w = o.warning("peer-unresolved");
-        assert!(
-            w.contains("job-master-0") && w.contains("MASTER_ADDR") && w.contains(" ms"),
-            "{what}: {w}"
-        );
-        assert!(!o.has_warning("probe-failed") && !o.has_warning("no-route-decided"));
-        // The time waited: at least the timeout, and not much more (the process and namespace start).
-        assert!(
-            (TIMEOUT_MS..TIMEOUT_MS + 3000).contains(&waited),
-            "{what}: the run took {waited} ms"
-        );
-        let d = job.doctor_json();
-        let peer = &d["peer"];
-        assert_eq!(peer["host"], "job-master-0", "{what}: {peer}");
-        assert_eq!(peer["source"], "MASTER_ADDR");
-        assert!(peer["addrs"].as_array().is_some_and(Vec::is_empty));
-        let ms = peer["resolve_ms"].as_u64().expect("resolve_ms");
-        let attempts = peer["resolve_attempts"].as_u64().expect("attempts");
-        assert!(
-            (TIMEOUT_MS..TIMEOUT_MS + 1000).contains(&ms),
-            "{what}: {peer}"
-        );
-        match dns {
-            // The resolver's call blocks past the deadline: one call, abandoned.
-            Some(false) => assert_eq!(attempts, 1, "{what}: {peer}"),
-            // Each call fails at once: retried until the deadline.
-            _ => assert!(attempts >= 2, "{what}: {peer}"),
-        }
-        if let Some(s) = &server {
-            assert!(
-                s.queries() > 0,
-                "{what}: the resolver never asked 127.0.0.1:53"
-            );
-        }
-        let (_, text, _) = job.doctor_out(false);
-        assert!(text.contains("tried for"), "{what}: {text}");
+/// One F17 scenario, `what`: `job` (in `ns`) run with nothing (`dns` None), a silent server (`Some(false)`)
+/// or an NXDOMAIN server (`Some(true)`) on 127.0.0.1:53. ncclenv sets `eth0` (the variables by the default
+/// route), warns `peer-unresolved` with the time waited, which is the timeout and not much more, and doctor
+/// reports the name, its source and the resolver's attempts.
+fn f17_waits_then_decides_by_the_default_route(
+    job: &Job,
+    ns: &Netns,
+    what: &str,
+    dns: Option<bool>,
+    eth0: &[(&str, Option<&str>)],
+) {
+    let server = dns.map(|answer| Dns::start(ns, answer));
+    let t0 = std::time::Instant::now();
+    let o = job.exec();
+    let waited = t0.elapsed().as_millis() as u64;
+    assert_eq!((o.code, o.ran), (Some(0), true), "{what}: {o:#?}");
+    for &(k, v) in eth0 {
+        assert_eq!(o.var(k), v, "{what}: {k}");
     }
-
-    // The image's broken Gloo value is repaired as usual; strict mode refuses.
-    job.set("GLOO_SOCKET_IFNAME", "^lo,docker");
-    let o = job.check(&eth0);
-    assert!(o.warning("gloo-ifname-repaired").contains("^lo,docker"));
-    job.unset("GLOO_SOCKET_IFNAME");
-    let s = job.strict_refuses();
-    assert!(s.stderr.contains("peer-unresolved"), "{}", s.stderr);
-    // A name that resolves (/etc/hosts is read first): no warning.
-    job.set("MASTER_ADDR", "localhost");
-    let o = job.check(&[("NCCL_SOCKET_IFNAME", Some("eth0"))]);
-    assert!(!o.has_warning("peer-unresolved"), "{}", o.stderr);
+    if dns.is_none() {
+        // Once, the whole check: `ncclenv env` agrees and the ip -j oracle holds.
+        job.check(eth0);
+    }
+    let w = o.warning("peer-unresolved");
+    assert!(
+        w.contains("job-master-0") && w.contains("MASTER_ADDR") && w.contains(" ms"),
+        "{what}: {w}"
+    );
+    assert!(!o.has_warning("probe-failed") && !o.has_warning("no-route-decided"));
+    // The time waited: at least the timeout, and not much more (the process and namespace start).
+    assert!(
+        (F17_TIMEOUT_MS..F17_TIMEOUT_MS + 3000).contains(&waited),
+        "{what}: the run took {waited} ms"
+    );
+    let d = job.doctor_json();
+    let peer = &d["peer"];
+    assert_eq!(peer["host"], "job-master-0", "{what}: {peer}");
+    assert_eq!(peer["source"], "MASTER_ADDR");
+    assert!(peer["addrs"].as_array().is_some_and(Vec::is_empty));
+    let ms = peer["resolve_ms"].as_u64().expect("resolve_ms");
+    let attempts = peer["resolve_attempts"].as_u64().expect("attempts");
+    assert!(
+        (F17_TIMEOUT_MS..F17_TIMEOUT_MS + 1000).contains(&ms),
+        "{what}: {peer}"
+    );
+    match dns {
+        // The resolver's call blocks past the deadline: one call, abandoned.
+        Some(false) => assert_eq!(attempts, 1, "{what}: {peer}"),
+        // Each call fails at once: retried until the deadline.
+        _ => assert!(attempts >= 2, "{what}: {peer}"),
+    }
+    if let Some(s) = &server {
+        assert!(
+            s.queries() > 0,
+            "{what}: the resolver never asked 127.0.0.1:53"
+        );
+    }
+    let (_, text, _) = job.doctor_out(false);
+    assert!(text.contains("tried for"), "{what}: {text}");
 }
 
 /// F18, aws-samples/aws-do-eks#69: an EFA profile: the bootstrap interface is set, the transport left alone.

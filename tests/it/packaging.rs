@@ -495,6 +495,19 @@ fn the_wheels_install_offline_and_give_every_command() {
         return;
     }
     let tmp = TempDir::new("wheel");
+    let wheels = build_both_wheels(&tmp);
+    let (x86, arm) = (wheel_of(&wheels, "x86_64"), wheel_of(&wheels, "aarch64"));
+    let x86_dir = unpack_and_check(&python, &x86, "x86_64", &tmp.join("x86"));
+    let arm_dir = unpack_and_check(&python, &arm, "aarch64", &tmp.join("arm"));
+    check_metadata(&x86_dir);
+    docs_name_the_wheel(&x86);
+    pip_installs_offline_for_this_machine_only(&python, &tmp, &x86, &arm);
+    aarch64_binaries_run_under_qemu(&arm_dir);
+}
+
+/// Runs scripts/build-wheel.sh for x86_64 and aarch64 into `tmp`/dist (once: it builds both targets).
+/// Returns the two wheels.
+fn build_both_wheels(tmp: &TempDir) -> Vec<PathBuf> {
     let dist = tmp.join("dist");
     let target = target_dir();
     let o = output(
@@ -518,12 +531,12 @@ fn the_wheels_install_offline_and_give_every_command() {
         .filter(|p| p.extension().is_some_and(|x| x == "whl"))
         .collect();
     assert_eq!(wheels.len(), 2, "{wheels:?}");
-    let (x86, arm) = (wheel_of(&wheels, "x86_64"), wheel_of(&wheels, "aarch64"));
-    let x86_dir = unpack_and_check(&python, &x86, "x86_64", &tmp.join("x86"));
-    let arm_dir = unpack_and_check(&python, &arm, "aarch64", &tmp.join("arm"));
-    check_metadata(&x86_dir);
-    // The README's and docs/images.md's Dockerfile name the wheel as it is built.
-    let name = x86
+    wheels
+}
+
+/// The README's and docs/images.md's Dockerfile name the wheel (`wheel`) as it is built.
+fn docs_name_the_wheel(wheel: &Path) {
+    let name = wheel
         .file_name()
         .unwrap_or_default()
         .to_string_lossy()
@@ -535,10 +548,18 @@ fn the_wheels_install_offline_and_give_every_command() {
             "{doc} does not name {name}"
         );
     }
+}
 
-    // Offline, into a fresh venv.
+/// Offline, into a fresh venv (in `tmp`, made by `python`): on an x86_64 machine pip installs the `x86`
+/// wheel, every subcommand runs from it, and the `arm` wheel is refused.
+fn pip_installs_offline_for_this_machine_only(
+    python: &Path,
+    tmp: &TempDir,
+    x86: &Path,
+    arm: &Path,
+) {
     let venv = tmp.join("venv");
-    ok(Command::new(&python).args(["-m", "venv"]).arg(&venv));
+    ok(Command::new(python).args(["-m", "venv"]).arg(&venv));
     let pip = |w: &Path| {
         output(
             Command::new(venv.join("bin/python"))
@@ -554,11 +575,11 @@ fn the_wheels_install_offline_and_give_every_command() {
         )
     };
     if machine_arch() == "x86_64" {
-        let o = pip(&x86);
+        let o = pip(x86);
         assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
-        run_every_subcommand(&venv, &tmp);
+        run_every_subcommand(&venv, tmp);
         // The other architecture's wheel is refused here.
-        let o = pip(&arm);
+        let o = pip(arm);
         assert!(
             !o.status.success(),
             "pip installed an aarch64 wheel on x86_64"
@@ -569,7 +590,11 @@ fn the_wheels_install_offline_and_give_every_command() {
             text(&o.stderr)
         );
     }
-    // The aarch64 binaries run under qemu-user (the helper with the cross glibc of libc6-arm64-cross).
+}
+
+/// The aarch64 binaries of the unpacked wheel (`arm_dir`) run under qemu-user (the helper with the cross
+/// glibc of libc6-arm64-cross) and print the version.
+fn aarch64_binaries_run_under_qemu(arm_dir: &Path) {
     let Some(q) = which("qemu-aarch64") else {
         cannot("no qemu-aarch64 (apt-get install qemu-user)");
         return;
@@ -644,10 +669,19 @@ fn install_copies_both_binaries_and_says_so() {
     let tmp = TempDir::new("install");
     let dir = tmp.join("emptydir/bin");
     std::fs::create_dir_all(tmp.join("emptydir")).expect("mkdir");
-    let o = output(Command::new(&bin).arg("install").arg(&dir));
+    install_copies_both_into_a_new_dir(&bin, &helper, &dir);
+    install_again_copies_only_what_differs(&bin, &helper, &dir);
+    install_refuses_a_dir_it_cannot_make_and_bad_usage(&bin, &tmp);
+    install_without_a_helper_copies_ncclenv_alone(&bin, &tmp);
+}
+
+/// `bin install dir` (`dir` not there yet) copies `bin` and `helper` there, mode 755, names each copy and
+/// the command to run; the installed ncclenv runs and finds its helper beside it.
+fn install_copies_both_into_a_new_dir(bin: &Path, helper: &Path, dir: &Path) {
+    let o = output(Command::new(bin).arg("install").arg(dir));
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let out = text(&o.stdout);
-    for (name, src) in [("ncclenv", &bin), ("ncclenv-check", &helper)] {
+    for (name, src) in [("ncclenv", bin), ("ncclenv-check", helper)] {
         let dest = dir.join(name);
         let line = format!("copied {} to {} (", src.display(), dest.display());
         assert!(out.contains(&line), "{line} missing:\n{out}");
@@ -669,9 +703,12 @@ fn install_copies_both_binaries_and_says_so() {
             .env("NCCLENV_LOG", "off"),
     );
     assert_eq!(o.status.code(), Some(5));
+}
 
-    // Again: nothing to copy.
-    let o = output(Command::new(&bin).arg("install").arg(&dir));
+/// `bin install dir` again (`dir` holds the copies of `bin` and `helper`): nothing to copy; a different
+/// older file is replaced (through a rename: a running copy is never written in place).
+fn install_again_copies_only_what_differs(bin: &Path, helper: &Path, dir: &Path) {
+    let o = output(Command::new(bin).arg("install").arg(dir));
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(
         text(&o.stdout).matches("already up to date: ").count(),
@@ -681,17 +718,21 @@ fn install_copies_both_binaries_and_says_so() {
     );
     // A different older file is replaced (through a rename: a running copy is never written in place).
     std::fs::write(dir.join("ncclenv-check"), b"old").expect("write");
-    let o = output(Command::new(&bin).arg("install").arg(&dir));
+    let o = output(Command::new(bin).arg("install").arg(dir));
     assert!(text(&o.stdout).contains("copied "), "{}", text(&o.stdout));
     assert_eq!(
         std::fs::read(dir.join("ncclenv-check")).ok(),
-        std::fs::read(&helper).ok()
+        std::fs::read(helper).ok()
     );
+}
 
+/// `bin install` where DIR cannot be made (a file, in `tmp`, is in the way): exit 1, the reason, nothing on
+/// stdout; and usage errors (exit 2): one directory, no command.
+fn install_refuses_a_dir_it_cannot_make_and_bad_usage(bin: &Path, tmp: &TempDir) {
     // DIR cannot be made (a file is in the way): exit 1, the reason, nothing on stdout.
     let file = tmp.join("a-file");
     std::fs::write(&file, b"x").expect("write");
-    let o = output(Command::new(&bin).arg("install").arg(file.join("sub")));
+    let o = output(Command::new(bin).arg("install").arg(file.join("sub")));
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(o.stdout.is_empty());
     assert!(
@@ -706,14 +747,17 @@ fn install_copies_both_binaries_and_says_so() {
         &["install", "a", "b"][..],
         &["install", "a", "--", "true"][..],
     ] {
-        let o = output(Command::new(&bin).args(args));
+        let o = output(Command::new(bin).args(args));
         assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
     }
+}
 
-    // Without a helper beside it, only ncclenv, and it says so.
+/// A copy of `bin` without a helper beside it (in `tmp`) installs only ncclenv and says so; and `ncclenv
+/// check` there says exactly how to get the helper (exit 69).
+fn install_without_a_helper_copies_ncclenv_alone(bin: &Path, tmp: &TempDir) {
     let lone = tmp.join("lone");
     std::fs::create_dir_all(&lone).expect("mkdir");
-    common::exe::copy(&bin, &lone.join("ncclenv"));
+    common::exe::copy(bin, &lone.join("ncclenv"));
     let o = output(
         Command::new(lone.join("ncclenv"))
             .arg("install")

@@ -265,29 +265,7 @@ fn paddle_launch_two_nodes_needs_ncclenv() {
         .iter()
         .map(|n| Launch::start(n, &python, false, tmp.join(&format!("without-{}", n.host))))
         .collect();
-    let all_tails = |ls: &[Launch]| ls.iter().map(Launch::tails).collect::<Vec<_>>().join("\n");
-
-    // The run with ncclenv: both launchers exit 0 within the deadline.
-    while !good.iter_mut().all(Launch::done) {
-        if t0.elapsed() > RUN_DEADLINE {
-            good.iter_mut().for_each(Launch::kill);
-            panic!(
-                "with ncclenv the job did not finish in {RUN_DEADLINE:?}\n{}",
-                all_tails(&good)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let took = t0.elapsed();
-    eprintln!("paddle e2e: the run with ncclenv took {took:.1?}");
-    for l in &good {
-        assert!(
-            l.status.unwrap().success(),
-            "with ncclenv a launcher failed ({:?})\n{}",
-            l.status,
-            all_tails(&good)
-        );
-    }
+    let took = run_with_ncclenv_finishes(&mut good, t0);
 
     // What each node's worker saw.
     let mut ranks = vec![];
@@ -301,100 +279,147 @@ fn paddle_launch_two_nodes_needs_ncclenv() {
             node.host,
             ctx()
         );
-        let r = &rs[0];
-        let env = &r["env"];
-        let s = |k: &str| env[k].as_str().unwrap_or("<unset>").to_string();
-        assert_eq!(
-            r["sum"].as_f64(),
-            Some(3.0),
-            "{}: all-reduce sum: {r}",
-            node.host
-        );
-        assert_eq!(r["world_size"].as_i64(), Some(2), "{}: {r}", node.host);
-        assert_eq!(
-            r["hostname"].as_str(),
-            Some(node.host),
-            "{}: {r}",
-            node.host
-        );
-        assert_eq!(s("NCCL_SOCKET_IFNAME"), "eth0", "{}: {r}", node.host);
-        assert_eq!(s("NCCL_SOCKET_FAMILY"), "AF_INET", "{}: {r}", node.host);
-        assert_eq!(s("GLOO_SOCKET_IFNAME"), "eth0", "{}: {r}", node.host);
-        assert_eq!(s("TP_SOCKET_IFNAME"), "eth0", "{}: {r}", node.host);
-        assert_eq!(s("POD_IP"), node.ip, "{}: {r}", node.host);
-        assert_eq!(s("PADDLE_DISTRI_BACKEND"), "gloo", "{}: {r}", node.host);
-        let current = s("PADDLE_CURRENT_ENDPOINT");
+        ranks.push(check_worker_saw(node, &rs[0]));
+        ncclenv_said_why(node, l, &ctx);
+    }
+    assert_eq!(ranks, vec![0, 1], "node A (the master) is rank 0");
+    drop(good);
+    run_without_ncclenv_hangs(&without, &mut bad, t0, took);
+}
+
+/// The logs' tails of every launcher in `ls`, for a failure message.
+fn all_tails(ls: &[Launch]) -> String {
+    ls.iter().map(Launch::tails).collect::<Vec<_>>().join("\n")
+}
+
+/// Waits for the run with ncclenv (`good`, started at `t0`): both launchers must exit 0 within
+/// [`RUN_DEADLINE`]. Returns how long it took.
+fn run_with_ncclenv_finishes(good: &mut [Launch], t0: Instant) -> Duration {
+    while !good.iter_mut().all(Launch::done) {
+        if t0.elapsed() > RUN_DEADLINE {
+            good.iter_mut().for_each(Launch::kill);
+            panic!(
+                "with ncclenv the job did not finish in {RUN_DEADLINE:?}\n{}",
+                all_tails(good)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = t0.elapsed();
+    eprintln!("paddle e2e: the run with ncclenv took {took:.1?}");
+    for l in good.iter() {
         assert!(
-            current.starts_with(&format!("{}:", node.ip)),
-            "{}: PADDLE_CURRENT_ENDPOINT {current}: {r}",
-            node.host
+            l.status.unwrap().success(),
+            "with ncclenv a launcher failed ({:?})\n{}",
+            l.status,
+            all_tails(good)
         );
-        let eps: Vec<String> = s("PADDLE_TRAINER_ENDPOINTS")
-            .split(',')
-            .map(String::from)
-            .collect();
-        assert_eq!(eps.len(), 2, "{}: {r}", node.host);
-        assert!(eps[0].starts_with("10.99.0.1:"), "{}: {r}", node.host);
-        assert!(eps[1].starts_with("10.99.0.2:"), "{}: {r}", node.host);
-        assert!(eps.contains(&current), "{}: {r}", node.host);
-        ranks.push(r["rank"].as_i64().unwrap());
-        // ncclenv said why: the route to the master from --master, not docker0's default route.
-        let out = l.output();
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("ncclenv: interface "))
-            .unwrap_or_else(|| panic!("{}: no ncclenv decision line\n{}", node.host, ctx()));
-        // Node A owns the master's address; node B routes to it (docker0 holds the default route).
-        let why = if node.ip == "10.99.0.1" {
-            "this host is the peer 10.99.0.1"
-        } else {
-            "route to peer 10.99.0.1"
-        };
+    }
+    took
+}
+
+/// One worker's result `r` (from `node`, with ncclenv): the all-reduce sum, the world size, the hostname,
+/// the interface and family variables, POD_IP, the backend, and its own and both real addresses among the
+/// endpoints. Returns its rank.
+fn check_worker_saw(node: &Node, r: &serde_json::Value) -> i64 {
+    let env = &r["env"];
+    let s = |k: &str| env[k].as_str().unwrap_or("<unset>").to_string();
+    assert_eq!(
+        r["sum"].as_f64(),
+        Some(3.0),
+        "{}: all-reduce sum: {r}",
+        node.host
+    );
+    assert_eq!(r["world_size"].as_i64(), Some(2), "{}: {r}", node.host);
+    assert_eq!(
+        r["hostname"].as_str(),
+        Some(node.host),
+        "{}: {r}",
+        node.host
+    );
+    assert_eq!(s("NCCL_SOCKET_IFNAME"), "eth0", "{}: {r}", node.host);
+    assert_eq!(s("NCCL_SOCKET_FAMILY"), "AF_INET", "{}: {r}", node.host);
+    assert_eq!(s("GLOO_SOCKET_IFNAME"), "eth0", "{}: {r}", node.host);
+    assert_eq!(s("TP_SOCKET_IFNAME"), "eth0", "{}: {r}", node.host);
+    assert_eq!(s("POD_IP"), node.ip, "{}: {r}", node.host);
+    assert_eq!(s("PADDLE_DISTRI_BACKEND"), "gloo", "{}: {r}", node.host);
+    let current = s("PADDLE_CURRENT_ENDPOINT");
+    assert!(
+        current.starts_with(&format!("{}:", node.ip)),
+        "{}: PADDLE_CURRENT_ENDPOINT {current}: {r}",
+        node.host
+    );
+    let eps: Vec<String> = s("PADDLE_TRAINER_ENDPOINTS")
+        .split(',')
+        .map(String::from)
+        .collect();
+    assert_eq!(eps.len(), 2, "{}: {r}", node.host);
+    assert!(eps[0].starts_with("10.99.0.1:"), "{}: {r}", node.host);
+    assert!(eps[1].starts_with("10.99.0.2:"), "{}: {r}", node.host);
+    assert!(eps.contains(&current), "{}: {r}", node.host);
+    r["rank"].as_i64().unwrap()
+}
+
+/// ncclenv on `node` (its launch `l`; `ctx`: every launcher's tails) said why: the route to the master from
+/// --master, not docker0's default route; no warnings; and the preflight met both nodes on Paddle's master
+/// port before Paddle did.
+fn ncclenv_said_why(node: &Node, l: &Launch, ctx: &dyn Fn() -> String) {
+    let out = l.output();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ncclenv: interface "))
+        .unwrap_or_else(|| panic!("{}: no ncclenv decision line\n{}", node.host, ctx()));
+    // Node A owns the master's address; node B routes to it (docker0 holds the default route).
+    let why = if node.ip == "10.99.0.1" {
+        "this host is the peer 10.99.0.1"
+    } else {
+        "route to peer 10.99.0.1"
+    };
+    assert!(
+        line.starts_with(&format!("ncclenv: interface eth0 {} ({why}", node.ip)),
+        "{}: {line}",
+        node.host
+    );
+    let warnings: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("ncclenv: warning"))
+        .collect();
+    assert!(warnings.is_empty(), "{}: {warnings:?}", node.host);
+    // The preflight met both nodes on Paddle's master port before Paddle did.
+    assert!(
+        out.contains("[preflight-passed]"),
+        "{}\n{}",
+        node.host,
+        ctx()
+    );
+    if node.ip == "10.99.0.1" {
         assert!(
-            line.starts_with(&format!("ncclenv: interface eth0 {} ({why}", node.ip)),
-            "{}: {line}",
-            node.host
-        );
-        let warnings: Vec<&str> = out
-            .lines()
-            .filter(|l| l.starts_with("ncclenv: warning"))
-            .collect();
-        assert!(warnings.is_empty(), "{}: {warnings:?}", node.host);
-        // The preflight met both nodes on Paddle's master port before Paddle did.
-        assert!(
-            out.contains("[preflight-passed]"),
+            out.contains(&format!("listening on 10.99.0.1:{MASTER_PORT}"))
+                && out.contains("preflight: node 2/2 node-b 10.99.0.2"),
             "{}\n{}",
             node.host,
             ctx()
         );
-        if node.ip == "10.99.0.1" {
-            assert!(
-                out.contains(&format!("listening on 10.99.0.1:{MASTER_PORT}"))
-                    && out.contains("preflight: node 2/2 node-b 10.99.0.2"),
-                "{}\n{}",
-                node.host,
-                ctx()
-            );
-        } else {
-            assert!(
-                out.contains(&format!("preflight: verdict from the master 10.99.0.1:{MASTER_PORT} for 2 of 2 nodes: proceed")),
-                "{}\n{}",
-                node.host,
-                ctx()
-            );
-        }
+    } else {
+        assert!(
+            out.contains(&format!("preflight: verdict from the master 10.99.0.1:{MASTER_PORT} for 2 of 2 nodes: proceed")),
+            "{}\n{}",
+            node.host,
+            ctx()
+        );
     }
-    assert_eq!(ranks, vec![0, 1], "node A (the master) is rank 0");
-    drop(good);
+}
 
-    // The run without ncclenv: it must not finish, for at least max(HANG_MIN, 2 × took) from its start.
+/// The run without ncclenv (`without`'s nodes, launches `bad`, started at `t0`) must not finish, for at least
+/// max([`HANG_MIN`], 2 × `took`, the run with ncclenv) from its start; and each launcher says why.
+fn run_without_ncclenv_hangs(without: &Cluster, bad: &mut [Launch], t0: Instant, took: Duration) {
     let hang = HANG_MIN.max(took * 2);
     while t0.elapsed() < hang && !bad.iter_mut().all(Launch::done) {
         std::thread::sleep(Duration::from_millis(200));
     }
     bad.iter_mut().for_each(Launch::kill);
     eprintln!("paddle e2e: the run without ncclenv was stopped after {hang:.1?}");
-    for (node, l) in without.nodes.iter().zip(&bad) {
+    for (node, l) in without.nodes.iter().zip(bad.iter()) {
         let rs = results(&l.dir);
         let finished = l.status.map(|s| s.success()).unwrap_or(false);
         assert!(
@@ -402,14 +427,14 @@ fn paddle_launch_two_nodes_needs_ncclenv() {
             "{}: without ncclenv the job finished ({:?}, {rs:?}): this layout proves nothing\n{}",
             node.host,
             l.status,
-            all_tails(&bad)
+            all_tails(bad)
         );
         // Why: node A's address is 127.0.1.1, so no launcher serves --master=10.99.0.1.
         assert!(
             l.output().contains("master not ready"),
             "{}: without ncclenv, expected Paddle's 'master not ready'\n{}",
             node.host,
-            all_tails(&bad)
+            all_tails(bad)
         );
     }
 }

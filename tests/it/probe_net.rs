@@ -31,6 +31,25 @@ fn mixed_layout_matches_ip() {
     if !common::require_root() {
         return;
     }
+    let (ns, port) = mixed_layout();
+    let peers = ips(&[
+        "10.0.1.20",
+        "10.200.0.1",
+        "10.0.106.50",
+        "10.42.0.11",
+        "10.9.1.1",
+        "10.66.1.1",
+        "fd00:1::99",
+        "2001:db8::1",
+    ]);
+    let s = check(Some(&ns), &peers);
+    start_probe_reads_ipv6_routes_when_needed(&ns, &peers);
+    named_roce_netdev_without_address_is_listed(&ns);
+    mixed_layout_facts(&s, &port);
+}
+
+/// Builds the namespace [`mixed_layout_matches_ip`] describes. Returns it and the name of the bridge's port.
+fn mixed_layout() -> (Netns, String) {
     let ns = Netns::new("pn-mixed");
     ns.stub("eth0");
     ns.addr("eth0", "10.0.0.2/24");
@@ -56,35 +75,29 @@ fn mixed_layout_matches_ip() {
     ns.ip(&["addr", "add", "fd00:9::5/64", "dev", "enp3s0"]); // DAD pending until carrier: tentative
     ns.wait_running("bond0.2973");
     ns.wait_running("bond0.2973.1");
+    (ns, port)
+}
 
-    let peers = ips(&[
-        "10.0.1.20",
-        "10.200.0.1",
-        "10.0.106.50",
-        "10.42.0.11",
-        "10.9.1.1",
-        "10.66.1.1",
-        "fd00:1::99",
-        "2001:db8::1",
-    ]);
-    let s = check(Some(&ns), &peers);
+/// `probe_start` in `ns` (the mixed layout) reads the IPv6 routes only when something needs them: an IPv6
+/// peer among `peers` (all of the layout's), NCCL_SOCKET_FAMILY=AF_INET6, or no IPv4 default that decides.
+fn start_probe_reads_ipv6_routes_when_needed(ns: &Netns, peers: &[IpAddr]) {
     let none = StartNeeds::default();
     assert!(
-        check_start(&ns, &peers, &none),
+        check_start(ns, peers, &none),
         "an IPv6 peer needs the IPv6 routes"
     );
     let v4_peers = ips(&["10.0.1.20", "10.200.0.1"]);
     assert!(
-        !check_start(&ns, &v4_peers, &none),
+        !check_start(ns, &v4_peers, &none),
         "the IPv4 default over eth1 decides: IPv6 routes skipped"
     );
-    assert!(!check_start(&ns, &[], &none));
+    assert!(!check_start(ns, &[], &none));
     let v6_family = StartNeeds {
         ipv6_family: true,
         ..StartNeeds::default()
     };
     assert!(
-        check_start(&ns, &v4_peers, &v6_family),
+        check_start(ns, &v4_peers, &v6_family),
         "NCCL_SOCKET_FAMILY=AF_INET6 needs the IPv6 routes"
     );
     let exclude = ["eth1".to_string()];
@@ -93,10 +106,15 @@ fn mixed_layout_matches_ip() {
         ..StartNeeds::default()
     };
     assert!(
-        check_start(&ns, &[], &no_eth1),
+        check_start(ns, &[], &no_eth1),
         "eth1 excluded, eth0 without carrier: no IPv4 default decides"
     );
-    // A RoCE netdev without an address (a veth left down) is listed when named.
+}
+
+/// A RoCE netdev without an address (a veth left down, added to `ns`) is listed by `probe_start` when
+/// named, and only then; a named interface that does not exist is not made up.
+fn named_roce_netdev_without_address_is_listed(ns: &Netns) {
+    let none = StartNeeds::default();
     ns.ip(&[
         "link", "add", "roce0", "type", "veth", "peer", "name", "roce0p",
     ]);
@@ -121,19 +139,22 @@ fn mixed_layout_matches_ip() {
         st.links
     );
     assert!(!st.links.iter().any(|l| l.name == "nosuch0"));
+}
 
-    // A few facts spelled out, so a wrong oracle cannot hide a wrong probe.
-    let (eth0, eth1) = (link(&s, "eth0"), link(&s, "eth1"));
+/// A few facts of the mixed layout's snapshot `s` spelled out (`port`: the bridge's port), so a wrong
+/// oracle cannot hide a wrong probe.
+fn mixed_layout_facts(s: &Network, port: &str) {
+    let (eth0, eth1) = (link(s, "eth0"), link(s, "eth1"));
     assert!(eth0.up && !eth0.running && !eth0.lower_up, "{eth0:?}");
     assert!(eth1.up && eth1.running && eth1.lower_up, "{eth1:?}");
     assert_eq!(eth1.kind.as_deref(), Some("veth"));
-    assert_eq!(link(&s, "bond0.2973").kind.as_deref(), Some("macvlan"));
-    let br = link(&s, "br-1a2b3c4d5e6f");
+    assert_eq!(link(s, "bond0.2973").kind.as_deref(), Some("macvlan"));
+    let br = link(s, "br-1a2b3c4d5e6f");
     assert_eq!(br.kind.as_deref(), Some("bridge"));
     assert!(br.running);
-    assert_eq!(link(&s, &port).master, Some(br.index));
-    assert!(link(&s, "lo").loopback);
-    assert_eq!(link(&s, "lo").link_type, 772);
+    assert_eq!(link(s, port).master, Some(br.index));
+    assert!(link(s, "lo").loopback);
+    assert_eq!(link(s, "lo").link_type, 772);
     let tentative: Vec<_> = s
         .addrs
         .iter()
@@ -192,7 +213,7 @@ fn mixed_layout_matches_ip() {
         .unwrap();
     assert_eq!(v6_default.gateway, Some("fe80::1".parse().unwrap()));
     assert!(s.peer_routes[3].local, "own address is local");
-    assert_eq!(s.peer_routes[2].oif, Some(link(&s, "bond0.2973").index));
+    assert_eq!(s.peer_routes[2].oif, Some(link(s, "bond0.2973").index));
     assert!(
         s.peer_routes[5].error.is_some(),
         "blackhole lookup fails: {:?}",

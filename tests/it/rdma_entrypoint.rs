@@ -563,6 +563,15 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     if !require_root() {
         return;
     }
+    let (ns, t, plugin) = f25_pod();
+    let ld = ("LD_LIBRARY_PATH", plugin.display().to_string());
+    low_memlock_turns_off_the_plugins_switch_too(&ns, &t, &ld);
+    a_users_ib_disable_with_the_plugin_warns(&ns, &t, &ld);
+}
+
+/// F25's pod: `eth0` with the default route, a RoCE HCA mlx5_0 on it with its uverbs device, and an HPC-X
+/// style net plugin. Returns the namespace, the folder holding sysfs and devfs, and the plugin's folder.
+fn f25_pod() -> (Netns, TempDir, PathBuf) {
     let ns = Netns::new("rdf25");
     ns.plug("eth0");
     ns.addr("eth0", "10.0.0.5/24");
@@ -578,7 +587,12 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     verbs_map(&t.join("sys"), "uverbs0", "mlx5_0");
     uverbs(&t.join("dev"), 0);
     let plugin = plugin_lib(&t);
-    let ld = ("LD_LIBRARY_PATH", plugin.display().to_string());
+    (ns, t, plugin)
+}
+
+/// Memlock 8 MiB (in `ns`, with `t`'s sysfs; `ld`: LD_LIBRARY_PATH to the plugin): IB off, and the
+/// plugin's own switch too; doctor lists it as the plugin that loads; without the plugin, no switch.
+fn low_memlock_turns_off_the_plugins_switch_too(ns: &Netns, t: &TempDir, ld: &(&str, String)) {
     let base = Run {
         memlock: Some(format!("{MIB8}:{MIB8}")),
         setpriv: NO_IPC_LOCK,
@@ -586,8 +600,8 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     };
     // Memlock 8 MiB: IB off, and the plugin's own switch too.
     let (out, err) = ok(&run(
-        &ns,
-        &t,
+        ns,
+        t,
         &Run {
             env: vec![ld.clone()],
             ..base
@@ -597,8 +611,8 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     assert_eq!(value(&out, "NCCL_IBEXT_DISABLE"), Some("1"), "{out}\n{err}");
     // doctor lists it as the plugin that loads.
     let o = run(
-        &ns,
-        &t,
+        ns,
+        t,
         &Run {
             env: vec![ld.clone()],
             doctor: true,
@@ -618,8 +632,8 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     );
     // Without the plugin: no switch.
     let (out, _) = ok(&run(
-        &ns,
-        &t,
+        ns,
+        t,
         &Run {
             memlock: Some(format!("{MIB8}:{MIB8}")),
             setpriv: NO_IPC_LOCK,
@@ -628,10 +642,15 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     ));
     assert_eq!(value(&out, "NCCL_IB_DISABLE"), Some("1"));
     assert_eq!(value(&out, "NCCL_IBEXT_DISABLE"), None);
+}
+
+/// The user disabled IB with the plugin present (in `ns`, with `t`'s sysfs; `ld`: LD_LIBRARY_PATH to the
+/// plugin): kept, and a warning naming the plugin's switch; not once the plugin's switch is set too.
+fn a_users_ib_disable_with_the_plugin_warns(ns: &Netns, t: &TempDir, ld: &(&str, String)) {
     // Variant: the user disabled IB with the plugin present: kept, and a warning.
     let (out, err) = ok(&run(
-        &ns,
-        &t,
+        ns,
+        t,
         &Run {
             env: vec![ld.clone(), ("NCCL_IB_DISABLE", "1".into())],
             ..Run::default()
@@ -646,11 +665,11 @@ fn f25_hpcx_net_plugin_gets_its_own_switch() {
     );
     // ... not once the plugin's switch is set too.
     let (_, err) = ok(&run(
-        &ns,
-        &t,
+        ns,
+        t,
         &Run {
             env: vec![
-                ld,
+                ld.clone(),
                 ("NCCL_IB_DISABLE", "1".into()),
                 ("NCCL_IBEXT_DISABLE", "1".into()),
             ],

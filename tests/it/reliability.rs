@@ -306,24 +306,6 @@ fn control_bytes_never_reach_the_terminal() {
     ns.plug("nic1");
     ns.addr("nic1", "10.80.0.2/24");
     let mut vars = base(&tmp);
-    let clean = |what: &str, b: &[u8]| {
-        let bad: Vec<u8> = b
-            .iter()
-            .copied()
-            .filter(|c| (*c < 0x20 && *c != b'\n') || *c == 0x7f)
-            .collect();
-        assert!(
-            bad.is_empty(),
-            "{what} carries control bytes {bad:?}: {}",
-            text(b)
-        );
-        assert!(
-            text(b).contains("\\x1b[31m"),
-            "{what} does not name the interface escaped: {}",
-            text(b)
-        );
-    };
-
     // The logger (no route decided: a warning naming the interface), and the exact name to the command.
     let o = run(
         Some(&ns),
@@ -331,14 +313,41 @@ fn control_bytes_never_reach_the_terminal() {
         30,
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    clean("the log", &o.stderr);
+    assert_clean("the log", &o.stderr);
     assert_eq!(
         get(&records(&o.stdout), "NCCL_SOCKET_IFNAME"),
         Some(HOSTILE)
     );
+    env_exports_the_exact_name_safely(&ns, &vars, &tmp);
+    doctor_escapes_the_name(&ns, &vars);
+    vars.push(var("NCCLENV_STRICT", "1"));
+    the_refusal_is_escaped_alike_on_both_paths(&ns, &vars);
+}
 
-    // env: the export line is printf-safe and eval gives the exact name.
-    let o = run(Some(&ns), ncclenv(&vars, &["env"]), 30);
+/// `b` (what `what` printed) carries no control byte (but newlines) and names the hostile interface
+/// escaped.
+fn assert_clean(what: &str, b: &[u8]) {
+    let bad: Vec<u8> = b
+        .iter()
+        .copied()
+        .filter(|c| (*c < 0x20 && *c != b'\n') || *c == 0x7f)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what} carries control bytes {bad:?}: {}",
+        text(b)
+    );
+    assert!(
+        text(b).contains("\\x1b[31m"),
+        "{what} does not name the interface escaped: {}",
+        text(b)
+    );
+}
+
+/// env (in `ns`, with `vars`): the export line is printf-safe and eval (by sh, writing into `tmp`) gives the
+/// exact name.
+fn env_exports_the_exact_name_safely(ns: &Netns, vars: &[(OsString, OsString)], tmp: &TempDir) {
+    let o = run(Some(ns), ncclenv(vars, &["env"]), 30);
     let lines = text(&o.stdout);
     assert!(
         !o.stdout.iter().any(|c| *c < 0x20 && *c != b'\n'),
@@ -355,34 +364,39 @@ fn control_bytes_never_reach_the_terminal() {
     let st = sh.status().expect("sh");
     assert!(st.success());
     assert_eq!(std::fs::read(tmp.join("got")).expect("got"), HOSTILE);
+}
 
-    // doctor's text.
-    let o = run(Some(&ns), ncclenv(&vars, &["doctor"]), 30);
-    clean("doctor", &o.stdout);
+/// doctor's text (in `ns`, with `vars`) is clean; doctor --json has no raw control byte either, and the name
+/// itself inside.
+fn doctor_escapes_the_name(ns: &Netns, vars: &[(OsString, OsString)]) {
+    let o = run(Some(ns), ncclenv(vars, &["doctor"]), 30);
+    assert_clean("doctor", &o.stdout);
     // doctor --json: no raw control byte either, and the name itself inside.
-    let o = run(Some(&ns), ncclenv(&vars, &["doctor", "--json"]), 30);
+    let o = run(Some(ns), ncclenv(vars, &["doctor", "--json"]), 30);
     assert!(!o
         .stdout
         .iter()
         .any(|c| (*c < 0x20 && *c != b'\n') || *c == 0x7f));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert!(v.to_string().contains("\\u001b[31m"), "{v}");
+}
 
-    // The refusal line (strict: no route decided), on stderr and as env's printf line evaluated by dash.
-    vars.push(var("NCCLENV_STRICT", "1"));
-    let o = run(Some(&ns), ncclenv(&vars, &["--", "true"]), 30);
+/// The refusal line (`vars` strict: no route decided, in `ns`), on stderr and as env's printf line evaluated
+/// by dash: the same line once, on stderr, escaped; env's script only stops the shell.
+fn the_refusal_is_escaped_alike_on_both_paths(ns: &Netns, vars: &[(OsString, OsString)]) {
+    let o = run(Some(ns), ncclenv(vars, &["--", "true"]), 30);
     assert_eq!(o.status.code(), Some(78), "{}", text(&o.stderr));
-    clean("the refusal", &o.stderr);
+    assert_clean("the refusal", &o.stderr);
     let refusal = text(&o.stderr)
         .lines()
         .find(|l| l.starts_with("ncclenv: refused"))
         .expect("refusal line")
         .to_string();
     // env: the same line once, on stderr, escaped; the script only stops the shell.
-    let o = run(Some(&ns), ncclenv(&vars, &["env"]), 30);
+    let o = run(Some(ns), ncclenv(vars, &["env"]), 30);
     assert_eq!(o.status.code(), Some(78));
     assert_eq!(text(&o.stdout), "exit 78\n");
-    clean("env's refusal", &o.stderr);
+    assert_clean("env's refusal", &o.stderr);
     let err = text(&o.stderr);
     let lines: Vec<&str> = err
         .lines()
@@ -401,10 +415,19 @@ fn control_bytes_never_reach_the_terminal() {
 #[test]
 fn files_that_never_end_or_never_open_fail_open() {
     let tmp = TempDir::new("rel-files");
+    conf_files_that_are_not_regular_or_too_large_fail_open(&tmp);
+    odd_sysfs_files_fail_open(&tmp);
+    a_home_conf_that_is_a_fifo_fails_open(&tmp);
+}
+
+/// NCCL_CONF_FILE as /dev/zero, a FIFO (made in `tmp`) and a directory: the job runs, `probe-failed` says
+/// "not a regular file" and the inherited value passes untouched; a regular file larger than the bound is
+/// not read either.
+fn conf_files_that_are_not_regular_or_too_large_fail_open(tmp: &TempDir) {
     let fifo = tmp.join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
     for conf in [Path::new("/dev/zero"), fifo.as_path(), Path::new("/")] {
-        let mut vars = base(&tmp);
+        let mut vars = base(tmp);
         vars.push(("NCCL_CONF_FILE".into(), conf.as_os_str().to_os_string()));
         vars.push(var("NCCL_SOCKET_IFNAME", "ncclenv-none0"));
         let o = run(
@@ -432,7 +455,7 @@ fn files_that_never_end_or_never_open_fail_open() {
     // A regular file larger than the bound.
     let big = tmp.join("big.conf");
     std::fs::write(&big, vec![b'#'; (1 << 20) + 1]).expect("write");
-    let mut vars = base(&tmp);
+    let mut vars = base(tmp);
     vars.push(("NCCL_CONF_FILE".into(), big.into()));
     let o = run(None, ncclenv(&vars, &["--", "true"]), 20);
     assert_eq!(o.status.code(), Some(0));
@@ -441,8 +464,11 @@ fn files_that_never_end_or_never_open_fail_open() {
         "{}",
         text(&o.stderr)
     );
+}
 
-    // sysfs: an RDMA port whose attributes are a FIFO and /dev/zero; a link speed that is a FIFO (doctor).
+/// sysfs (under `tmp`): an RDMA port whose attributes are a FIFO and /dev/zero, and a link speed that is a
+/// FIFO: the job runs and doctor names both kinds; without the odd files, no RDMA error.
+fn odd_sysfs_files_fail_open(tmp: &TempDir) {
     let port = tmp.join("sys/class/infiniband/mlx5_0/ports/1");
     std::fs::create_dir_all(&port).expect("mkdir");
     nix::unistd::mkfifo(
@@ -459,7 +485,7 @@ fn files_that_never_end_or_never_open_fail_open() {
         nix::sys::stat::Mode::from_bits_truncate(0o600),
     )
     .expect("mkfifo");
-    let vars = base(&tmp);
+    let vars = base(tmp);
     let o = run(None, ncclenv(&vars, &["--", "true"]), 20);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let o = run(None, ncclenv(&vars, &["doctor", "--json"]), 20);
@@ -473,8 +499,11 @@ fn files_that_never_end_or_never_open_fail_open() {
     std::fs::remove_dir_all(tmp.join("sys/class")).expect("rm");
     let v = doctor_json(None, &vars);
     assert!(v["rdma"]["error"].is_null(), "{v}");
+}
 
-    // ~/.nccl.conf as a FIFO, in a private mount namespace with a tmpfs over the home directory.
+/// ~/.nccl.conf as a FIFO, in a private mount namespace with a tmpfs over the home directory (as root;
+/// skipped otherwise): the job runs and `probe-failed` names the file.
+fn a_home_conf_that_is_a_fifo_fails_open(tmp: &TempDir) {
     if !require_root() {
         return;
     }
@@ -491,7 +520,7 @@ fn files_that_never_end_or_never_open_fail_open() {
         .arg(BIN)
         .args(["--", "/bin/cat", "/proc/self/environ"])
         .env_clear();
-    for (k, v) in base(&tmp) {
+    for (k, v) in base(tmp) {
         c.env(k, v);
     }
     let o = run(None, c, 20);

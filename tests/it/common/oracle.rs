@@ -145,6 +145,8 @@ fn route_get(ns: Option<&Netns>, dev: &dyn Fn(&Value) -> Option<u32>, p: IpAddr)
     }
 }
 
+/// What `ip -j` reports (in `ns`, or here) in the snapshot's shape: links, addresses, main-table routes, and
+/// `ip route get` for each of `peers` and for each of `offlink` (the default-route lookups).
 fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
     let links_j = ip_j(ns, &["-d", "link", "show"]).expect("ip link");
     let index: HashMap<&str, u32> = arr(&links_j)
@@ -160,8 +162,24 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
         v.as_str()
             .map(|n| *index.get(n).unwrap_or_else(|| panic!("dev {n}")))
     };
+    let links = ip_links(&links_j, &dev);
+    let addrs = ip_addrs(ns);
+    let routes = ip_routes(ns, &dev);
+    let peer_routes = peers.iter().map(|p| route_get(ns, &dev, *p)).collect();
+    let default_lookups = offlink.iter().map(|p| route_get(ns, &dev, *p)).collect();
 
-    let links = arr(&links_j)
+    IpView {
+        links,
+        addrs,
+        routes,
+        peer_routes,
+        default_lookups,
+    }
+}
+
+/// `ip -j -d link show`'s output `links_j` in the snapshot's shape; `dev` maps a device name to its index.
+fn ip_links(links_j: &Value, dev: &dyn Fn(&Value) -> Option<u32>) -> Vec<Link> {
+    arr(links_j)
         .iter()
         .map(|l| {
             let flags = strs(&l["flags"]);
@@ -182,8 +200,11 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
                 mac: l["address"].as_str().map(str::to_string),
             }
         })
-        .collect();
+        .collect()
+}
 
+/// `ip -j addr show` (in `ns`, or here) in the snapshot's shape, IPv4 first, by link index.
+fn ip_addrs(ns: Option<&Netns>) -> Vec<Addr> {
     let addrs_j = ip_j(ns, &["addr", "show"]).expect("ip addr");
     let mut addrs: Vec<Addr> = arr(&addrs_j)
         .iter()
@@ -207,7 +228,12 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
         })
         .collect();
     addrs.sort_by_key(|a| (a.family(), a.index));
+    addrs
+}
 
+/// `ip -j [-6] route show table main` (in `ns`, or here) in the snapshot's shape, IPv4 first; `dev` maps a
+/// device name to its index.
+fn ip_routes(ns: Option<&Netns>, dev: &dyn Fn(&Value) -> Option<u32>) -> Vec<Route> {
     let mut routes = Vec::new();
     for (fam, args) in [
         (Family::Inet, &["route", "show", "table", "main"][..]),
@@ -251,17 +277,7 @@ fn ip_view(ns: Option<&Netns>, peers: &[IpAddr], offlink: &[IpAddr]) -> IpView {
             });
         }
     }
-
-    let peer_routes = peers.iter().map(|p| route_get(ns, &dev, *p)).collect();
-    let default_lookups = offlink.iter().map(|p| route_get(ns, &dev, *p)).collect();
-
-    IpView {
-        links,
-        addrs,
-        routes,
-        peer_routes,
-        default_lookups,
-    }
+    routes
 }
 
 /// The probe's snapshot in the oracle's shape (addresses grouped like `ip`, error texts reduced to their
