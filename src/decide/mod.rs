@@ -523,7 +523,7 @@ fn env_removed(snap: &Snapshot, plan: &mut Plan) {
 /// NCCL_SOCKET_IFNAME=eth9 torchrun …`, `sh -c "NCCL_SOCKET_IFNAME=eth9 torchrun …"`: the shell exports it to
 /// the command, POSIX XCU 2.9.1), so the job gets the wrapper's value, which no rule read (break-it, stop 32:
 /// doctor said "Findings none" while the job ran on a name this host lacks). A warning naming each value;
-/// the last assignment of a name is the one the command gets.
+/// the last assignment of a name is the one the command gets; one equal to ncclenv's value is not said.
 fn env_assigned(snap: &Snapshot, plan: &mut Plan) {
     let mut given: Vec<(&str, &str)> = Vec::new();
     for (name, value) in snap.job.env_assigned.iter().rev() {
@@ -537,6 +537,9 @@ fn env_assigned(snap: &Snapshot, plan: &mut Plan) {
         .filter_map(|(name, value)| {
             let c = plan.changes.iter().find(|c| c.name == *name)?;
             let ours = match &c.action {
+                // The same value replaces nothing (break-it finding: `NCCL_SHM_DISABLE=1` beside ncclenv's 1
+                // was a warning, and doctor exited 1).
+                Action::Set { value: v } if v == value => return None,
                 Action::Set { value: v } => format!("ncclenv's {v}"),
                 Action::Unset => "ncclenv's unset".to_string(),
             };
@@ -615,5 +618,11 @@ mod tests {
             w.message
         );
         assert!(!w.message.contains("eth8"), "{}", w.message);
+        // The wrapper's value equal to ncclenv's replaces nothing.
+        let mut plan = Plan::default();
+        plan.set("NCCL_SHM_DISABLE", "1", "/dev/shm too small");
+        snap.job.env_assigned = vec![("NCCL_SHM_DISABLE".into(), "1".into())];
+        env_assigned(&snap, &mut plan);
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
     }
 }

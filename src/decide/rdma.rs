@@ -618,7 +618,7 @@ fn judge_ib_disable(
     snap: &Snapshot,
     plugin: Option<&NetPlugin>,
 ) -> Verdict {
-    let kept = inh.kept();
+    let kept = format!("{}{}", inh.kept(), switches::IB.reading(inh));
     let mut said = Vec::new();
     if switches::IB.turns_off(inh) {
         if let Assessment::Usable { entries, .. } = a {
@@ -651,16 +651,15 @@ fn judge_ib_disable(
                 said.push(roce_netdev(&format!("{kept}, but {why}")))
             }
             Assessment::MemlockLow { bytes, raised } => {
-                said.push(memlock_low(
+                // One warning: an info beside it saying "kept, nothing to do" contradicted it (break-it
+                // finding); the remedy adds the switch that is in the user's hands.
+                let mut w = memlock_low(
                     *bytes,
                     *raised,
                     &format!("{kept}: NCCL will try RDMA and its registrations fail"),
-                ));
-                said.push(Said::new(
-                    Finding::RdmaIbDisabledInherited,
-                    kept,
-                    "nothing to do",
-                ));
+                );
+                w.remedy = format!("{}; or set NCCL_IB_DISABLE=1 to use sockets", w.remedy);
+                said.push(w);
             }
             Assessment::NoDevice(why) | Assessment::NoActivePort(why) => said.push(Said::new(
                 Finding::RdmaIbDisabledInherited,

@@ -181,20 +181,31 @@ pub fn decide_shm(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         return;
     }
     let (problem, remedy) = shm_problem(shm, &need);
+    let shm_fits = problem.is_none();
     let shm_disabled = disable_on_problem(snap, problem, &remedy, plan);
     let judge = |p2p: &Inherited| {
-        if shm_disabled && switches::P2P.turns_off(p2p) {
-            Verdict::risky(Said::new(
-                Finding::ShmP2pBothDisabled,
-                "NCCL_P2P_DISABLE=1 is inherited and SHM is disabled: all traffic between local GPUs goes \
-                 through the network transport",
-                format!(
-                    "{REMEDY}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
-                ),
-            ))
-        } else {
-            Verdict::Works
+        if !(shm_disabled && switches::P2P.turns_off(p2p)) {
+            return Verdict::Works;
         }
+        // Where `/dev/shm` fits, SHM is off by the user's own switch: enlarging it does nothing (break-it
+        // finding); the value is quoted as written.
+        let first = if shm_fits {
+            "unset NCCL_SHM_DISABLE (/dev/shm is large enough for the local ranks)".to_string()
+        } else {
+            REMEDY.to_string()
+        };
+        Verdict::risky(Said::new(
+            Finding::ShmP2pBothDisabled,
+            format!(
+                "NCCL_P2P_DISABLE={}{} is inherited and SHM is disabled: all traffic between local GPUs goes \
+                 through the network transport",
+                p2p.value,
+                switches::P2P.reading(p2p)
+            ),
+            format!(
+                "{first}; keep NCCL_P2P_DISABLE=1 only where an allreduce failed without it (PCIe ACS / IOMMU)"
+            ),
+        ))
     };
     switches::P2P.decide(snap, plan, judge, || None);
 }
@@ -317,11 +328,20 @@ fn disable_on_problem(
     plan: &mut Plan,
 ) -> bool {
     let judge = |inh: &Inherited| match &problem {
-        Some((code, why)) if !switches::SHM.turns_off(inh) => Verdict::risky(Said::new(
-            *code,
-            format!("{}, but {why}", inh.kept()),
-            remedy,
-        )),
+        Some((code, why)) if !switches::SHM.turns_off(inh) => {
+            let reading = switches::SHM.reading(inh);
+            // A value set to turn SHM off that NCCL reads otherwise (`2`, `yes`) says so, and how to.
+            let remedy = if reading.is_empty() {
+                remedy.to_string()
+            } else {
+                format!("set NCCL_SHM_DISABLE=1, or {remedy}")
+            };
+            Verdict::risky(Said::new(
+                *code,
+                format!("{}{reading}, but {why}", inh.kept()),
+                remedy,
+            ))
+        }
         _ => Verdict::Works,
     };
     let turn_off = || {

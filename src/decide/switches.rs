@@ -18,6 +18,8 @@ use crate::snapshot::Snapshot;
 pub struct Switch {
     /// The variable, e.g. `NCCL_SHM_DISABLE`.
     pub var: &'static str,
+    /// The transport's short name in messages: `SHM`, `P2P`, `IB`, `IBext`.
+    pub transport: &'static str,
     /// How NCCL reads the value: whether a value turns the transport off (`nccl_rules::disables`, any
     /// non-zero integer, or `nccl_rules::disables_at_one`, exactly 1).
     pub reads: fn(&str) -> bool,
@@ -58,6 +60,7 @@ pub struct Doc {
 pub const SWITCHES: &[Switch] = &[
     Switch {
         var: "NCCL_SHM_DISABLE",
+        transport: "SHM",
         reads: nccl_rules::disables_at_one,
         sets: Some("1"),
         retry: Some(Retry {
@@ -74,6 +77,7 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         var: "NCCL_P2P_DISABLE",
+        transport: "P2P",
         reads: nccl_rules::disables_at_one,
         sets: None,
         retry: Some(Retry {
@@ -90,6 +94,7 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         var: "NCCL_IB_DISABLE",
+        transport: "IB",
         reads: nccl_rules::disables,
         sets: Some("1"),
         retry: Some(Retry {
@@ -106,6 +111,7 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         var: "NCCL_IBEXT_DISABLE",
+        transport: "IBext",
         reads: nccl_rules::disables,
         sets: Some("1"),
         retry: None,
@@ -166,8 +172,32 @@ impl Outcome {
 impl Switch {
     /// The switch as NCCL sees it: the environment's value, else the first NCCL configuration file's
     /// ([`Inherited::nccl`]; NCCL applies its files under the environment, `initEnv`, src/misc/param.cc).
+    /// `None` also for a value NCCL reads as unset: an empty one (or one that overflows), for which
+    /// `ncclLoadParam` keeps the parameter's default (`nccl_rules::param_value`), so ncclenv decides as for an
+    /// unset switch (break-it finding: `-e NCCL_SHM_DISABLE=` kept a `/dev/shm` too small in use).
     pub fn inherited<'s>(&self, snap: &'s Snapshot) -> Option<Inherited<'s>> {
-        Inherited::nccl(self.var, snap)
+        Inherited::nccl(self.var, snap).filter(|i| nccl_rules::param_value(i.value).is_some())
+    }
+
+    /// How NCCL reads `inh` when its value is not plainly `0` or `1`, for the messages that quote it:
+    /// ` (NCCL reads yes as 0: IB stays on)`, ` (NCCL turns SHM off only at 1: 2 leaves it on)`; empty for
+    /// `0` and `1`.
+    pub fn reading(&self, inh: &Inherited) -> String {
+        let value = inh.value;
+        if value == "0" || value == "1" {
+            return String::new();
+        }
+        let Some(n) = nccl_rules::param_value(value) else {
+            return String::new();
+        };
+        match (self.turns_off(inh), n) {
+            (true, _) => format!(" (NCCL reads {value} as {n}: {} off)", self.transport),
+            (false, 0) => format!(" (NCCL reads {value} as 0: {} stays on)", self.transport),
+            (false, _) => format!(
+                " (NCCL turns {} off only at 1: {value} leaves it on)",
+                self.transport
+            ),
+        }
     }
 
     /// Whether the inherited switch turns its transport off, as NCCL reads this one ([`Switch::reads`]).

@@ -194,3 +194,46 @@ fn outcome_off_is_the_transports_state() {
     assert!(Outcome::Set.off());
     assert!(!Outcome::Unset.off());
 }
+
+/// A switch NCCL reads as unset (an empty value: `ncclLoadParam` keeps the default) is decided as an unset
+/// one: where its rule turns the transport off, ncclenv sets it (break-it finding: `-e NCCL_SHM_DISABLE=` kept
+/// a `/dev/shm` too small in use). A value that is not plainly 0 or 1 is quoted with how NCCL reads it.
+#[test]
+fn an_empty_switch_is_unset_and_other_values_say_how_nccl_reads_them() {
+    let unset = run(&every_transport_off(&[]));
+    for s in SWITCHES.iter().filter(|s| s.sets.is_some()) {
+        let empty = run(&every_transport_off(&[(s.var, "")]));
+        assert_eq!(empty.value_of(s.var), s.sets, "{}=\"\"", s.var);
+        assert_eq!(empty.value_of(s.var), unset.value_of(s.var));
+    }
+    let inh = |v| {
+        Inherited::of(
+            "NCCL_SHM_DISABLE",
+            v,
+            crate::nccl_rules::Origin::Environment,
+        )
+    };
+    assert_eq!(SHM.reading(&inh("1")), "");
+    assert_eq!(SHM.reading(&inh("0")), "");
+    assert_eq!(
+        SHM.reading(&inh("2")),
+        " (NCCL turns SHM off only at 1: 2 leaves it on)"
+    );
+    assert_eq!(
+        SHM.reading(&inh("yes")),
+        " (NCCL reads yes as 0: SHM stays on)"
+    );
+    assert_eq!(SHM.reading(&inh("0x1")), " (NCCL reads 0x1 as 1: SHM off)");
+    let shm2 = run(&every_transport_off(&[("NCCL_SHM_DISABLE", "2")]));
+    let w = shm2
+        .warnings
+        .iter()
+        .find(|w| w.code == "shm-too-small")
+        .expect("shm-too-small");
+    assert!(w.message.contains("2 leaves it on"), "{}", w.message);
+    assert!(
+        w.remedy.starts_with("set NCCL_SHM_DISABLE=1"),
+        "{}",
+        w.remedy
+    );
+}
