@@ -232,7 +232,7 @@ pub const ROUTED: &[Route] = &[
     Route {
         vars: &["NCCL_IBEXT_DISABLE"],
         judged: "`decide/rdma.rs` `disable_plugin_ib`, where ncclenv disables IB and a net plugin would load, through `decide/switches.rs` `Switch::decide`",
-        verdicts: "works (kept whatever its value; ncclenv sets it only when it is not inherited)",
+        verdicts: "works where it turns the plugin's IB off; risky where it leaves it on (0, yes): `rdma-plugin-ignores-ib-disable`; never repaired (an empty one is unset: ncclenv sets it)",
     },
     Route {
         vars: &["NCCL_IB_HCA"],

@@ -585,22 +585,36 @@ fn disable_plugin_ib(plan: &mut Plan, snap: &Snapshot, plugin: Option<&NetPlugin
     let Some(p) = plugin else {
         return;
     };
-    // An inherited one is kept whatever its value: the user chose the plugin's switch.
-    switches::IBEXT.decide(
-        snap,
-        plan,
-        |_| Verdict::Works,
-        || {
-            Some(TurnOff {
-                reason: format!(
-                    "the net plugin {} ({}) would load and run its own IB transport (IBext), which \
+    // An inherited one is kept whatever its value (the user chose the plugin's switch), with a warning where
+    // it leaves the plugin's IB on while ncclenv turns NCCL's off (break-it finding: `NCCL_IBEXT_DISABLE=0`
+    // was kept silently and the plugin's registrations failed as the memlock warning predicted).
+    let judge = |inh: &Inherited| {
+        if switches::IBEXT.turns_off(inh) {
+            return Verdict::Works;
+        }
+        Verdict::risky(Said::new(
+            Finding::RdmaPluginIgnoresIbDisable,
+            format!(
+                "{}{}, but ncclenv disables NCCL's IB and the net plugin {} ({}) would load and run its own IB \
+                 transport (IBext), which only NCCL_IBEXT_DISABLE=1 stops",
+                inh.kept(),
+                switches::IBEXT.reading(inh),
+                p.path,
+                p.source
+            ),
+            "set NCCL_IBEXT_DISABLE=1 (or NCCL_NET_PLUGIN=none to load no plugin)",
+        ))
+    };
+    switches::IBEXT.decide(snap, plan, judge, || {
+        Some(TurnOff {
+            reason: format!(
+                "the net plugin {} ({}) would load and run its own IB transport (IBext), which \
                      NCCL_IB_DISABLE does not switch off; NCCL_IBEXT_DISABLE=1 is its switch",
-                    p.path, p.source
-                ),
-                said: None,
-            })
-        },
-    );
+                p.path, p.source
+            ),
+            said: None,
+        })
+    });
 }
 
 /// The `NCCL_IB_HCA` NCCL sees already (environment or config file), if any.
@@ -1474,10 +1488,23 @@ mod tests {
         assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
         s.net_plugins.clear();
         assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
-        // Inherited NCCL_IBEXT_DISABLE: kept.
+        // Inherited NCCL_IBEXT_DISABLE: kept; one that leaves the plugin's IB on is a warning (break-it).
         s.net_plugins = vec![plugin(true)];
         s.env.insert("NCCL_IBEXT_DISABLE".into(), "0".into());
-        assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), None);
+        let p = run(&s);
+        assert_eq!(p.value_of("NCCL_IBEXT_DISABLE"), None);
+        let w = warning(&p, "rdma-plugin-ignores-ib-disable");
+        assert!(
+            w.message.contains("inherited NCCL_IBEXT_DISABLE=0 kept")
+                && w.remedy.starts_with("set NCCL_IBEXT_DISABLE=1"),
+            "{w:?}"
+        );
+        s.env.insert("NCCL_IBEXT_DISABLE".into(), "1".into());
+        assert!(!codes(&run(&s)).contains(&"rdma-plugin-ignores-ib-disable"));
+        // An empty one is unset: ncclenv sets it.
+        s.env.insert("NCCL_IBEXT_DISABLE".into(), String::new());
+        assert_eq!(run(&s).value_of("NCCL_IBEXT_DISABLE"), Some("1"));
+        s.env.remove("NCCL_IBEXT_DISABLE");
         // IB usable: nothing to switch off.
         let mut s = ib_8mib(Some(true));
         s.net_plugins = vec![plugin(true)];

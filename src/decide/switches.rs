@@ -120,7 +120,7 @@ pub const SWITCHES: &[Switch] = &[
             turns_off: "an external net plugin's own IB transport (IBext, HPC-X's `libnccl-net.so`), which `NCCL_IB_DISABLE` does not reach",
             nccl_reads: "the plugin's `NCCL_PARAM(IbDisable, \"IBEXT_DISABLE\")` in `ncclIbInit`, src/ib_plugin.c of nccl-rdma-sharp-plugins: any non-zero integer turns it off",
             sets: "`1` where ncclenv turns IB off and a net plugin would load (`decide/rdma.rs` `disable_plugin_ib`)",
-            findings: "none (an inherited one is kept silently)",
+            findings: "`rdma-plugin-ignores-ib-disable` (an inherited one that leaves the plugin's IB on)",
         },
     },
 ];
