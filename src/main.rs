@@ -295,24 +295,35 @@ fn entrypoint_check(cx: &Ctx<'_>, snap: &Snapshot, plan: &mut Plan) -> Result<()
             plan.set(&e.name, e.value.clone(), e.reason.clone());
             tracing::warn!("check repair: {}={} ({})", e.name, e.value, e.reason);
         }
-    } else if cfg.strict {
+        return Ok(());
+    }
+    // A check that could not run (no helper, no libnccl found) asked NCCL nothing: it is said so, not as a
+    // failure of NCCL (break-it finding), as `ncclenv check` says COULD NOT RUN.
+    let what = if report.could_not_run() {
+        "the check could not run"
+    } else {
+        "the check failed"
+    };
+    let remedy = report.detail.error.as_ref().and_then(|e| e.remedy());
+    if cfg.strict {
         let refusal = report::Refusal {
             code: Finding::CheckFailed.code().into(),
-            reason: format!("NCCLENV_STRICT=1 and the check failed: {}", report.summary),
-            remedy: "fix what the check reports (ncclenv check shows it), or unset NCCLENV_STRICT to run with a warning".into(),
+            reason: format!("NCCLENV_STRICT=1 and {what}: {}", report.summary),
+            remedy: format!(
+                "{}, or unset NCCLENV_STRICT to run with a warning",
+                remedy.unwrap_or("fix what the check reports (ncclenv check shows it)")
+            ),
         };
         report::refused(&refusal, cfg.termination_log.as_deref());
         return Err(ExitCode::from(exit::REFUSED));
-    } else {
-        let remedy = report.detail.error.as_ref().and_then(|e| e.remedy());
-        let remedy = remedy
-            .map(|x| format!(" (what to do: {x})"))
-            .unwrap_or_default();
-        tracing::warn!(
-            "check failed, running the command anyway: {}{remedy}",
-            report.summary
-        );
     }
+    let remedy = remedy
+        .map(|x| format!(" (what to do: {x})"))
+        .unwrap_or_default();
+    tracing::warn!(
+        "{what}, running the command anyway: {}{remedy}",
+        report.summary
+    );
     Ok(())
 }
 

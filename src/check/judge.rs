@@ -249,8 +249,15 @@ fn failed(mut detail: CheckDetail, res: &HelperResult) -> AttemptVerdict {
         .rank
         .map(|r| format!(" on rank {r}"))
         .unwrap_or_default();
+    // As `ncclenv check` heads it: a check that never asked NCCL could not run (break-it finding: the
+    // entrypoint said FAILED where the check said COULD NOT RUN).
+    let verb = if error.stage.asks_nccl_nothing() {
+        "COULD NOT RUN"
+    } else {
+        "FAILED"
+    };
     let summary = format!(
-        "{} check FAILED at {}{rank}: {facts}{explanation}",
+        "{} check {verb} at {}{rank}: {facts}{explanation}",
         mode_name(ran),
         error.stage.name()
     );
@@ -506,7 +513,7 @@ mod tests {
         assert!(!v.passed && !v.repairable);
         assert_eq!(
             v.summary,
-            "allreduce check FAILED at load: no (looked: /x: not found)"
+            "allreduce check COULD NOT RUN at load: no (looked: /x: not found)"
         );
         let crash = judge(
             &attempt(&[], Ending::Ran),

@@ -157,6 +157,14 @@ pub enum Stage {
     Crash,
 }
 
+impl Stage {
+    /// True for the stages at which NCCL was never asked (no library loaded, no rank started): the check
+    /// could not run (exit `CHECK_UNAVAILABLE`, as `CheckReport::could_not_run` reads them), it did not fail.
+    pub fn asks_nccl_nothing(self) -> bool {
+        matches!(self, Stage::Load | Stage::Spawn)
+    }
+}
+
 wire_names!(Stage {
     Load => "load",
     Symbol => "symbol",
