@@ -214,6 +214,9 @@ findings! {
     /// An inherited `NCCL_IB_DISABLE` is kept.
     RdmaIbDisabledInherited = "rdma-ib-disabled-inherited", Info, false,
         "an inherited `NCCL_IB_DISABLE` is kept";
+    /// `NCCL_NET=IB` forces NCCL's IB network where IB cannot work: no socket fallback, init fails.
+    RdmaNetIbForced = "rdma-net-ib-forced", Warn, true,
+        "`NCCL_NET=IB` forces NCCL's IB network, which cannot work here: NCCL finds no network and init fails";
     /// A vendor net plugin owns the transport: RDMA is left alone.
     RdmaVendorPlugin = "rdma-vendor-plugin", Info, false,
         "a vendor network profile's plugin owns the transport: RDMA is left alone";

@@ -81,6 +81,7 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
         return;
     };
     if let Some(key) = vendor_plugin(snap) {
+        forced_ib(snap, rdma, cfg, plan);
         plan.finding(
             Finding::RdmaVendorPlugin,
             format!(
@@ -129,6 +130,45 @@ pub fn decide_rdma(snap: &Snapshot, cfg: &Config, plan: &mut Plan) {
     if ib_on {
         check_gid_index(snap, rdma, links.as_ref(), plan);
     }
+}
+
+/// `rdma-net-ib-forced`: an inherited `NCCL_NET=IB` (compared case-insensitively, as NCCL matches a net's
+/// name: `strcasecmp` in src/plugin/net.cc, 2.30) forces NCCL's built-in IB network, which has no socket
+/// fallback; where the evidence says IB cannot work here, NCCL finds no network and `ncclCommInitRank`
+/// fails (break-it finding: doctor said "NCCL should work"). A warning (strict refuses); `NCCL_NET` stays as
+/// the user set it, under the vendor profile it makes.
+fn forced_ib(snap: &Snapshot, rdma: &RdmaSnapshot, cfg: &Config, plan: &mut Plan) {
+    let Some(net) = Inherited::nccl("NCCL_NET", snap) else {
+        return;
+    };
+    if !net.value.trim().eq_ignore_ascii_case("IB") {
+        return;
+    }
+    let links = link_names(snap);
+    let why = match assess(rdma, links.as_ref(), cfg) {
+        Assessment::NoDevice(w)
+        | Assessment::NoActivePort(w)
+        | Assessment::NoVerbsNodes(w)
+        | Assessment::RoceNetdevMissing(w) => w,
+        Assessment::MemlockLow { bytes, .. } => format!(
+            "RLIMIT_MEMLOCK is {}, below {} MiB (ibv_reg_mr fails)",
+            Mib(bytes),
+            MEMLOCK_MIN_BYTES / MIB
+        ),
+        Assessment::ProbeFailed(_) | Assessment::Usable { .. } => return,
+    };
+    plan.finding(
+        Finding::RdmaNetIbForced,
+        format!(
+            "{} forces NCCL's IB network, which has no socket fallback, but {why}: NCCL finds no network and \
+             ncclCommInitRank fails",
+            net.kept().trim_end_matches(" kept")
+        ),
+        format!(
+            "give the container its RDMA devices ({DOCKER_RDMA_FLAGS}), or unset NCCL_NET (NCCL_NET=Socket uses \
+             sockets)"
+        ),
+    );
 }
 
 /// The netdev names of this namespace, when the network probe worked.
@@ -1111,6 +1151,21 @@ mod tests {
         assert!(p.changes.is_empty(), "{:?}", p.changes);
         assert_eq!(codes(&p), vec!["rdma-vendor-plugin"]);
         assert!(p.warnings[0].message.contains("/root/.nccl.conf"));
+        // NCCL_NET=IB (any case) forces IB with no socket fallback: here no verbs node, so init fails
+        // (break-it finding); NCCL_NET=Socket does not.
+        for net in ["IB", "ib"] {
+            s.conf_files = vec![conf(&[("NCCL_NET", net)])];
+            let p = run(&s);
+            assert!(p.changes.is_empty(), "{:?}", p.changes);
+            assert_eq!(codes(&p), vec!["rdma-net-ib-forced", "rdma-vendor-plugin"]);
+            assert!(
+                p.warnings[0].message.contains("no socket fallback"),
+                "{}",
+                p.warnings[0].message
+            );
+        }
+        s.conf_files = vec![conf(&[("NCCL_NET", "Socket")])];
+        assert_eq!(codes(&run(&s)), vec!["rdma-vendor-plugin"]);
         // NCCL_IB_HCA from the file: not overridden.
         let r = rdma(
             vec![
