@@ -65,6 +65,7 @@ pub fn collect(
         Depth::Doctor => jc.script.clone().or_else(|| job::direct_script(&jc)),
         Depth::Start => jc.script.clone(),
     };
+    let gpu_env = gpu_env(&env, &jc.env_assigned);
     shape.wrapper = jc.wrapper;
     shape.script = script;
     shape.env_removed = jc.env_removed;
@@ -91,7 +92,7 @@ pub fn collect(
     };
     let rdma = Some(rdma);
     let shm = Some(host::probe_shm(&cfg.shm_path));
-    let gpus = Some(host::gpu_count(&env, &cfg.devfs));
+    let gpus = Some(host::gpu_count(&gpu_env, &cfg.devfs));
     // The NCCL the command will load decides how an inherited NCCL_SOCKET_IFNAME is read: before 2.28 an
     // interface with an address but without carrier counts. The start path looks for the installations
     // (directory scans: about a millisecond) only when that can change the reading: such a value is
@@ -209,5 +210,48 @@ fn nccl_installs(
                 Vec::new()
             }
         }
+    }
+}
+
+/// The environment the GPU count reads ([`host::gpu_count`]): ncclenv's, with the wrapper's assignments of
+/// `CUDA_VISIBLE_DEVICES` and `NVIDIA_VISIBLE_DEVICES` over it (`sh -c "CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun
+/// …"`, `env CUDA_VISIBLE_DEVICES=… torchrun`: the command sees those; break-it finding: they were not counted
+/// and a `/dev/shm` too small for four ranks went unjudged). A value the shell leaves unknown is not used.
+fn gpu_env(
+    env: &BTreeMap<String, String>,
+    assigned: &[(String, String)],
+) -> BTreeMap<String, String> {
+    let mut out = env.clone();
+    for (name, value) in assigned {
+        let gpu_var = name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES";
+        if gpu_var && !crate::launch_facts::is_unknown(value) {
+            out.insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod gpu_env_tests {
+    use super::*;
+
+    /// The wrapper's `CUDA_VISIBLE_DEVICES` is the job's; an unknown one (`$GPUS`) is not used.
+    #[test]
+    fn the_wrappers_gpu_list_is_the_jobs() {
+        let env = BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())]);
+        let assigned = vec![
+            ("CUDA_VISIBLE_DEVICES".to_string(), "0,1,2,3".to_string()),
+            ("UCX_NET_DEVICES".to_string(), "eth0".to_string()),
+        ];
+        let out = gpu_env(&env, &assigned);
+        assert_eq!(out["CUDA_VISIBLE_DEVICES"], "0,1,2,3");
+        assert!(!out.contains_key("UCX_NET_DEVICES"));
+        let unknown = format!(
+            "{}GPUS{}",
+            crate::launch_facts::UNKNOWN,
+            crate::launch_facts::UNKNOWN
+        );
+        let out = gpu_env(&env, &[("CUDA_VISIBLE_DEVICES".to_string(), unknown)]);
+        assert_eq!(out["CUDA_VISIBLE_DEVICES"], "0");
     }
 }
