@@ -102,10 +102,7 @@ pub fn parse_endpoint(spec: &str) -> Result<Endpoint, String> {
     if host.is_empty() {
         return Err("no host".into());
     }
-    if host
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '[' || c == ']')
-    {
+    if !is_host(host) {
         return Err(format!("{host:?} is not a host name or address"));
     }
     let port = match port {
@@ -117,6 +114,32 @@ pub fn parse_endpoint(spec: &str) -> Result<Endpoint, String> {
         port,
         scheme,
     })
+}
+
+/// Whether `host` can name a machine: an IP address (IPv6 with a `%zone` too), or a name of dot-separated
+/// labels of letters, digits, `-` and `_` (RFC 1123 2.1 host names; `_` as resolvers accept it), none empty
+/// or starting or ending with `-`, at most 253 bytes. A word a shell or Kubernetes did not expand
+/// (`$(MASTER_ADDR)`, `${HOST}`), an option (`-x`) or `a..b` is none: it is said at once instead of being
+/// waited for as a name that may appear late (break-it finding: retried for 600 s, then blamed on DNS).
+fn is_host(host: &str) -> bool {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    if let Some((addr, zone)) = host.split_once('%') {
+        return addr.parse::<std::net::Ipv6Addr>().is_ok() && !zone.is_empty();
+    }
+    let name = host.strip_suffix('.').unwrap_or(host);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 /// A port: 1 to 65535, digits only.

@@ -1440,12 +1440,28 @@ mod tests {
             (":29500", "no host"),
             ("", "no host"),
             ("a b", "not a host"),
+            // Words nobody expanded, options, empty labels (break-it finding).
+            ("$(MASTER_ADDR)", "not a host"),
+            ("${MASTER_ADDR}:29500", "not a host"),
+            ("$HOST", "not a host"),
+            ("-x", "not a host"),
+            ("a..b", "not a host"),
         ] {
             let e = parse_host_spec(spec).expect_err(spec);
             assert!(e.contains(why), "{spec}: {e}");
             assert_eq!(parse_host(spec), None, "{spec}");
         }
         assert_eq!(parse_host_spec("m:65535").as_deref(), Ok("m"));
+        for host in [
+            "master-0.job.svc.cluster.local",
+            "node_a",
+            "fe80::1%eth0",
+            "10.0.0.1",
+            "fd00::1",
+            "m.",
+        ] {
+            assert_eq!(parse_host_spec(host).as_deref(), Ok(host), "{host}");
+        }
         assert_eq!(parse_host_spec("[fd00::1]").as_deref(), Ok("fd00::1"));
         assert_eq!(
             parse_host_spec("etcd://10.0.0.1:2379/v3").as_deref(),
