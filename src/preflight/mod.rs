@@ -282,7 +282,7 @@ pub fn run(cfg: &Config, snap: &Snapshot, plan: &mut Plan, environ: &Environ) {
     let _wait = crate::signals::waiting(crate::signals::Wait::Preflight);
     let deadline = Instant::now() + Duration::from_secs(cfg.preflight_timeout_s);
     let probe_timeout = PROBE_TIMEOUT.min(Duration::from_secs(cfg.preflight_timeout_s));
-    let env = nccl_env(&crate::exec::final_env(environ, plan));
+    let env = with_conf_files(nccl_env(&crate::exec::final_env(environ, plan)), snap);
     let nonce = nonce();
     let responder = net::Responder::start(setup.bootstrap, &setup.key, nonce);
     let ifaces = networks::local(snap, cfg);
@@ -475,6 +475,22 @@ fn nccl_env(env: &Environ) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// `env` (the command's `NCCL_*` variables) with what NCCL's configuration files set for names it lacks: NCCL
+/// applies each file's lines with `setenv(name, value, 0)`, so the environment and the first line that sets
+/// a name win (`setEnvFile`/`initEnv`, src/misc/param.cc, 2.18–2.30). A node whose `/etc/nccl.conf` says
+/// `NCCL_IB_DISABLE=1` has IB off, and the fleet must know it (break-it finding: only the environment was
+/// reported, and the master kept IB on).
+fn with_conf_files(mut env: BTreeMap<String, String>, snap: &Snapshot) -> BTreeMap<String, String> {
+    for file in &snap.conf_files {
+        for (name, value) in &file.values {
+            if name.starts_with("NCCL_") && !env.contains_key(name) {
+                env.insert(name.clone(), value.clone());
+            }
+        }
+    }
+    env
 }
 
 /// A random-enough number for one run of ncclenv: std's per-process random hash keys over the pid and the
@@ -978,5 +994,52 @@ mod tests {
         };
         move_to(&s, &cfg, &mut p, &ifaces, &elsewhere);
         assert_eq!((p.changes, p.choice), (before.changes, before.choice));
+    }
+}
+
+#[cfg(test)]
+mod conf_file_tests {
+    use super::*;
+    use crate::snapshot::ConfFile;
+
+    /// The environment wins, then the first file line that sets a name, as NCCL applies them; names that are
+    /// not NCCL's are left out.
+    #[test]
+    fn config_files_add_what_the_environment_lacks() {
+        let file = |path: &str, values: &[(&str, &str)]| ConfFile {
+            path: path.into(),
+            values: values
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            error: None,
+        };
+        let snap = Snapshot {
+            conf_files: vec![
+                file(
+                    "/etc/a.conf",
+                    &[
+                        ("NCCL_X", "b"),
+                        ("NCCL_IB_DISABLE", "1"),
+                        ("NCCL_IB_DISABLE", "0"),
+                        ("OTHER", "1"),
+                    ],
+                ),
+                file(
+                    "/etc/nccl.conf",
+                    &[("NCCL_IB_DISABLE", "2"), ("NCCL_Y", "y")],
+                ),
+            ],
+            ..Snapshot::default()
+        };
+        let env = BTreeMap::from([("NCCL_X".to_string(), "a".to_string())]);
+        let got = with_conf_files(env, &snap);
+        let want: BTreeMap<String, String> =
+            [("NCCL_X", "a"), ("NCCL_IB_DISABLE", "1"), ("NCCL_Y", "y")]
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+        assert_eq!(got, want);
+        assert!(agree::ib_disabled_env(&got));
     }
 }
