@@ -203,6 +203,19 @@ pub(crate) fn missing_interpreter(path: &Path) -> Option<String> {
             .take_while(|b| *b != b' ' && *b != b'\t' && *b != b'\r')
             .collect();
         let shown = String::from_utf8_lossy(&interp).into_owned();
+        // The kernel ends the interpreter's name at a blank or the newline only (fs/binfmt_script.c): with
+        // Windows line endings it looks for `/bin/sh\r`, which the message would show as `/bin/sh` (break-it
+        // finding: "/bin/sh does not exist" on a host that has it).
+        let lead = line
+            .iter()
+            .take_while(|b| **b == b' ' || **b == b'\t')
+            .count();
+        if line.get(lead + interp.len()) == Some(&b'\r') {
+            return Some(format!(
+                "cannot execute: its #! line names {shown} followed by a carriage return (the file has Windows \
+                 CRLF line endings), and no {shown}\\r exists: convert the file (dos2unix, or sed -i 's/\\r$//')"
+            ));
+        }
         return Some(format!(
             "cannot execute: the interpreter named in its #! line, {shown}, does not exist"
         ));
@@ -332,5 +345,25 @@ mod tests {
         }
         assert_eq!(elf_interpreter(b"\x7fELF"), None);
         assert_eq!(elf_interpreter(&[0u8; 100]), None);
+    }
+
+    /// A `#!` line with Windows line endings names the carriage return and how to convert the file (break-it
+    /// finding); one that names a missing interpreter says so plainly.
+    #[test]
+    fn a_crlf_script_is_named_as_such() {
+        let dir = std::env::temp_dir().join(format!("ncclenv-crlf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let crlf = dir.join("crlf.sh");
+        std::fs::write(&crlf, b"#! /bin/sh\r\necho hi\r\n").expect("write");
+        let why = missing_interpreter(&crlf).expect("a reason");
+        assert!(
+            why.contains("/bin/sh followed by a carriage return") && why.contains("dos2unix"),
+            "{why}"
+        );
+        let missing = dir.join("missing.sh");
+        std::fs::write(&missing, b"#!/nope/sh\necho hi\n").expect("write");
+        let why = missing_interpreter(&missing).expect("a reason");
+        assert!(why.contains("/nope/sh, does not exist"), "{why}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -145,7 +145,18 @@ fn forced_ib(snap: &Snapshot, rdma: &RdmaSnapshot, cfg: &Config, plan: &mut Plan
         return;
     }
     let links = link_names(snap);
+    let ib_off = switches::IB
+        .inherited(snap)
+        .filter(|i| switches::IB.turns_off(i));
     let why = match assess(rdma, links.as_ref(), cfg) {
+        // IB forced and switched off at once: NCCL's IB init returns an error, and no other net is allowed.
+        _ if ib_off.is_some() => ib_off.map_or_else(String::new, |i| {
+            format!(
+                "{}{} turns it off",
+                i.kept().trim_end_matches(" kept"),
+                switches::IB.reading(&i)
+            )
+        }),
         Assessment::NoDevice(w)
         | Assessment::NoActivePort(w)
         | Assessment::NoVerbsNodes(w)
@@ -1166,6 +1177,28 @@ mod tests {
         }
         s.conf_files = vec![conf(&[("NCCL_NET", "Socket")])];
         assert_eq!(codes(&run(&s)), vec!["rdma-vendor-plugin"]);
+        // Forced and switched off at once, even where IB would work.
+        let mut t = snap(
+            rdma(
+                vec![dev("mlx5_0", vec![port(1, 4, "InfiniBand", None)])],
+                &["uverbs0"],
+                None,
+                None,
+            ),
+            &["ib0"],
+            &[("NCCL_NET", "IB"), ("NCCL_IB_DISABLE", "1")],
+        );
+        let p = run(&t);
+        assert_eq!(codes(&p), vec!["rdma-net-ib-forced", "rdma-vendor-plugin"]);
+        assert!(
+            p.warnings[0]
+                .message
+                .contains("NCCL_IB_DISABLE=1 turns it off"),
+            "{}",
+            p.warnings[0].message
+        );
+        t.env.remove("NCCL_IB_DISABLE");
+        assert_eq!(codes(&run(&t)), vec!["rdma-vendor-plugin"]);
         // NCCL_IB_HCA from the file: not overridden.
         let r = rdma(
             vec![
