@@ -435,6 +435,8 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
         }
     };
     let mut last: Option<Cmd> = None;
+    let mut launcher: Option<(Cmd, Saved, Option<String>)> = None;
+    let mut second: Option<String> = None;
     // The shell's state at each open `(`: what its subshell changes is undone at the `)` (POSIX 2.12:
     // "changes made to the subshell environment shall not affect the shell environment").
     let mut subshells: Vec<Saved> = Vec::new();
@@ -476,12 +478,41 @@ fn read_string(s: &str, st: &mut State, depth: usize) -> Option<Cmd> {
             saved.restore(st);
         }
         match found {
-            Some(cmd) if crate::launch_facts::detect(&cmd.words).is_some() => return Some(cmd),
-            Some(cmd) => last = Some(cmd),
-            None => {}
+            Some(cmd) if crate::launch_facts::detect(&cmd.words).is_some() => match &launcher {
+                // The first launcher is the one read; the shell's state as it left it is kept for it.
+                None => launcher = Some((cmd, Saved::of(st), st.script.clone())),
+                Some(_) => {
+                    second.get_or_insert_with(|| launcher_words(&cmd));
+                }
+            },
+            Some(cmd) if launcher.is_none() => last = Some(cmd),
+            _ => {}
         }
     }
-    last
+    let Some((cmd, saved, script)) = launcher else {
+        return last;
+    };
+    saved.restore(st);
+    st.script = script;
+    if let Some(second) = second {
+        // Break-it finding: `torchrun --standalone warm.py && torchrun --nnodes=2 … train.py` was decided as
+        // the first run alone, without a word about the second.
+        st.problems.push(format!(
+            "the command string of {} runs a second launcher ({second}) after {}: ncclenv reads the first only; \
+             where the second is the job across nodes, name its master (NCCLENV_PEER=<master host>) or start it \
+             on its own",
+            st.via.last().map_or("the shell", String::as_str),
+            launcher_words(&cmd)
+        ));
+    }
+    Some(cmd)
+}
+
+/// A launcher command's first two words as shown in a message (`torchrun --nnodes=2 …`).
+fn launcher_words(cmd: &Cmd) -> String {
+    let shown: Vec<String> = cmd.words.iter().take(2).map(|w| display(w)).collect();
+    let more = if cmd.words.len() > 2 { " …" } else { "" };
+    format!("{}{more}", shown.join(" "))
 }
 
 /// True when the command at `pieces[k]` runs in a subshell of its own: an element of a multi-command
@@ -1488,6 +1519,36 @@ mod tests {
             &[("Q", "a'b\"c")],
         );
         assert_eq!(u.argv[1], "--master_addr=a'b\"c");
+    }
+
+    /// Two launcher runs in one string: the first is read, with the shell's state as it left it (a `cd` or an
+    /// `export` after it is not its), and a problem names the second (break-it finding).
+    #[test]
+    fn a_second_launcher_in_the_string_is_named() {
+        let u = un(
+            &[
+                "sh",
+                "-c",
+                "torchrun --standalone warm.py && cd /w && export NCCL_SOCKET_IFNAME=eth9 && \
+                 torchrun --nnodes=2 --master-addr=m train.py",
+            ],
+            &[],
+        );
+        assert_eq!(u.argv, words(&["torchrun", "--standalone", "warm.py"]));
+        assert_eq!(u.cwd, None);
+        assert!(u.assignments.is_empty(), "{:?}", u.assignments);
+        assert_eq!(u.problems.len(), 1, "{:?}", u.problems);
+        assert!(
+            u.problems[0].contains("second launcher (torchrun --nnodes=2 …)")
+                && u.problems[0].contains("NCCLENV_PEER"),
+            "{:?}",
+            u.problems
+        );
+        let u = un(
+            &["sh", "-c", "pip install x && torchrun --nnodes=2 t.py"],
+            &[],
+        );
+        assert!(u.problems.is_empty(), "{:?}", u.problems);
     }
 
     #[test]
