@@ -49,7 +49,7 @@ impl CheckReport {
                 .detail
                 .error
                 .as_ref()
-                .is_some_and(|e| matches!(e.stage(), "helper" | "spawn" | "load"))
+                .is_some_and(ErrorDetail::asks_nccl_nothing)
     }
 
     /// What `ncclenv check --json` prints: [`CheckDetail`] as one line of JSON.
@@ -186,6 +186,16 @@ impl ErrorDetail {
         match self {
             ErrorDetail::Reported(e) => e.stage.name(),
             ErrorDetail::Own(e) => e.stage.name(),
+        }
+    }
+
+    /// True when the failure came before NCCL was asked anything: no helper, a helper or rank that could not
+    /// be started, no library loaded (the helper's stages by [`super::protocol::Stage::asks_nccl_nothing`],
+    /// which the summary's wording reads too).
+    pub fn asks_nccl_nothing(&self) -> bool {
+        match self {
+            ErrorDetail::Reported(e) => e.stage.asks_nccl_nothing(),
+            ErrorDetail::Own(e) => matches!(e.stage, OwnStage::Helper | OwnStage::Spawn),
         }
     }
 
