@@ -483,13 +483,21 @@ fn nccl_env(env: &Environ) -> BTreeMap<String, String> {
 /// `NCCL_IB_DISABLE=1` has IB off, and the fleet must know it (break-it finding: only the environment was
 /// reported, and the master kept IB on).
 fn with_conf_files(mut env: BTreeMap<String, String>, snap: &Snapshot) -> BTreeMap<String, String> {
-    for file in &snap.conf_files {
-        for (name, value) in &file.values {
-            if name.starts_with("NCCL_") && !env.contains_key(name) {
-                env.insert(name.clone(), value.clone());
-            }
-        }
-    }
+    let names: std::collections::BTreeSet<&str> = snap
+        .conf_files
+        .iter()
+        .flat_map(|f| f.values.iter().map(|(name, _)| name.as_str()))
+        .filter(|name| name.starts_with("NCCL_") && !env.contains_key(*name))
+        .collect();
+    // Each value as NCCL sees it, by the one rule (`nccl_rules::effective`).
+    let from_files: Vec<(String, String)> = names
+        .into_iter()
+        .filter_map(|name| {
+            crate::nccl_rules::effective(name, &env, &snap.conf_files)
+                .map(|(value, _)| (name.to_string(), value.to_string()))
+        })
+        .collect();
+    env.extend(from_files);
     env
 }
 
