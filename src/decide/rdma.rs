@@ -144,29 +144,28 @@ fn forced_ib(snap: &Snapshot, rdma: &RdmaSnapshot, cfg: &Config, plan: &mut Plan
     if !net.value.trim().eq_ignore_ascii_case("IB") {
         return;
     }
-    let links = link_names(snap);
+    // IB forced and switched off at once: NCCL's IB init returns an error, and no other net is allowed.
     let ib_off = switches::IB
         .inherited(snap)
         .filter(|i| switches::IB.turns_off(i));
-    let why = match assess(rdma, links.as_ref(), cfg) {
-        // IB forced and switched off at once: NCCL's IB init returns an error, and no other net is allowed.
-        _ if ib_off.is_some() => ib_off.map_or_else(String::new, |i| {
-            format!(
-                "{}{} turns it off",
-                i.kept().trim_end_matches(" kept"),
-                switches::IB.reading(&i)
-            )
-        }),
-        Assessment::NoDevice(w)
-        | Assessment::NoActivePort(w)
-        | Assessment::NoVerbsNodes(w)
-        | Assessment::RoceNetdevMissing(w) => w,
-        Assessment::MemlockLow { bytes, .. } => format!(
-            "RLIMIT_MEMLOCK is {}, below {} MiB (ibv_reg_mr fails)",
-            Mib(bytes),
-            MEMLOCK_MIN_BYTES / MIB
+    let why = match ib_off {
+        Some(i) => format!(
+            "{}{} turns it off",
+            i.kept().trim_end_matches(" kept"),
+            switches::IB.reading(&i)
         ),
-        Assessment::ProbeFailed(_) | Assessment::Usable { .. } => return,
+        None => match assess(rdma, link_names(snap).as_ref(), cfg) {
+            Assessment::NoDevice(w)
+            | Assessment::NoActivePort(w)
+            | Assessment::NoVerbsNodes(w)
+            | Assessment::RoceNetdevMissing(w) => w,
+            Assessment::MemlockLow { bytes, .. } => format!(
+                "RLIMIT_MEMLOCK is {}, below {} MiB (ibv_reg_mr fails)",
+                Mib(bytes),
+                MEMLOCK_MIN_BYTES / MIB
+            ),
+            Assessment::ProbeFailed(_) | Assessment::Usable { .. } => return,
+        },
     };
     plan.finding(
         Finding::RdmaNetIbForced,
